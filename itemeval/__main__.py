@@ -1,0 +1,3 @@
+from itemeval.cli.main import main
+
+raise SystemExit(main())

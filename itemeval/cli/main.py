@@ -1,0 +1,55 @@
+"""`itemeval` command line: one argparse root, one module per group of commands.
+
+Each command module exposes `register(subparsers)`, which adds its commands and sets
+`func(args) -> int` on each. Errors raised on purpose (`ItemevalError`) are printed without a
+traceback and mapped to their exit code; anything else is a bug and shows its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from itemeval import __version__
+from itemeval.errors import ExitCode, ItemevalError
+
+# Command groups, in the order `itemeval --help` lists them.
+COMMAND_MODULES = (
+    "itemeval.cli.datasets",  # validate, convert
+    "itemeval.cli.study",  # init, plan, estimate
+    "itemeval.cli.run",  # generate, grade, run, status
+    "itemeval.cli.results",  # export, report
+    "itemeval.cli.store",  # compact
+    "itemeval.cli.sim",  # sim-server
+    "itemeval.cli.demo",  # demo
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="itemeval",
+        description="Distributed, resumable, budget-safe LLM benchmark evaluations on Ray.",
+    )
+    parser.add_argument("--version", action="version", version=f"itemeval {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return int(ExitCode.BAD_INPUT)
+    try:
+        return int(args.func(args))
+    except ItemevalError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
