@@ -1,0 +1,77 @@
+"""The one template language of itemeval: `{{ name }}` placeholders, nothing else.
+
+Used by prompt and rubric templates and by dataset mappings. It is brace-safe by construction:
+
+* only `{{ identifier }}` or `{{ identifier.key.key }}` is a placeholder; a single `{`, LaTeX
+  (`\\frac{a}{b}`), JSON (`{"score": 1}`) and code are literal text in a template;
+* rendering is one left-to-right pass over the *template*; substituted values are never scanned
+  again, so braces, `{{ ... }}` or anything else inside item text is copied as it is.
+
+There are no filters, conditionals or loops on purpose: templates are content-hashed and their
+meaning must be obvious from reading them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\-]+)*)\s*\}\}")
+
+
+class TemplateFieldError(KeyError):
+    """A placeholder names a field the values do not have."""
+
+    def __init__(self, name: str, available: list[str]):
+        self.name = name
+        self.available = available
+        super().__init__(name)
+
+    def __str__(self) -> str:
+        shown = ", ".join(self.available[:30])
+        return f"unknown template field {{{{ {self.name} }}}} (available: {shown})"
+
+
+def placeholders(template: str) -> list[str]:
+    """The placeholder names in `template`, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for match in PLACEHOLDER.finditer(template):
+        seen.setdefault(match.group(1), None)
+    return list(seen)
+
+
+def lookup(values: Mapping[str, Any], name: str) -> Any:
+    """Resolve a dotted name (`metadata.subject`) against nested mappings."""
+    current: Any = values
+    for part in name.split("."):
+        if isinstance(current, Mapping) and part in current:
+            current = current[part]
+        else:
+            raise TemplateFieldError(name, sorted(_flat_names(values)))
+    return current
+
+
+def render(template: str, values: Mapping[str, Any]) -> str:
+    """Substitute every placeholder; `None` renders as an empty string, other values as `str()`."""
+
+    def substitute(match: re.Match[str]) -> str:
+        value = lookup(values, match.group(1))
+        return "" if value is None else str(value)
+
+    return PLACEHOLDER.sub(substitute, template)
+
+
+def check(template: str, available: set[str] | frozenset[str]) -> list[str]:
+    """Placeholders whose first segment is not in `available` (for load-time validation)."""
+    return [name for name in placeholders(template) if name.split(".")[0] not in available]
+
+
+def _flat_names(values: Mapping[str, Any], prefix: str = "") -> list[str]:
+    names: list[str] = []
+    for key, value in values.items():
+        full = f"{prefix}{key}"
+        names.append(full)
+        if isinstance(value, Mapping) and len(value) <= 50:
+            names.extend(_flat_names(value, prefix=f"{full}."))
+    return names
