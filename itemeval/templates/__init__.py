@@ -1,0 +1,263 @@
+"""Prompt and rubric templates: loading, content hashes, and rendering into chat messages.
+
+Two namespaces that never collide:
+
+* `builtin:NAME`: shipped in the package (`itemeval/templates/builtin/{prompts,rubrics}/NAME.txt`);
+* `NAME`: a local file `<prompts_dir>/NAME.txt` or `<rubrics_dir>/NAME.txt` next to the study
+  (`.md` is accepted too).
+
+A rubric may start with a front-matter block (`---`, `max_score: 10`, `pass_score: 5`, `---`) that
+says how its scores read. Templates use `itemeval.render` (`{{ name }}`, brace-safe). Each template
+carries a `sha256` over everything that reaches the model through it (its text, and for prompts
+the answer-instruction texts, for rubrics the judge format suffix), which enters condition ids.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from itemeval.errors import ConfigError, Problem
+from itemeval.ids import sha256_hex
+from itemeval.render import TemplateFieldError, check, placeholders, render
+from itemeval.templates.answer_formats import (
+    ANSWER_TEXTS_HASH,
+    answer_format,
+    answer_instructions,
+    choice_letters,
+)
+from itemeval.workitem import WorkItem
+
+Kind = Literal["prompt", "rubric"]
+
+BUILTIN_PREFIX = "builtin:"
+
+#: Fields a prompt template may use. The target is deliberately absent: a prompt never sees it.
+PROMPT_FIELDS = frozenset(
+    {
+        "input",
+        "id",
+        "dataset",
+        "modality",
+        "task_prompt",
+        "difficulty",
+        "metadata",
+        "answer_instructions",
+        "answer_format",
+        "choice_letters",
+    }
+)
+#: Fields a rubric template may use.
+RUBRIC_FIELDS = frozenset(
+    {
+        "input",
+        "target",
+        "response",
+        "grading_scheme",
+        "id",
+        "dataset",
+        "modality",
+        "task_prompt",
+        "metadata",
+    }
+)
+
+_JUDGE_SYSTEM = "You are an impartial, exacting grader."
+
+
+def _builtin_dir(kind: Kind) -> Any:
+    return resources.files("itemeval.templates").joinpath("builtin", f"{kind}s")
+
+
+def judge_format_suffix() -> str:
+    """The packaged instruction that makes judges end with the fenced JSON score contract."""
+    path = resources.files("itemeval.templates").joinpath("builtin", "judge_format.txt")
+    return path.read_text(encoding="utf-8").strip()
+
+
+def builtin_names(kind: Kind) -> list[str]:
+    return sorted(
+        BUILTIN_PREFIX + entry.name.rsplit(".", 1)[0]
+        for entry in _builtin_dir(kind).iterdir()
+        if entry.name.endswith(".txt")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A loaded template: its name, text, where it came from, and its content hash."""
+
+    name: str
+    kind: Kind
+    text: str
+    sha256: str
+    source: str
+    max_score: float = 1.0
+    pass_score: float = 1.0
+
+    @property
+    def short_name(self) -> str:
+        """The name without the `builtin:` prefix (used in condition slugs)."""
+        return self.name.removeprefix(BUILTIN_PREFIX)
+
+    # -- rendering -------------------------------------------------------------------------
+    def render_prompt(self, item: WorkItem) -> tuple[dict[str, str], ...]:
+        """Chat messages for a solver: the item's effective task prompt as the system message
+        (when it has one), the rendered template as the user message."""
+        values = {
+            "input": item.input,
+            "id": item.id,
+            "dataset": item.dataset,
+            "modality": item.modality or "",
+            "task_prompt": item.task_prompt or "",
+            "difficulty": "" if item.difficulty is None else item.difficulty,
+            "metadata": item.metadata,
+            "answer_instructions": answer_instructions(item.modality, item.target),
+            "answer_format": answer_format(item.modality, item.target),
+            "choice_letters": choice_letters(item.modality),
+        }
+        user = render(self.text, values).strip()
+        if item.task_prompt:
+            return (
+                {"role": "system", "content": item.task_prompt},
+                {"role": "user", "content": user},
+            )
+        return ({"role": "user", "content": user},)
+
+    def render_rubric(self, item: WorkItem, response: str) -> tuple[dict[str, str], ...]:
+        """Chat messages for a judge: the rendered rubric followed by the judge format suffix."""
+        values = {
+            "input": item.input,
+            "target": item.target,
+            "response": response,
+            "grading_scheme": item.grading_scheme or "",
+            "id": item.id,
+            "dataset": item.dataset,
+            "modality": item.modality or "",
+            "task_prompt": item.task_prompt or "",
+            "metadata": item.metadata,
+        }
+        body = render(self.text, values).strip()
+        return (
+            {"role": "system", "content": _JUDGE_SYSTEM},
+            {"role": "user", "content": body + "\n\n" + judge_format_suffix()},
+        )
+
+
+def _split_front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
+    if not text.startswith("---\n"):
+        return {}, text
+    end = text.find("\n---\n", 4)
+    if end < 0:
+        raise ConfigError(Problem("front matter starts with '---' but never ends", file=source))
+    try:
+        meta = yaml.safe_load(text[4:end]) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(Problem(f"front matter is not valid YAML: {exc}", file=source)) from None
+    if not isinstance(meta, dict) or set(meta) - {"max_score", "pass_score"}:
+        raise ConfigError(
+            Problem(
+                "front matter may only set max_score and pass_score",
+                file=source,
+                hint="remove other keys from the block between the --- lines",
+            )
+        )
+    return meta, text[end + 5 :]
+
+
+def load_template(
+    name: str, kind: Kind, local_dir: Path | None = None, *, field: str = ""
+) -> Template:
+    """Load `builtin:NAME` from the package or `NAME` from `local_dir`, checking its fields."""
+    if name.startswith(BUILTIN_PREFIX):
+        short = name.removeprefix(BUILTIN_PREFIX)
+        entry = _builtin_dir(kind).joinpath(f"{short}.txt")
+        if not entry.is_file():
+            available = builtin_names(kind)
+            close = difflib.get_close_matches(name, available, n=1)
+            raise ConfigError(
+                Problem(
+                    f"there is no built-in {kind} template {name!r}",
+                    field=field,
+                    hint=(f"did you mean {close[0]!r}? " if close else "")
+                    + f"built-in {kind}s: {', '.join(available)}",
+                )
+            )
+        raw = entry.read_text(encoding="utf-8")
+        source = f"package:itemeval/templates/builtin/{kind}s/{short}.txt"
+    else:
+        if local_dir is None:
+            raise ConfigError(
+                Problem(f"local {kind} template {name!r} needs a study file", field=field)
+            )
+        candidates = [local_dir / f"{name}.txt", local_dir / f"{name}.md"]
+        path = next((c for c in candidates if c.is_file()), None)
+        if path is None:
+            raise ConfigError(
+                Problem(
+                    f"{kind} template {name!r} not found: looked for {candidates[0]}",
+                    field=field,
+                    hint="create that file, or use a built-in one: "
+                    + ", ".join(builtin_names(kind)),
+                )
+            )
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(
+                Problem("template is not UTF-8 text", file=str(path), field=field)
+            ) from None
+        source = str(path)
+
+    meta, body = _split_front_matter(raw, source)
+    allowed = PROMPT_FIELDS if kind == "prompt" else RUBRIC_FIELDS
+    unknown = check(body, allowed)
+    if unknown:
+        raise ConfigError(
+            Problem(
+                f"unknown template field(s) {', '.join('{{ ' + u + ' }}' for u in unknown)}",
+                file=source,
+                field=field,
+                hint=f"{kind} templates may use: {', '.join(sorted(allowed))}",
+            )
+        )
+    if kind == "rubric" and "response" not in placeholders(body):
+        raise ConfigError(
+            Problem(
+                "a rubric must show the judge the response: it has no {{ response }} field",
+                file=source,
+                field=field,
+            )
+        )
+    if kind == "prompt":
+        digest = sha256_hex(raw + "\x00" + ANSWER_TEXTS_HASH)
+    else:
+        digest = sha256_hex(raw + "\x00" + _JUDGE_SYSTEM + "\x00" + judge_format_suffix())
+    max_score = float(meta.get("max_score", 1.0))
+    pass_score = float(meta.get("pass_score", max_score))
+    return Template(
+        name=name,
+        kind=kind,
+        text=body,
+        sha256=digest,
+        source=source,
+        max_score=max_score,
+        pass_score=pass_score,
+    )
+
+
+__all__ = [
+    "BUILTIN_PREFIX",
+    "PROMPT_FIELDS",
+    "RUBRIC_FIELDS",
+    "Template",
+    "TemplateFieldError",
+    "builtin_names",
+    "judge_format_suffix",
+    "load_template",
+]

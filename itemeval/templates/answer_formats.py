@@ -1,0 +1,83 @@
+"""What an answer should look like, by modality: the default instructions prompts append.
+
+`answer_instructions` is the sentence a direct prompt ends with ("Answer with the letter ...");
+`answer_format` is the noun phrase a chain-of-thought prompt uses after "ANSWER: <answer>, where
+<answer> is ...". Both follow the item's modality, and numeric targets ask for a number.
+
+The texts are part of every prompt condition's content hash (`ANSWER_TEXTS_HASH`): changing a
+sentence here changes the ids of the conditions that use it, as editing a prompt file does.
+"""
+
+from __future__ import annotations
+
+import re
+
+from itemeval.ids import content_hash
+
+_NUMBER = re.compile(r"^[-+]?\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?$")
+
+LETTERS = "ABCDEFGHIJ"
+
+
+def is_numeric_target(target: str | None) -> bool:
+    """True for targets such as `18`, `-3`, `1,450,000`, `2.5`, `$4`, `12%`."""
+    return bool(target) and bool(_NUMBER.match(target.strip()))
+
+
+def choice_letters(modality: str | None) -> str:
+    """`A, B, C` for `choiceof3`; empty for other modalities."""
+    if modality and modality.startswith("choiceof"):
+        count = int(modality.removeprefix("choiceof"))
+        return ", ".join(LETTERS[:count])
+    return ""
+
+
+def answer_kind(modality: str | None, target: str | None) -> str:
+    """The answer shape: `choice`, `boolean`, `ternary`, `number`, `cloze`, `word`,
+    `short`, `long` or `free`."""
+    if modality and modality.startswith("choiceof"):
+        return "choice"
+    if modality in ("boolean", "ternary", "cloze"):
+        return modality
+    if is_numeric_target(target) and modality in (None, "single-value", "short-prose"):
+        return "number"
+    return {"single-value": "word", "short-prose": "short", "long-prose": "long"}.get(
+        modality or "", "free"
+    )
+
+
+_INSTRUCTIONS = {
+    "choice": "Answer with the letter of the correct choice only (one of {letters}).",
+    "boolean": "Answer with True or False only.",
+    "ternary": "Answer with True, False, or I don't know only.",
+    "number": "Answer with the final number only.",
+    "cloze": "Answer with only the words that fill the blank (___).",
+    "word": "Answer with a single word or value only.",
+    "short": "Answer in a few words.",
+    "long": "Answer in full sentences.",
+    "free": "",
+}
+
+_FORMATS = {
+    "choice": "the letter of the correct choice (one of {letters})",
+    "boolean": "True or False",
+    "ternary": "True, False, or I don't know",
+    "number": "the final number only",
+    "cloze": "the words that fill the blank",
+    "word": "a single word or value",
+    "short": "a short phrase",
+    "long": "your answer in one or two sentences",
+    "free": "your answer",
+}
+
+ANSWER_TEXTS_HASH = content_hash({"instructions": _INSTRUCTIONS, "formats": _FORMATS})
+
+
+def answer_instructions(modality: str | None, target: str | None) -> str:
+    kind = answer_kind(modality, target)
+    return _INSTRUCTIONS[kind].format(letters=choice_letters(modality))
+
+
+def answer_format(modality: str | None, target: str | None) -> str:
+    kind = answer_kind(modality, target)
+    return _FORMATS[kind].format(letters=choice_letters(modality))
