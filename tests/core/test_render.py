@@ -4,7 +4,7 @@ from itemeval.render import TemplateFieldError, check, placeholders, render
 
 
 def test_values_with_braces_are_copied_verbatim():
-    template = "Solve: {{ input }}\nReply as JSON like {\"answer\": 1}."
+    template = 'Solve: {{ input }}\nReply as JSON like {"answer": 1}.'
     value = r"\frac{a}{b} + {{ target }} {x} }}{{"
     out = render(template, {"input": value, "target": "SECRET"})
     assert value in out
