@@ -1,0 +1,304 @@
+"""The benchmark `Dataset` metadata (dataset spec v3.3): the `<id>.yaml` file as a model.
+
+`parse_dataset_meta(raw, where)` reads the YAML mapping leniently, like `parse_item`: names matched
+case-insensitively, ad hoc attributes kept (and written back) under their own names, unambiguous
+deviations accepted with a warning. The `hasPart` naming rule lives here too (`part_names`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from itemeval.errors import Problem
+from itemeval.spec.attributes import (
+    IDENTIFIER_HINT,
+    IDENTIFIER_PATTERN,
+    MISSING,
+    read_identifier,
+    read_text,
+    read_text_or_list,
+    split_attributes,
+)
+from itemeval.spec.findings import Where
+from itemeval.spec.item import Item, parse_item
+
+# canonical name -> python field name, in the order `to_dict` writes them
+DATASET_ATTRIBUTES = {
+    "identifier": "identifier",
+    "title": "title",
+    "description": "description",
+    "creator": "creator",
+    "contributor": "contributor",
+    "publisher": "publisher",
+    "created": "created",
+    "datePublished": "date_published",
+    "version": "version",
+    "metadataVersion": "metadata_version",
+    "language": "language",
+    "subject": "subject",
+    "source": "source",
+    "sourceProcess": "source_process",
+    "license": "license",
+    "licenseNotes": "license_notes",
+    "taskPrompt": "task_prompt",
+    "hasPart": "has_part",
+    "items": "items",
+}
+REQUIRED = (
+    "identifier",
+    "created",
+    "creator",
+    "description",
+    "hasPart",
+    "language",
+    "license",
+    "publisher",
+    "source",
+    "subject",
+)
+_BY_CASEFOLD = {name.casefold(): name for name in DATASET_ATTRIBUTES}
+_TEXT_OR_LIST = ("creator", "contributor", "publisher", "language", "subject")
+_OPTIONAL_TEXT = ("title", "version", "metadataVersion", "sourceProcess", "licenseNotes")
+_REQUIRED_TEXT = ("description", "license", "source")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+PART_SUFFIXES = (".jsonl", ".json", ".yaml", ".yml")
+
+
+class DatasetMeta(BaseModel):
+    """The metadata of one dataset; `extras` holds ad hoc attributes under their own names."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    identifier: str
+    created: str
+    creator: str | list[str]
+    description: str
+    has_part: list[str] = Field(alias="hasPart")
+    language: str | list[str]
+    license: str
+    publisher: str | list[str]
+    source: str
+    subject: str | list[str]
+    contributor: str | list[str] | None = None
+    date_published: str | None = Field(default=None, alias="datePublished")
+    items: list[Item] | None = None
+    license_notes: str | None = Field(default=None, alias="licenseNotes")
+    metadata_version: str | None = Field(default=None, alias="metadataVersion")
+    source_process: str | None = Field(default=None, alias="sourceProcess")
+    task_prompt: str | None = Field(default=None, alias="taskPrompt")
+    title: str | None = None
+    version: str | None = None
+    extras: dict[str, Any] = Field(default_factory=dict)
+
+    _spellings: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> DatasetMeta:
+        if not IDENTIFIER_PATTERN.match(self.identifier):
+            raise ValueError(f"identifier {self.identifier!r}: {IDENTIFIER_HINT}")
+        if not _is_date(self.created):
+            raise ValueError(f"created must be a date YYYY-MM-DD, found {self.created!r}")
+        return self
+
+    def task_prompt_for(self, item: Item) -> str | None:
+        """The effective task prompt of `item`: its own, else the dataset's."""
+        return item.task_prompt if item.task_prompt is not None else self.task_prompt
+
+    def to_dict(self) -> dict[str, Any]:
+        """The metadata as written to `<id>.yaml` (names spelled as read, extras untouched)."""
+        out: dict[str, Any] = {}
+        for name, attr in DATASET_ATTRIBUTES.items():
+            value = getattr(self, attr)
+            if value is None:
+                continue
+            if name == "items":
+                value = [item.to_dict() for item in value]
+            out[self._spellings.get(name, name)] = value
+        # ad hoc attributes before the (possibly long) inline items
+        items_key = self._spellings.get("items", "items")
+        items = out.pop(items_key, None)
+        out.update(self.extras)
+        if items is not None:
+            out[items_key] = items
+        return out
+
+
+def part_names(identifier: str, n_parts: int, suffix: str = ".jsonl") -> list[str]:
+    """The `hasPart` naming rule: `<id>.jsonl` for one part, `<id>_000.jsonl`, ... for several."""
+    if n_parts == 1:
+        return [f"{identifier}{suffix}"]
+    return [f"{identifier}_{i:03d}{suffix}" for i in range(n_parts)]
+
+
+def parse_dataset_meta(raw: Any, where: Where) -> tuple[DatasetMeta | None, list[Problem]]:
+    """Read the YAML mapping of `<id>.yaml` (see module doc)."""
+    problems: list[Problem] = []
+    if not isinstance(raw, Mapping):
+        found = "nothing" if raw is None else f"a {type(raw).__name__}"
+        problems.append(
+            where.error(f"expected a YAML mapping of dataset attributes, found {found}")
+        )
+        return None, problems
+    split = split_attributes(raw, _BY_CASEFOLD, where)
+    problems.extend(split.problems)
+    values = split.values
+    fields: dict[str, Any] = {}
+
+    def get(name: str) -> Any:
+        return values.get(name, MISSING if name in REQUIRED else None)
+
+    fields["identifier"] = read_identifier(get("identifier"), "identifier", where, problems)
+    for name in _TEXT_OR_LIST:
+        fields[name] = read_text_or_list(
+            get(name), name, where, problems, required=name in REQUIRED
+        )
+    for name in _REQUIRED_TEXT:
+        fields[name] = read_text(get(name), name, where, problems, required=True)
+    for name in _OPTIONAL_TEXT:
+        fields[DATASET_ATTRIBUTES[name]] = read_text(
+            get(name), name, where, problems, required=False
+        )
+    fields["created"] = _read_date(get("created"), "created", where, problems, required=True)
+    fields["date_published"] = _read_date(
+        get("datePublished"), "datePublished", where, problems, required=False
+    )
+    task_prompt = read_text(
+        get("taskPrompt"), "taskPrompt", where, problems, required=False, allow_empty=True
+    )
+    if task_prompt is not None and not task_prompt.strip():
+        problems.append(where.warning("empty taskPrompt treated as absent", field="taskPrompt"))
+        task_prompt = None
+    fields["task_prompt"] = task_prompt
+    fields["items"] = _read_inline_items(values.get("items"), where, problems)
+    fields["has_part"] = _read_has_part(
+        get("hasPart"), where, problems, has_inline_items=bool(fields["items"])
+    )
+    if any(p.severity == "error" for p in problems):
+        return None, problems
+    meta = DatasetMeta.model_construct(**fields, extras=split.extras)
+    meta._spellings = split.spellings
+    return meta, problems
+
+
+def check_part_names(meta: DatasetMeta, where: Where) -> list[Problem]:
+    """Errors for `hasPart` names that break the naming rule (each names the expected file)."""
+    problems: list[Problem] = []
+    n = len(meta.has_part)
+    for index, name in enumerate(meta.has_part):
+        _, dot, suffix = name.rpartition(".")
+        suffix = dot + suffix
+        if not dot or suffix.lower() not in PART_SUFFIXES:
+            problems.append(
+                where.error(
+                    f"part {name!r} has an unsupported file type",
+                    field="hasPart",
+                    hint=f"name it {part_names(meta.identifier, n)[index]!r} (JSON Lines)",
+                )
+            )
+            continue
+        expected = part_names(meta.identifier, n, suffix)[index]
+        if name.casefold() != expected.casefold():
+            count = "one part" if n == 1 else f"{n} parts"
+            problems.append(
+                where.error(
+                    f"part {index + 1} of {n} is named {name!r}; with {count} the spec "
+                    f"expects {expected!r}",
+                    field="hasPart",
+                    hint=f"rename the file to {expected!r} and list it in hasPart",
+                )
+            )
+    return problems
+
+
+def _is_date(text: str) -> bool:
+    if not _DATE.match(text):
+        return False
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_date(
+    value: Any, name: str, where: Where, problems: list[Problem], *, required: bool
+) -> str | None:
+    if isinstance(value, dt.datetime):
+        problems.append(
+            where.warning(
+                "a date and time where a date is expected; the time is ignored", field=name
+            )
+        )
+        return value.date().isoformat()
+    if isinstance(value, dt.date):  # YAML reads an unquoted 2025-05-19 as a date
+        return value.isoformat()
+    text = read_text(value, name, where, problems, required=required)
+    if text is None:
+        return None
+    if not _is_date(text.strip()):
+        problems.append(
+            where.error(
+                f"expected a date YYYY-MM-DD, found {text!r}", field=name, hint="e.g. 2025-05-19"
+            )
+        )
+        return None
+    return text.strip()
+
+
+def _read_has_part(
+    value: Any, where: Where, problems: list[Problem], *, has_inline_items: bool
+) -> list[str] | None:
+    if value is MISSING or value is None:
+        if has_inline_items:
+            return []
+        what = "missing" if value is MISSING else "null"
+        problems.append(
+            where.error(
+                f"required attribute is {what}",
+                field="hasPart",
+                hint="list the item files, e.g. hasPart: [<id>.jsonl]",
+            )
+        )
+        return None
+    if isinstance(value, str):
+        problems.append(
+            where.warning(
+                "a single file name where a list is expected; read as a list of one",
+                field="hasPart",
+            )
+        )
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        problems.append(where.error("expected a list of file names", field="hasPart"))
+        return None
+    if not value and not has_inline_items:
+        problems.append(
+            where.error(
+                "expected at least one file name (the dataset has no items)", field="hasPart"
+            )
+        )
+        return None
+    if len({v.casefold() for v in value}) != len(value):
+        problems.append(where.error("a file is listed twice", field="hasPart"))
+        return None
+    return list(value)
+
+
+def _read_inline_items(value: Any, where: Where, problems: list[Problem]) -> list[Item] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        problems.append(where.error("expected a list of items", field="items"))
+        return None
+    items: list[Item] = []
+    for index, raw in enumerate(value):
+        item, found = parse_item(raw, where.at(item=f"items[{index}]"))
+        problems.extend(found)
+        if item is not None:
+            items.append(item)
+    return items

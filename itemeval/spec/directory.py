@@ -1,0 +1,428 @@
+"""Dataset directories through fsspec: `<id>.yaml` plus its `hasPart` files, read and written.
+
+`read_dataset(url)` checks the metadata and the part files up front (names, existence) and then
+streams items part by part, line by line, in batches: a dataset of a million items is never held
+in memory. Reading collects every problem (up to a cap) before raising, so one run of
+`itemeval validate` lists all of them.
+
+`write_dataset(url, meta, items)` writes JSON Lines parts (each one PUT or one atomic rename) and
+the `<id>.yaml` last, so a reader never sees a half-written dataset; if it fails, the parts it
+wrote are removed again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from itemeval.errors import DatasetError, Problem
+from itemeval.ids import canonical_json, sha256_hex
+from itemeval.spec.dataset import (
+    DatasetMeta,
+    check_part_names,
+    parse_dataset_meta,
+    part_names,
+)
+from itemeval.spec.findings import ProblemLog, Where
+from itemeval.spec.item import Item, parse_item
+from itemeval.spec.records import UTF8_HINT, iter_records, yaml_problem
+from itemeval.storage import Location, resolve
+
+META_SUFFIXES = (".yaml", ".yml")
+DEFAULT_ITEMS_PER_PART = 50_000
+MAX_PARTS = 1000  # the naming rule has three digits
+_HASH_CHUNK = 1 << 20
+
+
+@dataclass
+class DatasetReport:
+    """What a full read of a dataset found (`DatasetReader.validate`)."""
+
+    identifier: str
+    items: int = 0
+    by_modality: Counter[str] = field(default_factory=Counter)
+    log: ProblemLog = field(default_factory=ProblemLog)
+
+    @property
+    def ok(self) -> bool:
+        return self.log.error_count == 0
+
+
+class DuplicateIds:
+    """Case-insensitive identifier uniqueness with the place of the first occurrence."""
+
+    def __init__(self) -> None:
+        self._files: list[str] = []
+        self._first: dict[str, int] = {}  # casefolded id -> file number * 2**40 + line
+
+    def check(self, identifier: str, where: Where) -> Problem | None:
+        key = identifier.casefold()
+        if where.file not in self._files[-1:]:
+            self._files.append(where.file or "")
+        packed = (len(self._files) - 1) * 2**40 + (where.line or 0)
+        first = self._first.setdefault(key, packed)
+        if first == packed:
+            return None
+        file, line = self._files[first // 2**40], first % 2**40
+        place = f"{file}:{line}" if line else file
+        return where.error(
+            f"duplicate identifier {identifier!r}: already used at {place} "
+            "(identifiers are compared case-insensitively)",
+            field="identifier",
+            hint="give every item its own identifier",
+        )
+
+
+class DatasetReader:
+    """An opened dataset directory: checked metadata, and its items on demand."""
+
+    def __init__(
+        self,
+        location: Location,
+        meta_location: Location,
+        meta: DatasetMeta,
+        meta_warnings: list[Problem],
+    ):
+        self.location = location
+        self.meta_location = meta_location
+        self.meta = meta
+        self.meta_warnings = meta_warnings
+        self.parts = [location.join(name) for name in meta.has_part]
+        self._log = ProblemLog()
+
+    @property
+    def warnings(self) -> list[Problem]:
+        """Warnings about the metadata and, after a read, example warnings about the items."""
+        return self.meta_warnings + self._log.warnings
+
+    @property
+    def log(self) -> ProblemLog:
+        """The findings of the latest read."""
+        return self._log
+
+    def iter_items(self) -> Iterator[Item]:
+        """Every item, inline ones first, then part by part. Raises `DatasetError` listing all
+        problems (up to a cap) once the read is over; no item is yielded after the first error."""
+        self._log = ProblemLog()
+        yield from self._scan(self._log, counts=None)
+        self._log.raise_if_errors()
+
+    def iter_batches(self, batch_size: int = 1000) -> Iterator[list[Item]]:
+        batch: list[Item] = []
+        for item in self.iter_items():
+            batch.append(item)
+            if len(batch) >= batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def validate(self) -> DatasetReport:
+        """Read everything and report; never raises for problems in the items."""
+        self._log = ProblemLog()
+        report = DatasetReport(identifier=self.meta.identifier, log=self._log)
+        self._log.extend(self.meta_warnings)
+        for _ in self._scan(self._log, counts=report.by_modality):
+            report.items += 1
+        return report
+
+    def _scan(self, log: ProblemLog, counts: Counter[str] | None) -> Iterator[Item]:
+        ids = DuplicateIds()
+        for item in self.meta.items or ():
+            # inline items were parsed with the metadata; only uniqueness is left to check
+            problem = ids.check(
+                item.identifier, Where(self.meta_location.url, item=item.identifier)
+            )
+            if problem:
+                log.add(problem)
+            elif not log.error_count:
+                if counts is not None:
+                    counts[item.modality.value] += 1
+                yield item
+        for part in self.parts:
+            for where, record in iter_records(part):
+                if isinstance(record, Problem):
+                    log.add(record)
+                else:
+                    item, problems = parse_item(record, where)
+                    log.extend(problems)
+                    if item is not None:
+                        duplicate = ids.check(item.identifier, where.at(item=item.identifier))
+                        if duplicate:
+                            log.add(duplicate)
+                        elif not log.error_count:
+                            if counts is not None:
+                                counts[item.modality.value] += 1
+                            yield item
+                if log.full:
+                    return
+
+    def file_hashes(self) -> dict[str, str]:
+        """sha256 of the metadata file and of every part file, by file name (streamed)."""
+        hashes = {self.meta_location.name: _hash_file(self.meta_location)}
+        for part in self.parts:
+            hashes[part.name] = _hash_file(part)
+        return hashes
+
+    def fingerprint(self) -> str:
+        """One sha256 over the metadata and part files: changes iff any of their bytes change."""
+        return fingerprint_of(self.file_hashes())
+
+
+def fingerprint_of(file_hashes: dict[str, str]) -> str:
+    return sha256_hex(canonical_json({"files": file_hashes}))
+
+
+def read_dataset(url: str, storage_options: dict[str, Any] | None = None) -> DatasetReader:
+    """Open the dataset directory at `url` (or its `<id>.yaml`) and check its metadata and part
+    files. Raises `DatasetError` listing every problem found."""
+    location = resolve(url, storage_options)
+    meta_location = find_meta_file(location)
+    directory = meta_location.parent()
+    where = Where(file=meta_location.url)
+    meta, problems = _load_meta(meta_location, where)
+    if meta is not None:
+        problems.extend(_check_layout(meta, meta_location, directory, where))
+    errors = [p for p in problems if p.severity == "error"]
+    if errors or meta is None:
+        raise DatasetError(errors)
+    return DatasetReader(directory, meta_location, meta, problems)
+
+
+def find_meta_file(location: Location) -> Location:
+    """The `<id>.yaml` that `location` names or holds (raises `DatasetError` if none)."""
+    if location.path.lower().endswith(META_SUFFIXES):
+        if not location.exists():
+            raise DatasetError(Problem("no such file", file=location.url))
+        return location
+    if not location.isdir():
+        raise DatasetError(
+            Problem(
+                "no such dataset directory",
+                file=location.url,
+                hint="give a directory holding <id>.yaml, or the yaml file itself",
+            )
+        )
+    names = [n for n in location.listdir() if n.lower().endswith(META_SUFFIXES)]
+    preferred = [n for n in names if n.rsplit(".", 1)[0].casefold() == location.name.casefold()]
+    candidates = preferred or names
+    if len(candidates) == 1:
+        return location.join(candidates[0])
+    if not candidates:
+        raise DatasetError(
+            Problem(
+                "no <id>.yaml dataset file in this directory",
+                file=location.url,
+                hint="a dataset directory holds <id>.yaml plus the files it lists in hasPart",
+            )
+        )
+    raise DatasetError(
+        Problem(
+            f"several yaml files ({', '.join(candidates)}); which one is the dataset?",
+            file=location.url,
+            hint="give the path of the <id>.yaml file itself",
+        )
+    )
+
+
+def is_dataset_directory(location: Location) -> bool:
+    """True if `location` is a yaml file or a directory with a yaml file (an item dataset)."""
+    try:
+        find_meta_file(location)
+    except DatasetError:
+        return False
+    return True
+
+
+def _load_meta(meta_location: Location, where: Where) -> tuple[DatasetMeta | None, list[Problem]]:
+    data = meta_location.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        return None, [
+            where.at(line=line).error(
+                f"not valid UTF-8 text (byte 0x{data[exc.start]:02x})", hint=UTF8_HINT
+            )
+        ]
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        return None, [yaml_problem(exc, where)]
+    return parse_dataset_meta(raw, where)
+
+
+def _check_layout(
+    meta: DatasetMeta, meta_location: Location, directory: Location, where: Where
+) -> list[Problem]:
+    problems: list[Problem] = []
+    stem = meta_location.name.rsplit(".", 1)[0]
+    if stem.casefold() != meta.identifier.casefold():
+        problems.append(
+            where.error(
+                f"the file is named {meta_location.name!r} but the dataset identifier is "
+                f"{meta.identifier!r}",
+                field="identifier",
+                hint=f"name the file {meta.identifier}.yaml (the spec's <id>.yaml)",
+            )
+        )
+    problems.extend(check_part_names(meta, where))
+    present = set(directory.listdir())
+    for name in meta.has_part:
+        if name not in present:
+            problems.append(
+                where.error(
+                    f"hasPart lists {name!r} but there is no such file in {directory.url}",
+                    field="hasPart",
+                    hint="add the file or remove it from hasPart",
+                )
+            )
+    return problems
+
+
+def _hash_file(location: Location) -> str:
+    digest = hashlib.sha256()
+    with location.open("rb") as handle:
+        while chunk := handle.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+def write_dataset(
+    url: str,
+    meta: DatasetMeta,
+    items: Iterable[Item],
+    *,
+    items_per_part: int = DEFAULT_ITEMS_PER_PART,
+    storage_options: dict[str, Any] | None = None,
+    overwrite: bool = False,
+) -> DatasetMeta:
+    """Write `meta` and `items` as a dataset directory at `url`; return the metadata as written
+    (with `hasPart` filled in). Items stream: at most two parts are in memory at once."""
+    if items_per_part < 1:
+        raise ValueError("items_per_part must be at least 1")
+    directory = resolve(url, storage_options)
+    meta_location = directory.join(f"{meta.identifier}.yaml")
+    previous = _previous_parts(meta_location) if overwrite else []
+    if not overwrite and meta_location.exists():
+        raise DatasetError(
+            Problem(
+                "a dataset is already there",
+                file=meta_location.url,
+                hint="choose another directory, or overwrite it deliberately",
+            )
+        )
+    directory.makedirs()
+    writer = _PartWriter(directory, meta.identifier)
+    ids = DuplicateIds()
+    try:
+        buffer = io.BytesIO()
+        count = 0
+        for index, item in enumerate(items):
+            if not isinstance(item, Item):
+                raise TypeError(f"items[{index}] is a {type(item).__name__}, not an Item")
+            duplicate = ids.check(
+                item.identifier, Where(f"items to write (#{index + 1})", line=index + 1)
+            )
+            if duplicate:
+                raise DatasetError(duplicate)
+            buffer.write(_json_line(item.to_dict()))
+            count += 1
+            if count == items_per_part:
+                writer.add(buffer.getvalue())
+                buffer, count = io.BytesIO(), 0
+        if count:
+            writer.add(buffer.getvalue())
+        names = writer.finish()
+        if not names and not meta.items:
+            raise DatasetError(Problem("no items to write", file=directory.url))
+        written = meta.model_copy(update={"has_part": names})
+        text = yaml.safe_dump(written.to_dict(), sort_keys=False, allow_unicode=True, width=100)
+        meta_location.write_atomic(text.encode("utf-8"))
+    except BaseException:
+        writer.remove()
+        raise
+    for stale in previous:
+        if stale not in names:
+            directory.join(stale).delete()
+    return written
+
+
+class _PartWriter:
+    """Names parts by the spec's rule, which depends on whether there is more than one: the
+    first full part is held back until the next one shows that there are several."""
+
+    def __init__(self, directory: Location, identifier: str):
+        self.directory = directory
+        self.identifier = identifier
+        self.held: bytes | None = None
+        self.names: list[str] = []
+
+    def add(self, data: bytes) -> None:
+        if self.held is not None:
+            self._write(self.held, f"{self.identifier}_{len(self.names):03d}.jsonl")
+        self.held = data
+
+    def finish(self) -> list[str]:
+        if self.held is not None:
+            name = (
+                part_names(self.identifier, 1)[0]
+                if not self.names
+                else f"{self.identifier}_{len(self.names):03d}.jsonl"
+            )
+            self._write(self.held, name)
+            self.held = None
+        return list(self.names)
+
+    def _write(self, data: bytes, name: str) -> None:
+        if len(self.names) >= MAX_PARTS:
+            raise DatasetError(
+                Problem(
+                    f"more than {MAX_PARTS} parts",
+                    file=self.directory.url,
+                    hint="write with a larger items_per_part",
+                )
+            )
+        self.directory.join(name).write_atomic(data)
+        self.names.append(name)
+
+    def remove(self) -> None:
+        for name in self.names:
+            self.directory.join(name).delete()
+
+
+def _previous_parts(meta_location: Location) -> list[str]:
+    if not meta_location.exists():
+        return []
+    try:
+        raw = yaml.safe_load(meta_location.read_bytes().decode("utf-8-sig"))
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return []
+    if not isinstance(raw, dict):
+        return []
+    for key, value in raw.items():
+        if str(key).casefold() == "haspart" and isinstance(value, list):
+            return [str(v) for v in value]
+    return []
+
+
+def _json_line(record: dict[str, Any]) -> bytes:
+    text = json.dumps(record, ensure_ascii=False, default=_json_default)
+    return text.encode("utf-8") + b"\n"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.date | dt.datetime):  # from YAML inline items
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

@@ -1,0 +1,257 @@
+"""The benchmark `Item` (item spec v3.3): the model, its checks, and lenient parsing of real files.
+
+Two ways in:
+
+* `Item(...)` in code is strict: values must already be what the spec says.
+* `parse_item(raw, where)` reads one JSON/YAML object from a file the way real files are: names
+  matched case-insensitively, unambiguous deviations accepted with a warning (JSON `true` for
+  "True", "a" for "A", `shortprose`, a number where text is expected, an empty `taskPrompt`),
+  everything else rejected with a `Problem` naming the file, line, item and attribute.
+
+`Item.to_dict()` writes an item back with the attribute names spelled as they were read and every
+ad hoc attribute untouched, so reading and writing a dataset is lossless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from itemeval.errors import Problem
+from itemeval.spec.attributes import (
+    IDENTIFIER_HINT,
+    IDENTIFIER_PATTERN,
+    MISSING,
+    format_number,
+    read_fraction,
+    read_identifier,
+    read_text,
+    split_attributes,
+)
+from itemeval.spec.findings import Where
+from itemeval.spec.modality import Modality
+
+# Spec order; this is the order `to_dict` writes them in.
+ITEM_ATTRIBUTES = (
+    "identifier",
+    "modality",
+    "prompt",
+    "response",
+    "difficulty",
+    "support",
+    "taskPrompt",
+)
+_BY_CASEFOLD = {name.casefold(): name for name in ITEM_ATTRIBUTES}
+CLOZE_BLANK = "___"
+
+
+class Item(BaseModel):
+    """One benchmark item. `extras` holds the ad hoc attributes under the names they were read."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    identifier: str
+    modality: Modality
+    prompt: str
+    response: str
+    difficulty: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+    support: Any = None
+    task_prompt: str | None = Field(default=None, alias="taskPrompt")
+    extras: dict[str, Any] = Field(default_factory=dict)
+
+    # canonical attribute name -> key as written in the file it came from
+    _spellings: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @field_validator("modality", mode="before")
+    @classmethod
+    def _modality(cls, value: Any) -> Any:
+        return Modality.parse(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check(self) -> Item:
+        if not IDENTIFIER_PATTERN.match(self.identifier):
+            raise ValueError(f"identifier {self.identifier!r}: {IDENTIFIER_HINT}")
+        if not self.prompt.strip():
+            raise ValueError("prompt must not be empty")
+        message = response_error(self.modality, self.response, self.prompt)
+        if message:
+            raise ValueError(message)
+        return self
+
+    @property
+    def key(self) -> str:
+        """The identifier as compared (case-insensitively)."""
+        return self.identifier.casefold()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The item as written to a file: spec attributes (spelled as read), then extras."""
+        values = {
+            "identifier": self.identifier,
+            "modality": self.modality.value,
+            "prompt": self.prompt,
+            "response": self.response,
+            "difficulty": self.difficulty,
+            "support": self.support,
+            "taskPrompt": self.task_prompt,
+        }
+        out: dict[str, Any] = {}
+        for name in ITEM_ATTRIBUTES:
+            value = values[name]
+            if value is not None:
+                out[self._spellings.get(name, name)] = value
+        out.update(self.extras)
+        return out
+
+
+def response_error(modality: Modality, response: str, prompt: str) -> str | None:
+    """What is wrong with `response` (or a cloze prompt) for `modality`, or None."""
+    labels = modality.labels
+    if labels is not None and response not in labels:
+        allowed = ", ".join(f'"{label}"' for label in labels)
+        if modality.n_choices and len(response.strip()) == 1 and response.strip().isalpha():
+            return f"letter {response!r} is outside {modality.value}: expected one of {allowed}"
+        return f"expected one of {allowed} for {modality.value}, found {response!r}"
+    if modality is Modality.CLOZE and CLOZE_BLANK not in prompt:
+        return f'a cloze prompt needs a blank "{CLOZE_BLANK}" (three underscores)'
+    return None
+
+
+def parse_item(raw: Any, where: Where) -> tuple[Item | None, list[Problem]]:
+    """Read one item leniently (see module doc). Returns the item (None if rejected) and the
+    findings; the item is None exactly when a finding is an error."""
+    problems: list[Problem] = []
+    if not isinstance(raw, Mapping):
+        kind = "list" if isinstance(raw, list) else type(raw).__name__
+        problems.append(where.error(f"expected an item (a JSON object), found a {kind}"))
+        return None, problems
+    split = split_attributes(raw, _BY_CASEFOLD, where)
+    problems.extend(split.problems)
+    values = split.values
+
+    raw_id = values.get("identifier", MISSING)
+    if isinstance(raw_id, str | int) and not isinstance(raw_id, bool):
+        where = where.at(item=str(raw_id))
+    identifier = read_identifier(raw_id, "identifier", where, problems)
+    modality = _read_modality(values.get("modality", MISSING), where, problems)
+    prompt = read_text(values.get("prompt", MISSING), "prompt", where, problems, required=True)
+    response = (
+        read_response(modality, values.get("response", MISSING), where, problems)
+        if modality is not None
+        else None
+    )
+    difficulty = read_fraction(values.get("difficulty"), "difficulty", where, problems)
+    support = values.get("support")
+    task_prompt = _read_task_prompt(values.get("taskPrompt"), where, problems)
+
+    if modality is Modality.CLOZE and prompt is not None and CLOZE_BLANK not in prompt:
+        problems.append(
+            where.error(
+                f'a cloze prompt needs a blank "{CLOZE_BLANK}" (three underscores)',
+                field="prompt",
+            )
+        )
+    if any(p.severity == "error" for p in problems):
+        return None, problems
+    assert identifier is not None and modality is not None
+    assert prompt is not None and response is not None
+    # Every check above is the lenient twin of `Item._check`; skip validating twice.
+    item = Item.model_construct(
+        identifier=identifier,
+        modality=modality,
+        prompt=prompt,
+        response=response,
+        difficulty=difficulty,
+        support=support,
+        task_prompt=task_prompt,
+        extras=split.extras,
+    )
+    item._spellings = split.spellings
+    return item, problems
+
+
+def read_response(
+    modality: Modality, value: Any, where: Where, problems: list[Problem]
+) -> str | None:
+    """The `response` normalised for `modality` (see module doc), or None with an error."""
+    labels = modality.labels
+    if isinstance(value, bool):
+        text = "True" if value else "False"
+        if labels is None or text in labels:
+            problems.append(
+                where.warning(
+                    f'JSON boolean {str(value).lower()} read as "{text}"', field="response"
+                )
+            )
+            return text
+        problems.append(
+            where.error(_expected(modality, f"JSON {str(value).lower()}"), field="response")
+        )
+        return None
+    if labels is None:
+        text = read_text(value, "response", where, problems, required=True, allow_empty=True)
+        if text is not None and not text.strip():
+            if modality.is_prose:
+                problems.append(
+                    where.warning(
+                        "empty reference response; a judge will grade without a reference",
+                        field="response",
+                    )
+                )
+            else:
+                problems.append(
+                    where.error(
+                        f"expected a non-empty response for {modality.value}", field="response"
+                    )
+                )
+                return None
+        return text
+    if value is None or value is MISSING:
+        what = "missing" if value is MISSING else "null"
+        problems.append(where.error(f"required attribute is {what}", field="response"))
+        return None
+    if not isinstance(value, str):
+        shown = format_number(value) if isinstance(value, int | float) else type(value).__name__
+        problems.append(where.error(_expected(modality, shown), field="response"))
+        return None
+    key = value.strip().casefold().replace("\u2019", "'")
+    for label in labels:
+        if label.casefold() == key:
+            if label != value:
+                problems.append(where.warning(f'{value!r} read as "{label}"', field="response"))
+            return label
+    message = response_error(modality, value, "") or _expected(modality, repr(value))
+    problems.append(where.error(message, field="response"))
+    return None
+
+
+def _expected(modality: Modality, found: str) -> str:
+    allowed = ", ".join(f'"{label}"' for label in modality.labels or ())
+    if not allowed:
+        return f"expected text for {modality.value}, found {found}"
+    return f"expected one of {allowed} for {modality.value}, found {found}"
+
+
+def _read_modality(value: Any, where: Where, problems: list[Problem]) -> Modality | None:
+    text = read_text(value, "modality", where, problems, required=True)
+    if text is None:
+        return None
+    try:
+        modality = Modality.parse(text)
+    except ValueError as exc:
+        problems.append(where.error(str(exc), field="modality"))
+        return None
+    if text != modality.value:
+        problems.append(where.warning(f'{text!r} read as "{modality.value}"', field="modality"))
+    return modality
+
+
+def _read_task_prompt(value: Any, where: Where, problems: list[Problem]) -> str | None:
+    if value is None:
+        return None
+    text = read_text(value, "taskPrompt", where, problems, required=False, allow_empty=True)
+    if text is not None and not text.strip():
+        problems.append(where.warning("empty taskPrompt treated as absent", field="taskPrompt"))
+        return None
+    return text
