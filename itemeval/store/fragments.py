@@ -1,0 +1,267 @@
+"""Fragments: the immutable parquet files inside one partition directory.
+
+A fragment is written once under a unique, time-sortable name (`storage.unique_name`) and is
+wholly visible or absent (`Location.write_atomic`: write + rename locally, one PUT on S3).
+Names starting with `.` or `_` are not fragments (a killed writer's `.tmp-*.part` file, markers);
+any other file that is not a `*.parquet` fragment of the expected schema is a `StoreError`
+naming it.
+
+Reading is done for many partitions at once, in parallel: local files through pyarrow's own
+reader, remote files fetched whole in one batched GET when small (`fs.cat`) or read by ranges
+when large, so that projecting a few columns of a big compacted file stays cheap. Compaction may
+delete a fragment between listing and reading; the reader then lists the partition again and
+reads what is new (the compacted file holds the vanished rows).
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from itemeval.errors import Problem, StoreError
+from itemeval.storage import Location, unique_name
+
+FRAGMENT_SUFFIX = ".parquet"
+#: Rows per parquet row group: large enough for fast scans, small enough to stream.
+ROW_GROUP_ROWS = 128 * 1024
+#: Remote fragments up to this size are fetched whole (one GET) rather than by ranges.
+WHOLE_FETCH_BYTES = 8 * 1024 * 1024
+#: Column the readers add: the fragment's position in name (= write) order within its partition.
+FRAGMENT_ORDINAL = "_fragment"
+_MAX_RELISTS = 8
+_THREADS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class FragmentInfo:
+    """A listed fragment: its file name, filesystem path and size in bytes (when known)."""
+
+    name: str
+    path: str
+    size: int | None
+
+
+def encode_fragment(table: pa.Table) -> bytes:
+    """Parquet bytes of `table` (zstd, dictionary encoding, row groups of `ROW_GROUP_ROWS`)."""
+    sink = io.BytesIO()
+    pq.write_table(
+        table,
+        sink,
+        compression="zstd",
+        row_group_size=ROW_GROUP_ROWS,
+        write_statistics=True,
+    )
+    return sink.getvalue()
+
+
+def write_fragment(partition: Location, table: pa.Table) -> str:
+    """Write `table` as a new fragment of `partition`; returns the fragment's name.
+
+    The table must already conform (see `schemas.check_table`).
+    """
+    name = unique_name(suffix=FRAGMENT_SUFFIX)
+    partition.join(name).write_atomic(encode_fragment(table))
+    return name
+
+
+def list_fragments(partition: Location) -> list[FragmentInfo]:
+    """The fragments of `partition` in name (= write) order; [] when the partition is absent."""
+    fs = partition.fs
+    fs.invalidate_cache(partition.path)
+    try:
+        entries = fs.ls(partition.path, detail=True)
+    except FileNotFoundError:
+        return []
+    fragments: list[FragmentInfo] = []
+    prefix = partition.path.rstrip("/") + "/"
+    for entry in entries:
+        path = str(entry["name"]).rstrip("/")
+        if path == partition.path.rstrip("/"):
+            continue
+        name = posixpath.basename(path)
+        if name.startswith((".", "_")):
+            continue
+        if entry.get("type") != "file" or not name.endswith(FRAGMENT_SUFFIX):
+            raise StoreError(
+                Problem(
+                    "a file that is not a store fragment sits in a partition",
+                    file=_url(partition, name),
+                    hint="move it out of the store; partitions hold only *.parquet fragments",
+                )
+            )
+        if not path.startswith(prefix):
+            path = prefix + name
+        size = entry.get("size")
+        fragments.append(FragmentInfo(name, path, int(size) if size is not None else None))
+    fragments.sort(key=lambda f: f.name)
+    return fragments
+
+
+def read_partitions(
+    partitions: Mapping[str, Location],
+    schema: pa.Schema,
+    columns: Sequence[str] | None = None,
+) -> dict[str, pa.Table]:
+    """Every row of every fragment of each partition, `columns` only, plus `FRAGMENT_ORDINAL`.
+
+    Keys of the result are the keys of `partitions`. A partition without fragments gives an
+    empty table. Raises `StoreError` naming the file for a corrupt or foreign fragment.
+    """
+    names = list(columns) if columns is not None else list(schema.names)
+    unknown = [c for c in names if c not in schema.names]
+    if unknown:
+        raise StoreError(Problem(f"no such column(s) {unknown}; columns are {schema.names}"))
+    projected = pa.schema([schema.field(c) for c in names])
+    read: dict[str, dict[str, pa.Table]] = {key: {} for key in partitions}
+    todo = list(partitions)
+    for _ in range(_MAX_RELISTS):
+        listed = {key: list_fragments(partitions[key]) for key in todo}
+        jobs = [(key, info) for key in todo for info in listed[key] if info.name not in read[key]]
+        results = _read_many(partitions, jobs, schema, names)
+        vanished: set[str] = set()
+        for (key, info), table in zip(jobs, results, strict=True):
+            if table is None:
+                vanished.add(key)
+            else:
+                read[key][info.name] = table
+        for key in todo:
+            # A fragment that is no longer listed was compacted: its rows are in a newer file.
+            still = {info.name for info in listed[key]}
+            read[key] = {n: t for n, t in read[key].items() if n in still}
+        todo = [key for key in todo if key in vanished]
+        if not todo:
+            break
+    else:
+        raise StoreError(
+            Problem(
+                "fragments kept disappearing while reading (is a compaction looping?)",
+                file=", ".join(partitions[k].url for k in todo),
+                hint="retry when the compaction has finished",
+            )
+        )
+    return {key: _assemble(read[key], projected) for key in partitions}
+
+
+def _assemble(tables: Mapping[str, pa.Table], projected: pa.Schema) -> pa.Table:
+    parts = []
+    for ordinal, name in enumerate(sorted(tables)):
+        table = tables[name]
+        ordinals = pa.array([ordinal] * table.num_rows, type=pa.int32())
+        parts.append(table.append_column(FRAGMENT_ORDINAL, ordinals))
+    if not parts:
+        empty = projected.append(pa.field(FRAGMENT_ORDINAL, pa.int32()))
+        return empty.empty_table()
+    return pa.concat_tables(parts)
+
+
+def _read_many(
+    partitions: Mapping[str, Location],
+    jobs: list[tuple[str, FragmentInfo]],
+    schema: pa.Schema,
+    columns: list[str],
+) -> list[pa.Table | None]:
+    """Read each job's fragment; None for a fragment that vanished since it was listed."""
+    if not jobs:
+        return []
+    location = partitions[jobs[0][0]]
+    fs = location.fs
+    payloads: dict[str, bytes | BaseException] = {}
+    if not location.is_local:
+        small = [info.path for _, info in jobs if (info.size or 0) <= WHOLE_FETCH_BYTES]
+        if small:
+            # One batched, concurrent fetch (s3fs runs these as parallel GETs).
+            fetched = fs.cat(small, on_error="return")
+            payloads = {p: fetched.get(p, FileNotFoundError(p)) for p in small}
+
+    def one(job: tuple[str, FragmentInfo]) -> pa.Table | None:
+        key, info = job
+        url = _url(partitions[key], info.name)
+        try:
+            if location.is_local:
+                parquet = pq.ParquetFile(info.path)
+                return _project(parquet, schema, columns, url)
+            if info.path in payloads:
+                payload = payloads[info.path]
+                if isinstance(payload, BaseException):
+                    raise payload
+                return _project(pq.ParquetFile(pa.BufferReader(payload)), schema, columns, url)
+            with fs.open(info.path, "rb") as handle:
+                return _project(pq.ParquetFile(handle), schema, columns, url)
+        except FileNotFoundError:
+            return None
+        except StoreError:
+            raise
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise StoreError(
+                Problem(
+                    f"not a readable store fragment ({type(exc).__name__}: {exc})",
+                    file=url,
+                    hint="a fragment is written whole or not at all; a damaged file was put "
+                    "there by something else: move it out of the store",
+                )
+            ) from exc
+
+    if len(jobs) == 1:
+        return [one(jobs[0])]
+    with ThreadPoolExecutor(max_workers=min(_THREADS, len(jobs))) as pool:
+        return list(pool.map(one, jobs))
+
+
+def _project(parquet: pq.ParquetFile, schema: pa.Schema, columns: list[str], url: str) -> pa.Table:
+    stored = parquet.schema_arrow
+    if not stored.equals(schema, check_metadata=False):
+        raise StoreError(
+            Problem(
+                "fragment does not have the store's schema",
+                file=url,
+                hint=f"expected columns {schema.names}; found {stored.names} "
+                f"({_first_difference(stored, schema)})",
+            )
+        )
+    return parquet.read(columns=columns, use_threads=False)
+
+
+def _first_difference(stored: pa.Schema, expected: pa.Schema) -> str:
+    for field in expected:
+        if field.name not in stored.names:
+            return f"{field.name} is missing"
+        actual = stored.field(field.name)
+        if actual.type != field.type or actual.nullable != field.nullable:
+            return f"{field.name} is {actual.type} (nullable={actual.nullable})"
+    extra = [n for n in stored.names if n not in expected.names]
+    return f"extra columns {extra}" if extra else "column order differs"
+
+
+def _url(partition: Location, name: str) -> str:
+    return partition.url.rstrip("/") + "/" + name
+
+
+def read_fragments(
+    partition: Location,
+    fragments: Sequence[FragmentInfo],
+    schema: pa.Schema,
+    columns: Sequence[str] | None = None,
+) -> list[pa.Table | None]:
+    """Read exactly `fragments` (None for one that vanished since it was listed)."""
+    names = list(columns) if columns is not None else list(schema.names)
+    return _read_many({"": partition}, [("", info) for info in fragments], schema, names)
+
+
+def read_parquet_file(location: Location, columns: Sequence[str] | None = None) -> pa.Table:
+    """One parquet file that is not a fragment (an items part); `StoreError` if unreadable."""
+    try:
+        if location.is_local:
+            return pq.read_table(location.path, columns=columns)
+        return pq.read_table(pa.BufferReader(location.read_bytes()), columns=columns)
+    except FileNotFoundError:
+        raise StoreError(Problem("file is missing", file=location.url)) from None
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise StoreError(
+            Problem(f"not a readable parquet file ({type(exc).__name__}: {exc})", file=location.url)
+        ) from exc

@@ -1,0 +1,309 @@
+"""The arrow schemas of everything the store keeps, column by column, and the two gates to them.
+
+Every fragment in `solutions/`, `grades/` and the response cache is written with exactly one of the
+schemas below; `docs/store.md` lists the same columns for users (generated from `COLUMNS`).
+The partition column (`condition_id`, `grade_condition_id`) is never stored inside a fragment: it
+comes from the hive path (`solutions/condition_id=<id>/...`), as in pyarrow, DuckDB and polars.
+
+Two gates keep fragments exact:
+
+* `build_table(schema, rows)` turns row dicts into a conforming table, filling documented
+  defaults (and `text_hash` from `text`);
+* `check_table(table, schema)` accepts a table only if every column has exactly the stored type;
+  anything else is a `StoreError` naming the column. Nothing is cast silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from itemeval.errors import Problem, StoreError
+
+#: The only two values of every `status` column.
+STATUS_OK = "ok"
+STATUS_ERROR = "error"
+STATUSES = (STATUS_OK, STATUS_ERROR)
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One stored column: its arrow field and what it means."""
+
+    name: str
+    type: pa.DataType
+    nullable: bool
+    doc: str
+
+    @property
+    def field(self) -> pa.Field:
+        return pa.field(self.name, self.type, nullable=self.nullable)
+
+
+def _c(name: str, type_: pa.DataType, doc: str, *, null: bool = False) -> Column:
+    return Column(name, type_, null, doc)
+
+
+_USAGE_COLUMNS: tuple[Column, ...] = (
+    _c("input_tokens", pa.int64(), "prompt tokens the provider counted (0 for a cache hit's call)"),
+    _c("output_tokens", pa.int64(), "completion tokens, reasoning tokens included"),
+    _c("cached_input_tokens", pa.int64(), "part of input_tokens served by the provider's cache"),
+    _c("reasoning_tokens", pa.int64(), "part of output_tokens spent on hidden reasoning"),
+    _c("usd", pa.float64(), "what this row cost (pricing table); 0 for response-cache hits"),
+    _c("latency_ms", pa.float64(), "wall time of the call, retries included"),
+    _c("request_id", pa.string(), "the provider's id of the (last) request", null=True),
+    _c("attempts", pa.int32(), "HTTP attempts made for this row (0 for a response-cache hit)"),
+    _c("cached", pa.bool_(), "true if the row was answered from the response cache"),
+)
+
+SOLUTION_COLUMNS: tuple[Column, ...] = (
+    _c("item_id", pa.string(), "the work item's id (unique across the study's datasets)"),
+    _c("epoch", pa.int32(), "replication number, 0 .. replications-1"),
+    _c("status", pa.string(), "`ok` (a model answer) or `error` (no answer; retried on resume)"),
+    _c("error_code", pa.string(), "stable code (`ErrorCode`) when status is error", null=True),
+    _c("error_message", pa.string(), "what went wrong, secrets redacted", null=True),
+    _c("text", pa.string(), "the model's answer text (empty for errors)"),
+    _c("text_hash", pa.string(), "first 16 hex digits of sha256(text): what a grade refers to"),
+    _c("finish_reason", pa.string(), "the provider's finish/stop reason", null=True),
+    *_USAGE_COLUMNS,
+    _c("request_hash", pa.string(), "sha256 of the exact request (model, messages, params)"),
+    _c("model", pa.string(), "the model id as the endpoint knows it"),
+    _c("run_id", pa.string(), "the run that wrote the row (`manifests/<run_id>.json`)"),
+    _c("written_at", TIMESTAMP, "when the row was written (UTC, microseconds)"),
+)
+
+GRADE_COLUMNS: tuple[Column, ...] = (
+    _c("gen_condition_id", pa.string(), "the generate condition of the graded solution"),
+    _c("item_id", pa.string(), "the work item's id"),
+    _c("epoch", pa.int32(), "replication number of the graded solution"),
+    _c("status", pa.string(), "`ok` (a grade, parse failures too) or `error` (provider error)"),
+    _c("score", pa.float64(), "the score (judge score or scorer result)", null=True),
+    _c("correct", pa.bool_(), "verifiable scorers: whether the answer matched", null=True),
+    _c("extracted", pa.string(), "the answer a verifiable scorer extracted", null=True),
+    _c("parse_ok", pa.bool_(), "false when a judge's output had no valid score block (final)"),
+    _c("parse_code", pa.string(), "judge parse failure code, e.g. `no_json_object`", null=True),
+    _c("reasoning", pa.string(), "the judge's reasoning from its JSON block", null=True),
+    _c("judge_text", pa.string(), "the judge's raw output", null=True),
+    _c("solution_hash", pa.string(), "the `text_hash` of the solution that was graded"),
+    _c("error_code", pa.string(), "stable code when status is error", null=True),
+    _c("error_message", pa.string(), "what went wrong, secrets redacted", null=True),
+    *_USAGE_COLUMNS,
+    _c("request_hash", pa.string(), "sha256 of the judge request; null for scorers", null=True),
+    _c("grader", pa.string(), "the judge model id or the scorer name"),
+    _c("run_id", pa.string(), "the run that wrote the row"),
+    _c("written_at", TIMESTAMP, "when the row was written (UTC, microseconds)"),
+)
+
+RESPONSE_COLUMNS: tuple[Column, ...] = (
+    _c("key", pa.string(), "sha256 of canonical JSON {condition_id, request, epoch}"),
+    _c("item_id", pa.string(), "the work item the request was built from"),
+    _c("epoch", pa.int32(), "replication number (part of the key: replications never share)"),
+    _c("request_hash", pa.string(), "sha256 of the exact request content"),
+    _c("model", pa.string(), "the model id as the endpoint knows it"),
+    _c("text", pa.string(), "the answer text"),
+    _c("finish_reason", pa.string(), "the provider's finish/stop reason", null=True),
+    _c("input_tokens", pa.int64(), "prompt tokens of the original call"),
+    _c("output_tokens", pa.int64(), "completion tokens of the original call"),
+    _c("cached_input_tokens", pa.int64(), "provider-cached prompt tokens of the original call"),
+    _c("reasoning_tokens", pa.int64(), "reasoning tokens of the original call"),
+    _c("usd", pa.float64(), "what the original call cost (hits are recorded with usd = 0)"),
+    _c("latency_ms", pa.float64(), "wall time of the original call"),
+    _c("request_id", pa.string(), "the provider's id of the original request", null=True),
+    _c("written_at", TIMESTAMP, "when the response was cached (UTC)"),
+)
+
+
+def _schema(columns: Iterable[Column], name: str) -> pa.Schema:
+    return pa.schema([c.field for c in columns], metadata={"itemeval.schema": name})
+
+
+SOLUTION_SCHEMA = _schema(SOLUTION_COLUMNS, "solutions/1")
+GRADE_SCHEMA = _schema(GRADE_COLUMNS, "grades/1")
+RESPONSE_SCHEMA = _schema(RESPONSE_COLUMNS, "responses/1")
+
+#: Column documentation per schema (what `docs/store.md` shows).
+COLUMNS: dict[str, tuple[Column, ...]] = {
+    "solutions": SOLUTION_COLUMNS,
+    "grades": GRADE_COLUMNS,
+    "responses": RESPONSE_COLUMNS,
+}
+
+_REQUIRED_WITHOUT_DEFAULT = {
+    "item_id",
+    "epoch",
+    "status",
+    "request_hash",
+    "model",
+    "run_id",
+    "gen_condition_id",
+    "solution_hash",
+    "grader",
+    "key",
+}
+
+
+def text_hash(text: str) -> str:
+    """What `text_hash` and `solution_hash` hold: the first 16 hex digits of sha256(text)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def schema_name(schema: pa.Schema) -> str:
+    meta = schema.metadata or {}
+    return meta.get(b"itemeval.schema", b"table").decode()
+
+
+def _default(column: Column, row: Mapping[str, Any], now: datetime) -> Any:
+    name = column.name
+    if name == "written_at":
+        return now
+    if name == "text":
+        return ""
+    if name == "text_hash":
+        return text_hash(row.get("text") or "")
+    if name == "parse_ok":
+        return row.get("status") == STATUS_OK
+    if name == "attempts":
+        return 1
+    if name == "cached":
+        return False
+    if column.nullable:
+        return None
+    if pa.types.is_integer(column.type):
+        return 0
+    if pa.types.is_floating(column.type):
+        return 0.0
+    raise KeyError(name)
+
+
+def build_table(schema: pa.Schema, rows: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """A table with exactly `schema` from row dicts, defaults filled (see `docs/store.md`).
+
+    Unknown keys, missing required values and values of the wrong kind are a `StoreError`
+    naming the row and the column. The result has passed `check_table`.
+    """
+    columns = [Column(f.name, f.type, f.nullable, "") for f in schema]
+    names = {c.name for c in columns}
+    now = datetime.now(UTC)
+    data: dict[str, list[Any]] = {c.name: [] for c in columns}
+    what = schema_name(schema)
+    for index, row in enumerate(rows):
+        unknown = set(row) - names
+        if unknown:
+            raise StoreError(
+                Problem(
+                    f"unknown column(s) {sorted(unknown)} in row {index}",
+                    file=what,
+                    hint=f"the {what} columns are {sorted(names)}",
+                )
+            )
+        for column in columns:
+            value = row.get(column.name)
+            if value is None and not column.nullable:
+                if column.name in _REQUIRED_WITHOUT_DEFAULT:
+                    raise StoreError(
+                        Problem(f"row {index} has no value", file=what, field=column.name)
+                    )
+                value = _default(column, row, now)
+            data[column.name].append(value)
+    try:
+        table = pa.Table.from_pydict(data, schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+        raise StoreError(Problem(f"a value has the wrong type: {exc}", file=what)) from exc
+    return check_table(table, schema)
+
+
+def check_table(table: pa.Table, schema: pa.Schema, *, what: str | None = None) -> pa.Table:
+    """`table` with `schema`'s column order and field flags, or a `StoreError` saying why not.
+
+    Types must already match exactly (no cast happens here); required columns must hold no nulls;
+    `status` must be `ok`/`error`, error rows need an `error_code`, and `text_hash` must be the
+    hash of `text`.
+    """
+    what = what or schema_name(schema)
+    expected = set(schema.names)
+    present = set(table.column_names)
+    problems: list[Problem] = []
+    for name in sorted(present - expected):
+        hint = None
+        if name in ("condition_id", "grade_condition_id"):
+            hint = "the partition column is not stored in fragments; pass the id to the writer"
+        problems.append(Problem("unexpected column", file=what, field=name, hint=hint))
+    for name in sorted(expected - present):
+        problems.append(Problem("missing column", file=what, field=name))
+    if problems:
+        raise StoreError(problems)
+    for field in schema:
+        actual = table.schema.field(field.name).type
+        if actual != field.type:
+            problems.append(
+                Problem(
+                    f"column has type {actual}, the store keeps {field.type}",
+                    file=what,
+                    field=field.name,
+                    hint="build tables with itemeval.store.build_table or cast explicitly",
+                )
+            )
+        elif not field.nullable and table.column(field.name).null_count:
+            first = pc.index(pc.is_null(table.column(field.name)), True).as_py()
+            problems.append(Problem(f"null value in row {first}", file=what, field=field.name))
+    if problems:
+        raise StoreError(problems)
+    table = pa.Table.from_arrays([table.column(n) for n in schema.names], schema=schema)
+    _check_values(table, what)
+    return table
+
+
+def _first_true(mask: pa.ChunkedArray | pa.Array) -> int | None:
+    index = pc.index(mask, True).as_py()
+    return None if index < 0 else int(index)
+
+
+def _check_values(table: pa.Table, what: str) -> None:
+    names = table.column_names
+    if "status" in names:
+        status = table.column("status")
+        bad = _first_true(pc.invert(pc.is_in(status, value_set=pa.array(STATUSES))))
+        if bad is not None:
+            raise StoreError(
+                Problem(
+                    f"row {bad} has status {status[bad].as_py()!r}; expected 'ok' or 'error'",
+                    file=what,
+                    field="status",
+                )
+            )
+        if "error_code" in names:
+            missing = pc.and_(pc.equal(status, STATUS_ERROR), pc.is_null(table["error_code"]))
+            bad = _first_true(missing)
+            if bad is not None:
+                raise StoreError(
+                    Problem(f"error row {bad} has no error_code", file=what, field="error_code")
+                )
+    if "epoch" in names:
+        bad = _first_true(pc.less(table.column("epoch"), 0))
+        if bad is not None:
+            raise StoreError(Problem(f"row {bad} has a negative epoch", file=what, field="epoch"))
+    if "text_hash" in names:
+        wrong = pc.not_equal(text_hashes(table.column("text")), table.column("text_hash"))
+        bad = _first_true(wrong)
+        if bad is not None:
+            raise StoreError(
+                Problem(
+                    f"row {bad}: text_hash is not sha256(text)[:16]",
+                    file=what,
+                    field="text_hash",
+                    hint="leave text_hash out of the row dict; build_table computes it",
+                )
+            )
+
+
+def text_hashes(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`text_hash` of every string in `texts` (nulls hash as the empty string)."""
+    return pa.array([text_hash(t or "") for t in texts.to_pylist()], type=pa.string())
