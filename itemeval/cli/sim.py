@@ -1,9 +1,153 @@
-"""Commands of this group are added by the issue that builds them."""
+"""`itemeval sim-server`: run the simulated provider as an HTTP server on 127.0.0.1.
+
+It speaks the OpenAI (`/v1/chat/completions`, `/v1/models`), Anthropic (`/v1/messages`) and
+Gemini (`/v1beta/models/{model}:generateContent`) wire formats, so official SDKs and our clients
+can call it. With `--port 0` it picks a free port; either way it prints one line
+`listening on http://127.0.0.1:PORT` (flushed) once it accepts connections, then serves until
+interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from itemeval.errors import ConfigError, Problem
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    return None
+    parser = subparsers.add_parser(
+        "sim-server",
+        help="run the simulated provider as a local HTTP server (OpenAI/Anthropic/Gemini wire)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--port", type=int, default=8089, help="TCP port (0 = any free port)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of answers, latency and faults")
+    parser.add_argument("--models", type=Path, help="YAML file of models: NAME: {ability: 0.7}")
+    group = parser.add_argument_group("latency")
+    group.add_argument("--latency-ms", type=float, default=0.0, help="median latency")
+    group.add_argument(
+        "--latency-distribution", choices=("fixed", "uniform", "lognormal"), default="fixed"
+    )
+    group.add_argument(
+        "--latency-spread", type=float, default=0.0, help="uniform: +-fraction; lognormal: sigma"
+    )
+    group = parser.add_argument_group("limits (enforced with 429s, as providers do)")
+    group.add_argument("--rpm", type=int, help="requests per minute")
+    group.add_argument("--tpm", type=int, help="tokens per minute")
+    group.add_argument(
+        "--burst-s", type=float, default=1.0, help="seconds of the rate the buckets hold"
+    )
+    group = parser.add_argument_group("injected faults (probability per request)")
+    group.add_argument("--fault-429", type=float, default=0.0, help="429 with Retry-After")
+    group.add_argument("--fault-500", type=float, default=0.0, help="500 server error")
+    group.add_argument("--fault-timeout", type=float, default=0.0, help="hang for --hang-s")
+    group.add_argument("--fault-malformed", type=float, default=0.0, help="truncated JSON body")
+    group.add_argument("--fault-empty", type=float, default=0.0, help="empty content")
+    group.add_argument("--retry-after", type=float, default=0.5, help="Retry-After of fault 429s")
+    group.add_argument("--hang-s", type=float, default=600.0, help="how long a timeout hangs")
+    group = parser.add_argument_group("judge")
+    group.add_argument(
+        "--judge-malformed-rate",
+        type=float,
+        default=0.0,
+        help="share of judge answers that break the score contract",
+    )
+    parser.set_defaults(func=run_sim_server)
+
+
+def _read_models(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(Problem(f"cannot read the models file: {exc}", file=str(path))) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(Problem(f"not valid YAML: {exc}", file=str(path))) from exc
+    if isinstance(data, dict) and set(data) == {"models"}:
+        data = data["models"]
+    if not isinstance(data, dict):
+        raise ConfigError(
+            Problem(
+                "expected a mapping of model names to {ability: ..., judge_accuracy: ...}",
+                file=str(path),
+            )
+        )
+    return data
+
+
+def build_settings(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The simulator and server-limit settings from the parsed flags."""
+    from itemeval.providers.settings import SimSettings
+    from itemeval.providers.sim.server import ServerLimits
+
+    raw: dict[str, Any] = {
+        "seed": args.seed,
+        "judge_malformed_rate": args.judge_malformed_rate,
+        "latency": {
+            "distribution": args.latency_distribution,
+            "median_ms": args.latency_ms,
+            "spread": args.latency_spread,
+        },
+        "faults": {
+            "rate_limit": args.fault_429,
+            "server_error": args.fault_500,
+            "timeout": args.fault_timeout,
+            "malformed": args.fault_malformed,
+            "empty": args.fault_empty,
+            "retry_after_s": args.retry_after,
+            "hang_s": args.hang_s,
+        },
+    }
+    source = "command line"
+    if args.models is not None:
+        raw["models"] = _read_models(args.models)
+        source = str(args.models)
+    try:
+        settings = SimSettings.model_validate(raw)
+    except ValidationError as exc:
+        problems = [
+            Problem(err["msg"], file=source, field=".".join(str(p) for p in err["loc"]))
+            for err in exc.errors()
+        ]
+        raise ConfigError(problems) from None
+    if args.burst_s <= 0:
+        raise ConfigError(Problem("must be positive", field="--burst-s"))
+    limits = ServerLimits(args.rpm, args.tpm, args.burst_s)
+    return settings, limits
+
+
+def run_sim_server(args: argparse.Namespace) -> int:
+    settings, limits = build_settings(args)
+    asyncio.run(_serve(settings, limits, args.port))
+    return 0
+
+
+async def _serve(settings: Any, limits: Any, port: int) -> None:
+    from itemeval.providers.sim.server import start_server
+
+    try:
+        running = await start_server(settings, limits, port=port)
+    except OSError as exc:
+        raise ConfigError(
+            Problem(f"cannot listen on 127.0.0.1:{port}: {exc}", field="--port")
+        ) from exc
+    print(f"listening on {running.url}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # non-Unix
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await running.stop()
+        print("sim-server stopped", file=sys.stderr, flush=True)

@@ -1,0 +1,154 @@
+"""Anthropic Messages (`POST {base_url}/v1/messages`).
+
+Parameter mapping:
+
+| SamplingParams     | body field                                                            |
+| ------------------ | --------------------------------------------------------------------- |
+| system messages    | top-level `system` (joined with blank lines)                          |
+| temperature, top_p | `temperature`, `top_p` (newer models reject both at once; set one)    |
+| max_tokens         | `max_tokens` (required by the API: 4096 when not set)                 |
+| seed               | not sent: the Messages API has no seed                                |
+| stop               | `stop_sequences`                                                      |
+| thinking_budget    | `thinking: {type: enabled, budget_tokens}`; `max_tokens` is raised    |
+|                    | to budget + max_tokens when it would not leave room for the answer    |
+| reasoning_effort   | without a thinking_budget: minimal = no thinking, low = 1024,         |
+|                    | medium = 4096, high = 16384 thinking tokens                           |
+
+Parsed: the text blocks of `content` (thinking blocks are skipped), `stop_reason` normalised
+(`end_turn`/`stop_sequence` -> `stop`, `max_tokens` -> `length`, `refusal` -> `content_filter`, a
+failure), usage where input = `input_tokens` + `cache_creation_input_tokens` +
+`cache_read_input_tokens` and cached input = `cache_read_input_tokens` (Anthropic does not report
+thinking tokens separately: `reasoning_tokens` stays 0, they are inside `output_tokens`), the
+`request-id` header (else the body's `id`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from itemeval.providers.failures import failure
+from itemeval.providers.transport import HttpProvider, MalformedBody
+from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Usage
+
+DEFAULT_MAX_TOKENS = 4096
+#: Thinking budgets used for `reasoning_effort` when no `thinking_budget` is given (also Gemini).
+EFFORT_BUDGETS = {"minimal": 0, "low": 1024, "medium": 4096, "high": 16384}
+
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) else 0
+
+
+class AnthropicMessagesProvider(HttpProvider):
+    wire_name = "Anthropic messages"
+    request_id_header = "request-id"
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        return {"x-api-key": key}
+
+    def url_for(self, request: ModelRequest) -> str:
+        return f"{self.base_url}/v1/messages"
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._headers.setdefault("anthropic-version", self.settings.anthropic_version)
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        params = request.params
+        system = [m.get("content") or "" for m in request.messages if m["role"] == "system"]
+        messages = [
+            {"role": m["role"], "content": m.get("content") or ""}
+            for m in request.messages
+            if m["role"] != "system"
+        ]
+        max_tokens = params.max_tokens or DEFAULT_MAX_TOKENS
+        body: dict[str, Any] = {"model": request.model, "messages": messages}
+        if system:
+            body["system"] = "\n\n".join(system)
+        budget = params.thinking_budget
+        if budget is None and params.reasoning_effort is not None:
+            budget = EFFORT_BUDGETS.get(params.reasoning_effort)
+        if budget:
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            if max_tokens <= budget:
+                max_tokens += budget
+        body["max_tokens"] = max_tokens
+        if params.temperature is not None:
+            body["temperature"] = params.temperature
+        if params.top_p is not None:
+            body["top_p"] = params.top_p
+        if params.stop:
+            body["stop_sequences"] = list(params.stop)
+        return body
+
+    def parse_success(self, body: Any, request_id: str | None) -> ModelResult:
+        if not isinstance(body, dict) or not isinstance(body.get("content"), list):
+            raise MalformedBody("no `content` list")
+        request_id = request_id or body.get("id")
+        usage = parse_usage(body.get("usage"))
+        parts: list[str] = []
+        for block in body["content"]:
+            if not isinstance(block, dict):
+                raise MalformedBody("a `content` block is not an object")
+            if block.get("type") == "text":
+                text = block.get("text")
+                if not isinstance(text, str):
+                    raise MalformedBody("a text block has no `text` string")
+                parts.append(text)
+        text = "".join(parts)
+        raw_reason = body.get("stop_reason")
+        finish = _STOP_REASONS.get(raw_reason, raw_reason) if raw_reason else None
+        if finish == "content_filter":
+            return failure(
+                ErrorCode.CONTENT_FILTER,
+                "the model refused (stop_reason 'refusal')",
+                request_id=request_id,
+                text=text,
+                finish_reason=finish,
+                http_status=200,
+                usage=usage,
+            )
+        if not text.strip():
+            return failure(
+                ErrorCode.EMPTY_OUTPUT,
+                f"the model returned no text (stop_reason {raw_reason!r})",
+                request_id=request_id,
+                finish_reason=finish,
+                http_status=200,
+                usage=usage,
+            )
+        return ModelResult(
+            ok=True,
+            text=text,
+            finish_reason=finish,
+            usage=usage,
+            request_id=request_id,
+            http_status=200,
+        )
+
+    def parse_error(self, body: Any) -> tuple[str, str, str]:
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict):
+            return str(error.get("type") or ""), "", str(error.get("message") or "")
+        return "", "", str(body.get("message") or "")
+
+
+def parse_usage(usage: Any) -> Usage:
+    if not isinstance(usage, dict):
+        return Usage()
+    cache_read = _int(usage.get("cache_read_input_tokens"))
+    cache_write = _int(usage.get("cache_creation_input_tokens"))
+    return Usage(
+        input_tokens=_int(usage.get("input_tokens")) + cache_read + cache_write,
+        output_tokens=_int(usage.get("output_tokens")),
+        cached_input_tokens=cache_read,
+        reasoning_tokens=0,
+    )

@@ -1,0 +1,88 @@
+"""`make_provider`: from an endpoint's settings to a ready `Provider` (keys read here, at the end).
+
+The runtime calls it once per endpoint per worker process, passing the permit source that makes
+the limits hold across the cluster (its Ray actor adapter) and this worker's share of the
+endpoint's concurrency. Without a source, a process-local `RateBucket` enforces the limits (the
+no-Ray case).
+"""
+
+from __future__ import annotations
+
+from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
+from itemeval.providers.gemini import GeminiProvider
+from itemeval.providers.openai_chat import OpenAIChatProvider
+from itemeval.providers.ratebucket import RateBucket
+from itemeval.providers.ratelimiter import LocalPermitSource, PermitSource, RateLimiter
+from itemeval.providers.settings import EndpointSettings
+from itemeval.providers.sim.provider import SimProvider
+from itemeval.providers.transport import HttpProvider
+from itemeval.providers.types import Provider
+from itemeval.secrets import Secret, read_key
+
+_WIRES: dict[str, type[HttpProvider]] = {
+    "openai": OpenAIChatProvider,
+    "anthropic": AnthropicMessagesProvider,
+    "gemini": GeminiProvider,
+}
+
+
+def make_bucket(settings: EndpointSettings) -> RateBucket | None:
+    """The authoritative bucket for an endpoint's limits, or None when it has none."""
+    if settings.requests_per_minute is None and settings.tokens_per_minute is None:
+        return None
+    return RateBucket(settings.requests_per_minute, settings.tokens_per_minute)
+
+
+def make_limiter(
+    settings: EndpointSettings,
+    *,
+    permit_source: PermitSource | None = None,
+    max_concurrency: int | None = None,
+) -> RateLimiter:
+    """This process's limiter for the endpoint (concurrency share + permits from the source)."""
+    if permit_source is None:
+        bucket = make_bucket(settings)
+        permit_source = LocalPermitSource(bucket) if bucket is not None else None
+    return RateLimiter(
+        permit_source,
+        max_concurrency=max_concurrency or settings.max_concurrency,
+        track_tokens=settings.tokens_per_minute is not None,
+    )
+
+
+def make_provider(
+    settings: EndpointSettings,
+    *,
+    permit_source: PermitSource | None = None,
+    max_concurrency: int | None = None,
+    field: str | None = None,
+) -> Provider:
+    """A client for the endpoint. Reads the API key and secret headers from the environment
+    (a missing variable is a `ConfigError` naming it; `field` says where in the study it was)."""
+    limiter = make_limiter(settings, permit_source=permit_source, max_concurrency=max_concurrency)
+    if settings.in_process:
+        return SimProvider(settings, limiter=limiter)
+    key: Secret | None = None
+    if settings.api_key_env is not None:
+        key = read_key(settings.api_key_env, field=_join(field, "api_key_env"))
+    secret_headers: dict[str, Secret | str] = {}
+    for header, env in settings.headers_env.items():
+        value = read_key(env, field=_join(field, f"headers_env.{header}"))
+        assert value is not None
+        secret_headers[header] = value
+    if settings.kind == "sim":
+        wire = _WIRES[settings.sim_settings.wire_format]
+        return wire(
+            settings,
+            limiter=limiter,
+            api_key=key,
+            extra_headers=secret_headers,
+            send_sim_hints=True,
+        )
+    return _WIRES[settings.kind](
+        settings, limiter=limiter, api_key=key, extra_headers=secret_headers
+    )
+
+
+def _join(prefix: str | None, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name

@@ -1,0 +1,160 @@
+"""Prices: USD per million input, output and cached-input tokens, and the cost of one call.
+
+    pricing = Pricing.load()                      # the packaged table (pricing.yaml)
+    pricing = Pricing.load("my_prices.yaml")      # the same, with a user's file merged over it
+    price = pricing.price("gpt-4o-2024-08-06")    # -> ModelPrice, or None for an unknown model
+    usd = price.cost(usage) if price else 0.0     # unknown: the caller warns and counts $0
+
+Lookup order: the exact id, the longest key that is a prefix of the id, glob patterns (`sim/*`),
+then all of that again without a leading `vendor/` (OpenRouter-style ids). Reasoning tokens are
+output tokens and are billed as such; cached input tokens are billed at `cached_input` (the input
+price when a model has none).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from itemeval.errors import ConfigError, Problem
+from itemeval.providers.types import Usage
+
+_PACKAGED = "pricing.yaml"
+
+NonNegative = Annotated[float, Field(ge=0)]
+
+
+class _PriceEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input: NonNegative
+    output: NonNegative
+    cached_input: NonNegative | None = None
+
+
+class _PriceFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    prices_as_of: str | None = None
+    currency: str = "USD"
+    models: dict[str, _PriceEntry] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    """USD per million tokens for one model (`key` is the table entry that matched)."""
+
+    key: str
+    input_per_m: float
+    output_per_m: float
+    cached_input_per_m: float
+
+    def cost(self, usage: Usage) -> float:
+        cached = min(usage.cached_input_tokens, usage.input_tokens)
+        return (
+            (usage.input_tokens - cached) * self.input_per_m
+            + cached * self.cached_input_per_m
+            + usage.output_tokens * self.output_per_m
+        ) / 1_000_000
+
+
+class Pricing:
+    """A price table; build it with `Pricing.load`."""
+
+    def __init__(self, entries: dict[str, ModelPrice], *, prices_as_of: str | None = None):
+        self.prices_as_of = prices_as_of
+        self._exact = {k: v for k, v in entries.items() if not _is_pattern(k)}
+        self._patterns = [(k, v) for k, v in entries.items() if _is_pattern(k)]
+        # Longest first, so `gpt-4o-mini` wins over `gpt-4o` for `gpt-4o-mini-2024-07-18`.
+        self._prefixes = sorted(self._exact, key=len, reverse=True)
+
+    @classmethod
+    def load(cls, override_path: str | Path | None = None) -> Pricing:
+        """The packaged table, with the entries of `override_path` (same format) replacing or
+        adding to it. A bad override file is a `ConfigError` naming the file and the field."""
+        text = resources.files("itemeval.providers").joinpath(_PACKAGED).read_text("utf-8")
+        packaged = _parse(text, f"itemeval/providers/{_PACKAGED}")
+        entries = dict(packaged.models)
+        as_of = packaged.prices_as_of
+        if override_path is not None:
+            path = Path(override_path)
+            try:
+                override_text = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(
+                    Problem(f"cannot read the pricing file: {exc}", file=str(path))
+                ) from exc
+            override = _parse(override_text, str(path))
+            entries.update(override.models)
+            as_of = override.prices_as_of or as_of
+        prices = {
+            key: ModelPrice(
+                key=key,
+                input_per_m=e.input,
+                output_per_m=e.output,
+                cached_input_per_m=e.input if e.cached_input is None else e.cached_input,
+            )
+            for key, e in entries.items()
+        }
+        return cls(prices, prices_as_of=as_of)
+
+    def price(self, model: str) -> ModelPrice | None:
+        """The price of `model`, or None when the table does not know it."""
+        found = self._lookup(model)
+        if found is None and "/" in model and not model.startswith("sim/"):
+            found = self._lookup(model.rsplit("/", 1)[1])
+        return found
+
+    def cost(self, model: str, usage: Usage) -> float:
+        """USD of one call; raises `KeyError` for an unknown model (check `price()` first)."""
+        price = self.price(model)
+        if price is None:
+            raise KeyError(f"no price for model {model!r}")
+        return price.cost(usage)
+
+    def models(self) -> list[str]:
+        return sorted([*self._exact, *(k for k, _ in self._patterns)])
+
+    def _lookup(self, model: str) -> ModelPrice | None:
+        if model in self._exact:
+            return self._exact[model]
+        for key in self._prefixes:
+            if model.startswith(key) and model[len(key)] in "-:@":
+                return self._exact[key]
+        for pattern, price in self._patterns:
+            if fnmatch.fnmatchcase(model, pattern):
+                return price
+        return None
+
+
+def _is_pattern(key: str) -> bool:
+    return any(c in key for c in "*?[")
+
+
+def _parse(text: str, source: str) -> _PriceFile:
+    try:
+        data: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(Problem(f"not valid YAML: {exc}", file=source, line=line)) from exc
+    try:
+        return _PriceFile.model_validate(data or {})
+    except ValidationError as exc:
+        problems = [
+            Problem(
+                err["msg"],
+                file=source,
+                field=".".join(str(p) for p in err["loc"]),
+                hint="each model needs input and output (USD per million tokens), "
+                "optionally cached_input",
+            )
+            for err in exc.errors()
+        ]
+        raise ConfigError(problems) from None

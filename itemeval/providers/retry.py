@@ -1,0 +1,202 @@
+"""Retries: tenacity around each attempt, `Retry-After` and rate-limit reset headers honoured.
+
+An attempt either returns a final `ModelResult` (success, or a failure that retrying cannot fix)
+or raises `TransientFailure` (429, 5xx, timeout, connection error). `run_with_retries` retries
+those with full-jitter exponential backoff, never sooner than the provider's `Retry-After`, for at
+most `max_attempts` attempts, and turns the last transient failure into a result. Nothing raises
+out of it except cancellation.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from itemeval.providers.types import ErrorCode, ModelResult
+from itemeval.secrets import redact
+
+
+class TransientFailure(Exception):
+    """An attempt failed in a way that another attempt may fix."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        http_status: int | None = None,
+        retry_after_s: float | None = None,
+        request_id: str | None = None,
+    ):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.http_status = http_status
+        self.retry_after_s = retry_after_s
+        self.request_id = request_id
+
+    def to_result(self) -> ModelResult:
+        return ModelResult(
+            ok=False,
+            error_code=self.code,
+            error_message=redact(self.message),
+            http_status=self.http_status,
+            request_id=self.request_id,
+        )
+
+
+class RetryPolicy:
+    """Bounded attempts, jittered exponential backoff, Retry-After as a lower bound.
+
+    A Retry-After above `max_retry_after_s` ends the call at once (waiting that long would stall
+    a worker; the cell is retried by a later run instead).
+    """
+
+    def __init__(
+        self,
+        max_attempts: int = 6,
+        backoff_initial_s: float = 1.0,
+        backoff_max_s: float = 60.0,
+        max_retry_after_s: float = 300.0,
+    ):
+        self.max_attempts = max_attempts
+        self.max_retry_after_s = max_retry_after_s
+        self._jitter = wait_random_exponential(multiplier=backoff_initial_s, max=backoff_max_s)
+        self._template = AsyncRetrying(
+            stop=stop_after_attempt(max_attempts) | self._retry_after_too_long,
+            wait=self._wait,
+            retry=retry_if_exception_type(TransientFailure),
+            reraise=True,
+        )
+
+    def _wait(self, state: RetryCallState) -> float:
+        delay = self._jitter(state)
+        failure = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(failure, TransientFailure) and failure.retry_after_s is not None:
+            delay = max(delay, failure.retry_after_s)
+        return delay
+
+    def _retry_after_too_long(self, state: RetryCallState) -> bool:
+        failure = state.outcome.exception() if state.outcome is not None else None
+        return (
+            isinstance(failure, TransientFailure)
+            and failure.retry_after_s is not None
+            and failure.retry_after_s > self.max_retry_after_s
+        )
+
+    async def run(self, attempt: Callable[[], Awaitable[ModelResult]]) -> ModelResult:
+        """Call `attempt` until it returns a result or the policy gives up; never raises a
+        `TransientFailure` (it becomes the result), only cancellation."""
+        started = time.perf_counter()
+        attempts = 0
+
+        async def counted() -> ModelResult:
+            nonlocal attempts
+            attempts += 1
+            return await attempt()
+
+        try:
+            result = await self._template.copy()(counted)
+        except TransientFailure as failure:
+            result = failure.to_result()
+        return replace(
+            result, attempts=attempts, latency_ms=(time.perf_counter() - started) * 1000.0
+        )
+
+
+# --------------------------------------------------------------------------- header parsing
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_RESET_HEADERS = (
+    ("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
+    ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+    ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"),
+    ("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"),
+    ("anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset"),
+    ("anthropic-ratelimit-output-tokens-remaining", "anthropic-ratelimit-output-tokens-reset"),
+)
+
+
+def parse_duration(text: str) -> float | None:
+    """OpenAI's reset durations (`1s`, `6m0s`, `20ms`, `1h2m3.5s`) or plain seconds, in seconds."""
+    text = text.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text.replace(" ", ""):
+        return None
+    return sum(float(number) * _UNIT_S[unit] for number, unit in parts)
+
+
+def _parse_reset(text: str, now_epoch: float) -> float | None:
+    """A reset header: a duration (OpenAI) or an RFC 3339 time (Anthropic), as seconds from now."""
+    duration = parse_duration(text)
+    if duration is not None:
+        return duration
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return max(0.0, moment.timestamp() - now_epoch)
+
+
+def retry_after_from_headers(
+    headers: Mapping[str, str], now_epoch: float | None = None
+) -> float | None:
+    """How long the provider asks us to wait, in seconds, or None when it does not say.
+
+    `retry-after-ms`, then `retry-after` (seconds or an HTTP date); without those, the reset time
+    of each rate-limit dimension that is exhausted (remaining 0), else the soonest reset given.
+    `headers` must be case-insensitive (aiohttp's are) or lower-case.
+    """
+    now = time.time() if now_epoch is None else now_epoch
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return max(0.0, float(value) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is not None:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            try:
+                return max(0.0, parsedate_to_datetime(value).timestamp() - now)
+            except (TypeError, ValueError, IndexError):
+                pass
+    exhausted: list[float] = []
+    any_reset: list[float] = []
+    for remaining_name, reset_name in _RESET_HEADERS:
+        reset_text = headers.get(reset_name)
+        if reset_text is None:
+            continue
+        reset = _parse_reset(reset_text, now)
+        if reset is None or not math.isfinite(reset):
+            continue
+        any_reset.append(reset)
+        if (headers.get(remaining_name) or "").strip() == "0":
+            exhausted.append(reset)
+    if exhausted:
+        return max(exhausted)
+    if any_reset:
+        return min(any_reset)
+    return None

@@ -1,0 +1,248 @@
+"""How to reach one model endpoint: `EndpointSettings`, exactly a study's `endpoints:` entry.
+
+Everything here is an execution knob (where, how fast, how patient): none of it may change what a
+model answers, so none of it enters a condition id. Keys are never stored: `api_key_env` and
+`headers_env` name environment variables that are read at the moment a client is built.
+
+The simulated provider's settings (`SimSettings`) live here too, because an endpoint of kind `sim`
+without a `base_url` embeds them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+EndpointKind = Literal["openai", "anthropic", "gemini", "sim"]
+
+#: Where each kind of endpoint lives when `base_url` is not given (each SDK's own convention:
+#: OpenAI's includes `/v1`, Anthropic's does not, Gemini's includes the API version).
+DEFAULT_BASE_URLS: dict[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com/v1beta",
+}
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+# Headers that carry credentials: they must come from the environment (`headers_env`), never
+# from the study file, which is copied into manifests.
+_SECRET_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie"}
+)
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- simulator settings
+
+
+class SimModelSpec(_Strict):
+    """One simulated model: how often it is right, and as a judge how often its verdict is right."""
+
+    ability: Probability = Field(
+        description="roughly the expected accuracy over items of uniformly spread difficulty "
+        "(see itemeval.providers.sim.p_correct)"
+    )
+    judge_accuracy: Probability = Field(
+        0.95, description="probability that a judge verdict from this model is right"
+    )
+
+
+class LatencySettings(_Strict):
+    """Time the simulator takes to answer one request."""
+
+    distribution: Literal["fixed", "uniform", "lognormal"] = "fixed"
+    median_ms: Annotated[float, Field(ge=0)] = 0.0
+    spread: Annotated[float, Field(ge=0)] = Field(
+        0.0,
+        description="uniform: +- this fraction of median_ms; lognormal: sigma of log(latency)",
+    )
+    per_output_token_ms: Annotated[float, Field(ge=0)] = 0.0
+
+
+class FaultSettings(_Strict):
+    """Injected faults, each a probability per attempt (drawn from a seeded generator)."""
+
+    rate_limit: Probability = 0.0  # 429 with Retry-After
+    server_error: Probability = 0.0  # 500
+    timeout: Probability = 0.0  # no answer for `hang_s` (the client's timeout fires first)
+    malformed: Probability = 0.0  # 200 whose body is not the documented shape
+    empty: Probability = 0.0  # 200 with empty content
+    retry_after_s: Annotated[float, Field(ge=0)] = 0.5
+    hang_s: PositiveFloat = 600.0
+
+    @model_validator(mode="after")
+    def _total_at_most_one(self) -> FaultSettings:
+        total = self.rate_limit + self.server_error + self.timeout + self.malformed + self.empty
+        if total > 1.0:
+            raise ValueError(f"fault rates add up to {total:.3f}; their sum must be at most 1")
+        return self
+
+
+class SimSettings(_Strict):
+    """The simulated provider: its model catalog, randomness, judge behaviour, latency, faults.
+
+    `models` is merged over the default catalog (`sim/strong`, `sim/medium`, `sim/weak`,
+    `sim/judge`); names are given without the `sim/` prefix.
+    """
+
+    seed: int = 0
+    models: dict[str, SimModelSpec] = Field(default_factory=dict)
+    judge_malformed_rate: Probability = Field(
+        0.0,
+        description="share of judge answers that break the score contract, spread evenly over "
+        "no_json_object, no_score_in_json, score_not_numeric and score_not_finite",
+    )
+    latency: LatencySettings = Field(default_factory=LatencySettings)
+    faults: FaultSettings = Field(default_factory=FaultSettings)
+    wire_format: Literal["openai", "anthropic"] = Field(
+        "openai", description="the wire format used to reach `itemeval sim-server` (base_url set)"
+    )
+
+    @field_validator("models")
+    @classmethod
+    def _model_names(cls, value: dict[str, SimModelSpec]) -> dict[str, SimModelSpec]:
+        for name in value:
+            if not name or name.startswith("sim/") or "/" in name:
+                raise ValueError(f"model name {name!r}: give it without the 'sim/' prefix")
+        return value
+
+
+# --------------------------------------------------------------------------- endpoints
+
+
+class EndpointSettings(_Strict):
+    """One model endpoint (a study's `endpoints:` entry)."""
+
+    kind: EndpointKind
+    base_url: str | None = Field(
+        None,
+        description="default per kind; for `sim`, no base_url means the in-process simulator "
+        "and a base_url means `itemeval sim-server` over HTTP",
+    )
+    api_key_env: str | None = Field(
+        None, description="name of the environment variable that holds the API key"
+    )
+    headers: dict[str, str] = Field(default_factory=dict)
+    headers_env: dict[str, str] = Field(
+        default_factory=dict, description="header name -> environment variable with its value"
+    )
+    requests_per_minute: Annotated[int, Field(gt=0)] | None = None
+    tokens_per_minute: Annotated[int, Field(gt=0)] | None = None
+    max_concurrency: Annotated[int, Field(gt=0, le=100_000)] = 64
+    timeout_s: PositiveFloat = Field(120.0, description="per attempt")
+    connect_timeout_s: PositiveFloat = 10.0
+    max_attempts: Annotated[int, Field(ge=1, le=100)] = 6
+    backoff_initial_s: Annotated[float, Field(ge=0)] = 1.0
+    backoff_max_s: Annotated[float, Field(ge=0)] = 60.0
+    max_retry_after_s: Annotated[float, Field(ge=0)] = Field(
+        300.0, description="a Retry-After longer than this ends the call as rate_limited"
+    )
+    anthropic_version: str = "2023-06-01"
+    max_tokens_param: Literal["max_tokens", "max_completion_tokens"] | None = Field(
+        None,
+        description="OpenAI wire only: the body field for max_tokens; default "
+        "max_completion_tokens on api.openai.com, max_tokens elsewhere (vLLM, Ollama, ...)",
+    )
+    sim: SimSettings | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _valid_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"{value!r} is not an http(s) URL; write e.g. http://127.0.0.1:8000/v1"
+            )
+        if parts.username or parts.password:
+            raise ValueError("credentials in base_url are not allowed; use api_key_env")
+        return value.rstrip("/")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError(
+                "must be the NAME of an environment variable (letters, digits, underscore), "
+                "e.g. OPENAI_API_KEY; never the key itself"
+            )
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _plain_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"{name!r} is not a valid HTTP header name")
+            if name.lower() in _SECRET_HEADERS:
+                raise ValueError(
+                    f"header {name!r} carries a credential: move it to headers_env "
+                    f"({name}: SOME_ENV_VAR) so it is read from the environment"
+                )
+        return value
+
+    @field_validator("headers_env")
+    @classmethod
+    def _env_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, env in value.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"{name!r} is not a valid HTTP header name")
+            if not _ENV_NAME.match(env):
+                raise ValueError(
+                    f"header {name!r}: {env!r} must be the NAME of an environment variable"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EndpointSettings:
+        if self.kind != "sim" and self.sim is not None:
+            raise ValueError("`sim` settings are only allowed on endpoints of kind 'sim'")
+        if self.kind != "sim" and self.api_key_env is None and not self.is_loopback:
+            raise ValueError(
+                f"api_key_env is required for a {self.kind} endpoint at {self.url} "
+                "(name the environment variable that holds the key, e.g. "
+                f"{self.kind.upper()}_API_KEY); only loopback servers may go without"
+            )
+        if self.backoff_max_s < self.backoff_initial_s:
+            raise ValueError("backoff_max_s must be at least backoff_initial_s")
+        return self
+
+    # ---------------------------------------------------------------- derived values
+
+    @property
+    def url(self) -> str:
+        """The effective base URL ('' for the in-process simulator)."""
+        if self.base_url is not None:
+            return self.base_url
+        return DEFAULT_BASE_URLS.get(self.kind, "")
+
+    @property
+    def in_process(self) -> bool:
+        """True for the in-process simulator (kind sim, no base_url)."""
+        return self.kind == "sim" and self.base_url is None
+
+    @property
+    def is_loopback(self) -> bool:
+        host = urlsplit(self.url).hostname or ""
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    @property
+    def sim_settings(self) -> SimSettings:
+        return self.sim if self.sim is not None else SimSettings()

@@ -1,0 +1,237 @@
+"""`Simulator`: one simulated call, from (model, messages, hints) to a `SimReply`.
+
+Shared by the in-process provider and `itemeval sim-server`. The answer itself is deterministic
+(seed, model, item, epoch; see `model.py`); latency and injected faults are drawn per attempt from
+one seeded generator, so a retried attempt can succeed where the first failed, and a run with the
+same seed and the same order of calls sees the same faults.
+
+Hints (`ModelRequest.sim_hints`, or the `itemeval_sim` body field over HTTP):
+`item_id`, `epoch`, `target`, `modality`, `difficulty`; for judge calls `role: "judge"`,
+`solution` (the text being judged), `target`, optionally `score_range: [low, high]`.
+Without hints the item id is a hash of the prompt and the answer is plausible but not calibrated.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from itemeval.ids import sha256_hex
+from itemeval.providers.settings import SimModelSpec, SimSettings
+from itemeval.providers.sim import answers
+from itemeval.providers.sim.model import (
+    catalog,
+    item_difficulty,
+    model_name,
+    p_correct,
+    stable_unit,
+)
+from itemeval.providers.types import Usage
+
+#: Reply kinds besides "ok": the injected faults, and a model that is not in the catalog.
+FAULT_KINDS = ("rate_limit", "server_error", "timeout", "malformed", "empty")
+
+_REASONING_TOKENS = {"minimal": 0, "low": 256, "medium": 1024, "high": 4096}
+
+
+@dataclass(slots=True)
+class SimReply:
+    kind: str  # "ok", one of FAULT_KINDS, or "unknown_model"
+    text: str = ""
+    finish_reason: str = "stop"
+    usage: Usage = field(default_factory=Usage)
+    delay_s: float = 0.0
+    retry_after_s: float = 0.0
+    message: str = ""
+
+
+def count_tokens(text: str) -> int:
+    """~4 characters a token (what the simulator bills and the rate limits count)."""
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+def input_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+    return sum(count_tokens(_content(m)) + 4 for m in messages)
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content blocks (Anthropic, OpenAI parts)
+        return "".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping))
+    return ""
+
+
+class Simulator:
+    """Answers calls for the models of a catalog; see the module docstring."""
+
+    def __init__(self, settings: SimSettings | None = None):
+        self.settings = settings or SimSettings()
+        self.models: dict[str, SimModelSpec] = catalog(self.settings.models)
+        self._rng = random.Random(self.settings.seed)
+        faults = self.settings.faults
+        rates = (
+            faults.rate_limit,
+            faults.server_error,
+            faults.timeout,
+            faults.malformed,
+            faults.empty,
+        )
+        self._fault_edges: list[tuple[float, str]] = []
+        edge = 0.0
+        for kind, rate in zip(FAULT_KINDS, rates, strict=True):
+            if rate > 0:
+                edge += rate
+                self._fault_edges.append((edge, kind))
+
+    def model_ids(self) -> list[str]:
+        return [f"sim/{name}" for name in self.models]
+
+    def reply(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        hints: Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
+        reasoning_effort: str | None = None,
+        thinking_budget: int | None = None,
+    ) -> SimReply:
+        name = model_name(model)
+        spec = self.models.get(name)
+        if spec is None:
+            known = ", ".join(self.model_ids())
+            return SimReply("unknown_model", message=f"model {model!r} is not simulated ({known})")
+        delay = self._latency()
+        fault = self._fault()
+        if fault is not None:
+            return SimReply(
+                fault,
+                delay_s=delay,
+                retry_after_s=self.settings.faults.retry_after_s,
+                message=f"injected fault: {fault}",
+            )
+        prompt = "\n\n".join(_content(m) for m in messages)
+        hints = hints or {}
+        if hints.get("role") == "judge" or (not hints and answers.is_judge_prompt(prompt)):
+            text = self._judge(name, spec, prompt, hints)
+        else:
+            text = self._solve(name, spec, prompt, hints)
+        reasoning = self._reasoning_tokens(name, prompt, hints, reasoning_effort, thinking_budget)
+        output = count_tokens(text)
+        finish = "stop"
+        if max_tokens is not None and output + reasoning > max_tokens:
+            # Out of budget: reasoning first, then as much text as is left.
+            reasoning = min(reasoning, max_tokens)
+            keep = max(0, max_tokens - reasoning)
+            text = text[: keep * 4]
+            output = count_tokens(text)
+            finish = "length"
+        delay += output * self.settings.latency.per_output_token_ms / 1000.0
+        usage = Usage(
+            input_tokens=input_tokens(messages),
+            output_tokens=output + reasoning,
+            reasoning_tokens=reasoning,
+        )
+        return SimReply("ok", text=text, finish_reason=finish, usage=usage, delay_s=delay)
+
+    # ---------------------------------------------------------------- per attempt draws
+
+    def _latency(self) -> float:
+        latency = self.settings.latency
+        median = latency.median_ms / 1000.0
+        if median <= 0:
+            return 0.0
+        if latency.distribution == "uniform" and latency.spread > 0:
+            return max(0.0, median * (1 + self._rng.uniform(-latency.spread, latency.spread)))
+        if latency.distribution == "lognormal" and latency.spread > 0:
+            return median * math.exp(self._rng.gauss(0.0, latency.spread))
+        return median
+
+    def _fault(self) -> str | None:
+        if not self._fault_edges:
+            return None
+        u = self._rng.random()
+        for edge, kind in self._fault_edges:
+            if u < edge:
+                return kind
+        return None
+
+    # ---------------------------------------------------------------- answers
+
+    def _item_key(self, name: str, prompt: str, hints: Mapping[str, Any]) -> tuple[object, ...]:
+        item_id = str(hints.get("item_id") or "prompt:" + sha256_hex(prompt)[:16])
+        return (self.settings.seed, name, item_id.lower(), int(hints.get("epoch") or 0))
+
+    def _solve(self, name: str, spec: SimModelSpec, prompt: str, hints: Mapping[str, Any]) -> str:
+        key = self._item_key(name, prompt, hints)
+        target = hints.get("target")
+        target = None if target is None else str(target)
+        form = answers.detect_form(prompt, hints.get("modality"), target)
+        if not target:
+            return answers.render_answer(form, answers.random_answer(form, prompt, key), key)
+        item_id = str(key[2])
+        difficulty = item_difficulty(item_id, _float_or_none(hints.get("difficulty")))
+        correct = stable_unit("correct", *key) < p_correct(spec.ability, difficulty)
+        if correct:
+            answer = answers.right_answer(form, target)
+        else:
+            answer = answers.wrong_answer(form, target, prompt, key)
+        return answers.render_answer(form, answer, key)
+
+    def _judge(self, name: str, spec: SimModelSpec, prompt: str, hints: Mapping[str, Any]) -> str:
+        solution = str(hints.get("solution") or prompt)
+        key = (*self._item_key(name, prompt, hints), sha256_hex(solution)[:16])
+        target = hints.get("target")
+        if target:
+            truth = answers.solution_matches(solution, str(target))
+        else:
+            truth = stable_unit("judge-truth", *key) < 0.5
+        right = stable_unit("judge-right", *key) < spec.judge_accuracy
+        verdict = truth if right else not truth
+        low, high = _score_range(hints.get("score_range"))
+        reasoning = (
+            "The response reaches the reference answer with sound reasoning."
+            if verdict
+            else "The response does not reach the reference answer."
+        )
+        if stable_unit("judge-malformed", *key) < self.settings.judge_malformed_rate:
+            which = answers.JUDGE_FAILURES[int(stable_unit("judge-which", *key) * 4)]
+            return answers.malformed_judge_output(which, reasoning)
+        return answers.judge_output(high if verdict else low, reasoning)
+
+    def _reasoning_tokens(
+        self,
+        name: str,
+        prompt: str,
+        hints: Mapping[str, Any],
+        effort: str | None,
+        budget: int | None,
+    ) -> int:
+        base = _REASONING_TOKENS.get(effort or "", 0) if effort else 0
+        if budget:
+            base = max(base, budget // 2)
+        if base <= 0:
+            return 0
+        u = stable_unit("reasoning", *self._item_key(name, prompt, hints))
+        tokens = int(base * (0.5 + u))
+        return min(tokens, budget) if budget else tokens
+
+
+def _float_or_none(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _score_range(value: Any) -> tuple[float | int, float | int]:
+    if isinstance(value, list | tuple) and len(value) == 2:
+        low, high = value
+        if isinstance(low, int | float) and isinstance(high, int | float):
+            return low, high
+    return 0, 1
