@@ -1,0 +1,176 @@
+"""Writing fragments and reading them back deduplicated, on local disk and on S3."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from itemeval.errors import StoreError
+from itemeval.store import SOLUTION_SCHEMA, StudyStore, build_table
+from itemeval.store import fragments as fragments_module
+from itemeval.store.fragments import encode_fragment, list_fragments, read_fragments
+
+
+def _keys(table: pa.Table) -> list[tuple]:
+    cols = [c for c in ("condition_id", "item_id", "epoch") if c in table.column_names]
+    return sorted(zip(*(table.column(c).to_pylist() for c in cols), strict=True))
+
+
+def test_layout_under_the_root(store: StudyStore, solution) -> None:
+    name = store.write_solutions("gen-a--000000000001", [solution("q1")])
+    assert name is not None and name.endswith(".parquet")
+    assert store.partition("solutions", "gen-a--000000000001").url.endswith(
+        "/solutions/condition_id=gen-a--000000000001"
+    )
+    assert store.dataset_locks.url.endswith("/dataset_locks.json")
+    assert store.manifests.url.endswith("/manifests")
+    assert store.condition_ids("solutions") == ["gen-a--000000000001"]
+    assert store.condition_ids("grades") == []
+
+
+def test_fragment_does_not_store_the_partition_column(store: StudyStore, solution) -> None:
+    store.write_solutions("c1", [solution("q1")])
+    (info,) = store.fragments("solutions", "c1")
+    with store.root.fs.open(info.path, "rb") as handle:
+        schema = pq.read_schema(handle)
+    assert "condition_id" not in schema.names
+    assert schema.equals(SOLUTION_SCHEMA, check_metadata=False)
+
+
+def test_round_trip_with_partition_column(store: StudyStore, solution) -> None:
+    store.write_solutions("c1", [solution("q1"), solution("q2", 1)])
+    store.write_solutions("c2", [solution("q1")])
+    table = store.read_solutions()
+    assert table.column_names[0] == "condition_id"
+    assert _keys(table) == [("c1", "q1", 0), ("c1", "q2", 1), ("c2", "q1", 0)]
+    only_c2 = store.read_solutions(["c2"], columns=["item_id", "text"])
+    assert only_c2.column_names == ["condition_id", "item_id", "text"]
+    assert only_c2.to_pylist() == [
+        {"condition_id": "c2", "item_id": "q1", "text": "answer to q1/0"}
+    ]
+
+
+def test_ok_beats_error_even_when_the_error_is_newer(store: StudyStore, solution) -> None:
+    store.write_solutions("c1", [solution("q1", text="good", at=1)])
+    store.write_solutions("c1", [solution("q1", ok=False, at=2)])
+    table = store.read_solutions(["c1"])
+    assert table.num_rows == 1
+    assert table.column("status").to_pylist() == ["ok"]
+    assert store.read_solutions(["c1"], dedup=False).num_rows == 2
+
+
+def test_later_written_at_wins_then_later_fragment(store: StudyStore, solution) -> None:
+    # Written in this order, but the first fragment's row is the newer one.
+    store.write_solutions("c1", [solution("q1", text="newer", at=20)])
+    store.write_solutions("c1", [solution("q1", text="older", at=10)])
+    assert store.read_solutions(["c1"]).column("text").to_pylist() == ["newer"]
+    # Same written_at: the later fragment (name order = write order) wins.
+    store.write_solutions("c1", [solution("q2", text="first", at=30)])
+    store.write_solutions("c1", [solution("q2", text="second", at=30)])
+    texts = dict(zip(*store.read_solutions(["c1"], ["item_id", "text"]).columns[1:], strict=True))
+    assert texts[pa.scalar("q2")].as_py() == "second"
+
+
+def test_dedup_is_per_key_across_many_fragments(store: StudyStore, solution) -> None:
+    for round_ in range(3):
+        store.write_solutions(
+            "c1",
+            [
+                solution(f"q{i}", e, ok=(round_ == 2 or i % 2 == 0))
+                for i in range(20)
+                for e in (0, 1)
+            ],
+        )
+    table = store.read_solutions(["c1"])
+    assert table.num_rows == 40
+    assert len(set(_keys(table))) == 40
+    assert set(table.column("status").to_pylist()) == {"ok"}
+
+
+def test_reads_only_the_partitions_asked_for(store: StudyStore, solution) -> None:
+    store.write_solutions("good", [solution("q1")])
+    store.partition("solutions", "bad").join("broken.parquet").write_atomic(b"not parquet")
+    assert store.read_solutions(["good"]).num_rows == 1
+    with pytest.raises(StoreError) as info:
+        store.read_solutions(["bad"])
+    assert "condition_id=bad/broken.parquet" in str(info.value)
+
+
+def test_corrupt_fragment_is_named(store: StudyStore, solution) -> None:
+    store.write_solutions("c1", [solution("q1")])
+    store.partition("solutions", "c1").join("zzz-truncated.parquet").write_atomic(
+        encode_fragment(build_table(SOLUTION_SCHEMA, [solution("q2")]))[:-20]
+    )
+    with pytest.raises(StoreError, match=r"zzz-truncated\.parquet"):
+        store.read_solutions(["c1"])
+
+
+def test_foreign_files_are_errors_hidden_files_are_ignored(store: StudyStore, solution) -> None:
+    store.write_solutions("c1", [solution("q1")])
+    partition = store.partition("solutions", "c1")
+    partition.join(".tmp-abc.part").write_atomic(b"half a fragment")
+    partition.join("_SUCCESS").write_atomic(b"")
+    assert store.read_solutions(["c1"]).num_rows == 1
+    partition.join("notes.txt").write_atomic(b"hello")
+    with pytest.raises(StoreError, match=r"notes\.txt"):
+        store.read_solutions(["c1"])
+
+
+def test_fragment_with_another_schema_is_refused(store: StudyStore, solution) -> None:
+    store.write_solutions("c1", [solution("q1")])
+    table = build_table(SOLUTION_SCHEMA, [solution("q2")])
+    wrong = table.set_column(1, "epoch", table.column("epoch").cast(pa.int64()))
+    store.partition("solutions", "c1").join("z-foreign.parquet").write_atomic(
+        encode_fragment(wrong)
+    )
+    with pytest.raises(StoreError) as info:
+        store.read_solutions(["c1"], columns=["item_id"])
+    assert "z-foreign.parquet" in str(info.value) and "epoch" in str(info.value)
+
+
+def test_writing_a_wrong_table_writes_nothing(store: StudyStore, solution) -> None:
+    table = build_table(SOLUTION_SCHEMA, [solution("q1")]).drop_columns(["usd"])
+    with pytest.raises(StoreError, match="missing column"):
+        store.write_solutions("c1", table)
+    assert store.fragments("solutions", "c1") == []
+    assert store.write_solutions("c1", []) is None
+
+
+def test_bad_condition_id_is_refused(store: StudyStore, solution) -> None:
+    for bad in ("../escape", "a/b", ".hidden", "x=y"):
+        with pytest.raises(StoreError, match="cannot name a partition"):
+            store.write_solutions(bad, [solution("q1")])
+
+
+def test_vanished_fragment_is_reported_not_raised(store: StudyStore, solution) -> None:
+    store.write_solutions("c1", [solution("q1")])
+    partition = store.partition("solutions", "c1")
+    listed = list_fragments(partition)
+    partition.join(listed[0].name).delete()
+    assert read_fragments(partition, listed, SOLUTION_SCHEMA) == [None]
+
+
+def test_read_relists_when_a_listed_fragment_was_compacted(
+    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader whose listing predates a compaction finds every row exactly once."""
+    from itemeval.store import compact_partition
+
+    for i in range(4):
+        store.write_solutions("c1", [solution(f"q{i}"), solution("shared", ok=i == 3)])
+    partition = store.partition("solutions", "c1")
+    stale = list_fragments(partition)
+    compact_partition(store, "solutions", "c1")
+    real = fragments_module.list_fragments
+    calls = []
+
+    def listing_that_is_stale_once(location):
+        calls.append(location)
+        return stale if len(calls) == 1 else real(location)
+
+    monkeypatch.setattr(fragments_module, "list_fragments", listing_that_is_stale_once)
+    table = store.read_solutions(["c1"])
+    assert len(calls) == 2
+    assert sorted(table.column("item_id").to_pylist()) == ["q0", "q1", "q2", "q3", "shared"]
+    assert table.filter(pa.compute.equal(table["item_id"], "shared"))["status"][0].as_py() == "ok"
