@@ -112,7 +112,7 @@ class DatasetReader:
         """Every item, inline ones first, then part by part. Raises `DatasetError` listing all
         problems (up to a cap) once the read is over; no item is yielded after the first error."""
         self._log = ProblemLog()
-        yield from self._scan(self._log, counts=None)
+        yield from self.scan(self._log, counts=None)
         self._log.raise_if_errors()
 
     def iter_batches(self, batch_size: int = 1000) -> Iterator[list[Item]]:
@@ -130,11 +130,13 @@ class DatasetReader:
         self._log = ProblemLog()
         report = DatasetReport(identifier=self.meta.identifier, log=self._log)
         self._log.extend(self.meta_warnings)
-        for _ in self._scan(self._log, counts=report.by_modality):
+        for _ in self.scan(self._log, counts=report.by_modality):
             report.items += 1
         return report
 
-    def _scan(self, log: ProblemLog, counts: Counter[str] | None) -> Iterator[Item]:
+    def scan(self, log: ProblemLog, counts: Counter[str] | None = None) -> Iterator[Item]:
+        """Yield good items while no error was logged; log every finding (the lower-level
+        read behind `iter_items` and `validate`)."""
         ids = DuplicateIds()
         for item in self.meta.items or ():
             # inline items were parsed with the metadata; only uniqueness is left to check
@@ -148,33 +150,47 @@ class DatasetReader:
                     counts[item.modality.value] += 1
                 yield item
         for part in self.parts:
-            for where, record in iter_records(part):
-                if isinstance(record, Problem):
-                    log.add(record)
-                else:
-                    item, problems = parse_item(record, where)
-                    log.extend(problems)
-                    if item is not None:
-                        duplicate = ids.check(item.identifier, where.at(item=item.identifier))
-                        if duplicate:
-                            log.add(duplicate)
-                        elif not log.error_count:
-                            if counts is not None:
-                                counts[item.modality.value] += 1
-                            yield item
-                if log.full:
-                    return
+            yield from scan_item_file(part, log, counts, ids)
+            if log.full:
+                return
 
     def file_hashes(self) -> dict[str, str]:
         """sha256 of the metadata file and of every part file, by file name (streamed)."""
-        hashes = {self.meta_location.name: _hash_file(self.meta_location)}
+        hashes = {self.meta_location.name: hash_file(self.meta_location)}
         for part in self.parts:
-            hashes[part.name] = _hash_file(part)
+            hashes[part.name] = hash_file(part)
         return hashes
 
     def fingerprint(self) -> str:
         """One sha256 over the metadata and part files: changes iff any of their bytes change."""
         return fingerprint_of(self.file_hashes())
+
+
+def scan_item_file(
+    location: Location,
+    log: ProblemLog,
+    counts: Counter[str] | None = None,
+    ids: DuplicateIds | None = None,
+) -> Iterator[Item]:
+    """The items of one item file (JSON Lines, or a JSON/YAML list), checked like a part of a
+    dataset: yields good items while no error was logged, logs every finding."""
+    ids = ids if ids is not None else DuplicateIds()
+    for where, record in iter_records(location):
+        if isinstance(record, Problem):
+            log.add(record)
+        else:
+            item, problems = parse_item(record, where)
+            log.extend(problems)
+            if item is not None:
+                duplicate = ids.check(item.identifier, where.at(item=item.identifier))
+                if duplicate:
+                    log.add(duplicate)
+                elif not log.error_count:
+                    if counts is not None:
+                        counts[item.modality.value] += 1
+                    yield item
+        if log.full:
+            return
 
 
 def fingerprint_of(file_hashes: dict[str, str]) -> str:
@@ -288,7 +304,7 @@ def _check_layout(
     return problems
 
 
-def _hash_file(location: Location) -> str:
+def hash_file(location: Location) -> str:
     digest = hashlib.sha256()
     with location.open("rb") as handle:
         while chunk := handle.read(_HASH_CHUNK):
