@@ -8,9 +8,10 @@
 A limiter enforces the concurrency it is given (its share of the endpoint's `max_concurrency`) and
 serves rate permits one by one from a small local pool. The pool is refilled by one background
 task per limiter that asks the source for what the waiting requests need plus a few ahead, at most
-`batch` at a time, and sleeps for the `wait_s` the source tells it when the source is short. So a
-remote source (the runtime's Ray actor around a `RateBucket`) is called once per batch, not once
-per request, and several limiters on one source together stay under the source's limits.
+`batch` at a time; when the source is short it sleeps for the `wait_s` the source tells it, but at
+least `poll_interval_s`. So a remote source (the runtime's Ray actor around a `RateBucket`) is
+called at most a few dozen times a second per limiter, never once per request, and several
+limiters on one source together stay under the source's limits.
 
 Settlements (token corrections) and success counts ride along with the next `grant` call; 429s
 are reported at once, and also empty this limiter's pool.
@@ -94,6 +95,7 @@ class RateLimiter:
         ahead: int = 4,
         max_hold_s: float = 2.0,
         max_wait_s: float = 1.0,
+        poll_interval_s: float = 0.025,
     ):
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -104,6 +106,7 @@ class RateLimiter:
         self._ahead = max(0, ahead)
         self._max_hold_s = max_hold_s
         self._max_wait_s = max_wait_s
+        self._poll_s = poll_interval_s
         self._pool_requests = 0
         self._pool_tokens = 0
         self._pool_time = 0.0
@@ -238,4 +241,6 @@ class RateLimiter:
                 self._pool_time = time.monotonic()
                 self._wake()
             if self._waiters and grant.requests < want:
-                await asyncio.sleep(min(max(grant.wait_s, 0.001), self._max_wait_s))
+                # Short: wait for the source, and at least `poll_interval_s`, so that a limiter
+                # that is rate-bound asks a few dozen times a second, not once per permit.
+                await asyncio.sleep(min(max(grant.wait_s, self._poll_s), self._max_wait_s))

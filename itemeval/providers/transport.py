@@ -134,12 +134,15 @@ class HttpProvider:
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+        self._session_loop = None
         await self.limiter.aclose()
 
     # ---------------------------------------------------------------- one attempt
 
     def _open_session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
+        if self._session_loop is loop and self._session is not None:
+            return self._session
         if self._session is None or self._session.closed or self._session_loop is not loop:
             connector = aiohttp.TCPConnector(
                 limit=self.limiter.max_concurrency, limit_per_host=0, ttl_dns_cache=300

@@ -126,7 +126,11 @@ OPENAI = {
             "requests",
             "rate_limit_exceeded",
         ),
-        {**RETRY_FAST, "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "120ms"},
+        {
+            **RETRY_FAST,
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": "120ms",
+        },
     ),
     "server": Canned(
         500,
@@ -180,9 +184,13 @@ ANTHROPIC = {
     "empty": Canned(200, {**ANTHROPIC_OK, "content": []}),
     "context": Canned(
         400,
-        anthropic_error("invalid_request_error", "prompt is too long: 215000 tokens > 200000 maximum"),
+        anthropic_error(
+            "invalid_request_error", "prompt is too long: 215000 tokens > 200000 maximum"
+        ),
     ),
-    "too_large": Canned(413, anthropic_error("request_too_large", "Request exceeds the maximum size")),
+    "too_large": Canned(
+        413, anthropic_error("request_too_large", "Request exceeds the maximum size")
+    ),
     "bad": Canned(400, anthropic_error("invalid_request_error", "messages: field required")),
     "auth": Canned(401, anthropic_error("authentication_error", "invalid x-api-key")),
     "permission": Canned(
@@ -441,7 +449,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("kind", "fixture", "code", "status"), CASES)
-def test_failures_become_stable_codes(kind: str, fixture: str, code: ErrorCode, status: int) -> None:
+def test_failures_become_stable_codes(
+    kind: str, fixture: str, code: ErrorCode, status: int
+) -> None:
     result = call(kind, fixture)
     assert not result.ok
     assert result.error_code == code, result.error_message

@@ -1,4 +1,4 @@
-"""RateBucket: batch grants, the 60-second bound, token reservations, 429 pause, AIMD (fake clock)."""
+"""RateBucket: batch grants, the 60 s bound, token reservations, 429 pause, AIMD (fake clock)."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def test_repeated_429s_back_off_multiplicatively_to_a_floor() -> None:
 
 
 def test_retry_after_is_capped_and_default_pause_applies() -> None:
-    bucket, clock = make(600, max_pause_s=5.0, default_pause_s=0.3)
+    bucket, _ = make(600, max_pause_s=5.0, default_pause_s=0.3)
     bucket.report_429(3600.0)
     assert bucket.state().paused_for_s == pytest.approx(5.0)
     other, _ = make(600, default_pause_s=0.3)

@@ -37,7 +37,9 @@ def test_transient_failures_are_retried_until_success() -> None:
 
 
 def test_attempts_are_bounded_and_the_last_failure_is_the_result() -> None:
-    failures = [TransientFailure(ErrorCode.RATE_LIMITED, f"429 #{i}", http_status=429) for i in range(9)]
+    failures = [
+        TransientFailure(ErrorCode.RATE_LIMITED, f"429 #{i}", http_status=429) for i in range(9)
+    ]
     attempt, calls = flaky(failures)
     policy = RetryPolicy(max_attempts=4, backoff_initial_s=0.001, backoff_max_s=0.002)
     result = asyncio.run(policy.run(attempt))
@@ -94,8 +96,14 @@ def test_secrets_are_redacted_from_failure_messages(monkeypatch: pytest.MonkeyPa
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1h2m3.5s", 3723.5), ("0.25", 0.25),
-     ("0.100s", 0.1)],
+    [
+        ("1s", 1.0),
+        ("6m0s", 360.0),
+        ("20ms", 0.02),
+        ("1h2m3.5s", 3723.5),
+        ("0.25", 0.25),
+        ("0.100s", 0.1),
+    ],
 )
 def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)

@@ -118,8 +118,15 @@ def test_answer_line_and_prose() -> None:
     text = ask(sim, "sim/sure", prompt, item_id="a", target="42", difficulty=0.0)
     lines = text.splitlines()
     assert lines[-1] == "ANSWER: 42" and len(text) > 60
-    essay = ask(sim, "sim/sure", "Explain photosynthesis.", item_id="p", target="sunlight",
-                modality="long-prose", difficulty=0.0)
+    essay = ask(
+        sim,
+        "sim/sure",
+        "Explain photosynthesis.",
+        item_id="p",
+        target="sunlight",
+        modality="long-prose",
+        difficulty=0.0,
+    )
     assert "sunlight" in essay and len(essay.split()) > 20
 
 
@@ -212,15 +219,18 @@ def test_malformed_judge_outputs_exercise_every_parse_failure_code() -> None:
 
 def test_judge_malformed_rate_is_respected() -> None:
     sim = Simulator(SimSettings(judge_malformed_rate=0.2))
-    bad = sum(tiny_judge_parser(judge(sim, "ANSWER: A", "A", f"r{i}"))[0] is not None
-              for i in range(1000))
+    bad = sum(
+        tiny_judge_parser(judge(sim, "ANSWER: A", "A", f"r{i}"))[0] is not None for i in range(1000)
+    )
     assert 150 < bad < 250
 
 
 # --------------------------------------------------------------------------- the provider
 
 
-def run_sim(sim: dict[str, Any], requests: list[ModelRequest], **endpoint: Any) -> list[ModelResult]:
+def run_sim(
+    sim: dict[str, Any], requests: list[ModelRequest], **endpoint: Any
+) -> list[ModelResult]:
     values: dict[str, Any] = {
         "kind": "sim",
         "sim": sim,
@@ -268,8 +278,9 @@ def test_final_faults_become_codes(fault: str, code: ErrorCode) -> None:
 
 
 def test_injected_timeouts_hit_the_per_attempt_timeout() -> None:
-    (result,) = run_sim({"faults": {"timeout": 1.0}}, [mc_request(0)], timeout_s=0.05,
-                        max_attempts=2)
+    (result,) = run_sim(
+        {"faults": {"timeout": 1.0}}, [mc_request(0)], timeout_s=0.05, max_attempts=2
+    )
     assert result.error_code == ErrorCode.TIMEOUT and result.attempts == 2
 
 

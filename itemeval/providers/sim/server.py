@@ -481,7 +481,10 @@ async def start_server(
 ) -> RunningServer:
     """Start the simulator on 127.0.0.1:`port` (0 = any free port) in the running event loop."""
     server = SimServer(settings, limits)
-    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    # A short shutdown: hanging requests (injected timeouts) must not hold up a stop.
+    runner = web.AppRunner(
+        server.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0
+    )
     await runner.setup()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
