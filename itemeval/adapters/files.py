@@ -68,11 +68,12 @@ class MappedHandle(DatasetHandle):
                     duplicate = ids.check(item_id, where.at(item=item_id))
                     if duplicate:
                         log.add(duplicate)
-                    elif not log.error_count:
-                        if counts is not None:
+                    else:
+                        if counts is not None:  # every good row counts, also after an error
                             modality = result.modality
                             counts[str(modality) if modality else "(no modality)"] += 1
-                        yield result
+                        if not log.error_count:
+                            yield result
             if log.full:
                 return
 

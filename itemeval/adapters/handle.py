@@ -98,9 +98,9 @@ class DatasetHandle(ABC):
         self._log = ProblemLog()
         self._log.extend(self.open_warnings())
         report = SourceReport(name=self.name, log=self._log)
-        for item in self._scan(self._log, report.by_modality):
-            report.items += 1
-            del item
+        for _ in self._scan(self._log, report.by_modality):
+            pass
+        report.items = sum(report.by_modality.values())
         return report
 
     def fingerprint(self) -> str:

@@ -34,10 +34,12 @@ from itemeval.spec import (
 )
 from itemeval.spec.dataset import REQUIRED
 from itemeval.spec.directory import DEFAULT_ITEMS_PER_PART, is_dataset_directory, scan_item_file
-from itemeval.spec.item import Item
-from itemeval.storage import resolve
+from itemeval.spec.item import ITEM_ATTRIBUTES, Item
+from itemeval.spec.records import iter_records
+from itemeval.storage import Location, resolve
 
 MAX_WARNING_LINES = 20
+_ITEM_KEYS = {name.casefold() for name in ITEM_ATTRIBUTES}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -170,8 +172,20 @@ def validate_path(path: str, *, mapping: str | None = None, fmt: str | None = No
             return report
         if location.path.lower().endswith((".jsonl", ".json")) and location.exists():
             report.title = "item file"
+            if not _looks_like_items(location):
+                report.log.add(
+                    Problem(
+                        "this is not an item file: its first record has none of the item "
+                        "attributes (identifier, modality, prompt, response)",
+                        file=location.url,
+                        line=1,
+                        hint="to check a benchmark file, pass --mapping (see configs/mappings/)",
+                    )
+                )
+                return report
             for _ in scan_item_file(location, report.log, report.by_modality):
-                report.items += 1
+                pass
+            report.items = sum(report.by_modality.values())
             return report
         if location.exists():
             report.log.add(
@@ -281,6 +295,15 @@ def _checked_items(handle: MappedHandle, log: ProblemLog) -> Iterator[Item]:
     (the writer then removes what it wrote)."""
     yield from handle.scan_items(log)
     log.raise_if_errors()
+
+
+def _looks_like_items(location: Location) -> bool:
+    """False if the first record is an object without any item attribute (a benchmark file)."""
+    for _, record in iter_records(location):
+        if isinstance(record, dict):
+            return any(str(k).casefold() in _ITEM_KEYS for k in record)
+        return True  # a problem or a non-object: let the item checks report it
+    return True
 
 
 def _attribute(attributes: dict[str, Any], name: str) -> Any:

@@ -38,7 +38,7 @@ class SplitAttributes:
     """The result of `split_attributes`."""
 
     values: dict[str, Any] = field(default_factory=dict)  # canonical name -> value
-    spellings: dict[str, str] = field(default_factory=dict)  # canonical name -> key as written
+    spellings: dict[str, str] = field(default_factory=dict)  # canonical -> key, if different
     extras: dict[str, Any] = field(default_factory=dict)  # ad hoc attributes, as written
     problems: list[Problem] = field(default_factory=list)
 
@@ -54,10 +54,11 @@ def split_attributes(
         if canonical is None:
             result.extras[str(key) if not isinstance(key, str) else key] = value
             continue
-        if canonical in result.spellings:
+        if canonical in result.values:
+            first = result.spellings.get(canonical, canonical)
             result.problems.append(
                 where.error(
-                    f"attribute given twice, as {result.spellings[canonical]!r} and {key!r} "
+                    f"attribute given twice, as {first!r} and {key!r} "
                     "(attribute names are case-insensitive)",
                     field=canonical,
                     hint="keep one of them",
@@ -65,7 +66,8 @@ def split_attributes(
             )
             continue
         result.values[canonical] = value
-        result.spellings[canonical] = key
+        if key != canonical:  # only unusual spellings, so equal content compares equal
+            result.spellings[canonical] = key
     return result
 
 

@@ -16,6 +16,7 @@ import datetime as dt
 import hashlib
 import io
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from itemeval.storage import Location, resolve
 META_SUFFIXES = (".yaml", ".yml")
 DEFAULT_ITEMS_PER_PART = 50_000
 MAX_PARTS = 1000  # the naming rule has three digits
+_PART_NAME = re.compile(r"_\d{3}\.ya?ml$", re.IGNORECASE)
 _HASH_CHUNK = 1 << 20
 
 
@@ -131,7 +133,8 @@ class DatasetReader:
         report = DatasetReport(identifier=self.meta.identifier, log=self._log)
         self._log.extend(self.meta_warnings)
         for _ in self.scan(self._log, counts=report.by_modality):
-            report.items += 1
+            pass
+        report.items = sum(report.by_modality.values())
         return report
 
     def scan(self, log: ProblemLog, counts: Counter[str] | None = None) -> Iterator[Item]:
@@ -145,9 +148,10 @@ class DatasetReader:
             )
             if problem:
                 log.add(problem)
-            elif not log.error_count:
-                if counts is not None:
-                    counts[item.modality.value] += 1
+                continue
+            if counts is not None:
+                counts[item.modality.value] += 1
+            if not log.error_count:
                 yield item
         for part in self.parts:
             yield from scan_item_file(part, log, counts, ids)
@@ -185,10 +189,11 @@ def scan_item_file(
                 duplicate = ids.check(item.identifier, where.at(item=item.identifier))
                 if duplicate:
                     log.add(duplicate)
-                elif not log.error_count:
-                    if counts is not None:
+                else:
+                    if counts is not None:  # every good item counts, also after an error
                         counts[item.modality.value] += 1
-                    yield item
+                    if not log.error_count:
+                        yield item
         if log.full:
             return
 
@@ -229,7 +234,8 @@ def find_meta_file(location: Location) -> Location:
         )
     names = [n for n in location.listdir() if n.lower().endswith(META_SUFFIXES)]
     preferred = [n for n in names if n.rsplit(".", 1)[0].casefold() == location.name.casefold()]
-    candidates = preferred or names
+    not_parts = [n for n in names if not _PART_NAME.search(n)]  # <id>_000.yaml is a part
+    candidates = preferred or not_parts or names
     if len(candidates) == 1:
         return location.join(candidates[0])
     if not candidates:

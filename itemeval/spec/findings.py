@@ -8,7 +8,7 @@ a cap so that a broken file fails fast with a useful, short message.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from itemeval.errors import DatasetError, InputError, Problem
 
@@ -22,7 +22,8 @@ class Where:
     item: str | None = None
 
     def at(self, *, line: int | None = None, item: str | None = None) -> Where:
-        return replace(self, line=line if line is not None else self.line, item=item or self.item)
+        # called for every row read: a plain constructor is several times faster than replace()
+        return Where(self.file, line if line is not None else self.line, item or self.item)
 
     def error(self, message: str, *, field: str | None = None, hint: str | None = None) -> Problem:
         return Problem(

@@ -43,15 +43,14 @@ class Modality(StrEnum):
         if not isinstance(text, str):
             raise ValueError(f"expected a modality name, got {type(text).__name__}")
         key = text.strip().casefold()
-        key = _ALIASES.get(key, key)
-        try:
-            return cls(key)
-        except ValueError:
+        found = _BY_SPELLING.get(_ALIASES.get(key, key))
+        if found is None:
             hint = " (for multiple choice use choiceof2 .. choiceof5)" if "choice" in key else ""
             raise ValueError(
                 f"unknown modality {text!r}; expected one of {', '.join(m.value for m in cls)}"
                 + hint
-            ) from None
+            )
+        return found
 
     @classmethod
     def for_choices(cls, n_choices: int) -> Modality:
@@ -89,3 +88,6 @@ class Modality(StrEnum):
     def is_prose(self) -> bool:
         """Prose answers are usually graded by an LLM judge."""
         return self in (Modality.SHORT_PROSE, Modality.LONG_PROSE)
+
+
+_BY_SPELLING = {m.value: m for m in Modality}  # a dict lookup: parse runs once per item read
