@@ -14,7 +14,7 @@ from itemeval.adapters.handle import DatasetHandle
 from itemeval.errors import DatasetError, Problem
 from itemeval.workitem import WorkItem
 
-MAX_REPORTED = 20
+MAX_REPORTED = 10
 
 
 class StudyIds:
@@ -51,10 +51,12 @@ class StudyIds:
                 f"{self._datasets[owner]!r} (ids are compared case-insensitively)",
                 item=item_id,
                 field="identifier",
-                hint="item ids must be unique across all datasets of a study; give one "
+                hint=None
+                if n
+                else "item ids must be unique across all datasets of a study; give one "
                 'dataset an id prefix (e.g. id_template: "<name>.{{ _index }}")',
             )
-            for item_id, owner in clashes
+            for n, (item_id, owner) in enumerate(clashes)
         ]
         if count > len(clashes):
             problems.append(Problem(f"... {count - len(clashes)} more shared ids"))
