@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/client_throughput.py [--requests 10000] [--concurrency 256]
 
-Starts `itemeval sim-server --latency-ms 50` as a subprocess (so only the client's CPU is counted
-in this process), then runs, one after the other against it:
+Starts `itemeval sim-server --latency-ms 50` as a subprocess (as `python -m itemeval.cli.sim`, the
+same command), so only the client's CPU is counted in this process. Then runs, one after the
+other, against it:
 
 1. a bare aiohttp loop (POST the body, read the answer): the ceiling on this machine;
 2. our client (`make_provider`, OpenAI wire format, JSON encode/parse, rate limiter with a
@@ -22,6 +23,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -39,17 +41,18 @@ BODY = {
 }
 
 
-def start_server(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
+def start_server(latency_ms: float, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """`itemeval sim-server --port 0` in a subprocess; returns it and its base URL."""
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "itemeval",
-            "sim-server",
+            "itemeval.cli.sim",  # = `itemeval sim-server`
             "--port",
             "0",
             "--latency-ms",
             str(latency_ms),
+            *extra,
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -157,10 +160,19 @@ async def bench_httpx(url: str, n: int, concurrency: int, max_s: float) -> tuple
         return await drive(call, n, concurrency, max_s)
 
 
-def report(name: str, done: int, wall: float, cpu: float) -> None:
+def server_cpu_s(url: str) -> float:
+    with urllib.request.urlopen(f"{url}/_sim/stats", timeout=10) as response:
+        return float(json.loads(response.read())["cpu_s"])
+
+
+def measure(name: str, url: str, run: Callable[[], tuple[int, float, float]]) -> None:
+    """Run one phase and print requests/s, client CPU and server CPU per request."""
+    server0 = server_cpu_s(url)
+    done, wall, cpu = run()
+    server_ms = (server_cpu_s(url) - server0) * 1000 / done if done else float("nan")
     rate = done / wall if wall else 0.0
     cpu_ms = cpu * 1000 / done if done else float("nan")
-    print(f"{name:<34} {done:>7} {rate:>10.0f} {cpu_ms:>12.3f}")
+    print(f"{name:<32} {done:>8} {rate:>8.0f} {cpu_ms:>11.3f} {server_ms:>11.3f}", flush=True)
 
 
 def main() -> None:
@@ -178,16 +190,16 @@ def main() -> None:
             f"server {url} answering after {args.latency_ms:g} ms; "
             f"{args.concurrency} in flight; {os.cpu_count()} CPUs"
         )
-        print(f"{'client':<34} {'requests':>7} {'req/s':>10} {'CPU ms/req':>12}")
-        report("bare aiohttp loop", *asyncio.run(bench_bare(url, args.requests, args.concurrency)))
-        report(
-            "itemeval client (OpenAI wire)",
-            *asyncio.run(bench_ours(url, args.requests, args.concurrency)),
-        )
+        print(f"{'client':<32} {'requests':>8} {'req/s':>8} {'client CPU':>11} {'server CPU':>11}")
+        print(f"{'':<32} {'':>8} {'':>8} {'ms/req':>11} {'ms/req':>11}")
+        n, c = args.requests, args.concurrency
+        measure("bare aiohttp loop", url, lambda: asyncio.run(bench_bare(url, n, c)))
+        measure("itemeval client (OpenAI wire)", url, lambda: asyncio.run(bench_ours(url, n, c)))
         if not args.skip_httpx:
-            report(
+            measure(
                 "httpx AsyncClient (reference)",
-                *asyncio.run(bench_httpx(url, args.requests, args.concurrency, args.httpx_seconds)),
+                url,
+                lambda: asyncio.run(bench_httpx(url, n, c, args.httpx_seconds)),
             )
     finally:
         proc.terminate()

@@ -5,6 +5,9 @@ Gemini (`/v1beta/models/{model}:generateContent`) wire formats, so official SDKs
 can call it. With `--port 0` it picks a free port; either way it prints one line
 `listening on http://127.0.0.1:PORT` (flushed) once it accepts connections, then serves until
 interrupted.
+
+`python -m itemeval.cli.sim ARGS` runs the same command as `itemeval sim-server ARGS` without
+loading the other command groups (tests and benchmarks use it to start servers quickly).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from itemeval.errors import ConfigError, Problem
+from itemeval.errors import ConfigError, ExitCode, ItemevalError, Problem
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -151,3 +154,21 @@ async def _serve(settings: Any, limits: Any, port: int) -> None:
     finally:
         await running.stop()
         print("sim-server stopped", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`itemeval sim-server` on its own (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="itemeval")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["sim-server", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return int(args.func(args))
+    except ItemevalError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        return int(ExitCode.INTERRUPTED)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -44,12 +44,15 @@ class OpenAIChatProvider(HttpProvider):
     def url_for(self, request: ModelRequest) -> str:
         return f"{self.base_url}/chat/completions"
 
-    @property
-    def max_tokens_field(self) -> str:
-        if self.settings.max_tokens_param is not None:
-            return self.settings.max_tokens_param
-        host = urlsplit(self.base_url).hostname or ""
-        return "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        field = self.settings.max_tokens_param
+        if field is None:
+            host = urlsplit(self.base_url).hostname or ""
+            # OpenAI deprecated max_tokens (reasoning models reject it); compatible hosts such as
+            # vLLM and Ollama know max_tokens best.
+            field = "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
+        self.max_tokens_field = field
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         params = request.params

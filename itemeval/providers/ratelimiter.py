@@ -23,8 +23,6 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Protocol, runtime_checkable
 
 from itemeval.providers.ratebucket import Grant, RateBucket
@@ -62,7 +60,12 @@ class LocalPermitSource:
 
 
 class Permit:
-    """One request's permit: its token reservation, to be settled with the real usage."""
+    """One request's permit, used as `async with limiter.acquire(est) as permit:`.
+
+    Entering waits for a concurrency slot and a rate permit carrying the token reservation;
+    `settle` corrects the reservation with the real usage; leaving frees the slot. (A plain class
+    rather than a generator context manager: this is on every request's path.)
+    """
 
     __slots__ = ("_limiter", "reserved_tokens", "settled")
 
@@ -70,6 +73,22 @@ class Permit:
         self._limiter = limiter
         self.reserved_tokens = reserved_tokens
         self.settled = False
+
+    async def __aenter__(self) -> Permit:
+        limiter = self._limiter
+        await limiter._slots.acquire()
+        if limiter._source is not None:
+            try:
+                await limiter._take(self.reserved_tokens)
+            except BaseException:
+                limiter._slots.release()
+                raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        # Not settled (failed or cancelled): the reservation stands, the provider may count it.
+        self.settled = True
+        self._limiter._slots.release()
 
     def settle(self, used_tokens: int) -> None:
         """The call succeeded and used `used_tokens` (input + output): correct the reservation."""
@@ -118,20 +137,10 @@ class RateLimiter:
         self._avg_tokens = 0.0
         self.max_concurrency = max_concurrency
 
-    @asynccontextmanager
-    async def acquire(self, est_tokens: int = 0) -> AsyncIterator[Permit]:
-        """Wait for a concurrency slot and one rate permit (with `est_tokens` token permits)."""
-        async with self._slots:
-            reserved = est_tokens if self._track_tokens else 0
-            if self._source is not None:
-                await self._take(reserved)
-            permit = Permit(self, reserved)
-            try:
-                yield permit
-            finally:
-                if not permit.settled:
-                    # Failed or cancelled: keep the reservation (the provider may have counted it).
-                    permit.settled = True
+    def acquire(self, est_tokens: int = 0) -> Permit:
+        """`async with` it: waits for a concurrency slot and one rate permit (with `est_tokens`
+        token permits reserved when the endpoint has a tokens-per-minute limit)."""
+        return Permit(self, est_tokens if self._track_tokens else 0)
 
     async def report_429(self, retry_after_s: float | None) -> None:
         """A 429 from the provider: drop local permits and tell the source (it pauses everyone)."""

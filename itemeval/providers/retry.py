@@ -15,7 +15,6 @@ import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 
@@ -60,6 +59,17 @@ class TransientFailure(Exception):
             http_status=self.http_status,
             request_id=self.request_id,
         )
+
+
+def finish(result: ModelResult, attempts: int, latency_ms: float) -> ModelResult:
+    """`result` with the call's attempts and latency filled in.
+
+    Every result reaching this point was created by this call's attempt and has not been seen by
+    anyone else, so it is completed in place; `dataclasses.replace` cost more than the rest of
+    the retry path (measured)."""
+    object.__setattr__(result, "attempts", attempts)
+    object.__setattr__(result, "latency_ms", latency_ms)
+    return result
 
 
 class RetryPolicy:
@@ -117,9 +127,7 @@ class RetryPolicy:
             attempts = 1
         except TransientFailure as first:
             result, attempts = await self._retry(first, attempt)
-        return replace(
-            result, attempts=attempts, latency_ms=(time.perf_counter() - started) * 1000.0
-        )
+        return finish(result, attempts, (time.perf_counter() - started) * 1000.0)
 
     async def _retry(
         self, first: TransientFailure, attempt: Callable[[], Awaitable[ModelResult]]

@@ -31,6 +31,9 @@ from itemeval.secrets import Secret, redact
 #: Output tokens reserved against a tokens-per-minute limit when a request sets no max_tokens.
 DEFAULT_OUTPUT_ESTIMATE = 1024
 
+# One encoder for all requests (json.dumps with options builds a new encoder on every call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
 _TRANSIENT = frozenset({ErrorCode.RATE_LIMITED, ErrorCode.SERVER_ERROR, ErrorCode.TIMEOUT})
 
 
@@ -112,7 +115,7 @@ class HttpProvider:
             body = self.build_body(request)
             if self._send_sim_hints and request.sim_hints is not None:
                 body["itemeval_sim"] = request.sim_hints
-            payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+            payload = _ENCODER.encode(body).encode()
         except (TypeError, ValueError) as exc:
             return failure(ErrorCode.BAD_REQUEST, f"cannot encode the request: {exc}")
         estimate = estimate_tokens(request)
@@ -185,9 +188,10 @@ class HttpProvider:
 
     def _success(self, raw: bytes, request_id: str | None, status: int) -> ModelResult:
         try:
-            body = json.loads(raw)
+            body = json.loads(raw.decode("utf-8"))
             return self.parse_success(body, request_id)
         except (ValueError, MalformedBody, KeyError, IndexError, TypeError, AttributeError) as exc:
+            # (UnicodeDecodeError is a ValueError)
             snippet = raw[:200].decode("utf-8", "replace")
             return failure(
                 ErrorCode.MALFORMED_RESPONSE,

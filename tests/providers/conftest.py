@@ -1,4 +1,9 @@
-"""Fixtures of the provider tests: `itemeval sim-server` started as a real subprocess."""
+"""Fixtures of the provider tests: `itemeval sim-server` started as a real subprocess.
+
+The servers are started as `python -m itemeval.cli.sim` (the same command without the other
+command groups, so a half-finished module elsewhere in the CLI cannot stop these tests);
+`test_sim_server.py` checks the `itemeval sim-server` root command separately.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ class SimServerProcess:
     def __init__(self, args: list[str]):
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "itemeval", "sim-server", "--port", "0", *args],
+            [sys.executable, "-m", "itemeval.cli.sim", "--port", "0", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

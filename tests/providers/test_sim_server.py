@@ -12,7 +12,7 @@ import anthropic
 import openai
 import pytest
 
-from itemeval.cli.main import main as itemeval_main
+from itemeval.cli.sim import main as sim_server_main
 from itemeval.providers import (
     EndpointSettings,
     ErrorCode,
@@ -239,10 +239,19 @@ def test_malformed_and_empty_bodies(start_sim_server) -> None:
 def test_bad_models_file_exits_2_naming_the_file(tmp_path: Path, capsys) -> None:
     models = tmp_path / "models.yaml"
     models.write_text("models:\n  hero: {ability: 1.5}\n", encoding="utf-8")
-    code = itemeval_main(["sim-server", "--models", str(models), "--port", "0"])
+    code = sim_server_main(["--models", str(models), "--port", "0"])
     err = capsys.readouterr().err
     assert code == 2
     assert "models.yaml" in err and "hero.ability" in err
+    assert sim_server_main(["--fault-429", "2", "--port", "0"]) == 2
+    assert "faults.rate_limit" in capsys.readouterr().err
+
+
+def test_the_itemeval_root_command_has_sim_server(capsys) -> None:
+    from itemeval.cli.main import build_parser
+
+    args = build_parser().parse_args(["sim-server", "--port", "0", "--rpm", "600"])
+    assert args.func.__name__ == "run_sim_server" and args.rpm == 600
 
 
 def test_models_file_adds_models(start_sim_server, tmp_path: Path) -> None:
