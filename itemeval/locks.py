@@ -13,6 +13,7 @@ was pinned. Every later run compares the datasets with their pins:
 
 The file is created with `Location.create_exclusive`, so when two drivers pin at once only one
 creation wins and the other re-reads and compares against it; updates are `write_atomic`.
+`check_pins` does the comparison without writing (for `plan` and `estimate`).
 """
 
 from __future__ import annotations
@@ -99,6 +100,23 @@ def read_locks(
         ) from None
 
 
+def check_pins(
+    root: Location | str,
+    handles: Sequence[DatasetHandle],
+    *,
+    accept_changed: Iterable[str] = (),
+    storage_options: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> DatasetLocks:
+    """What `pin_datasets` would write, without writing anything (for plans and estimates).
+    Raises `DatasetChangedError` exactly when `pin_datasets` would."""
+    accept = _checked_accept(accept_changed, handles)
+    location = _lock_location(root, storage_options)
+    stamp = (now or datetime.now(UTC)).isoformat(timespec="seconds")
+    existing = read_locks(location)
+    return _merge(existing or DatasetLocks(), handles, accept, stamp, location.url)
+
+
 def pin_datasets(
     root: Location | str,
     handles: Sequence[DatasetHandle],
@@ -110,17 +128,7 @@ def pin_datasets(
     """Compare `handles` with their pins under `root`, pin new datasets, and re-pin those named
     in `accept_changed`. Raises `DatasetChangedError` (listing every changed dataset) and writes
     nothing if any dataset changed without being accepted."""
-    accept = set(accept_changed)
-    names = {handle.name for handle in handles}
-    unknown = sorted(accept - names)
-    if unknown:
-        raise ConfigError(
-            Problem(
-                f"--accept-dataset-change names {', '.join(map(repr, unknown))}, which is not "
-                f"a dataset of this study (datasets: {', '.join(sorted(names))})",
-                field="accept_changed",
-            )
-        )
+    accept = _checked_accept(accept_changed, handles)
     location = _lock_location(root, storage_options)
     stamp = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     for _ in range(_MAX_ATTEMPTS):
@@ -139,6 +147,21 @@ def pin_datasets(
             file=location.url,
         )
     )
+
+
+def _checked_accept(accept_changed: Iterable[str], handles: Sequence[DatasetHandle]) -> set[str]:
+    accept = set(accept_changed)
+    names = {handle.name for handle in handles}
+    unknown = sorted(accept - names)
+    if unknown:
+        raise ConfigError(
+            Problem(
+                f"--accept-dataset-change names {', '.join(map(repr, unknown))}, which is not "
+                f"a dataset of this study (datasets: {', '.join(sorted(names))})",
+                field="accept_changed",
+            )
+        )
+    return accept
 
 
 def _merge(

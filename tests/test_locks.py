@@ -11,7 +11,7 @@ import yaml
 
 from itemeval.adapters import DatasetSource, open_source
 from itemeval.errors import ConfigError, DatasetChangedError, StoreError
-from itemeval.locks import LOCK_FILE, pin_datasets, read_locks
+from itemeval.locks import LOCK_FILE, check_pins, pin_datasets, read_locks
 from itemeval.storage import resolve
 
 META = {
@@ -160,3 +160,20 @@ def test_a_corrupt_lock_file_is_a_store_error(tmp_path):
     with pytest.raises(StoreError) as info:
         pin_datasets(str(tmp_path / "study"), [facts(str(tmp_path / "facts"))])
     assert LOCK_FILE in str(info.value) and "not valid" in str(info.value)
+
+
+def test_check_pins_compares_without_writing(root_url):
+    study = root_url + "/study"
+    write_facts(root_url + "/data/facts")
+    handle = facts(root_url + "/data/facts")
+    preview = check_pins(study, [handle], now=T0)
+    assert preview.datasets["facts"].fingerprint == handle.fingerprint()
+    assert read_locks(study) is None  # nothing written
+    pin_datasets(study, [handle], now=T0)
+    write_facts(root_url + "/data/facts", answer="False")
+    changed = facts(root_url + "/data/facts")
+    with pytest.raises(DatasetChangedError):
+        check_pins(study, [changed])
+    accepted = check_pins(study, [changed], accept_changed={"facts"}, now=T1)
+    assert accepted.datasets["facts"].history[0].fingerprint == handle.fingerprint()
+    assert read_locks(study).datasets["facts"].fingerprint == handle.fingerprint()
