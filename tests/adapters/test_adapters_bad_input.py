@@ -2,7 +2,7 @@
 field or attribute, and what was expected."""
 
 import pytest
-from conftest import put, put_items_dataset, put_jsonl, put_parquet
+from adapter_files import put, put_items_dataset, put_jsonl, put_parquet
 
 from itemeval.adapters import DatasetSource, StudyIds, check_unique_ids, open_source
 from itemeval.adapters.mapping import load_mapping_file

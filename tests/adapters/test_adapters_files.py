@@ -1,7 +1,7 @@
 """JSONL, CSV and parquet files through mappings, on local disk and on the moto S3 server."""
 
 import pytest
-from conftest import put, put_jsonl, put_parquet
+from adapter_files import put, put_jsonl, put_parquet
 
 from itemeval.adapters import DatasetSource, open_source
 from itemeval.storage import resolve

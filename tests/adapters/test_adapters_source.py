@@ -1,7 +1,7 @@
 """`DatasetSource` as a study's `datasets:` entry, format inference, and the item-format handle."""
 
 import pytest
-from conftest import put, put_items_dataset, put_jsonl
+from adapter_files import put, put_items_dataset, put_jsonl
 from pydantic import ValidationError
 
 from itemeval.adapters import DatasetSource, MappingSpec, open_source

@@ -4,7 +4,7 @@ what was expected, and `itemeval validate` lists all problems at once."""
 from __future__ import annotations
 
 import pytest
-from conftest import item, jsonl
+from spec_files import item, jsonl
 
 from itemeval.errors import DatasetError
 from itemeval.spec import read_dataset

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import META, item, jsonl, put
+from spec_files import META, item, jsonl, put
 
 from itemeval.errors import DatasetError
 from itemeval.spec import DatasetMeta, Item, read_dataset, write_dataset
