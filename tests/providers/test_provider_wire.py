@@ -143,7 +143,7 @@ OPENAI = {
     ),
     "html": Canned(200, "<html><body>502 Bad Gateway</body></html>"),
     "shape": Canned(200, {"object": "list", "data": []}),
-    "slow": Canned(200, OPENAI_OK, delay_s=2.0),
+    "slow": Canned(200, OPENAI_OK, delay_s=0.6),
 }
 
 # --------------------------------------------------------------------------- Anthropic bodies
@@ -468,7 +468,7 @@ def test_gemini_usage_survives_a_filtered_answer() -> None:
 
 
 def test_timeouts_are_retried_then_reported() -> None:
-    result = call("openai", "oa_slow", timeout_s=0.2)
+    result = call("openai", "oa_slow", timeout_s=0.1)
     assert result.error_code == ErrorCode.TIMEOUT and result.attempts == 2
 
 
