@@ -177,9 +177,11 @@ class ResponseCache:
             index.table = pa.concat_tables(parts)
             return index.table
 
-    def lookup(self, condition_id: str, keys: pa.Array | Sequence[str]) -> pa.Table:
+    def lookup(
+        self, condition_id: str, keys: pa.Array | pa.ChunkedArray | Sequence[str]
+    ) -> pa.Table:
         """The cached responses for `keys` (one row per key found; misses are absent)."""
-        key_array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), type=pa.string())
+        key_array = _as_keys(keys)
         index = self.refresh(condition_id)
         hits = index.filter(pc.is_in(index.column("key"), value_set=key_array))
         if hits.num_rows == 0:
@@ -221,6 +223,14 @@ class ResponseCache:
         return wanted.join(cached, keys=["item_id", "epoch"], join_type="left semi")
 
 
+def _as_keys(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Array:
+    if isinstance(keys, pa.ChunkedArray):
+        return keys.combine_chunks()
+    if isinstance(keys, pa.Array):
+        return keys
+    return pa.array(list(keys), type=pa.string())
+
+
 def _index_rows(name: str, table: pa.Table) -> pa.Table:
     rows = table.select(_INDEX_COLUMNS)
     rows = rows.append_column(_FRAGMENT_NAME, pa.repeat(name, rows.num_rows))
@@ -260,11 +270,12 @@ def solutions_from_cache(
     return check_table(pa.table(columns), SOLUTION_SCHEMA, what="cache hits")
 
 
-def responses_from_solutions(solutions: pa.Table, keys: pa.Array | Sequence[str]) -> pa.Table:
+def responses_from_solutions(
+    solutions: pa.Table, keys: pa.Array | pa.ChunkedArray | Sequence[str]
+) -> pa.Table:
     """Cache rows (`RESPONSE_SCHEMA`) for the `ok`, not-cached rows of `solutions`; `keys[i]`
     is the cache key of `solutions` row i."""
-    key_array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), type=pa.string())
-    table = solutions.append_column("key", key_array)
+    table = solutions.append_column("key", _as_keys(keys))
     fresh = pc.and_(pc.equal(table.column("status"), STATUS_OK), pc.invert(table.column("cached")))
     table = table.filter(fresh)
     now = pa.repeat(pa.scalar(datetime.now(UTC), TIMESTAMP), table.num_rows)

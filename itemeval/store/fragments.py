@@ -152,7 +152,7 @@ def _assemble(tables: Mapping[str, pa.Table], projected: pa.Schema) -> pa.Table:
     parts = []
     for ordinal, name in enumerate(sorted(tables)):
         table = tables[name]
-        ordinals = pa.array([ordinal] * table.num_rows, type=pa.int32())
+        ordinals = pa.repeat(pa.scalar(ordinal, pa.int32()), table.num_rows)
         parts.append(table.append_column(FRAGMENT_ORDINAL, ordinals))
     if not parts:
         empty = projected.append(pa.field(FRAGMENT_ORDINAL, pa.int32()))

@@ -31,7 +31,7 @@ from itemeval.workitem import ITEM_SCHEMA
 ITEMS_PER_PART = 10_000
 COMPLETE_MARKER = "_complete.json"
 SNAPSHOT_FORMAT = "itemeval-items/1"
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~+-]*$")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +79,7 @@ def snapshot_location(store: StudyStore, dataset: str, fingerprint: str) -> Loca
             Problem(
                 f"dataset name {dataset!r} cannot name a directory",
                 field="dataset",
-                hint="use letters, digits and . _ ~ + -",
+                hint="use letters, digits and . _ -",
             )
         )
     return store.items.join(dataset, fingerprint16(fingerprint))

@@ -31,7 +31,8 @@ from itemeval.store.fragments import FragmentInfo, list_fragments, read_partitio
 from itemeval.store.schemas import GRADE_SCHEMA, SOLUTION_SCHEMA, build_table, check_table
 
 # Partition values become directory names: keep them to characters every tool leaves alone.
-_PARTITION_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~+-]*$")
+# (no `+`, `~`, `%` or `=`: hive readers URL-decode partition values).
+_PARTITION_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +66,7 @@ def check_partition_value(value: str, *, field: str = "condition_id") -> str:
             Problem(
                 f"{value!r} cannot name a partition",
                 field=field,
-                hint="condition ids use letters, digits and . _ ~ + - "
-                "(and do not start with . or _)",
+                hint="condition ids use letters, digits and . _ - (and do not start with . or _)",
             )
         )
     return value

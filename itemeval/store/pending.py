@@ -122,27 +122,38 @@ def ok_solutions(
     item_ids: pa.Array | pa.ChunkedArray | Sequence[str] | None = None,
 ) -> pa.Table:
     """`gen_condition_id, item_id, epoch, solution_hash` of every `ok` logical solution."""
-    gens = list(dict.fromkeys(gen_condition_ids))
-    tables = store.read_by_condition(SOLUTIONS, gens, ["item_id", "epoch", "status", "text_hash"])
-    wanted = as_item_ids(item_ids) if item_ids is not None else None
-    parts = []
-    for gen, table in tables.items():
-        ok = table.filter(pc.equal(table.column("status"), STATUS_OK))
-        if wanted is not None:
-            ok = ok.filter(pc.is_in(ok.column("item_id"), value_set=wanted))
-        parts.append(
-            pa.table(
-                {
-                    "gen_condition_id": pa.repeat(gen, ok.num_rows),
-                    "item_id": ok.column("item_id"),
-                    "epoch": ok.column("epoch"),
-                    "solution_hash": ok.column("text_hash"),
-                }
-            )
-        )
+    by_gen = _ok_solutions_by_gen(store, list(dict.fromkeys(gen_condition_ids)), item_ids)
+    parts = [
+        table.add_column(0, "gen_condition_id", pa.repeat(gen, table.num_rows))
+        for gen, table in by_gen.items()
+    ]
     if not parts:
         return GRADE_CELL_SCHEMA.remove(0).empty_table()
     return pa.concat_tables(parts)
+
+
+def _ok_solutions_by_gen(
+    store: StudyStore,
+    gens: list[str],
+    item_ids: pa.Array | pa.ChunkedArray | Sequence[str] | None,
+) -> dict[str, pa.Table]:
+    """Per generate condition: `item_id, epoch, solution_hash` of its `ok` logical rows."""
+    tables = store.read_by_condition(SOLUTIONS, gens, ["item_id", "epoch", "status", "text_hash"])
+    wanted = as_item_ids(item_ids) if item_ids is not None else None
+    out = {}
+    for gen, table in tables.items():
+        keep = pc.equal(table.column("status"), STATUS_OK)
+        if wanted is not None:
+            keep = pc.and_(keep, pc.is_in(table.column("item_id"), value_set=wanted))
+        ok = table.filter(keep)
+        out[gen] = pa.table(
+            {
+                "item_id": ok.column("item_id"),
+                "epoch": ok.column("epoch"),
+                "solution_hash": ok.column("text_hash"),
+            }
+        )
+    return out
 
 
 def pending_grade(
@@ -156,30 +167,78 @@ def pending_grade(
     """The grade cells of `grade_condition_ids x` every `ok` solution of `gen_condition_ids`
     that have no `ok` grade of the solution's current text (`GRADE_CELL_SCHEMA`).
 
-    `item_ids`, when given, narrows the solutions to those items.
+    `item_ids`, when given, narrows the solutions to those items. Per grade condition, per
+    generate condition, in the solutions' key order.
     """
-    solutions = ok_solutions(store, gen_condition_ids, item_ids)
+    gens = list(dict.fromkeys(gen_condition_ids))
     grade_ids = list(dict.fromkeys(grade_condition_ids))
+    solutions = _ok_solutions_by_gen(store, gens, item_ids)
     graded: dict[str, pa.Table] = {}
-    if not force and solutions.num_rows:
+    if not force and any(t.num_rows for t in solutions.values()):
         graded = store.read_by_condition(GRADES, grade_ids, [*_GRADE_KEY, "status"], dedup=False)
-    gens = pa.array(list(dict.fromkeys(gen_condition_ids)), type=pa.string())
     parts = []
     for gid in grade_ids:
-        cells = solutions
         table = graded.get(gid)
-        if table is not None and table.num_rows:
-            done = table.filter(
-                pc.and_(
-                    pc.equal(table.column("status"), STATUS_OK),
-                    pc.is_in(table.column("gen_condition_id"), value_set=gens),
-                )
-            ).select(_GRADE_KEY)
-            if done.num_rows:
-                cells = solutions.join(done, keys=_GRADE_KEY, join_type="left anti")
-                cells = cells.sort_by([(k, "ascending") for k in _GRADE_KEY[:3]])
-        cells = cells.select(_GRADE_KEY)
-        parts.append(cells.add_column(0, "grade_condition_id", pa.repeat(gid, cells.num_rows)))
+        grades_by_gen = _ok_grades_by_gen(table) if table is not None else {}
+        for gen in gens:
+            cells = solutions[gen]
+            done = grades_by_gen.get(gen)
+            if done is not None and cells.num_rows:
+                cells = cells.filter(pa.array(~_graded_mask(cells, done)))
+            cells = cells.add_column(0, "gen_condition_id", pa.repeat(gen, cells.num_rows))
+            parts.append(cells.add_column(0, "grade_condition_id", pa.repeat(gid, cells.num_rows)))
     if not parts:
         return GRADE_CELL_SCHEMA.empty_table()
     return pa.concat_tables(parts).cast(GRADE_CELL_SCHEMA)
+
+
+def _ok_grades_by_gen(table: pa.Table) -> dict[str, pa.Table]:
+    """The `ok` grade rows per `gen_condition_id`: one pass to group, one take, zero-copy
+    slices (not one filter over the whole table per generate condition)."""
+    if table.num_rows == 0:
+        return {}
+    encoded = pc.dictionary_encode(table.column("gen_condition_id")).combine_chunks()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    ok_rows = np.flatnonzero(
+        pc.equal(table.column("status"), STATUS_OK).to_numpy(zero_copy_only=False)
+    )
+    order = ok_rows[np.argsort(codes[ok_rows], kind="stable")]
+    grouped = table.select(["item_id", "epoch", "solution_hash"]).take(pa.array(order))
+    counts = np.bincount(codes[ok_rows], minlength=len(encoded.dictionary))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    return {
+        gen: grouped.slice(int(starts[i]), int(counts[i]))
+        for i, gen in enumerate(encoded.dictionary.to_pylist())
+        if counts[i]
+    }
+
+
+def _graded_mask(cells: pa.Table, grades: pa.Table) -> np.ndarray:
+    """For each solution cell, whether some grade row has its key and its `solution_hash`.
+
+    Vectorised: solution cells are unique per (item, epoch), so a dense map from
+    `item index * epochs + epoch` to the cell's row finds each grade's solution in O(1).
+    """
+    encoded = pc.dictionary_encode(cells.column("item_id")).combine_chunks()
+    n_epochs = int(pc.max(cells.column("epoch")).as_py()) + 1
+    cell_code = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64) * n_epochs
+    cell_code += cells.column("epoch").to_numpy()
+    row_of = np.full(len(encoded.dictionary) * n_epochs, -1, dtype=np.int64)
+    row_of[cell_code] = np.arange(cells.num_rows)
+
+    item_index = pc.index_in(grades.column("item_id"), value_set=encoded.dictionary)
+    grade_epoch = grades.column("epoch")
+    known = pc.and_(pc.is_valid(item_index), pc.less(grade_epoch, n_epochs))
+    known_np = known.to_numpy(zero_copy_only=False)
+    index_np = pc.fill_null(item_index, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    epoch_np = grade_epoch.to_numpy().astype(np.int64)
+    rows = np.where(known_np, row_of[index_np * n_epochs + np.where(known_np, epoch_np, 0)], -1)
+    found = rows >= 0
+    candidate_rows = rows[found]
+    same = pc.equal(
+        cells.column("solution_hash").take(pa.array(candidate_rows)),
+        grades.column("solution_hash").filter(pa.array(found)),
+    ).to_numpy(zero_copy_only=False)
+    mask = np.zeros(cells.num_rows, dtype=bool)
+    mask[candidate_rows[same]] = True
+    return mask

@@ -52,8 +52,10 @@ def _c(name: str, type_: pa.DataType, doc: str, *, null: bool = False) -> Column
     return Column(name, type_, null, doc)
 
 
+# For a response-cache hit, tokens and latency are those of the original call (they describe
+# the answer); `usd` is 0 and `attempts` 0 because nothing was paid or sent.
 _USAGE_COLUMNS: tuple[Column, ...] = (
-    _c("input_tokens", pa.int64(), "prompt tokens the provider counted (0 for a cache hit's call)"),
+    _c("input_tokens", pa.int64(), "prompt tokens the provider counted"),
     _c("output_tokens", pa.int64(), "completion tokens, reasoning tokens included"),
     _c("cached_input_tokens", pa.int64(), "part of input_tokens served by the provider's cache"),
     _c("reasoning_tokens", pa.int64(), "part of output_tokens spent on hidden reasoning"),

@@ -138,7 +138,7 @@ def test_writing_a_wrong_table_writes_nothing(store: StudyStore, solution) -> No
 
 
 def test_bad_condition_id_is_refused(store: StudyStore, solution) -> None:
-    for bad in ("../escape", "a/b", ".hidden", "x=y"):
+    for bad in ("../escape", "a/b", ".hidden", "x=y", "a+b", "50%"):
         with pytest.raises(StoreError, match="cannot name a partition"):
             store.write_solutions(bad, [solution("q1")])
 
