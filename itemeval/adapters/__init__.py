@@ -15,14 +15,13 @@ Modules: `source` (`DatasetSource`, `open_source`, format inference), `mapping` 
 from itemeval.adapters.files import FilesHandle, MappedHandle
 from itemeval.adapters.handle import DatasetHandle, Fingerprint, SourceReport
 from itemeval.adapters.hf import HFHandle
-from itemeval.adapters.items import ItemsHandle
+from itemeval.adapters.items import ItemsHandle, item_to_workitem
 from itemeval.adapters.mapping import (
     ChoicesSpec,
     MappingSpec,
     load_mapping_file,
     parse_mapping,
 )
-from itemeval.adapters.rows import item_to_workitem
 from itemeval.adapters.source import DatasetSource, open_source
 from itemeval.adapters.unique import StudyIds, check_unique_ids
 

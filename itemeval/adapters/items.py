@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from itemeval.adapters.handle import DatasetHandle, Fingerprint
-from itemeval.adapters.rows import item_to_workitem
 from itemeval.errors import Problem
 from itemeval.spec.directory import DatasetReader
 from itemeval.spec.findings import ProblemLog
+from itemeval.spec.item import Item
 from itemeval.workitem import WorkItem
 
 if TYPE_CHECKING:
@@ -37,3 +37,29 @@ class ItemsHandle(DatasetHandle):
 
     def _compute_fingerprint(self) -> Fingerprint:
         return Fingerprint(files=self.reader.file_hashes())
+
+
+def item_to_workitem(item: Item, dataset: str, dataset_task_prompt: str | None = None) -> WorkItem:
+    """An item-format `Item` as the pipeline's `WorkItem`: input = prompt, target = response,
+    task prompt = the item's own, else the dataset's; metadata holds `support` and every ad hoc
+    attribute (an ad hoc `gradingScheme` becomes the grading scheme)."""
+    metadata: dict[str, Any] = {}
+    grading: str | None = None
+    if item.support is not None:
+        metadata["support"] = item.support
+    for key, value in item.extras.items():
+        if key.casefold() == "gradingscheme" and isinstance(value, str):
+            grading = value
+        else:
+            metadata[key] = value
+    return WorkItem(
+        id=item.identifier,
+        input=item.prompt,
+        target=item.response,
+        grading_scheme=grading,
+        metadata=metadata,
+        dataset=dataset,
+        modality=item.modality.value,
+        task_prompt=item.task_prompt if item.task_prompt is not None else dataset_task_prompt,
+        difficulty=item.difficulty,
+    )

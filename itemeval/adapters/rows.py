@@ -8,6 +8,8 @@ obey one set of rules.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import json
 import re
 from collections.abc import Mapping
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from itemeval import render
+from itemeval.adapters.items import item_to_workitem
 from itemeval.adapters.mapping import DEFAULT_ID_TEMPLATE, MappingSpec
 from itemeval.errors import Problem
 from itemeval.spec.attributes import read_fraction, read_identifier
@@ -224,7 +227,8 @@ class RowMapper:
             if "{{" in source:
                 metadata[key] = self._render(source, values, f"metadata.{key}", where, problems)
             else:
-                metadata[key] = self._value(values, source, f"metadata.{key}", where, problems)
+                value = self._value(values, source, f"metadata.{key}", where, problems)
+                metadata[key] = _json_safe(value)
         if choices is not None:
             metadata["choices"] = choices
         if problems or item_id is None or text is None:
@@ -448,30 +452,19 @@ class RowMapper:
         return replace(problem, field=f"{problem.field} (from mapping.{used[0]})")
 
 
-def item_to_workitem(item: Item, dataset: str, dataset_task_prompt: str | None = None) -> WorkItem:
-    """An item-format `Item` as the pipeline's `WorkItem`: input = prompt, target = response,
-    task prompt = the item's own, else the dataset's; metadata holds `support` and every ad hoc
-    attribute (an ad hoc `gradingScheme` becomes the grading scheme)."""
-    metadata: dict[str, Any] = {}
-    grading: str | None = None
-    if item.support is not None:
-        metadata["support"] = item.support
-    for key, value in item.extras.items():
-        if key.casefold() == "gradingscheme" and isinstance(value, str):
-            grading = value
-        else:
-            metadata[key] = value
-    return WorkItem(
-        id=item.identifier,
-        input=item.prompt,
-        target=item.response,
-        grading_scheme=grading,
-        metadata=metadata,
-        dataset=dataset,
-        modality=item.modality.value,
-        task_prompt=item.task_prompt if item.task_prompt is not None else dataset_task_prompt,
-        difficulty=item.difficulty,
-    )
+def _json_safe(value: Any) -> Any:
+    """Parquet and Hugging Face rows can hold dates and decimals; metadata is JSON."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, dt.date | dt.datetime | dt.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    return str(value)
 
 
 def _as_text(value: Any) -> str:

@@ -119,6 +119,7 @@ def open_source(source: DatasetSource, base_dir: str | Path | None = None) -> Da
     url = resolve_relative(source.path, base_dir)
     directory, pattern = _split_glob(url)
     location = resolve(directory, options)
+    location.invalidate()  # object stores cache listings; another process may have written
     fmt = source.format or infer_format(location, pattern, name)
     if fmt == "items":
         if pattern:

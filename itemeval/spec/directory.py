@@ -206,6 +206,7 @@ def read_dataset(url: str, storage_options: dict[str, Any] | None = None) -> Dat
     """Open the dataset directory at `url` (or its `<id>.yaml`) and check its metadata and part
     files. Raises `DatasetError` listing every problem found."""
     location = resolve(url, storage_options)
+    location.invalidate()  # object stores cache listings; another process may have written
     meta_location = find_meta_file(location)
     directory = meta_location.parent()
     where = Where(file=meta_location.url)

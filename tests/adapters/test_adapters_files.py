@@ -1,5 +1,7 @@
 """JSONL, CSV and parquet files through mappings, on local disk and on the moto S3 server."""
 
+import datetime
+
 import pytest
 from adapter_files import put, put_jsonl, put_parquet
 
@@ -154,15 +156,30 @@ def test_csv_header_renamed_and_grading_scheme_template(root_url):
 
 def test_parquet_is_streamed_by_row_group_and_works_without_modality(root_url):
     rows = [
-        {"qid": f"p{i}", "text": f"question {i}", "gold": i, "level": i / 2000} for i in range(2000)
+        {
+            "qid": f"p{i}",
+            "text": f"question {i}",
+            "gold": i,
+            "level": i / 2000,
+            "day": datetime.date(2025, 1, 1 + i % 28),
+        }
+        for i in range(2000)
     ]
     put_parquet(root_url + "/data.parquet", rows, row_group_size=300)
-    mapping = {"id": "qid", "input": "text", "target": "gold", "difficulty_column": "level"}
+    mapping = {
+        "id": "qid",
+        "input": "text",
+        "target": "gold",
+        "difficulty_column": "level",
+        "metadata": ["day"],
+    }
     handle = open_source(DatasetSource(path=root_url + "/data.parquet", mapping=mapping))
     batches = handle.iter_batches(512)
     first = next(batches)
     assert len(first) == 512 and first[0].id == "p0" and first[0].modality is None
     assert first[10].target == "10" and first[10].difficulty == 10 / 2000
+    assert first[10].metadata == {"day": "2025-01-11"}  # JSON-safe
+    assert '"day": "2025-01-11"' in first[10].to_row()["metadata"]
     assert sum(len(b) for b in batches) == 2000 - 512
     report = handle.validate()
     assert report.ok and report.by_modality == {"(no modality)": 2000}
