@@ -174,3 +174,15 @@ def test_read_relists_when_a_listed_fragment_was_compacted(
     assert len(calls) == 2
     assert sorted(table.column("item_id").to_pylist()) == ["q0", "q1", "q2", "q3", "shared"]
     assert table.filter(pa.compute.equal(table["item_id"], "shared"))["status"][0].as_py() == "ok"
+
+
+def test_large_remote_fragments_are_read_by_ranges(
+    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fragments above the whole-fetch size (compacted files) are read through a file handle."""
+    store.write_solutions("c1", [solution(f"q{i}") for i in range(50)])
+    store.write_solutions("c1", [solution("q0", text="newer", at=10**9)])
+    monkeypatch.setattr(fragments_module, "WHOLE_FETCH_BYTES", 0)
+    table = store.read_solutions(["c1"], columns=["item_id", "text"])
+    assert table.num_rows == 50
+    assert table.filter(pa.compute.equal(table["item_id"], "q0"))["text"][0].as_py() == "newer"
