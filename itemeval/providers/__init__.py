@@ -4,35 +4,60 @@
     provider = make_provider(EndpointSettings(kind="openai", api_key_env="OPENAI_API_KEY"))
     result = await provider.complete(ModelRequest("gpt-4o-mini", ({"role": "user", ...},)))
 
-See docs/providers.md.
+See docs/providers.md. The names below are imported on first use, so that `import
+itemeval.providers.types` (the contract other packages code against) stays light and does not
+load aiohttp, tenacity or the simulator.
 """
 
-from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
-from itemeval.providers.factory import make_bucket, make_limiter, make_provider
-from itemeval.providers.gemini import GeminiProvider
-from itemeval.providers.openai_chat import OpenAIChatProvider
-from itemeval.providers.pricing import ModelPrice, Pricing
-from itemeval.providers.ratebucket import BucketState, Grant, RateBucket
-from itemeval.providers.ratelimiter import LocalPermitSource, Permit, PermitSource, RateLimiter
-from itemeval.providers.retry import RetryPolicy, TransientFailure, retry_after_from_headers
-from itemeval.providers.settings import (
-    EndpointSettings,
-    FaultSettings,
-    LatencySettings,
-    SimModelSpec,
-    SimSettings,
-)
-from itemeval.providers.sim import SimProvider, Simulator, item_difficulty, p_correct
-from itemeval.providers.transport import HttpProvider, estimate_tokens
-from itemeval.providers.types import (
-    TRANSIENT_CODES,
-    ErrorCode,
-    ModelRequest,
-    ModelResult,
-    Provider,
-    SamplingParams,
-    Usage,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    # the interface
+    "ErrorCode": "types",
+    "ModelRequest": "types",
+    "ModelResult": "types",
+    "Provider": "types",
+    "SamplingParams": "types",
+    "TRANSIENT_CODES": "types",
+    "Usage": "types",
+    # configuration and construction
+    "EndpointSettings": "settings",
+    "FaultSettings": "settings",
+    "LatencySettings": "settings",
+    "SimModelSpec": "settings",
+    "SimSettings": "settings",
+    "make_bucket": "factory",
+    "make_limiter": "factory",
+    "make_provider": "factory",
+    # clients
+    "AnthropicMessagesProvider": "anthropic_messages",
+    "GeminiProvider": "gemini",
+    "HttpProvider": "transport",
+    "OpenAIChatProvider": "openai_chat",
+    "estimate_tokens": "transport",
+    # limits and retries
+    "BucketState": "ratebucket",
+    "Grant": "ratebucket",
+    "RateBucket": "ratebucket",
+    "LocalPermitSource": "ratelimiter",
+    "Permit": "ratelimiter",
+    "PermitSource": "ratelimiter",
+    "RateLimiter": "ratelimiter",
+    "RetryPolicy": "retry",
+    "TransientFailure": "retry",
+    "retry_after_from_headers": "retry",
+    # pricing
+    "ModelPrice": "pricing",
+    "Pricing": "pricing",
+    # the simulator
+    "SimProvider": "sim",
+    "Simulator": "sim",
+    "item_difficulty": "sim",
+    "p_correct": "sim",
+}
 
 __all__ = [
     "TRANSIENT_CODES",
@@ -72,3 +97,50 @@ __all__ = [
     "p_correct",
     "retry_after_from_headers",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'itemeval.providers' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"itemeval.providers.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
+    from itemeval.providers.factory import make_bucket, make_limiter, make_provider
+    from itemeval.providers.gemini import GeminiProvider
+    from itemeval.providers.openai_chat import OpenAIChatProvider
+    from itemeval.providers.pricing import ModelPrice, Pricing
+    from itemeval.providers.ratebucket import BucketState, Grant, RateBucket
+    from itemeval.providers.ratelimiter import (
+        LocalPermitSource,
+        Permit,
+        PermitSource,
+        RateLimiter,
+    )
+    from itemeval.providers.retry import RetryPolicy, TransientFailure, retry_after_from_headers
+    from itemeval.providers.settings import (
+        EndpointSettings,
+        FaultSettings,
+        LatencySettings,
+        SimModelSpec,
+        SimSettings,
+    )
+    from itemeval.providers.sim import SimProvider, Simulator, item_difficulty, p_correct
+    from itemeval.providers.transport import HttpProvider, estimate_tokens
+    from itemeval.providers.types import (
+        TRANSIENT_CODES,
+        ErrorCode,
+        ModelRequest,
+        ModelResult,
+        Provider,
+        SamplingParams,
+        Usage,
+    )

@@ -16,7 +16,8 @@ calls succeed (`report_ok`) the rate climbs back linearly, `recovery_per_s` of t
 per second, up to the configured limit (AIMD). Token permits are reserved from an estimate before
 a call and settled with the real usage after it (`settle`), which may leave the bucket in debt.
 
-Plain Python and plain values only (a Ray actor holds this object and pickles `Grant`s).
+Plain Python and plain values only (a Ray actor holds this object and pickles `Grant`s). Not
+thread-safe: keep it in one event loop (an async actor) or guard it with a lock.
 """
 
 from __future__ import annotations
@@ -168,8 +169,9 @@ class RateBucket:
         pause = self._default_pause if retry_after_s is None else retry_after_s
         pause = min(max(0.0, pause), self._max_pause)
         self._paused_until = max(self._paused_until, now + pause)
-        self._req.level = min(self._req.level, 0.0)
-        self._tok.level = min(self._tok.level, 0.0)
+        for dimension in (self._req, self._tok):
+            if dimension.limited:
+                dimension.level = min(dimension.level, 0.0)
         if now - self._last_decrease >= self._cooldown:
             self._factor = max(self._min_factor, self._factor * self._decrease)
             self._last_decrease = now

@@ -87,6 +87,13 @@ class HttpProvider:
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # The headers hold the revealed key: a provider must never travel (e.g. to a Ray actor).
+        raise TypeError(
+            "providers are not serialisable (they hold credentials); build them where they are "
+            "used, with make_provider(settings)"
+        )
+
     # ---------------------------------------------------------------- for subclasses
 
     def auth_headers(self, key: str) -> dict[str, str]:

@@ -107,6 +107,18 @@ def test_make_provider_picks_the_client_and_reads_keys(monkeypatch: pytest.Monke
     assert isinstance(wire, AnthropicMessagesProvider)
 
 
+def test_providers_holding_keys_refuse_to_be_pickled(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    monkeypatch.setenv("ITEMEVAL_TEST_FACTORY_KEY", "sk-factory-secret-123")
+    provider = make_provider(
+        EndpointSettings(kind="openai", api_key_env="ITEMEVAL_TEST_FACTORY_KEY")
+    )
+    with pytest.raises(TypeError, match="not serialisable"):
+        pickle.dumps(provider)
+    assert "sk-factory-secret-123" not in repr(provider)
+
+
 def test_a_missing_key_variable_is_a_config_error_naming_it(monkeypatch) -> None:
     monkeypatch.delenv("ITEMEVAL_TEST_UNSET_KEY", raising=False)
     settings = EndpointSettings(kind="openai", api_key_env="ITEMEVAL_TEST_UNSET_KEY")
