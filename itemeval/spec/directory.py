@@ -67,11 +67,13 @@ class DuplicateIds:
 
     def check(self, identifier: str, where: Where) -> Problem | None:
         key = identifier.casefold()
-        if where.file not in self._files[-1:]:
-            self._files.append(where.file or "")
+        file = where.file or ""
+        if file not in self._files[-1:]:
+            self._files.append(file)
         packed = (len(self._files) - 1) * 2**40 + (where.line or 0)
-        first = self._first.setdefault(key, packed)
-        if first == packed:
+        first = self._first.get(key)
+        if first is None:
+            self._first[key] = packed
             return None
         file, line = self._files[first // 2**40], first % 2**40
         place = f"{file}:{line}" if line else file
@@ -349,15 +351,15 @@ def write_dataset(
     directory.makedirs()
     writer = _PartWriter(directory, meta.identifier)
     ids = DuplicateIds()
+    for inline in meta.items or ():
+        ids.check(inline.identifier, Where(meta_location.url, item=inline.identifier))
     try:
         buffer = io.BytesIO()
         count = 0
         for index, item in enumerate(items):
             if not isinstance(item, Item):
                 raise TypeError(f"items[{index}] is a {type(item).__name__}, not an Item")
-            duplicate = ids.check(
-                item.identifier, Where(f"items to write (#{index + 1})", line=index + 1)
-            )
+            duplicate = ids.check(item.identifier, Where("items to write", line=index + 1))
             if duplicate:
                 raise DatasetError(duplicate)
             buffer.write(_json_line(item.to_dict()))

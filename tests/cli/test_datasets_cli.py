@@ -175,6 +175,8 @@ def test_convert_writes_a_valid_dataset(qa, root_url, capsys):
     ]
     assert items[0].extras == {"topic": "add"} and items[0].task_prompt == "Answer with a number."
     assert reader.validate().ok
+    code, out, _ = run(capsys, "validate", out_url)
+    assert code == 0 and "dataset 'tiny-qa': 3 items (single-value 3)" in out
     code, _, err = run(
         capsys, "convert", source, "--mapping", mapping, "--out", out_url, "--id", "tiny-qa"
     )

@@ -3,6 +3,8 @@ what was expected, and `itemeval validate` lists all problems at once."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from spec_files import item, jsonl
 
@@ -29,6 +31,12 @@ CASES = [
             "demo.jsonl:1",
             "case-insensitively",
         ],
+    ),
+    (
+        "duplicate-ids-in-a-json-list-part",
+        {"demo.json": json.dumps([item("J1"), item("j1")])},
+        {},
+        ["demo.json", "item 'j1'", "field 'identifier'", "duplicate identifier 'j1'"],
     ),
     (
         "missing-haspart-file",
