@@ -2,7 +2,7 @@
 
 The servers are started as `python -m itemeval.cli.sim` (the same command without the other
 command groups, so a half-finished module elsewhere in the CLI cannot stop these tests);
-`test_sim_server.py` checks the `itemeval sim-server` root command separately.
+`test_provider_sim_server.py` checks the `itemeval sim-server` root command separately.
 """
 
 from __future__ import annotations
