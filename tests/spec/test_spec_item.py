@@ -195,5 +195,6 @@ def test_parsed_items_equal_validated_ones():
     )
     assert parsed == built
     assert parsed.model_dump() == built.model_dump()
+    assert parsed.model_fields_set == built.model_fields_set
     assert parsed.model_copy(update={"prompt": "1 + ___ = 2"}).to_dict()["prompt"] == "1 + ___ = 2"
     assert parsed.key == "x"
