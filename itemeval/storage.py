@@ -115,6 +115,7 @@ class Location:
                     handle.write(data)
                     handle.flush()
                     os.fsync(handle.fileno())
+                os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; stores are shared
                 os.replace(tmp, self.path)
             except BaseException:
                 with contextlib.suppress(FileNotFoundError):
@@ -135,6 +136,7 @@ class Location:
                     handle.write(data)
                     handle.flush()
                     os.fsync(handle.fileno())
+                os.chmod(tmp, _FILE_MODE)
                 try:
                     os.link(tmp, self.path)  # atomic, and fails if the target exists
                 except FileExistsError:
@@ -167,6 +169,15 @@ class Location:
         if self.exists():
             self.fs.rm(self.path, recursive=True)
         self.fs.invalidate_cache(self.path)
+
+
+def _default_file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_FILE_MODE = _default_file_mode()
 
 
 def _is_precondition_failed(exc: BaseException) -> bool:
