@@ -67,7 +67,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "`dataset:` section and --set. Nothing is written if any row is invalid.",
     )
     convert.add_argument("source", metavar="SRC", help="file, directory, glob or URL")
-    convert.add_argument("--mapping", metavar="MAPPING.yaml", required=True)
+    convert.add_argument(
+        "--mapping",
+        metavar="MAPPING.yaml",
+        required=True,
+        help="mapping file, with the dataset attributes under `dataset:` "
+        "(examples: configs/mappings/)",
+    )
     convert.add_argument("--out", metavar="DIR", required=True, help="dataset directory to write")
     convert.add_argument(
         "--id",
