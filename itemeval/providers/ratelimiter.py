@@ -26,6 +26,8 @@ from collections import deque
 from typing import Protocol, runtime_checkable
 
 from itemeval.providers.ratebucket import Grant, RateBucket
+from itemeval.providers.retry import TransientFailure
+from itemeval.providers.types import ErrorCode
 
 
 @runtime_checkable
@@ -115,6 +117,7 @@ class RateLimiter:
         max_hold_s: float = 2.0,
         max_wait_s: float = 1.0,
         poll_interval_s: float = 0.025,
+        source_timeout_s: float = 30.0,
     ):
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -126,6 +129,7 @@ class RateLimiter:
         self._max_hold_s = max_hold_s
         self._max_wait_s = max_wait_s
         self._poll_s = poll_interval_s
+        self._source_timeout_s = source_timeout_s
         self._pool_requests = 0
         self._pool_tokens = 0
         self._pool_time = 0.0
@@ -223,8 +227,21 @@ class RateLimiter:
             self._pool_tokens -= tokens
             future.set_result(None)
 
+    def _fail_waiters(self, exc: Exception) -> None:
+        failure = TransientFailure(
+            ErrorCode.CONNECTION_ERROR,
+            f"the rate-limit permit source did not answer for {self._source_timeout_s:g} s: "
+            f"{type(exc).__name__}: {exc}",
+        )
+        while self._waiters:
+            future, tokens = self._waiters.popleft()
+            self._waiting_tokens -= tokens
+            if not future.done():
+                future.set_exception(failure)
+
     async def _refill_loop(self) -> None:
         assert self._source is not None
+        failing_since = 0.0
         while self._waiters:
             want = min(self._batch, len(self._waiters) + self._ahead - self._pool_requests)
             want = max(1, want)
@@ -238,12 +255,20 @@ class RateLimiter:
                 grant = await self._source.grant(want, tokens, returned, successes)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                # A source that failed (e.g. a restarting actor): try again shortly.
+            except Exception as exc:
+                # A source that failed (e.g. a restarting actor): try again shortly; after
+                # `source_timeout_s` of failures, fail the waiting requests (transiently: the
+                # call is retried, and a later run retries the cell).
                 self._returned_tokens += returned
                 self._successes += successes
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if now - failing_since >= self._source_timeout_s:
+                    self._fail_waiters(exc)
+                    return
                 await asyncio.sleep(0.1)
                 continue
+            failing_since = 0.0
             if grant.requests:
                 self._pool_requests += grant.requests
                 self._pool_tokens += grant.tokens

@@ -162,3 +162,22 @@ def test_token_reservations_are_returned_through_the_next_grant() -> None:
 def test_max_concurrency_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_concurrency"):
         RateLimiter(None, max_concurrency=0)
+
+
+def test_a_dead_source_fails_waiters_transiently_instead_of_hanging() -> None:
+    from itemeval.providers import ErrorCode, TransientFailure
+
+    class DeadSource(LocalPermitSource):
+        async def grant(self, *args: int) -> Grant:
+            raise ConnectionError("actor died")
+
+    async def main() -> TransientFailure:
+        limiter = RateLimiter(DeadSource(RateBucket(600)), max_concurrency=4, source_timeout_s=0.3)
+        with pytest.raises(TransientFailure) as info:
+            async with limiter.acquire():
+                pass
+        await limiter.aclose()
+        return info.value
+
+    failure = asyncio.run(asyncio.wait_for(main(), timeout=5))
+    assert failure.code == ErrorCode.CONNECTION_ERROR and "actor died" in failure.message
