@@ -1,0 +1,70 @@
+"""Arguments shared by several commands, defined once so they read the same everywhere."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from itemeval.config import Study, load_study
+
+
+def add_study(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("study", metavar="STUDY", help="the study YAML file")
+
+
+def add_selection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", metavar="URL", help="store root (overrides the study's `store`)")
+    parser.add_argument(
+        "--condition",
+        metavar="ID-PREFIX-OR-SLUG",
+        help="only the conditions whose id starts with this, or whose slug is this",
+    )
+    parser.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="only the first N items of each dataset (overrides budget.policy/dev_items)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="redo the selected cells even if they are stored"
+    )
+    parser.add_argument(
+        "--accept-dataset-change",
+        action="append",
+        default=[],
+        metavar="DATASET",
+        help="re-pin a dataset whose content changed since it was pinned (repeatable)",
+    )
+
+
+def add_output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+
+
+def study_from(args: argparse.Namespace) -> Study:
+    return load_study(args.study)
+
+
+def print_json(payload: Any) -> None:
+    json.dump(payload, sys.stdout, indent=2, sort_keys=False, default=str)
+    sys.stdout.write("\n")
+
+
+def table(rows: list[list[str]], header: list[str], right: set[int] | None = None) -> str:
+    """A plain aligned text table (no dependencies, readable in any log)."""
+    right = right or set()
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            str(c).rjust(w) if i in right else str(c).ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return "\n".join([line(header), *(line(r) for r in rows)])
+
+
+def usd(value: float) -> str:
+    return f"${value:,.2f}" if value >= 0.01 or value == 0 else f"${value:,.4f}"

@@ -1,0 +1,242 @@
+"""The design grid: generate and grade conditions, their content-derived ids, and cell counts.
+
+Full crossing (`../shared/spec/pipeline-concepts.md`):
+
+* generate conditions = models x prompts x model configs;
+* grade conditions = graders x rubrics, plus one verifiable condition per scorer;
+* replications are epochs `0 .. replications-1`, a column of every row, never part of an id.
+
+Condition ids are a contract: `<slug>--<sha256(canonical JSON payload)[:12]>`, where the payload is
+exactly the content that defines the condition and nothing else:
+
+* generate: `{"stage": "generate", "model": <model id>, "params": <resolved sampling params>,
+  "prompt": {"name": <template name>, "sha256": <template hash>}}`
+* judge: `{"stage": "grade", "grader": {"model": <judge model id>, "params": <judge params>},
+  "rubric": {"name": <rubric name>, "sha256": <rubric hash>}}`
+* verifiable: `{"stage": "grade", "scorer": <name>, "version": <scorer version>}`
+
+Readable names (the model's `name`, a model config's `name`, a grader's key) only enter the slug.
+Execution knobs (endpoints, retries, timeouts, limits, concurrency, budget, store, runtime) never
+enter a payload, so changing them never changes an id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from itemeval.config import Study, resolve_sampling
+from itemeval.errors import InputError, Problem
+from itemeval.ids import condition_id
+from itemeval.providers.types import SamplingParams
+from itemeval.scoring import SCORER_VERSION
+from itemeval.store.selection import select_conditions
+from itemeval.templates import Template
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateCondition:
+    id: str
+    slug: str
+    model_id: str
+    model_label: str
+    endpoint: str
+    prompt: Template
+    config_name: str
+    params: SamplingParams
+    payload: dict[str, Any] = field(repr=False)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "stage": "generate",
+            "model": self.model_id,
+            "model_name": self.model_label,
+            "endpoint": self.endpoint,
+            "prompt": self.prompt.name,
+            "prompt_sha256": self.prompt.sha256,
+            "model_config": self.config_name,
+            "params": self.params.as_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GradeCondition:
+    id: str
+    slug: str
+    kind: Literal["judge", "scorer"]
+    payload: dict[str, Any] = field(repr=False)
+    # judges
+    grader_name: str | None = None
+    model_id: str | None = None
+    endpoint: str | None = None
+    rubric: Template | None = None
+    params: SamplingParams | None = None
+    # verifiable scorers
+    scorer: str | None = None
+
+    @property
+    def label(self) -> str:
+        """What graded: the judge model id, or the scorer name (the `grader` column)."""
+        return self.model_id if self.kind == "judge" else str(self.scorer)
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "stage": "grade", "kind": self.kind}
+        if self.kind == "judge":
+            assert self.rubric is not None and self.params is not None
+            out |= {
+                "grader": self.grader_name,
+                "model": self.model_id,
+                "endpoint": self.endpoint,
+                "rubric": self.rubric.name,
+                "rubric_sha256": self.rubric.sha256,
+                "params": self.params.as_dict(),
+            }
+        else:
+            out |= {"scorer": self.scorer, "version": SCORER_VERSION}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Design:
+    generate: tuple[GenerateCondition, ...]
+    grade: tuple[GradeCondition, ...]
+    epochs: int
+
+    def generate_by_id(self) -> dict[str, GenerateCondition]:
+        return {c.id: c for c in self.generate}
+
+    def grade_by_id(self) -> dict[str, GradeCondition]:
+        return {c.id: c for c in self.grade}
+
+    @property
+    def judges(self) -> tuple[GradeCondition, ...]:
+        return tuple(c for c in self.grade if c.kind == "judge")
+
+    @property
+    def scorers(self) -> tuple[GradeCondition, ...]:
+        return tuple(c for c in self.grade if c.kind == "scorer")
+
+    def cell_counts(self, n_items: int) -> dict[str, int]:
+        """Cells per stage for `n_items` items: generate = conditions x items x epochs; grade =
+        grade conditions x generate cells (judge cells cost calls, scorer cells do not)."""
+        generate = len(self.generate) * n_items * self.epochs
+        return {
+            "generate": generate,
+            "grade_judge": len(self.judges) * generate,
+            "grade_scorer": len(self.scorers) * generate,
+        }
+
+    def select(self, selectors: str | list[str] | None) -> Design:
+        """Narrow to the conditions that `--condition` names (see `store.select_conditions`:
+        an exact id or slug, a unique id or hash prefix, or a glob).
+
+        Selecting only generate conditions keeps every grade condition (they grade the selected
+        solutions), and the other way round.
+        """
+        if not selectors:
+            return self
+        wanted = [selectors] if isinstance(selectors, str) else selectors
+        known = [c.id for c in self.generate] + [c.id for c in self.grade]
+        chosen = set(select_conditions(known, wanted))
+        generate = tuple(c for c in self.generate if c.id in chosen)
+        grade = tuple(c for c in self.grade if c.id in chosen)
+        return Design(
+            generate=generate or self.generate, grade=grade or self.grade, epochs=self.epochs
+        )
+
+
+def build_design(study: Study) -> Design:
+    """Expand the study's facets into the full grid of conditions."""
+    generate: list[GenerateCondition] = []
+    prompts = [
+        study.prompt_template(name, field=f"facets.prompt[{i}]")
+        for i, name in enumerate(study.facets.prompt)
+    ]
+    for model in study.models:
+        for prompt in prompts:
+            for config in study.facets.model_configs:
+                params = resolve_sampling(study.sampling, model.params, config)
+                payload = {
+                    "stage": "generate",
+                    "model": model.id,
+                    "params": params.as_dict(),
+                    "prompt": {"name": prompt.name, "sha256": prompt.sha256},
+                }
+                slug = f"{model.label}_{prompt.short_name}_{config.name}"
+                generate.append(
+                    GenerateCondition(
+                        id=condition_id(slug, payload),
+                        slug=slug,
+                        model_id=model.id,
+                        model_label=model.label,
+                        endpoint=model.endpoint,
+                        prompt=prompt,
+                        config_name=config.name,
+                        params=params,
+                        payload=payload,
+                    )
+                )
+
+    grade: list[GradeCondition] = []
+    rubrics = [
+        study.rubric_template(name, field=f"facets.rubric[{i}]")
+        for i, name in enumerate(study.rubrics)
+    ]
+    for grader_name in study.facets.grader:
+        grader = study.graders[grader_name]
+        params = grader.params()
+        for rubric in rubrics:
+            payload = {
+                "stage": "grade",
+                "grader": {"model": grader.model, "params": params.as_dict()},
+                "rubric": {"name": rubric.name, "sha256": rubric.sha256},
+            }
+            slug = f"{grader_name}_{rubric.short_name}"
+            grade.append(
+                GradeCondition(
+                    id=condition_id(slug, payload),
+                    slug=slug,
+                    kind="judge",
+                    payload=payload,
+                    grader_name=grader_name,
+                    model_id=grader.model,
+                    endpoint=grader.endpoint,
+                    rubric=rubric,
+                    params=params,
+                )
+            )
+    for scorer in study.scorers:
+        payload = {"stage": "grade", "scorer": scorer, "version": SCORER_VERSION}
+        grade.append(
+            GradeCondition(
+                id=condition_id(scorer, payload),
+                slug=scorer,
+                kind="scorer",
+                payload=payload,
+                scorer=scorer,
+            )
+        )
+    _check_distinct(generate, grade)
+    return Design(generate=tuple(generate), grade=tuple(grade), epochs=study.facets.replications)
+
+
+def _check_distinct(generate: Iterable[GenerateCondition], grade: Iterable[GradeCondition]) -> None:
+    """Two entries with identical content would pay twice for the same thing: refuse."""
+    seen: dict[str, str] = {}
+    problems = []
+    for cond in [*generate, *grade]:
+        digest = cond.id.rsplit("--", 1)[1]
+        if digest in seen:
+            problems.append(
+                Problem(
+                    f"conditions {seen[digest]!r} and {cond.slug!r} have identical content",
+                    field="facets",
+                    hint="two models or model configs resolve to the same model and "
+                    "parameters; remove one or make them differ",
+                )
+            )
+        seen[digest] = cond.slug
+    if problems:
+        raise InputError(problems)

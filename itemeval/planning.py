@@ -1,0 +1,227 @@
+"""Everything before the first model call: datasets and their pins, the grid, the items, the
+pending sets, and the estimate.
+
+`make_plan` only reads: a study with bad data, a changed dataset or an unaffordable estimate is
+refused before anything is written. `commit_plan` then writes what a run needs in the store (the
+dataset pins and the items snapshots), after the gate said yes.
+
+Item selection: `--limit N`, or `budget.policy: dev` with `budget.dev_items`, keeps the first N
+items of each dataset (in file order, so a dev run is a prefix of the full run and its rows are
+reused). Every item of every dataset is still read and checked once: ids must be unique across
+the study, and prose items need a judge.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from itemeval.adapters import DatasetHandle, open_source
+from itemeval.adapters.unique import StudyIds
+from itemeval.config import Study
+from itemeval.design import Design, build_design
+from itemeval.errors import ConfigError, Problem
+from itemeval.estimate import Estimate, build_estimate, token_tables
+from itemeval.locks import check_pins, pin_datasets
+from itemeval.providers.pricing import Pricing
+from itemeval.store import (
+    ITEMS_PER_PART,
+    SnapshotInfo,
+    StudyStore,
+    pending_generate,
+    pending_grade,
+    read_items,
+    read_snapshot_info,
+    write_items_snapshot,
+)
+from itemeval.workitem import WorkItem, items_to_table, table_to_items
+
+SCAN_BATCH = 5_000
+PROSE = ("short-prose", "long-prose")
+
+#: Columns of `Plan.items`: one row per selected item, where its snapshot part is.
+ITEM_INDEX_SCHEMA = pa.schema(
+    [
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("fingerprint", pa.string(), nullable=False),
+        pa.field("part", pa.int32(), nullable=False),
+    ]
+)
+
+
+@dataclass
+class DatasetPlan:
+    handle: DatasetHandle
+    fingerprint: str
+    snapshot: SnapshotInfo | None
+    items: int = 0
+    selected: int = 0
+    modalities: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def name(self) -> str:
+        return self.handle.name
+
+
+@dataclass
+class Plan:
+    study: Study
+    design: Design
+    store: StudyStore
+    datasets: list[DatasetPlan]
+    items: pa.Table  # ITEM_INDEX_SCHEMA, the selected items
+    estimate: Estimate
+    pending_generate: pa.Table | None
+    pending_grade: pa.Table | None
+    pricing: Pricing
+    limit: int | None
+    accept_changed: tuple[str, ...] = ()
+    warnings: list[Problem] = field(default_factory=list)
+
+    @property
+    def item_count(self) -> int:
+        return self.items.num_rows
+
+
+def selection_limit(study: Study, limit: int | None) -> int | None:
+    """Items per dataset this run uses: `--limit`, else `dev_items` under the dev policy."""
+    if limit is not None:
+        if limit < 1:
+            raise ConfigError(Problem("--limit must be at least 1", field="--limit"))
+        return limit
+    return study.budget.dev_items if study.budget.policy == "dev" else None
+
+
+def make_plan(
+    study: Study,
+    *,
+    store_url: str | None = None,
+    limit: int | None = None,
+    condition: str | None = None,
+    force: bool = False,
+    accept_changed: Sequence[str] = (),
+    with_pending: bool = True,
+) -> Plan:
+    """Read datasets, pins, store and prices; build the grid, pending sets and estimate."""
+    pricing = Pricing.load(study.pricing_path)
+    design = build_design(study).select(condition)
+    store = StudyStore.open(store_url or study.store_url, study.storage_options or None)
+    per_dataset = selection_limit(study, limit)
+
+    handles = [open_source(source, study.base_dir) for source in study.datasets]
+    check_pins(store.root, handles, accept_changed=accept_changed)
+    datasets = [
+        DatasetPlan(h, h.fingerprint(), read_snapshot_info(store, h.name, h.fingerprint()))
+        for h in handles
+    ]
+    index_columns: dict[str, list] = {name: [] for name in ITEM_INDEX_SCHEMA.names}
+    ids = StudyIds()
+
+    def selected_batches() -> Iterator[list[WorkItem]]:
+        for plan in datasets:
+            for batch in ids.track(plan.name, _dataset_batches(plan)):
+                start = plan.items
+                plan.items += len(batch)
+                for item in batch:
+                    plan.modalities[item.modality or "unknown"] += 1
+                keep = batch if per_dataset is None else batch[: max(0, per_dataset - start)]
+                if not keep:
+                    continue
+                plan.selected += len(keep)
+                for offset, item in enumerate(keep):
+                    index_columns["item_id"].append(item.id)
+                    index_columns["dataset"].append(plan.name)
+                    index_columns["fingerprint"].append(plan.fingerprint)
+                    index_columns["part"].append((start + offset) // ITEMS_PER_PART)
+                yield keep
+
+    # One pass over every item: validation, unique ids, modalities, and token counts of the
+    # selected ones. Pending sets need the selected ids, so they come after, from the index.
+    tables = token_tables(design, selected_batches())
+    items = pa.table(index_columns, schema=ITEM_INDEX_SCHEMA)
+    _check_prose_has_judge(study, datasets)
+
+    pending_gen = pending_gr = None
+    if with_pending and _store_has_rows(store):
+        item_ids = items.column("item_id")
+        pending_gen = pending_generate(
+            store, [c.id for c in design.generate], item_ids, design.epochs, force=force
+        )
+        pending_gr = pending_grade(
+            store,
+            [c.id for c in design.grade],
+            [c.id for c in design.generate],
+            force=force,
+            item_ids=item_ids,
+        )
+    estimate = build_estimate(
+        design, tables, pricing, pending_generate=pending_gen, pending_grade=pending_gr
+    )
+    warnings = [w for d in datasets for w in d.handle.warnings]
+    return Plan(
+        study=study,
+        design=design,
+        store=store,
+        datasets=datasets,
+        items=items,
+        estimate=estimate,
+        pending_generate=pending_gen,
+        pending_grade=pending_gr,
+        pricing=pricing,
+        limit=per_dataset,
+        accept_changed=tuple(accept_changed),
+        warnings=warnings,
+    )
+
+
+def commit_plan(plan: Plan) -> None:
+    """Pin the datasets and write missing items snapshots (the first writes of a run)."""
+    pin_datasets(
+        plan.store.root, [d.handle for d in plan.datasets], accept_changed=plan.accept_changed
+    )
+    for dataset in plan.datasets:
+        if dataset.snapshot is None:
+            batches = (items_to_table(b) for b in dataset.handle.iter_batches(SCAN_BATCH))
+            dataset.snapshot = write_items_snapshot(
+                plan.store, dataset.name, dataset.fingerprint, batches
+            )
+
+
+def _dataset_batches(plan: DatasetPlan) -> Iterator[list[WorkItem]]:
+    """A dataset's items: from its snapshot when the store has one (fast, already validated),
+    else from the source through its adapter (validating every item)."""
+    if plan.snapshot is None:
+        yield from plan.handle.iter_batches(SCAN_BATCH)
+        return
+    table = read_items(plan.snapshot)
+    for offset in range(0, table.num_rows, SCAN_BATCH):
+        yield table_to_items(table.slice(offset, SCAN_BATCH))
+
+
+def _check_prose_has_judge(study: Study, datasets: list[DatasetPlan]) -> None:
+    if study.facets.grader:
+        return
+    prose = [
+        f"{d.name} ({sum(d.modalities[m] for m in PROSE)} prose items)"
+        for d in datasets
+        if any(d.modalities[m] for m in PROSE)
+    ]
+    if prose:
+        raise ConfigError(
+            Problem(
+                "short-prose and long-prose items need an LLM judge, and this study has none: "
+                + ", ".join(prose),
+                file=str(study.path) if study.path else None,
+                field="facets.grader",
+                hint="add a judge under `graders:` and name it in `facets.grader` "
+                "(verifiable scorers cannot grade free text reliably)",
+            )
+        )
+
+
+def _store_has_rows(store: StudyStore) -> bool:
+    return bool(store.condition_ids("solutions")) or bool(store.condition_ids("grades"))

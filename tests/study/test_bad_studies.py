@@ -1,0 +1,152 @@
+"""Invalid studies: each exits 2 naming the field and giving a hint, before anything is written."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from study_files import DELETE, variant, write_study
+
+from itemeval.cli.main import main
+from itemeval.config import check_keys, load_study
+from itemeval.errors import ConfigError
+
+BAD = {
+    "unknown key": (variant(**{"facets.promt": ["builtin:direct"]}), "facets.promt", "prompt"),
+    "misspelled top-level key": (variant(**{"budjet": {"max_usd": 1}}), "budjet", "budget"),
+    "unknown endpoint key": (
+        variant(**{"endpoints.sim.requests_per_minit": 5}),
+        "endpoints.sim.requests_per_minit",
+        "requests_per_minute",
+    ),
+    "facet names a missing grader": (
+        variant(**{"facets.grader": ["judgee"]}),
+        "facets.grader[0]",
+        "judge",
+    ),
+    "model names a missing endpoint": (
+        variant(**{"models.0.endpoint": "simm"}),
+        "models[0].endpoint",
+        "sim",
+    ),
+    "grader names a missing endpoint": (
+        variant(**{"graders.judge.endpoint": "nowhere"}),
+        "graders.judge.endpoint",
+        "sim",
+    ),
+    "template does not exist": (
+        variant(**{"facets.prompt": ["builtin:direct", "missing"]}),
+        "facets.prompt[1]",
+        "create that file",
+    ),
+    "builtin template misspelled": (
+        variant(**{"facets.prompt": ["builtin:dirct"]}),
+        "facets.prompt[0]",
+        "builtin:direct",
+    ),
+    "replications 0": (variant(**{"facets.replications": 0}), "facets.replications", None),
+    "max_usd below zero": (variant(**{"budget.max_usd": -1}), "budget.max_usd", None),
+    "duplicate model ids": (
+        variant(
+            **{"models": [{"id": "sim/a", "endpoint": "sim"}, {"id": "sim/a", "endpoint": "sim"}]}
+        ),
+        "models[1]",
+        "distinct `name:`",
+    ),
+    "duplicate dataset names": (
+        variant(**{"datasets.1.name": "arithmetic"}),
+        "datasets[1].name",
+        None,
+    ),
+    "rubric without grader": (
+        variant(**{"facets.grader": [], "graders": {}}),
+        "facets.rubric",
+        "add a judge",
+    ),
+    "unknown scorer": (variant(**{"facets.scorer": ["exact"]}), "facets.scorer[0]", "exact_match"),
+    "judge temperature is not settable": (
+        variant(**{"graders.judge.temperature": 0.5}),
+        "graders.judge.temperature",
+        None,
+    ),
+    "unknown endpoint kind": (
+        variant(**{"endpoints.sim.kind": "azure"}),
+        "endpoints.sim.kind",
+        None,
+    ),
+    "missing datasets": (variant(datasets=DELETE), "datasets", None),
+    "invalid study name": (variant(study="my study!"), "study", "my-study"),
+    "temperature out of range": (
+        variant(**{"sampling.temperature": 3}),
+        "sampling.temperature",
+        None,
+    ),
+    "shortprose dataset with no judge": (
+        variant(
+            **{
+                "datasets": [{"name": "capitals", "path": "datasets/capitals-short"}],
+                "facets.grader": [],
+                "facets.rubric": DELETE,
+                "graders": {},
+            }
+        ),
+        "facets.grader",
+        "add a judge",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_invalid_study_exits_2_with_field_and_hint(case, tmp_path, capsys, monkeypatch):
+    data, field, hint = BAD[case]
+    path = write_study(tmp_path, data)
+    monkeypatch.chdir(tmp_path)
+    before = _tree(tmp_path)
+    code = main(["plan", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert field in err, err
+    assert "study.yaml" in err
+    if hint:
+        assert hint in err, err
+    assert _tree(tmp_path) == before  # nothing written
+
+
+def test_invalid_yaml_names_the_line(tmp_path, capsys):
+    path = write_study(tmp_path, text="study: x\ndatasets: [\n  - broken\n")
+    assert main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "invalid YAML" in err and "study.yaml:" in err
+
+
+def test_unknown_key_error_names_its_line(tmp_path, capsys):
+    path = write_study(tmp_path, variant(**{"facets.promt": ["x"]}))
+    main(["plan", str(path)])
+    err = capsys.readouterr().err
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "promt" in text)
+    assert f"study.yaml:{line}" in err
+
+
+def test_missing_study_file(tmp_path, capsys):
+    assert main(["plan", str(tmp_path / "nope.yaml")]) == 2
+    assert "itemeval init" in capsys.readouterr().err
+
+
+def test_hosted_endpoint_without_key_variable_set(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ITEMEVAL_TEST_KEY", raising=False)
+    data = variant(**{"endpoints.sim": {"kind": "openai", "api_key_env": "ITEMEVAL_TEST_KEY"}})
+    monkeypatch.setenv("ITEMEVAL_OTHER", "sk-canary-0123456789")
+    study = load_study(write_study(tmp_path, data))
+    with pytest.raises(ConfigError) as info:
+        check_keys(study)
+    assert info.value.exit_code == 2
+    assert "ITEMEVAL_TEST_KEY" in str(info.value) and "endpoints.sim.api_key_env" in str(info.value)
+    monkeypatch.setenv("ITEMEVAL_TEST_KEY", "sk-canary-0123456789")
+    check_keys(study)  # set now: passes
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(
+        os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files
+    )
