@@ -34,6 +34,8 @@ ROW_GROUP_ROWS = 128 * 1024
 WHOLE_FETCH_BYTES = 8 * 1024 * 1024
 #: Column the readers add: the fragment's position in name (= write) order within its partition.
 FRAGMENT_ORDINAL = "_fragment"
+#: Column the readers add on request: the fragment's file name (dictionary-encoded).
+FRAGMENT_NAME = "_fragment_name"
 _MAX_RELISTS = 8
 _THREADS = 8
 
@@ -107,8 +109,12 @@ def read_partitions(
     partitions: Mapping[str, Location],
     schema: pa.Schema,
     columns: Sequence[str] | None = None,
+    *,
+    fragment_names: bool = False,
 ) -> dict[str, pa.Table]:
-    """Every row of every fragment of each partition, `columns` only, plus `FRAGMENT_ORDINAL`.
+    """Every row of every fragment of each partition, `columns` only, plus `FRAGMENT_ORDINAL`
+    (and `FRAGMENT_NAME` with `fragment_names`: where each row lives, for readers that come
+    back for a few rows of one fragment).
 
     Keys of the result are the keys of `partitions`. A partition without fragments gives an
     empty table. Raises `StoreError` naming the file for a corrupt or foreign fragment.
@@ -145,17 +151,27 @@ def read_partitions(
                 hint="retry when the compaction has finished",
             )
         )
-    return {key: _assemble(read[key], projected) for key in partitions}
+    return {key: _assemble(read[key], projected, fragment_names) for key in partitions}
 
 
-def _assemble(tables: Mapping[str, pa.Table], projected: pa.Schema) -> pa.Table:
+_NAME_TYPE = pa.dictionary(pa.int32(), pa.string())
+
+
+def _assemble(tables: Mapping[str, pa.Table], projected: pa.Schema, with_names: bool) -> pa.Table:
     parts = []
     for ordinal, name in enumerate(sorted(tables)):
         table = tables[name]
         ordinals = pa.repeat(pa.scalar(ordinal, pa.int32()), table.num_rows)
-        parts.append(table.append_column(FRAGMENT_ORDINAL, ordinals))
+        table = table.append_column(FRAGMENT_ORDINAL, ordinals)
+        if with_names:
+            indices = pa.repeat(pa.scalar(0, pa.int32()), table.num_rows)
+            names = pa.DictionaryArray.from_arrays(indices, pa.array([name]))
+            table = table.append_column(FRAGMENT_NAME, names)
+        parts.append(table)
     if not parts:
         empty = projected.append(pa.field(FRAGMENT_ORDINAL, pa.int32()))
+        if with_names:
+            empty = empty.append(pa.field(FRAGMENT_NAME, _NAME_TYPE))
         return empty.empty_table()
     return pa.concat_tables(parts)
 

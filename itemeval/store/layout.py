@@ -27,7 +27,13 @@ import pyarrow as pa
 from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location, resolve
 from itemeval.store.dedup import deduplicate
-from itemeval.store.fragments import FragmentInfo, list_fragments, read_partitions, write_fragment
+from itemeval.store.fragments import (
+    FRAGMENT_NAME,
+    FragmentInfo,
+    list_fragments,
+    read_partitions,
+    write_fragment,
+)
 from itemeval.store.schemas import GRADE_SCHEMA, SOLUTION_SCHEMA, build_table, check_table
 
 # Partition values become directory names: keep them to characters every tool leaves alone.
@@ -181,11 +187,13 @@ class StudyStore:
         columns: Sequence[str] | None = None,
         *,
         dedup: bool = True,
+        fragment_names: bool = False,
     ) -> dict[str, pa.Table]:
         """One table per condition id (without the partition column), read in parallel.
 
         With `dedup`, each table holds the best row of each key; the key and status columns
-        are read for that even when `columns` leaves them out, and dropped again.
+        are read for that even when `columns` leaves them out, and dropped again. With
+        `fragment_names`, a last column `_fragment_name` says which fragment each row is in.
         """
         stage = self.stage(stage)
         wanted = list(columns) if columns is not None else list(stage.schema.names)
@@ -195,12 +203,13 @@ class StudyStore:
                 if name not in to_read:
                     to_read.append(name)
         partitions = {cid: self.partition(stage, cid) for cid in dict.fromkeys(condition_ids)}
-        tables = read_partitions(partitions, stage.schema, to_read)
+        tables = read_partitions(partitions, stage.schema, to_read, fragment_names=fragment_names)
+        keep = [*wanted, FRAGMENT_NAME] if fragment_names else wanted
         out: dict[str, pa.Table] = {}
         for cid, table in tables.items():
             if dedup:
                 table = deduplicate(table, stage.keys)
-            out[cid] = table.select(wanted)
+            out[cid] = table.select(keep)
         return out
 
     def read(

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.errors import InputError, Problem
+from itemeval.store.fragments import FRAGMENT_NAME
 from itemeval.store.layout import GRADES, SOLUTIONS, StudyStore
 from itemeval.store.schemas import STATUS_OK
 
@@ -136,9 +137,16 @@ def _ok_solutions_by_gen(
     store: StudyStore,
     gens: list[str],
     item_ids: pa.Array | pa.ChunkedArray | Sequence[str] | None,
+    fragment_names: bool = False,
 ) -> dict[str, pa.Table]:
-    """Per generate condition: `item_id, epoch, solution_hash` of its `ok` logical rows."""
-    tables = store.read_by_condition(SOLUTIONS, gens, ["item_id", "epoch", "status", "text_hash"])
+    """Per generate condition: `item_id, epoch, solution_hash` of its `ok` logical rows (and
+    `fragment`, the file holding each, with `fragment_names`)."""
+    tables = store.read_by_condition(
+        SOLUTIONS,
+        gens,
+        ["item_id", "epoch", "status", "text_hash"],
+        fragment_names=fragment_names,
+    )
     wanted = as_item_ids(item_ids) if item_ids is not None else None
     out = {}
     for gen, table in tables.items():
@@ -146,13 +154,14 @@ def _ok_solutions_by_gen(
         if wanted is not None:
             keep = pc.and_(keep, pc.is_in(table.column("item_id"), value_set=wanted))
         ok = table.filter(keep)
-        out[gen] = pa.table(
-            {
-                "item_id": ok.column("item_id"),
-                "epoch": ok.column("epoch"),
-                "solution_hash": ok.column("text_hash"),
-            }
-        )
+        columns = {
+            "item_id": ok.column("item_id"),
+            "epoch": ok.column("epoch"),
+            "solution_hash": ok.column("text_hash"),
+        }
+        if fragment_names:
+            columns["fragment"] = ok.column(FRAGMENT_NAME).cast(pa.string())
+        out[gen] = pa.table(columns)
     return out
 
 
@@ -163,16 +172,22 @@ def pending_grade(
     *,
     force: bool = False,
     item_ids: pa.Array | pa.ChunkedArray | Sequence[str] | None = None,
+    fragment_names: bool = False,
 ) -> pa.Table:
     """The grade cells of `grade_condition_ids x` every `ok` solution of `gen_condition_ids`
     that have no `ok` grade of the solution's current text (`GRADE_CELL_SCHEMA`).
 
     `item_ids`, when given, narrows the solutions to those items. Per grade condition, per
-    generate condition, in the solutions' key order.
+    generate condition, in the solutions' key order. With `fragment_names`, a last column
+    `fragment` names the solutions fragment holding each cell's solution (what a grading
+    worker reads).
     """
     gens = list(dict.fromkeys(gen_condition_ids))
     grade_ids = list(dict.fromkeys(grade_condition_ids))
-    solutions = _ok_solutions_by_gen(store, gens, item_ids)
+    solutions = _ok_solutions_by_gen(store, gens, item_ids, fragment_names)
+    schema = GRADE_CELL_SCHEMA
+    if fragment_names:
+        schema = schema.append(pa.field("fragment", pa.string()))
     graded: dict[str, pa.Table] = {}
     if not force and any(t.num_rows for t in solutions.values()):
         graded = store.read_by_condition(GRADES, grade_ids, [*_GRADE_KEY, "status"], dedup=False)
@@ -188,8 +203,8 @@ def pending_grade(
             cells = cells.add_column(0, "gen_condition_id", pa.repeat(gen, cells.num_rows))
             parts.append(cells.add_column(0, "grade_condition_id", pa.repeat(gid, cells.num_rows)))
     if not parts:
-        return GRADE_CELL_SCHEMA.empty_table()
-    return pa.concat_tables(parts).cast(GRADE_CELL_SCHEMA)
+        return schema.empty_table()
+    return pa.concat_tables(parts).cast(schema)
 
 
 def _ok_grades_by_gen(table: pa.Table) -> dict[str, pa.Table]:

@@ -107,3 +107,14 @@ def test_grade_follows_the_current_solution(store: StudyStore, solution, grade) 
     store.write_solutions("gen", [solution("a", text="second", at=2)])
     pending = pending_grade(store, ["judge"], ["gen"])
     assert pending.column("solution_hash").to_pylist() == [text_hash("second")]
+
+
+def test_grade_cells_name_the_fragment_holding_their_solution(store: StudyStore, solution) -> None:
+    first = store.write_solutions("c1", [solution("q1", 0), solution("q2", 0, ok=False)])
+    second = store.write_solutions("c1", [solution("q2", 0), solution("q3", 0)])
+    cells = pending_grade(store, ["g1"], ["c1"], fragment_names=True)
+    where = {row["item_id"]: row["fragment"] for row in cells.to_pylist()}
+    assert where == {"q1": first, "q2": second, "q3": second}
+    plain = pending_grade(store, ["g1"], ["c1"])
+    assert "fragment" not in plain.column_names
+    assert plain.num_rows == cells.num_rows
