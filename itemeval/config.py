@@ -232,11 +232,13 @@ def _output_url(path: str) -> str:
     return str(Path(path).expanduser().resolve())
 
 
-def check_keys(study: Study) -> None:
-    """Every API key variable of the endpoints this study uses is set (a run needs them; `plan`
-    and `estimate` do not). Reads the variables, never prints a value."""
+def check_keys(study: Study, endpoints: set[str] | None = None) -> None:
+    """Every API key variable of the endpoints this study uses (or of `endpoints`) is set: a
+    run needs them; `plan` and `estimate` do not. Never prints a value."""
     problems: list[Problem] = []
     for name, endpoint in study.used_endpoints().items():
+        if endpoints is not None and name not in endpoints:
+            continue
         variables = [("api_key_env", endpoint.api_key_env)] if endpoint.api_key_env else []
         variables += [(f"headers_env.{h}", env) for h, env in endpoint.headers_env.items()]
         for field, variable in variables:

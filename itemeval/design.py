@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from itemeval.config import Study, resolve_sampling
 from itemeval.errors import InputError, Problem
-from itemeval.ids import condition_id
+from itemeval.ids import condition_id, slugify
 from itemeval.providers.types import SamplingParams
 from itemeval.scoring import SCORER_VERSION
 from itemeval.store.selection import select_conditions
@@ -164,7 +164,7 @@ def build_design(study: Study) -> Design:
                     "params": params.as_dict(),
                     "prompt": {"name": prompt.name, "sha256": prompt.sha256},
                 }
-                slug = f"{model.label}_{prompt.short_name}_{config.name}"
+                slug = slugify(f"{model.label}_{prompt.short_name}_{config.name}")
                 generate.append(
                     GenerateCondition(
                         id=condition_id(slug, payload),
@@ -193,7 +193,7 @@ def build_design(study: Study) -> Design:
                 "grader": {"model": grader.model, "params": params.as_dict()},
                 "rubric": {"name": rubric.name, "sha256": rubric.sha256},
             }
-            slug = f"{grader_name}_{rubric.short_name}"
+            slug = slugify(f"{grader_name}_{rubric.short_name}")
             grade.append(
                 GradeCondition(
                     id=condition_id(slug, payload),

@@ -343,8 +343,9 @@ def gate(
     yes: bool,
     interactive: bool | None = None,
     ask: Callable[[str], str] = input,
-) -> None:
-    """Allow the run, or raise `BudgetExceeded` (exit 4) / `GateDeclined` (exit 3)."""
+) -> str:
+    """Allow the run (saying how: `below-threshold`, `--yes` or `prompt`), or raise
+    `BudgetExceeded` (exit 4) / `GateDeclined` (exit 3)."""
     if budget.max_usd is not None and remaining_usd > budget.max_usd:
         raise BudgetExceeded(
             f"the estimated remaining cost ${remaining_usd:,.2f} is above budget.max_usd "
@@ -352,8 +353,10 @@ def gate(
             "budget.policy: dev, --condition) or raise budget.max_usd in the study file."
         )
     threshold = budget.confirm_above_usd
-    if threshold is None or remaining_usd <= threshold or yes:
-        return
+    if threshold is None or remaining_usd <= threshold:
+        return "below-threshold"
+    if yes:
+        return "--yes"
     if interactive is None:
         interactive = sys.stdin.isatty()
     question = (
@@ -361,7 +364,7 @@ def gate(
         f"(confirmation needed above ${threshold:,.2f}). Proceed? [y/N] "
     )
     if interactive and ask(question).strip().lower() in ("y", "yes"):
-        return
+        return "prompt"
     raise GateDeclined(
         f"the estimated remaining cost ${remaining_usd:,.2f} is above budget.confirm_above_usd "
         f"${threshold:,.2f} and was not confirmed; run again with --yes to proceed"

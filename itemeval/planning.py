@@ -79,6 +79,7 @@ class Plan:
     pending_grade: pa.Table | None
     pricing: Pricing
     limit: int | None
+    force: bool = False
     accept_changed: tuple[str, ...] = ()
     warnings: list[Problem] = field(default_factory=list)
 
@@ -146,7 +147,7 @@ def make_plan(
     _check_prose_has_judge(study, datasets)
 
     pending_gen = pending_gr = None
-    if with_pending and _store_has_rows(store):
+    if with_pending:
         item_ids = items.column("item_id")
         pending_gen = pending_generate(
             store, [c.id for c in design.generate], item_ids, design.epochs, force=force
@@ -173,6 +174,7 @@ def make_plan(
         pending_grade=pending_gr,
         pricing=pricing,
         limit=per_dataset,
+        force=force,
         accept_changed=tuple(accept_changed),
         warnings=warnings,
     )
@@ -221,7 +223,3 @@ def _check_prose_has_judge(study: Study, datasets: list[DatasetPlan]) -> None:
                 "(verifiable scorers cannot grade free text reliably)",
             )
         )
-
-
-def _store_has_rows(store: StudyStore) -> bool:
-    return bool(store.condition_ids("solutions")) or bool(store.condition_ids("grades"))

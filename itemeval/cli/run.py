@@ -1,9 +1,175 @@
-"""Commands of this group are added by the issue that builds them."""
+"""`itemeval generate | grade | run | status`: do the work, and see where it stands."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any
+
+from itemeval.cli.options import (
+    add_output,
+    add_selection,
+    add_study,
+    print_json,
+    study_from,
+    table,
+    usd,
+)
+from itemeval.errors import ExitCode
+from itemeval.planning import make_plan
+from itemeval.runtime.driver import RunOptions, RunOutcome, run_study
+from itemeval.store import status_counts
+
+_STAGES = {"generate": ("generate",), "grade": ("grade",), "run": ("generate", "grade")}
+_HELP = {
+    "generate": "call the solver models for every pending (condition, item, epoch)",
+    "grade": "grade the stored solutions: verifiable scorers and LLM judges",
+    "run": "generate, then grade",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    return None
+    for name in ("generate", "grade", "run"):
+        parser = subparsers.add_parser(
+            name,
+            help=_HELP[name],
+            description=_HELP[name] + ". Stored cells are skipped; the same command continues "
+            "an interrupted run. Exit codes: 0 all done, 1 some cells ended in error, "
+            "2 bad input, 3 confirmation declined, 4 budget cap, 130 interrupted.",
+        )
+        add_study(parser)
+        add_selection(parser)
+        add_run_options(parser)
+        add_output(parser)
+        parser.set_defaults(func=cmd_run, stages=_STAGES[name], command=name)
+
+    status = subparsers.add_parser(
+        "status", help="per condition: expected, done, errors, parse failures, cached, tokens, USD"
+    )
+    add_study(status)
+    status.add_argument("--store", metavar="URL", help="store root (overrides the study's)")
+    status.add_argument("--condition", metavar="ID-PREFIX-OR-SLUG", help="only these conditions")
+    status.add_argument(
+        "--limit", type=int, metavar="N", help="expected counts for N items/dataset"
+    )
+    add_output(status)
+    status.set_defaults(func=cmd_status)
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--yes", action="store_true", help="confirm a cost above budget.confirm_above_usd"
+    )
+    parser.add_argument(
+        "--address",
+        metavar="RAY_ADDRESS",
+        help="an existing Ray cluster (default: $RAY_ADDRESS, else a local Ray for this run)",
+    )
+    parser.add_argument(
+        "--no-ray",
+        action="store_true",
+        help="run the shards in this process (debugging and tiny studies)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    options = RunOptions(
+        stages=args.stages,
+        command=args.command,
+        store_url=args.store,
+        condition=args.condition,
+        limit=args.limit,
+        force=args.force,
+        yes=args.yes,
+        address=args.address,
+        no_ray=args.no_ray,
+        accept_changed=tuple(args.accept_dataset_change),
+        quiet=args.quiet or args.json,
+        argv=sys.argv,
+    )
+    outcome = run_study(study_from(args), options)
+    if args.json:
+        print_json(outcome_json(outcome))
+    elif not args.quiet or outcome.exit_code != ExitCode.OK:
+        print(outcome.message)
+    return int(outcome.exit_code)
+
+
+def outcome_json(outcome: RunOutcome) -> dict[str, Any]:
+    return {
+        "status": outcome.status,
+        "exit_code": int(outcome.exit_code),
+        "run_id": outcome.run_id,
+        "store": outcome.store_url,
+        "spent_usd": outcome.spent_usd,
+        "stages": {
+            stage: {
+                **result.counts.model_dump(),
+                "errors_by_code": dict(result.errors),
+                "spend": result.spend.model_dump(),
+                "failed_shards": result.failed_shards,
+            }
+            for stage, result in outcome.stages.items()
+        },
+        "message": outcome.message,
+    }
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    plan = make_plan(
+        study_from(args),
+        store_url=args.store,
+        limit=args.limit,
+        condition=args.condition,
+        with_pending=False,
+    )
+    design = plan.design
+    per_condition = plan.item_count * design.epochs
+    generate = status_counts(
+        plan.store, "solutions", [c.id for c in design.generate], per_condition
+    )
+    grade = status_counts(
+        plan.store, "grades", [c.id for c in design.grade], per_condition * len(design.generate)
+    )
+    slugs = {c.id: c.slug for c in (*design.generate, *design.grade)}
+    rows = [s.as_dict() | {"slug": slugs[s.condition_id]} for s in (*generate, *grade)]
+    if args.json:
+        print_json({"study": plan.study.study, "store": plan.store.root.url, "conditions": rows})
+        return int(ExitCode.OK)
+    print(f"Study {plan.study.study}: {plan.item_count:,} items x {design.epochs} epochs")
+    print(f"Store: {plan.store.root.url}")
+    print()
+    print(
+        table(
+            [
+                [
+                    r["stage"],
+                    r["slug"],
+                    f"{r['expected']:,}",
+                    f"{r['done']:,}",
+                    f"{r['pending']:,}",
+                    ", ".join(f"{k} {v}" for k, v in r["errors"].items()) or "0",
+                    f"{r['parse_failures']:,}",
+                    f"{r['cached']:,}",
+                    f"{r['input_tokens'] + r['output_tokens']:,}",
+                    usd(r["usd_spent"]),
+                ]
+                for r in rows
+            ],
+            [
+                "stage",
+                "condition",
+                "expected",
+                "done",
+                "pending",
+                "errors",
+                "parse fail",
+                "cached",
+                "tokens",
+                "USD spent",
+            ],
+            right={2, 3, 4, 6, 7, 8, 9},
+        )
+    )
+    return int(ExitCode.OK)

@@ -1,0 +1,65 @@
+"""Shards run in this process, on an event loop in a background thread (`--no-ray`).
+
+For debugging and tiny studies: the same `ShardRunner` as on Ray, with the endpoints' limits
+held by process-local buckets. It has the executor interface of `RayExecutor`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Any
+
+from itemeval.runtime.context import RunContext
+from itemeval.runtime.shards import Shard, ShardSummary
+from itemeval.runtime.worker import ShardRunner
+
+
+class InlineExecutor:
+    def __init__(self, context: RunContext, *, per_worker: int):
+        self.workers = 1
+        self.per_worker = per_worker
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._runner = ShardRunner(context)
+        self._futures: dict[concurrent.futures.Future[Any], Shard] = {}
+
+    @property
+    def capacity(self) -> int:
+        return self.per_worker
+
+    def in_flight(self) -> list[Shard]:
+        return list(self._futures.values())
+
+    def submit(self, shard: Shard) -> None:
+        future = asyncio.run_coroutine_threadsafe(self._runner.run(shard), self._loop)
+        self._futures[future] = shard
+
+    def poll(self, timeout: float) -> list[tuple[Shard, ShardSummary | BaseException]]:
+        if not self._futures:
+            return []
+        done, _ = concurrent.futures.wait(
+            list(self._futures), timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
+        )
+        out: list[tuple[Shard, ShardSummary | BaseException]] = []
+        for future in done:
+            shard = self._futures.pop(future)
+            try:
+                out.append((shard, future.result()))
+            except BaseException as exc:
+                out.append((shard, exc))
+        return out
+
+    def cancel_all(self) -> None:
+        for future in self._futures:
+            future.cancel()
+
+    def worker_pids(self) -> list[int]:
+        return []
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._runner.aclose(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)

@@ -1,0 +1,179 @@
+"""The Ray layer: worker actors around `ShardRunner`, one limiter actor per endpoint.
+
+This is the only module that imports ray (with `cluster.py`, which connects). It is thin on
+purpose: actors hold the plain-Python objects and forward calls.
+
+* `WorkerActor`: an async actor; one call runs one shard (its calls run concurrently inside the
+  actor, so a Ray call costs one per shard, not one per request). Restarted by Ray when its
+  process dies; the driver re-dispatches the shard it was running.
+* `LimiterActor`: holds the endpoint's `RateBucket`. Workers draw permits from it in batches
+  through `ActorPermitSource`, so the limits hold for the sum of all workers on all nodes. It is
+  a named actor (`itemeval-limiter-<endpoint identity>`), so two drivers on one cluster that use
+  the same endpoint share it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayError, TaskCancelledError
+
+from itemeval.ids import content_hash
+from itemeval.providers.ratebucket import Grant, RateBucket
+from itemeval.providers.settings import EndpointSettings
+from itemeval.runtime.context import RunContext
+from itemeval.runtime.shards import Shard, ShardSummary
+from itemeval.runtime.worker import ShardRunner
+
+NAMESPACE = "itemeval"
+
+
+@ray.remote(num_cpus=0)
+class LimiterActor:
+    """The authoritative bucket of one endpoint (single-threaded: an async actor)."""
+
+    def __init__(self, requests_per_minute: float | None, tokens_per_minute: float | None):
+        self._limits = (requests_per_minute, tokens_per_minute)
+        self._bucket = RateBucket(requests_per_minute, tokens_per_minute)
+
+    async def configure(
+        self, requests_per_minute: float | None, tokens_per_minute: float | None
+    ) -> None:
+        if (requests_per_minute, tokens_per_minute) != self._limits:
+            self._limits = (requests_per_minute, tokens_per_minute)
+            self._bucket = RateBucket(requests_per_minute, tokens_per_minute)
+
+    async def exchange(
+        self, requests: int, tokens: int, returned_tokens: int = 0, successes: int = 0
+    ) -> Grant:
+        return self._bucket.exchange(requests, tokens, returned_tokens, successes)
+
+    async def report_429(self, retry_after_s: float | None) -> None:
+        self._bucket.report_429(retry_after_s)
+
+    async def state(self) -> Any:
+        return self._bucket.state()
+
+
+class ActorPermitSource:
+    """`PermitSource` backed by a `LimiterActor` (one actor call per batch of permits)."""
+
+    def __init__(self, handle: Any):
+        self._handle = handle
+
+    async def grant(
+        self, requests: int, tokens: int, returned_tokens: int = 0, successes: int = 0
+    ) -> Grant:
+        return await self._handle.exchange.remote(requests, tokens, returned_tokens, successes)
+
+    async def report_429(self, retry_after_s: float | None) -> None:
+        await self._handle.report_429.remote(retry_after_s)
+
+
+@ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)
+class WorkerActor:
+    def __init__(self, context: RunContext, limiters: dict[str, Any]):
+        sources = {name: ActorPermitSource(handle) for name, handle in limiters.items()}
+        self._runner = ShardRunner(context, sources)
+
+    async def run(self, shard: Shard) -> ShardSummary:
+        return await self._runner.run(shard)
+
+    async def close(self) -> None:
+        await self._runner.aclose()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def limiter_name(settings: EndpointSettings) -> str:
+    """One limiter per provider endpoint identity (kind, URL, key variable), cluster-wide."""
+    identity = {"kind": settings.kind, "url": settings.url, "key": settings.api_key_env}
+    return f"itemeval-limiter-{content_hash(identity)[:16]}"
+
+
+@dataclass
+class _Task:
+    shard: Shard
+    worker: int
+
+
+class RayExecutor:
+    """Runs shards on `workers` worker actors, at most `per_worker` at a time on each."""
+
+    def __init__(
+        self,
+        context: RunContext,
+        *,
+        workers: int,
+        per_worker: int,
+        shared_limiters: bool,
+    ):
+        self.workers = workers
+        self.per_worker = per_worker
+        limiters = {}
+        for name, settings in context.endpoints.items():
+            if settings.requests_per_minute is None and settings.tokens_per_minute is None:
+                continue
+            options: dict[str, Any] = {"name": limiter_name(settings), "namespace": NAMESPACE}
+            options["get_if_exists"] = True
+            if shared_limiters:  # outlive this driver, so later drivers share the same bucket
+                options["lifetime"] = "detached"
+            handle = LimiterActor.options(**options).remote(
+                settings.requests_per_minute, settings.tokens_per_minute
+            )
+            handle.configure.remote(settings.requests_per_minute, settings.tokens_per_minute)
+            limiters[name] = handle
+        self._actors = [
+            WorkerActor.options(max_concurrency=per_worker + 1).remote(context, limiters)
+            for _ in range(workers)
+        ]
+        self._tasks: dict[Any, _Task] = {}
+        self._load = [0] * workers
+
+    @property
+    def capacity(self) -> int:
+        return self.workers * self.per_worker
+
+    def in_flight(self) -> list[Shard]:
+        return [task.shard for task in self._tasks.values()]
+
+    def submit(self, shard: Shard) -> None:
+        worker = min(range(self.workers), key=lambda i: self._load[i])
+        ref = self._actors[worker].run.remote(shard)
+        self._tasks[ref] = _Task(shard, worker)
+        self._load[worker] += 1
+
+    def poll(self, timeout: float) -> list[tuple[Shard, ShardSummary | BaseException]]:
+        """Shards that finished within `timeout` seconds (a summary, or why they failed)."""
+        if not self._tasks:
+            time.sleep(min(timeout, 0.05))
+            return []
+        ready, _ = ray.wait(list(self._tasks), num_returns=len(self._tasks), timeout=timeout)
+        done: list[tuple[Shard, ShardSummary | BaseException]] = []
+        for ref in ready:
+            task = self._tasks.pop(ref)
+            self._load[task.worker] -= 1
+            try:
+                done.append((task.shard, ray.get(ref)))
+            except (RayError, TaskCancelledError) as exc:
+                done.append((task.shard, exc))
+        return done
+
+    def cancel_all(self) -> None:
+        for ref in list(self._tasks):
+            ray.cancel(ref)
+
+    def worker_pids(self) -> list[int]:
+        return ray.get([actor.pid.remote() for actor in self._actors])
+
+    def close(self) -> None:
+        with contextlib.suppress(RayError, GetTimeoutError):
+            ray.get([actor.close.remote() for actor in self._actors], timeout=10)
+        for actor in self._actors:
+            ray.kill(actor)

@@ -1,0 +1,150 @@
+"""From call results to store rows: one place that fills the solutions, grades and cache schemas.
+
+Fresh calls and response-cache hits go through the same functions (a hit is a `Call` with
+`cached=True`), so the two can never disagree on what a row holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from itemeval.providers.types import ModelResult
+from itemeval.scoring import Score, parse_judge_output
+from itemeval.secrets import redact
+from itemeval.store import STATUS_ERROR, STATUS_OK
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One cell's call: the result, the request's hash and cache key, and whether the answer
+    came from the response cache (then nothing was paid)."""
+
+    item_id: str
+    epoch: int
+    result: ModelResult
+    request_hash: str
+    cache_key: str
+    cached: bool = False
+
+
+def _usage(call: Call) -> dict[str, Any]:
+    result = call.result
+    return {
+        "input_tokens": result.usage.input_tokens,
+        "output_tokens": result.usage.output_tokens,
+        "cached_input_tokens": result.usage.cached_input_tokens,
+        "reasoning_tokens": result.usage.reasoning_tokens,
+        "usd": 0.0 if call.cached else result.usd,
+        "latency_ms": result.latency_ms,
+        "request_id": result.request_id,
+        "attempts": 0 if call.cached else result.attempts,
+        "cached": call.cached,
+    }
+
+
+def _error(result: ModelResult) -> dict[str, Any]:
+    return {
+        "error_code": str(result.error_code) if result.error_code else "internal",
+        "error_message": redact(result.error_message or "")[:2000] or None,
+    }
+
+
+def solution_row(call: Call, *, model: str, run_id: str) -> dict[str, Any]:
+    result = call.result
+    row: dict[str, Any] = {
+        "item_id": call.item_id,
+        "epoch": call.epoch,
+        "status": STATUS_OK if result.ok else STATUS_ERROR,
+        "text": result.text if result.ok else "",
+        "finish_reason": result.finish_reason,
+        "request_hash": call.request_hash,
+        "model": model,
+        "run_id": run_id,
+        **_usage(call),
+    }
+    if not result.ok:
+        row.update(_error(result))
+    return row
+
+
+def judge_row(
+    call: Call,
+    *,
+    gen_condition_id: str,
+    solution_hash: str,
+    grader: str,
+    pass_score: float,
+    run_id: str,
+) -> dict[str, Any]:
+    """A judge's grade. Provider failures are `error` rows (retried later); an answer that
+    breaks the score contract is an `ok` row with `parse_ok = false` (final)."""
+    result = call.result
+    row: dict[str, Any] = {
+        "gen_condition_id": gen_condition_id,
+        "item_id": call.item_id,
+        "epoch": call.epoch,
+        "solution_hash": solution_hash,
+        "request_hash": call.request_hash,
+        "grader": grader,
+        "run_id": run_id,
+        **_usage(call),
+    }
+    if not result.ok:
+        return row | {"status": STATUS_ERROR, "parse_ok": False, **_error(result)}
+    verdict = parse_judge_output(result.text)
+    return row | {
+        "status": STATUS_OK,
+        "judge_text": result.text,
+        "parse_ok": verdict.ok,
+        "parse_code": str(verdict.code) if verdict.code else None,
+        "score": verdict.score,
+        "correct": None if verdict.score is None else verdict.score >= pass_score,
+        "reasoning": verdict.reasoning,
+    }
+
+
+def scorer_row(
+    item_id: str,
+    epoch: int,
+    score: Score,
+    *,
+    gen_condition_id: str,
+    solution_hash: str,
+    scorer: str,
+    run_id: str,
+) -> dict[str, Any]:
+    return {
+        "gen_condition_id": gen_condition_id,
+        "item_id": item_id,
+        "epoch": epoch,
+        "status": STATUS_OK,
+        "score": score.score,
+        "correct": score.correct,
+        "extracted": score.extracted,
+        "parse_ok": True,
+        "solution_hash": solution_hash,
+        "grader": scorer,
+        "run_id": run_id,
+    }
+
+
+def response_row(call: Call, *, model: str) -> dict[str, Any]:
+    """What the response cache keeps of a fresh, successful call."""
+    result = call.result
+    return {
+        "key": call.cache_key,
+        "item_id": call.item_id,
+        "epoch": call.epoch,
+        "request_hash": call.request_hash,
+        "model": model,
+        "text": result.text,
+        "finish_reason": result.finish_reason,
+        "input_tokens": result.usage.input_tokens,
+        "output_tokens": result.usage.output_tokens,
+        "cached_input_tokens": result.usage.cached_input_tokens,
+        "reasoning_tokens": result.usage.reasoning_tokens,
+        "usd": result.usd,
+        "latency_ms": result.latency_ms,
+        "request_id": result.request_id,
+    }
