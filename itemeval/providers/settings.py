@@ -56,6 +56,11 @@ class SimModelSpec(_Strict):
     judge_accuracy: Probability = Field(
         0.95, description="probability that a judge verdict from this model is right"
     )
+    verbosity: Annotated[float, Field(gt=0, le=100)] = Field(
+        1.0,
+        description="how much reasoning and prose it writes, as a multiple of the default "
+        "(answers themselves do not change); verbose models cost more than estimated",
+    )
 
 
 class LatencySettings(_Strict):

@@ -76,6 +76,7 @@ class StageResult:
     errors: Counter[str] = field(default_factory=Counter)
     spend: SpendRecord = field(default_factory=SpendRecord)
     failed_shards: list[str] = field(default_factory=list)
+    redispatched: int = 0  # shards dispatched again after their worker or the store failed
 
 
 @dataclass
@@ -360,6 +361,7 @@ def _collect(
         if retry and shard.attempt + 1 < MAX_SHARD_ATTEMPTS:
             progress.message(f"shard {shard.shard_id} failed ({reason}); dispatching it again")
             queue.appendleft(shard.retry())
+            result.redispatched += 1
         elif retry:
             result.failed_shards.append(f"shard {shard.shard_id}: {reason}")
             progress.message(f"shard {shard.shard_id} failed {MAX_SHARD_ATTEMPTS} times: {reason}")

@@ -166,18 +166,22 @@ def random_answer(form: AnswerForm, prompt: str, key: tuple[object, ...]) -> str
 
 
 def filler(key: tuple[object, ...], sentences: int) -> str:
-    """`sentences` distinct neutral reasoning sentences, chosen deterministically by `key`."""
+    """`sentences` neutral reasoning sentences, chosen deterministically by `key` (distinct up
+    to the size of the pool, then repeating)."""
     start = int(stable_unit("filler", *key) * len(_FILLER))
-    count = min(sentences, len(_FILLER))
-    return " ".join(_FILLER[(start + i) % len(_FILLER)] for i in range(count))
+    return " ".join(_FILLER[(start + i) % len(_FILLER)] for i in range(sentences))
 
 
-def render_answer(form: AnswerForm, answer: str, key: tuple[object, ...]) -> str:
-    """The full text of a solver's answer."""
+def render_answer(
+    form: AnswerForm, answer: str, key: tuple[object, ...], verbosity: float = 1.0
+) -> str:
+    """The full text of a solver's answer; `verbosity` scales the reasoning and prose around
+    it (never a bare answer, whose form the prompt fixes)."""
     if form.kind == "prose":
-        return f"{filler(key, 3)} {answer}. {filler((*key, 'tail'), 2)}".strip()
+        head, tail = max(1, round(3 * verbosity)), max(1, round(2 * verbosity))
+        return f"{filler(key, head)} {answer}. {filler((*key, 'tail'), tail)}".strip()
     if form.final_line:
-        sentences = 2 + int(stable_unit("length", *key) * 5)
+        sentences = max(1, round((2 + int(stable_unit("length", *key) * 5)) * verbosity))
         return f"{filler(key, sentences)}\n\nANSWER: {answer}"
     return answer
 

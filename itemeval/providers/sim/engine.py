@@ -173,7 +173,8 @@ class Simulator:
         target = None if target is None else str(target)
         form = answers.detect_form(prompt, hints.get("modality"), target)
         if not target:
-            return answers.render_answer(form, answers.random_answer(form, prompt, key), key)
+            guess = answers.random_answer(form, prompt, key)
+            return answers.render_answer(form, guess, key, spec.verbosity)
         item_id = str(key[2])
         difficulty = item_difficulty(item_id, _float_or_none(hints.get("difficulty")))
         correct = stable_unit("correct", *key) < p_correct(spec.ability, difficulty)
@@ -181,7 +182,7 @@ class Simulator:
             answer = answers.right_answer(form, target)
         else:
             answer = answers.wrong_answer(form, target, prompt, key)
-        return answers.render_answer(form, answer, key)
+        return answers.render_answer(form, answer, key, spec.verbosity)
 
     def _judge(self, name: str, spec: SimModelSpec, prompt: str, hints: Mapping[str, Any]) -> str:
         solution = str(hints.get("solution") or prompt)
