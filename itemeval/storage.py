@@ -200,3 +200,34 @@ def resolve(url: str | os.PathLike[str], storage_options: dict[str, Any] | None 
 def unique_name(prefix: str = "", suffix: str = "") -> str:
     """A file name that no other writer anywhere will choose, and that sorts by time."""
     return f"{prefix}{new_sortable_id()}-{uuid.uuid4().hex[:8]}{suffix}"
+
+
+_ACCESS_HINTS = {
+    "NoCredentialsError": "no cloud credentials were found: set AWS_PROFILE or "
+    "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or the node's instance role)",
+    "PartialCredentialsError": "the cloud credentials are incomplete",
+    "InvalidAccessKeyId": "the access key is not valid for this endpoint",
+    "SignatureDoesNotMatch": "the secret key does not match the access key",
+    "AccessDenied": "the credentials may not read or write there: check the bucket policy "
+    "or the IAM role",
+    "NoSuchBucket": "the bucket does not exist: create it or fix the URL",
+    "EndpointConnectionError": "the storage endpoint cannot be reached: check AWS_ENDPOINT_URL "
+    "and the network",
+}
+
+
+def access_problem(exc: BaseException) -> str | None:
+    """A one-line explanation when `exc` is a storage access failure a user must fix (missing
+    credentials, permissions, a missing bucket, an unreachable endpoint); None otherwise."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = f"{type(current).__name__} {current}"
+        for marker, hint in _ACCESS_HINTS.items():
+            if marker in text:
+                return f"{hint} ({type(current).__name__}: {str(current)[:200]})"
+        if isinstance(current, PermissionError):
+            return f"permission denied: {current}"
+        current = current.__cause__ or current.__context__
+    return None

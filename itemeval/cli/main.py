@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 from itemeval import __version__
 from itemeval.errors import ExitCode, ItemevalError
+from itemeval.secrets import redact
+from itemeval.storage import access_problem
 
 # Command groups, in the order `itemeval --help` lists them.
 COMMAND_MODULES = (
@@ -53,3 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
+    except Exception as exc:
+        problem = access_problem(exc)
+        if problem is None:
+            raise  # a bug: show the traceback
+        print(f"error: cannot access storage: {redact(problem)}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
