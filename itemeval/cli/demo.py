@@ -2,8 +2,9 @@
 
 It starts the simulated provider as a real HTTP server on 127.0.0.1 (with a little latency, the
 odd 500 and a few malformed judge answers, so retries and parse-failure accounting show up; no
-random 429s, which would make the shared limiter back off as a real 429 storm should), runs `configs/demo.yaml` exactly as `itemeval run` would, and prints the leaderboard and
-where the results are. Run again, it finds nothing left to do.
+random 429s, which would make the shared limiter back off as a real 429 storm should), runs
+`configs/demo.yaml` exactly as `itemeval run` would, and prints the leaderboard and where the
+results are. Run again, it finds nothing left to do.
 """
 
 from __future__ import annotations

@@ -130,9 +130,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     pending = _pending_counts(plan)
     if pending is not None:
+        total_grade = counts["grade_judge"] + counts["grade_scorer"]
         print(
-            f"Pending in the store: generate {pending['generate']:,}, grade {pending['grade']:,} "
-            "(grade cells of solutions not yet generated are not counted)"
+            f"Still to do: generate {pending['generate']:,} of {counts['generate']:,}; "
+            f"grade {pending['grade']:,} of {total_grade:,}"
         )
     _print_warnings(plan)
     return int(ExitCode.OK)
@@ -241,9 +242,12 @@ def _header(plan: Plan) -> str:
 
 
 def _pending_counts(plan: Plan) -> dict[str, int] | None:
+    """Cells still to do; grade cells include those of solutions not generated yet."""
     if plan.pending_generate is None or plan.pending_grade is None:
         return None
-    return {"generate": plan.pending_generate.num_rows, "grade": plan.pending_grade.num_rows}
+    generate = plan.pending_generate.num_rows
+    grade = plan.pending_grade.num_rows + generate * len(plan.design.grade)
+    return {"generate": generate, "grade": grade}
 
 
 def _params(params: dict[str, object]) -> str:
