@@ -1,0 +1,35 @@
+"""Results: the long table, Every Eval Ever records, and the report.
+
+The map, one module per concern:
+
+* `columns`     the long table's schema, column by column
+* `conditions`  readable facets of the design's conditions; which grader is primary
+* `fetch`       the logical rows of a partition, then only those rows, a batch at a time
+* `scan`        the long table as a stream of batches, one condition pair after another
+* `outputs`     output directories at any fsspec URL, files written wholly or not at all
+* `longtable`   `export_study`: parquet, CSV and Every Eval Ever in one streaming pass
+* `eee`         Every Eval Ever records (seed formats and 0.3.0), pure builders
+* `eee_writer`  streams Every Eval Ever samples and aggregates out of the scan
+* `stats`       bootstrap intervals over items, agreement and Cohen's kappa
+* `cells`       the small columns of every grade and solution, in memory, for the report
+* `summary`     leaderboard, prompt sensitivity, agreement, cost, errors, item difficulty
+* `svg`         the report's plots, drawn as inline SVG
+* `report`      `write_report`: a self-contained HTML page and a Markdown summary
+"""
+
+from itemeval.export.columns import LONG_COLUMNS, LONG_TABLE_SCHEMA
+from itemeval.export.eee import EEE_VERSIONS, eee_schema
+from itemeval.export.longtable import FORMATS, ExportOptions, ExportResult, export_study
+from itemeval.export.scan import LongTableScan
+
+__all__ = [
+    "EEE_VERSIONS",
+    "FORMATS",
+    "LONG_COLUMNS",
+    "LONG_TABLE_SCHEMA",
+    "ExportOptions",
+    "ExportResult",
+    "LongTableScan",
+    "eee_schema",
+    "export_study",
+]

@@ -1,0 +1,502 @@
+"""Every Eval Ever records: what each of our fields becomes, in the seed format and in 0.3.0.
+
+One *evaluation* is one generate condition (a model with a prompt and a model config) on one
+dataset, graded by one grade condition. Each evaluation gets
+
+* an aggregate record (`aggregate_eval_0.1.0` by default, `eval.schema.json` 0.3.0 with
+  `--eee-version 0.3.0`): model info, source data, the metric (accuracy), the score with its 95%
+  bootstrap interval, and the generation config;
+* a samples file (`instance_level_eval_0.2.0` / 0.3.0), one JSON line per graded answer
+  (item x epoch), linked to the aggregate by `evaluation_id` (and `evaluation_result_id`).
+
+Files follow the Every Eval Ever datastore layout under `<out>/eee/`:
+`data/<dataset>/<developer>/<model>/<uuid>.json` and `<uuid>_samples.jsonl`, with a uuid derived
+from the study and the evaluation (a re-export overwrites the same files).
+
+What counts: a sample is an answer with a final grade (grade `ok`, judge output parsed, grade
+given to the current solution text). Failed judge calls, judge parse failures and stale grades
+are left out of the samples and the score, and counted in the aggregate's details. Absent
+optional keys are left out, never written as null (the published schemas reject nulls where
+the Python models of the Every Eval Ever repository would accept them).
+
+`build_*` functions are pure (row dicts in, record dicts out); `export.eee_writer` streams them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+from itemeval import __version__
+from itemeval.export.conditions import GenerateFacets, GradeFacets
+from itemeval.export.stats import Proportion
+from itemeval.ids import canonical_json
+
+EeeVersion = Literal["0.2.0", "0.3.0"]
+EEE_VERSIONS: tuple[str, ...] = ("0.2.0", "0.3.0")
+#: (record kind, --eee-version) -> (schema file, `schema_version` written in records)
+SCHEMAS: dict[tuple[str, str], tuple[str, str]] = {
+    ("instance", "0.2.0"): ("instance_level_eval_0.2.0.schema.json", "0.2.0"),
+    ("aggregate", "0.2.0"): ("aggregate_eval_0.1.0.schema.json", "0.1.0"),
+    ("instance", "0.3.0"): ("instance_level_eval_0.3.0.schema.json", "0.3.0"),
+    ("aggregate", "0.3.0"): ("aggregate_eval_0.3.0.schema.json", "0.3.0"),
+}
+#: Aggregates list the graded sample ids only up to this many (the record stays readable).
+MAX_SAMPLE_IDS = 10_000
+RELATIONSHIPS = ("first_party", "third_party", "collaborative", "other")
+_PATH_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@cache
+def eee_schema(kind: Literal["instance", "aggregate"], version: str) -> dict[str, Any]:
+    """The packaged JSON Schema of a record kind for an `--eee-version`."""
+    name, _ = SCHEMAS[(kind, version)]
+    text = resources.files("itemeval.export").joinpath("schemas", name).read_text("utf-8")
+    return dict(json.loads(text))
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetSourceInfo:
+    """What the records say about a dataset's origin."""
+
+    name: str
+    items: int  # selected items (the study's sample)
+    fingerprint: str
+    path: str  # as written in the study file
+    format: str | None
+    split: str | None = None
+    revision: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordContext:
+    """What every record of one export shares."""
+
+    study: str
+    version: str
+    retrieved: str  # unix seconds, as a string (the schema's convention)
+    organization: str
+    relationship: str
+    epochs: int
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """One evaluation: names, ids and paths of its two files."""
+
+    context: RecordContext
+    generate: GenerateFacets
+    grade: GradeFacets
+    dataset: DatasetSourceInfo
+    endpoint_kind: str
+    prompt_text: str
+    rubric_text: str | None
+
+    @property
+    def uuid(self) -> str:
+        key = "\x1f".join((self.context.study, self.generate.id, self.dataset.name, self.grade.id))
+        return str(uuid.UUID(bytes=hashlib.sha256(key.encode()).digest()[:16], version=4))
+
+    @property
+    def developer(self) -> str | None:
+        model = self.generate.model
+        return model.split("/", 1)[0] if "/" in model else None
+
+    @property
+    def folder(self) -> str:
+        """`data/<dataset>/<developer>/<model>` (the datastore layout)."""
+        model = self.generate.model
+        name = model.split("/", 1)[1] if "/" in model else model
+        parts = [self.dataset.name, self.developer or "unknown", name]
+        return "data/" + "/".join(_PATH_UNSAFE.sub("_", p).strip(".") or "x" for p in parts)
+
+    @property
+    def aggregate_path(self) -> str:
+        return f"{self.folder}/{self.uuid}.json"
+
+    @property
+    def samples_path(self) -> str:
+        return f"{self.folder}/{self.uuid}_samples.jsonl"
+
+    @property
+    def evaluation_id(self) -> str:
+        model = self.generate.model.replace("/", "_")
+        return (
+            f"{self.dataset.name}/{model}/{self.generate.id}/{self.grade.id}/"
+            f"{self.context.retrieved}"
+        )
+
+    @property
+    def evaluation_name(self) -> str:
+        return f"{self.dataset.name}, {self.grade.label}"
+
+    @property
+    def result_id(self) -> str:
+        return f"{self.dataset.name}/accuracy/{self.grade.slug}"
+
+
+# -- instance records -------------------------------------------------------------------------
+
+
+def is_sample(row: dict[str, Any]) -> bool:
+    """Whether a long-table row is a final grade of the current answer (see the module doc)."""
+    return bool(
+        row["graded"]
+        and row["grade_status"] == "ok"
+        and row["parse_ok"]
+        and row["score"] is not None
+        and row["correct"] is not None
+        and not row["grade_stale"]
+    )
+
+
+def sample_hash(raw: str, reference: str) -> str:
+    """sha256 of canonical JSON {raw, reference}: the same item gives the same hash anywhere."""
+    return hashlib.sha256(canonical_json({"raw": raw, "reference": reference}).encode()).hexdigest()
+
+
+def build_instance(
+    evaluation: Evaluation, row: dict[str, Any], formatted: str | None = None
+) -> dict[str, Any]:
+    """One instance record from one long-table row (which must pass `is_sample`)."""
+    v3 = evaluation.context.version == "0.3.0"
+    text = row["solution_text"] or ""
+    target = row["target"] or ""
+    raw_input = row["input"] or ""
+    item_input: dict[str, Any] = {"raw": raw_input, "reference": [target] if v3 else target}
+    if formatted:
+        item_input["formatted"] = formatted
+    choices = _choices(row["metadata"])
+    if choices:
+        item_input["choices"] = choices
+    record: dict[str, Any] = {
+        "schema_version": SCHEMAS[("instance", evaluation.context.version)][1],
+        "evaluation_id": evaluation.evaluation_id,
+        "model_id": row["model"],
+        "evaluation_name": evaluation.evaluation_name,
+    }
+    if v3:
+        record["evaluation_result_id"] = evaluation.result_id
+    record |= {
+        "sample_id": str(row["item_id"]),
+        "sample_hash": sample_hash(raw_input, target),
+        "interaction_type": "single_turn",
+        "input": item_input,
+        "output": {"raw": [text] if v3 else text},
+        "answer_attribution": _attribution(row),
+        "evaluation": {"score": float(row["score"]), "is_correct": bool(row["correct"])},
+    }
+    if row["solution_input_tokens"] is not None:
+        usage = {
+            "input_tokens": int(row["solution_input_tokens"]),
+            "output_tokens": int(row["solution_output_tokens"] or 0),
+        }
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        usage["input_tokens_cache_read"] = int(row["solution_cached_input_tokens"] or 0)
+        usage["reasoning_tokens"] = int(row["solution_reasoning_tokens"] or 0)
+        record["token_usage"] = usage
+    if row["solution_latency_ms"] is not None:
+        record["performance"] = {"latency_ms": max(0.0, float(row["solution_latency_ms"]))}
+    record["metadata"] = _strings(
+        {
+            "epoch": row["epoch"],
+            "dataset": row["dataset"],
+            "modality": row["modality"],
+            "difficulty": row["difficulty"],
+            "prompt": row["prompt"],
+            "model_config": row["model_config"],
+            "gen_condition_id": row["gen_condition_id"],
+            "grade_condition_id": row["grade_condition_id"],
+            "grader_kind": row["grader_kind"],
+            "grader": row["grader"],
+            "grader_model": row["grader_model"],
+            "rubric": row["rubric"],
+            "judge_reasoning": row["judge_reasoning"],
+            "finish_reason": row["finish_reason"],
+            "solution_cached": row["solution_cached"],
+            "solution_usd": row["solution_usd"],
+            "grade_usd": row["grade_usd"],
+            "item_metadata": row["metadata"] if row["metadata"] not in (None, "{}") else None,
+        }
+    )
+    return record
+
+
+def _attribution(row: dict[str, Any]) -> list[dict[str, Any]]:
+    if row["grader_kind"] != "scorer" or row["extracted"] is None:
+        return []  # a judge reads the whole answer; it extracts nothing
+    return [
+        {
+            "turn_idx": 0,
+            "source": "output.raw",
+            "extracted_value": str(row["extracted"]),
+            "extraction_method": f"itemeval scorer {row['grader']}",
+            "is_terminal": True,
+        }
+    ]
+
+
+def _choices(metadata: str | None) -> list[str] | None:
+    if not metadata:
+        return None
+    try:
+        value = json.loads(metadata).get("choices")
+    except (ValueError, AttributeError):
+        return None
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return value
+    return None
+
+
+def _strings(values: dict[str, Any]) -> dict[str, str]:
+    """A details map: string values only (Every Eval Ever's rule), absent values left out."""
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        elif isinstance(value, str):
+            out[key] = value
+        elif isinstance(value, int | float):
+            out[key] = repr(value) if isinstance(value, float) else str(value)
+        else:
+            out[key] = canonical_json(value)
+    return out
+
+
+# -- aggregate records ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationTotals:
+    """What the samples of one evaluation add up to."""
+
+    accuracy: Proportion
+    samples: int
+    sample_ids: list[str]
+    excluded: dict[str, int]  # reason -> grades left out
+    evaluated_at: str | None  # latest grade time, unix seconds as a string
+    checksum: str
+    samples_file_name: str
+
+
+def build_aggregate(evaluation: Evaluation, totals: EvaluationTotals) -> dict[str, Any]:
+    """The aggregate record of one evaluation (the version's schema decides the shape)."""
+    context = evaluation.context
+    v3 = context.version == "0.3.0"
+    accuracy = totals.accuracy
+    interval = (
+        f"percentile bootstrap over items (epochs of an item kept together), "
+        f"{accuracy.resamples} resamples, seed {accuracy.seed}"
+    )
+    details = _strings(
+        {
+            "ci_lower": accuracy.low,
+            "ci_upper": accuracy.high,
+            "confidence_level": accuracy.confidence,
+            "ci_method": interval,
+            "bootstrap_standard_error": accuracy.se,
+            "correct": int(accuracy.successes),
+            "graded_answers": int(accuracy.trials),
+            "items": accuracy.clusters,
+            "epochs": context.epochs,
+            "grader_kind": evaluation.grade.kind,
+            "grader": evaluation.grade.grader,
+            "grader_model": evaluation.grade.grader_model,
+            "rubric": evaluation.grade.rubric,
+            "grade_condition_id": evaluation.grade.id,
+            "gen_condition_id": evaluation.generate.id,
+            **{f"excluded_{reason}": count for reason, count in totals.excluded.items()},
+        }
+    )
+    score_details: dict[str, Any] = {"score": accuracy.value, "details": details}
+    if v3:
+        score_details["uncertainty"] = {
+            "standard_error": {"value": accuracy.se, "method": "bootstrap"},
+            "confidence_interval": {
+                "lower": accuracy.low,
+                "upper": accuracy.high,
+                "confidence_level": accuracy.confidence,
+                "method": interval,
+            },
+            "num_samples": int(accuracy.trials),
+            "num_bootstrap_samples": accuracy.resamples,
+        }
+    result: dict[str, Any] = {}
+    if v3:
+        result["evaluation_result_id"] = evaluation.result_id
+    result["evaluation_name"] = evaluation.evaluation_name
+    if v3:
+        result["source_data"] = _source_data_v3(evaluation.dataset, totals.sample_ids)
+    if totals.evaluated_at:
+        result["evaluation_timestamp"] = totals.evaluated_at
+    result["metric_config"] = _metric_config(evaluation, v3)
+    result["score_details"] = score_details
+    result["generation_config"] = _generation_config(evaluation, v3)
+    if not v3:
+        result["detailed_evaluation_results_url"] = totals.samples_file_name
+
+    record: dict[str, Any] = {
+        "schema_version": SCHEMAS[("aggregate", context.version)][1],
+        "evaluation_id": evaluation.evaluation_id,
+    }
+    if v3 and totals.evaluated_at:
+        record["evaluation_timestamp"] = totals.evaluated_at
+    record["retrieved_timestamp"] = context.retrieved
+    if not v3:
+        record["source_data"] = _source_data_v1(evaluation.dataset, totals.sample_ids)
+    source_metadata: dict[str, Any] = {
+        "source_name": f"itemeval study {context.study}",
+        "source_type": "evaluation_run",
+        "source_organization_name": context.organization,
+        "evaluator_relationship": context.relationship,
+    }
+    if v3:
+        source_metadata["additional_details"] = {"study": context.study, "tool": "itemeval"}
+    record["source_metadata"] = source_metadata
+    if v3:
+        record["eval_library"] = {"name": "itemeval", "version": __version__}
+    record["model_info"] = _model_info(
+        evaluation.generate.model, evaluation.generate.model_name, evaluation.endpoint_kind, v3
+    )
+    record["evaluation_results"] = [result]
+    if v3:
+        record["detailed_evaluation_results"] = {
+            "format": "jsonl",
+            "file_path": evaluation.samples_path,
+            "hash_algorithm": "sha256",
+            "checksum": totals.checksum,
+            "total_rows": totals.samples,
+        }
+    else:
+        record["detailed_evaluation_results_per_samples"] = totals.samples_file_name
+    return record
+
+
+def _model_info(model_id: str, name: str, endpoint_kind: str | None, v3: bool) -> dict[str, Any]:
+    info: dict[str, Any] = {"name": name, "id": model_id}
+    if "/" in model_id:
+        info["developer"] = model_id.split("/", 1)[0]
+    if endpoint_kind:
+        info["inference_platform"] = endpoint_kind
+    details = {"itemeval_model_name": name}
+    if v3:
+        # Never inferred (as the Every Eval Ever converters do): a study does not say.
+        details = {"deployment_type": "unknown", "model_availability": "unknown", **details}
+    info["additional_details"] = details
+    return info
+
+
+def _metric_config(evaluation: Evaluation, v3: bool) -> dict[str, Any]:
+    grade = evaluation.grade
+    description = f"share of correct answers on {evaluation.dataset.name}, graded by {grade.label}"
+    if grade.kind == "judge":
+        description += f" (correct: judge score >= {grade.pass_score:g} of {grade.max_score:g})"
+    config: dict[str, Any] = {"evaluation_description": description}
+    if v3:
+        config |= {
+            "metric_id": "accuracy",
+            "metric_name": "Accuracy",
+            "metric_kind": "accuracy",
+            "metric_unit": "proportion",
+        }
+    config |= {"lower_is_better": False, "score_type": "continuous", "min_score": 0.0, "max_score": 1.0}
+    if v3 and grade.kind == "judge":
+        config["llm_scoring"] = {
+            "judges": [
+                {
+                    "model_info": _model_info(
+                        str(grade.grader_model), grade.grader, None, v3=True
+                    ),
+                    "temperature": 0.0,
+                }
+            ],
+            "input_prompt": evaluation.rubric_text or "",
+            "additional_details": _strings(
+                {"rubric": grade.rubric, "pass_score": grade.pass_score, "max_score": grade.max_score}
+            ),
+        }
+    return config
+
+
+def _generation_config(evaluation: Evaluation, v3: bool) -> dict[str, Any]:
+    params = evaluation.generate.params_dict
+    args: dict[str, Any] = {}
+    for key in ("temperature", "top_p"):
+        if params.get(key) is not None:
+            args[key] = params[key]
+    if params.get("max_tokens"):
+        args["max_tokens"] = int(params["max_tokens"])  # type: ignore[call-overload]
+    args["reasoning"] = bool(params.get("reasoning_effort") or params.get("thinking_budget"))
+    args["prompt_template"] = evaluation.prompt_text
+    details = _strings(
+        {
+            "prompt": evaluation.generate.prompt,
+            "model_config": evaluation.generate.model_config,
+            "gen_condition_id": evaluation.generate.id,
+            "epochs": evaluation.context.epochs,
+            **{k: v for k, v in params.items() if k not in ("temperature", "top_p", "max_tokens")},
+        }
+    )
+    # 0.1.0 declares additional_details as a string; 0.3.0 as a map of strings.
+    return {"generation_args": args, "additional_details": details if v3 else canonical_json(details)}
+
+
+def _source_details(dataset: DatasetSourceInfo) -> dict[str, str]:
+    return _strings(
+        {
+            "path": dataset.path,
+            "format": dataset.format,
+            "fingerprint": dataset.fingerprint,
+            "revision": dataset.revision,
+        }
+    )
+
+
+def _source_data_v1(dataset: DatasetSourceInfo, sample_ids: list[str]) -> dict[str, Any]:
+    data: dict[str, Any] = {"dataset_name": dataset.name}
+    if dataset.format == "hf":
+        data["hf_repo"] = dataset.path
+        if dataset.split:
+            data["hf_split"] = dataset.split
+    data["samples_number"] = dataset.items
+    if sample_ids:
+        data["sample_ids"] = sample_ids
+    data["additional_details"] = _source_details(dataset)
+    return data
+
+
+def _source_data_v3(dataset: DatasetSourceInfo, sample_ids: list[str]) -> dict[str, Any]:
+    details = _source_details(dataset)
+    if dataset.format == "hf":
+        data: dict[str, Any] = {
+            "dataset_name": dataset.name,
+            "source_type": "hf_dataset",
+            "hf_repo": dataset.path,
+        }
+        if dataset.split:
+            data["hf_split"] = dataset.split
+        data["samples_number"] = dataset.items
+        if sample_ids:
+            data["sample_ids"] = sample_ids
+        data["additional_details"] = details
+        return data
+    if dataset.path.startswith(("http://", "https://")):
+        return {
+            "dataset_name": dataset.name,
+            "source_type": "url",
+            "url": [dataset.path],
+            "additional_details": details | {"samples_number": str(dataset.items)},
+        }
+    return {
+        "dataset_name": dataset.name,
+        "source_type": "other",
+        "additional_details": details | {"samples_number": str(dataset.items)},
+    }

@@ -1,0 +1,226 @@
+"""Streaming Every Eval Ever files out of the long-table stream.
+
+The scan yields one condition pair at a time; for each dataset met in a pair the writer opens
+that evaluation's samples file on its first sample, appends one JSON line per sample (hashing the
+bytes as it goes) and tallies, per item, correct and graded answers. When the pair ends it
+commits the samples files and writes each aggregate record, with the bootstrap interval computed
+from the per-item tallies (memory: one pair's items, never its texts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from itemeval.export.eee import (
+    MAX_SAMPLE_IDS,
+    DatasetSourceInfo,
+    Evaluation,
+    EvaluationTotals,
+    RecordContext,
+    build_aggregate,
+    build_instance,
+    is_sample,
+)
+from itemeval.export.outputs import OutputDir, OutputFile
+from itemeval.export.scan import Pair
+from itemeval.export.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion
+from itemeval.planning import Plan
+from itemeval.templates import Template
+from itemeval.workitem import WorkItem
+
+EEE_DIR = "eee"
+
+
+@dataclass
+class _Open:
+    """One evaluation of the current pair, while its samples stream in."""
+
+    evaluation: Evaluation
+    file: OutputFile | None = None
+    hasher: Any = field(default_factory=hashlib.sha256)
+    rows: int = 0
+    tallies: dict[str, list[int]] = field(default_factory=dict)  # item -> [correct, graded]
+    excluded: Counter[str] = field(default_factory=Counter)
+    latest: datetime | None = None
+
+
+@dataclass
+class EeeTotals:
+    evaluations: int = 0
+    samples: int = 0
+    excluded: Counter[str] = field(default_factory=Counter)
+    files: list[str] = field(default_factory=list)
+
+
+class EeeWriter:
+    """A sink of the long-table stream that writes Every Eval Ever records under `<out>/eee/`."""
+
+    def __init__(
+        self,
+        out: OutputDir,
+        plan: Plan,
+        context: RecordContext,
+        *,
+        resamples: int = DEFAULT_RESAMPLES,
+        seed: int = DEFAULT_SEED,
+    ) -> None:
+        self.out = out
+        self.context = context
+        self.resamples = resamples
+        self.seed = seed
+        self.totals = EeeTotals()
+        study = plan.study
+        self._datasets = {
+            d.name: DatasetSourceInfo(
+                name=d.name,
+                items=d.selected,
+                fingerprint=d.fingerprint,
+                path=d.handle.source.path,
+                format=d.handle.source.format,
+                split=d.handle.source.split,
+                revision=d.handle.source.revision,
+            )
+            for d in plan.datasets
+        }
+        self._endpoint_kinds = {name: str(e.kind) for name, e in study.endpoints.items()}
+        self._prompts: dict[str, Template] = {c.id: c.prompt for c in plan.design.generate}
+        self._rubrics = {c.id: c.rubric.text for c in plan.design.grade if c.rubric is not None}
+        self._pair: Pair | None = None
+        self._open: dict[str, _Open] = {}
+
+    # -- the sink protocol -------------------------------------------------------------------
+    def begin_pair(self, pair: Pair) -> None:
+        self._pair = pair
+        self._open = {}
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        assert self._pair is not None, "begin_pair first"
+        pending: dict[str, list[bytes]] = {}
+        for row in batch.to_pylist():
+            state = self._evaluation(row["dataset"])
+            if not row["graded"]:
+                continue  # --include-ungraded rows: not an evaluation of anything yet
+            if not is_sample(row):
+                state.excluded[_exclusion(row)] += 1
+                continue
+            record = build_instance(state.evaluation, row, self._formatted(row))
+            line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+            pending.setdefault(row["dataset"], []).append(line)
+            tally = state.tallies.setdefault(row["item_id"], [0, 0])
+            tally[0] += int(bool(row["correct"]))
+            tally[1] += 1
+            graded_at = row["graded_at"]
+            if graded_at is not None and (state.latest is None or graded_at > state.latest):
+                state.latest = graded_at
+        for dataset, lines in pending.items():
+            state = self._open[dataset]
+            if state.file is None:
+                state.file = self.out.open(f"{EEE_DIR}/{state.evaluation.samples_path}")
+            data = b"".join(lines)
+            state.file.write(data)
+            state.hasher.update(data)
+            state.rows += len(lines)
+
+    def end_pair(self) -> None:
+        for state in self._open.values():
+            self.totals.excluded.update(state.excluded)
+            if state.file is None:
+                continue  # no sample (nothing graded, or only failed grades): no records
+            state.file.commit()
+            self.totals.files.append(state.file.url)
+            ids = list(state.tallies)
+            tallies = np.array(list(state.tallies.values()), dtype=np.float64)
+            accuracy = bootstrap_proportion(
+                tallies[:, 0], tallies[:, 1], resamples=self.resamples, seed=self.seed
+            )
+            totals = EvaluationTotals(
+                accuracy=accuracy,
+                samples=state.rows,
+                sample_ids=ids if len(ids) <= MAX_SAMPLE_IDS else [],
+                excluded=dict(sorted(state.excluded.items())),
+                evaluated_at=_unix(state.latest),
+                checksum=state.hasher.hexdigest(),
+                samples_file_name=state.evaluation.samples_path.rsplit("/", 1)[1],
+            )
+            record = build_aggregate(state.evaluation, totals)
+            text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+            url = self.out.write_bytes(
+                f"{EEE_DIR}/{state.evaluation.aggregate_path}", text.encode("utf-8")
+            )
+            self.totals.files.append(url)
+            self.totals.evaluations += 1
+            self.totals.samples += state.rows
+        self._open = {}
+        self._pair = None
+
+    def close(self) -> None:
+        if self._pair is not None:
+            self.end_pair()
+
+    def abort(self) -> None:
+        for state in self._open.values():
+            if state.file is not None:
+                state.file.discard()
+        self._open = {}
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _evaluation(self, dataset: str) -> _Open:
+        state = self._open.get(dataset)
+        if state is None:
+            assert self._pair is not None
+            generate, grade = self._pair.generate, self._pair.grade
+            evaluation = Evaluation(
+                context=self.context,
+                generate=generate,
+                grade=grade,
+                dataset=self._datasets[dataset],
+                endpoint_kind=self._endpoint_kinds.get(generate.endpoint, ""),
+                prompt_text=self._prompts[generate.id].text,
+                rubric_text=self._rubrics.get(grade.id),
+            )
+            state = self._open[dataset] = _Open(evaluation)
+        return state
+
+    def _formatted(self, row: dict[str, Any]) -> str | None:
+        """What the model saw: the rendered prompt (system message first, when there is one)."""
+        template = self._prompts.get(row["gen_condition_id"])
+        if template is None:
+            return None
+        try:
+            item = WorkItem(
+                id=row["item_id"],
+                input=row["input"] or "",
+                target=row["target"] or "",
+                grading_scheme=row["grading_scheme"],
+                metadata=json.loads(row["metadata"]) if row["metadata"] else {},
+                dataset=row["dataset"],
+                modality=row["modality"],
+                task_prompt=row["task_prompt"],
+                difficulty=row["difficulty"],
+            )
+            messages = template.render_prompt(item)
+        except (KeyError, ValueError, TypeError):
+            return None
+        return "\n\n".join(m["content"] for m in messages)
+
+
+def _exclusion(row: dict[str, Any]) -> str:
+    if row["grade_status"] != "ok":
+        return f"grade_error_{row['grade_error_code'] or 'unknown'}"
+    if not row["parse_ok"]:
+        return f"parse_failure_{row['parse_code'] or 'unknown'}"
+    if row["grade_stale"]:
+        return "stale_grade"
+    return "no_score"
+
+
+def _unix(moment: datetime | None) -> str | None:
+    return None if moment is None else str(moment.timestamp())

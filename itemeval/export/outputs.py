@@ -1,0 +1,135 @@
+"""Where exports and reports are written: a directory at any fsspec URL, file by file, each file
+wholly written or not at all.
+
+* local disk: a hidden temporary file in the target directory, renamed over the target on
+  `commit` (a crashed export leaves at most a `.tmp-*.part` file, never a truncated table);
+* object stores: the fsspec file is uploaded on `commit` (one PUT, or a multipart upload that
+  completes on close) and `discard` aborts it, so no partial object ever appears.
+
+The default output directory of `itemeval export` and `itemeval report` is `<store>/exports`,
+next to the data they describe (also on S3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from typing import Any, BinaryIO
+
+from itemeval.storage import Location, resolve
+from itemeval.store import StudyStore
+
+EXPORTS_DIR = "exports"
+
+
+def _file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_FILE_MODE = _file_mode()
+
+
+class OutputFile:
+    """One file being written; readers see it only after `commit`."""
+
+    def __init__(self, location: Location):
+        self.location = location
+        self._tmp: str | None = None
+        if location.is_local:
+            directory = os.path.dirname(location.path) or "."
+            os.makedirs(directory, exist_ok=True)
+            fd, self._tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
+            self.handle: BinaryIO = os.fdopen(fd, "wb")
+        else:
+            self.handle = location.fs.open(location.path, "wb")
+        self.bytes_written = 0
+        self._done = False
+
+    @property
+    def url(self) -> str:
+        return self.location.url
+
+    def write(self, data: bytes) -> int:
+        self.bytes_written += len(data)
+        return self.handle.write(data)
+
+    def commit(self) -> None:
+        """Make the file visible (rename locally, finish the upload remotely)."""
+        if self._done:
+            return
+        self._done = True
+        if self._tmp is not None:
+            try:
+                self.handle.flush()
+                os.fsync(self.handle.fileno())
+                self.handle.close()
+                os.chmod(self._tmp, _FILE_MODE)
+                os.replace(self._tmp, self.location.path)
+            except BaseException:
+                self._remove_tmp()
+                raise
+        else:
+            self.handle.close()
+            self.location.fs.invalidate_cache(os.path.dirname(self.location.path))
+
+    def discard(self) -> None:
+        """Drop what was written; the target keeps its previous content (or stays absent)."""
+        if self._done:
+            return
+        self._done = True
+        if self._tmp is not None:
+            with contextlib.suppress(OSError):
+                self.handle.close()
+            self._remove_tmp()
+            return
+        discard = getattr(self.handle, "discard", None)
+        with contextlib.suppress(Exception):
+            if callable(discard):
+                discard()  # fsspec buffered files: abort the upload, write nothing
+            else:  # pragma: no cover - filesystems without discard
+                self.handle.close()
+
+    def _remove_tmp(self) -> None:
+        if self._tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._tmp)
+
+
+class OutputDir:
+    """A directory at any fsspec URL that exports write into."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+        self.root = resolve(url, storage_options)
+
+    @classmethod
+    def for_store(cls, store: StudyStore, url: str | None) -> OutputDir:
+        """`url` when given, else `<store>/exports` (with the store's filesystem options)."""
+        if url:
+            return cls(url)
+        exports = store.root.join(EXPORTS_DIR)
+        out = cls.__new__(cls)
+        out.root = exports
+        return out
+
+    @property
+    def url(self) -> str:
+        return self.root.url
+
+    def location(self, relpath: str) -> Location:
+        return self.root.join(relpath)
+
+    def open(self, relpath: str) -> OutputFile:
+        return OutputFile(self.location(relpath))
+
+    def write_bytes(self, relpath: str, data: bytes) -> str:
+        out = self.open(relpath)
+        try:
+            out.write(data)
+        except BaseException:
+            out.discard()
+            raise
+        out.commit()
+        return out.url

@@ -1,0 +1,161 @@
+"""The statistics of the report and the Every Eval Ever records, as pure functions of arrays.
+
+* `bootstrap_proportion`: a proportion (correct answers / graded answers) with a percentile
+  bootstrap confidence interval that resamples *clusters* (items), so that the replications of
+  an item stay together: epochs of one item are not independent draws, and resampling them
+  separately would make the interval too narrow.
+* `cohen_kappa` and `agreement`: how often two graders agree, and how much more than chance.
+
+Nothing here reads the store or knows what a condition is; `export.summary` feeds it arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Bootstrap resamples unless told otherwise (percentile intervals stabilise around 1,000-2,000).
+DEFAULT_RESAMPLES = 2000
+DEFAULT_SEED = 0
+DEFAULT_CONFIDENCE = 0.95
+#: Resampled indices held at once: bounds memory whatever the number of clusters.
+_CHUNK_CELLS = 4_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Proportion:
+    """A proportion with its bootstrap interval.
+
+    `value` is successes / trials over every cluster; `low`/`high` bound the central
+    `confidence` share of the bootstrap distribution; `se` is that distribution's standard
+    deviation. With no trials every number is NaN; with one cluster the interval is a point.
+    """
+
+    value: float
+    low: float
+    high: float
+    se: float
+    successes: float
+    trials: float
+    clusters: int
+    confidence: float = DEFAULT_CONFIDENCE
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
+
+    @property
+    def defined(self) -> bool:
+        return self.trials > 0
+
+    def covers(self, value: float) -> bool:
+        return self.defined and self.low <= value <= self.high
+
+
+def bootstrap_proportion(
+    successes: Sequence[float] | np.ndarray,
+    trials: Sequence[float] | np.ndarray,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = DEFAULT_SEED,
+) -> Proportion:
+    """sum(successes) / sum(trials) with a cluster-bootstrap percentile interval.
+
+    `successes[i]` and `trials[i]` belong to cluster `i` (an item: its correct answers and its
+    graded answers over every epoch and condition pooled). Each resample draws as many clusters
+    as there are, with replacement, and takes the ratio of the sums (a ratio estimator, so
+    clusters with more trials weigh more, exactly as in the point estimate). Clusters without
+    trials are dropped first. The same `seed` gives the same interval.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, not {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, not {resamples}")
+    s = np.asarray(successes, dtype=np.float64)
+    t = np.asarray(trials, dtype=np.float64)
+    if s.shape != t.shape or s.ndim != 1:
+        raise ValueError("successes and trials must be 1-d arrays of the same length")
+    if np.any(t < 0) or np.any(s < 0) or np.any(s > t):
+        raise ValueError("need 0 <= successes <= trials for every cluster")
+    keep = t > 0
+    s, t = s[keep], t[keep]
+    n = len(t)
+    common = {"confidence": confidence, "resamples": resamples, "seed": seed}
+    if n == 0:
+        nan = math.nan
+        return Proportion(nan, nan, nan, nan, 0.0, 0.0, 0, **common)
+    total_s, total_t = float(s.sum()), float(t.sum())
+    value = total_s / total_t
+    if n == 1:
+        return Proportion(value, value, value, 0.0, total_s, total_t, 1, **common)
+    rng = np.random.default_rng(seed)
+    stats = np.empty(resamples, dtype=np.float64)
+    chunk = max(1, _CHUNK_CELLS // n)
+    for start in range(0, resamples, chunk):
+        rows = min(chunk, resamples - start)
+        picks = rng.integers(0, n, size=(rows, n))
+        # Every cluster has trials > 0, so no resample has a zero denominator.
+        stats[start : start + rows] = s[picks].sum(axis=1) / t[picks].sum(axis=1)
+    alpha = 1.0 - confidence
+    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
+    se = float(stats.std(ddof=1))
+    return Proportion(value, float(low), float(high), se, total_s, total_t, n, **common)
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """Two raters over the same cases: how many, how often they agree, Cohen's kappa.
+
+    `kappa` is NaN when it is undefined: no cases, or both raters gave one and the same label
+    to every case (chance agreement is then 1 and kappa is 0/0).
+    """
+
+    n: int
+    rate: float
+    kappa: float
+    both_positive: int = 0
+    both_negative: int = 0
+    only_first: int = 0
+    only_second: int = 0
+
+
+def cohen_kappa(first: Sequence[object] | np.ndarray, second: Sequence[object] | np.ndarray) -> float:
+    """Cohen's kappa of two raters' labels for the same cases (any hashable labels).
+
+    kappa = (p_o - p_e) / (1 - p_e), with p_o the observed agreement and p_e the agreement
+    expected by chance from each rater's label frequencies. NaN when undefined (see `Agreement`).
+    """
+    a = np.asarray(first, dtype=object)
+    b = np.asarray(second, dtype=object)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError("both raters must label the same cases (1-d, same length)")
+    n = len(a)
+    if n == 0:
+        return math.nan
+    observed = float(np.mean(a == b))
+    labels = set(a.tolist()) | set(b.tolist())
+    expected = sum(float(np.mean(a == k)) * float(np.mean(b == k)) for k in labels)
+    if math.isclose(expected, 1.0):
+        return math.nan
+    return (observed - expected) / (1.0 - expected)
+
+
+def agreement(first: Sequence[bool] | np.ndarray, second: Sequence[bool] | np.ndarray) -> Agreement:
+    """Agreement of two binary raters (True = correct): counts, agreement rate, kappa."""
+    a = np.asarray(first, dtype=bool)
+    b = np.asarray(second, dtype=bool)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError("both raters must label the same cases (1-d, same length)")
+    n = len(a)
+    rate = float(np.mean(a == b)) if n else math.nan
+    return Agreement(
+        n=n,
+        rate=rate,
+        kappa=cohen_kappa(a, b),
+        both_positive=int(np.sum(a & b)),
+        both_negative=int(np.sum(~a & ~b)),
+        only_first=int(np.sum(a & ~b)),
+        only_second=int(np.sum(~a & b)),
+    )
