@@ -407,20 +407,27 @@ def _metric_config(evaluation: Evaluation, v3: bool) -> dict[str, Any]:
             "metric_kind": "accuracy",
             "metric_unit": "proportion",
         }
-    config |= {"lower_is_better": False, "score_type": "continuous", "min_score": 0.0, "max_score": 1.0}
+    config |= {
+        "lower_is_better": False,
+        "score_type": "continuous",
+        "min_score": 0.0,
+        "max_score": 1.0,
+    }
     if v3 and grade.kind == "judge":
         config["llm_scoring"] = {
             "judges": [
                 {
-                    "model_info": _model_info(
-                        str(grade.grader_model), grade.grader, None, v3=True
-                    ),
+                    "model_info": _model_info(str(grade.grader_model), grade.grader, None, v3=True),
                     "temperature": 0.0,
                 }
             ],
             "input_prompt": evaluation.rubric_text or "",
             "additional_details": _strings(
-                {"rubric": grade.rubric, "pass_score": grade.pass_score, "max_score": grade.max_score}
+                {
+                    "rubric": grade.rubric,
+                    "pass_score": grade.pass_score,
+                    "max_score": grade.max_score,
+                }
             ),
         }
     return config
@@ -446,7 +453,10 @@ def _generation_config(evaluation: Evaluation, v3: bool) -> dict[str, Any]:
         }
     )
     # 0.1.0 declares additional_details as a string; 0.3.0 as a map of strings.
-    return {"generation_args": args, "additional_details": details if v3 else canonical_json(details)}
+    return {
+        "generation_args": args,
+        "additional_details": details if v3 else canonical_json(details),
+    }
 
 
 def _source_details(dataset: DatasetSourceInfo) -> dict[str, str]:

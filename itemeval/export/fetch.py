@@ -88,7 +88,9 @@ def locate_logical_rows(
         fragments[value] = str(names_column[index].as_py())
     located = table.select(keep).append_column(FRAG, pa.array(ordinal, type=pa.int32()))
     located = located.append_column(POS, pa.array(positions, type=pa.int64()))
-    best = best_row_indices(table.select([*stage.keys, "status", "written_at", FRAGMENT_ORDINAL]), stage.keys)
+    best = best_row_indices(
+        table.select([*stage.keys, "status", "written_at", FRAGMENT_ORDINAL]), stage.keys
+    )
     return PartitionRows(stage, condition_id, location, fragments, located.take(best))
 
 
@@ -232,7 +234,9 @@ class ItemFetcher:
         where = pc.index_in(ids, value_set=self.index.column("item_id"))
         if where.null_count:
             missing = ids.filter(pc.is_null(where))[0].as_py()
-            raise StoreError(Problem("a stored row names an item the study does not have", item=missing))
+            raise StoreError(
+                Problem("a stored row names an item the study does not have", item=missing)
+            )
         located = self.index.take(where)
         encoded = pc.dictionary_encode(located.column("dataset").combine_chunks())
         names = encoded.dictionary.to_pylist()

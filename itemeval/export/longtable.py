@@ -224,7 +224,9 @@ def export_study(plan: Plan, options: ExportOptions | None = None) -> ExportResu
     options.check()
     started = time.monotonic()
     out = OutputDir.for_store(plan.store, options.out)
-    scan = LongTableScan(plan, include_ungraded=options.include_ungraded, batch_rows=options.batch_rows)
+    scan = LongTableScan(
+        plan, include_ungraded=options.include_ungraded, batch_rows=options.batch_rows
+    )
     result = ExportResult(
         study=plan.study.study,
         store=plan.store.root.url,

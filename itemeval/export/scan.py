@@ -87,9 +87,7 @@ class LongTableScan:
     def __iter__(self) -> Iterator[tuple[Pair, pa.RecordBatch]]:
         for grade in self.facets.grade:
             grades = self._in_selection(
-                locate_logical_rows(
-                    self.plan.store, GRADES, grade.id, extra=["solution_hash"]
-                ),
+                locate_logical_rows(self.plan.store, GRADES, grade.id, extra=["solution_hash"]),
                 count=True,
             )
             by_generate = _split_by(grades.keys, "gen_condition_id")
@@ -256,7 +254,9 @@ def _pair_cells(
     graded = graded.select(_CELL_COLUMNS)
     if not include_ungraded:
         return graded
-    ungraded = solutions.join(graded.select(["item_id", "epoch"]), ["item_id", "epoch"], join_type="left anti")
+    ungraded = solutions.join(
+        graded.select(["item_id", "epoch"]), ["item_id", "epoch"], join_type="left anti"
+    )
     ungraded = ungraded.sort_by([("s_frag", "ascending"), ("s_pos", "ascending")])
     n = ungraded.num_rows
     ungraded = ungraded.append_column("g_frag", pa.nulls(n, pa.int32()))
@@ -265,7 +265,16 @@ def _pair_cells(
     return pa.concat_tables([graded, ungraded.select(_CELL_COLUMNS)])
 
 
-_CELL_COLUMNS = ["item_id", "epoch", "g_frag", "g_pos", "solution_hash", "s_frag", "s_pos", "text_hash"]
+_CELL_COLUMNS = [
+    "item_id",
+    "epoch",
+    "g_frag",
+    "g_pos",
+    "solution_hash",
+    "s_frag",
+    "s_pos",
+    "text_hash",
+]
 
 
 def _empty_graded() -> pa.Table:

@@ -121,7 +121,9 @@ class Agreement:
     only_second: int = 0
 
 
-def cohen_kappa(first: Sequence[object] | np.ndarray, second: Sequence[object] | np.ndarray) -> float:
+def cohen_kappa(
+    first: Sequence[object] | np.ndarray, second: Sequence[object] | np.ndarray
+) -> float:
     """Cohen's kappa of two raters' labels for the same cases (any hashable labels).
 
     kappa = (p_o - p_e) / (1 - p_e), with p_o the observed agreement and p_e the agreement
