@@ -1,0 +1,40 @@
+"""`itemeval report`: a study's results as a self-contained HTML page and a Markdown summary.
+
+`write_report(plan)` computes the report once (`report_data`), renders it twice
+(`report_html`, `report_markdown`) and writes `report.html` and `report.md` under `--out`
+(default `<store>/exports/`), each file wholly or not at all.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from itemeval.export.outputs import OutputDir
+from itemeval.export.report_data import report_data
+from itemeval.export.report_html import report_html
+from itemeval.export.report_markdown import report_markdown
+from itemeval.export.summary import Bootstrap
+from itemeval.planning import Plan
+
+HTML_FILE = "report.html"
+MARKDOWN_FILE = "report.md"
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    html: str  # URL of report.html
+    markdown: str  # URL of report.md
+    seconds: float
+
+
+def write_report(
+    plan: Plan, out: str | None = None, bootstrap: Bootstrap | None = None
+) -> ReportResult:
+    """Compute the report of `plan`'s store and write `report.html` and `report.md`."""
+    started = time.monotonic()
+    data = report_data(plan, bootstrap)
+    target = OutputDir.for_store(plan.store, out)
+    html = target.write_bytes(HTML_FILE, report_html(data).encode("utf-8"))
+    markdown = target.write_bytes(MARKDOWN_FILE, report_markdown(data).encode("utf-8"))
+    return ReportResult(html=html, markdown=markdown, seconds=time.monotonic() - started)

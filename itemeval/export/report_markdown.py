@@ -1,0 +1,79 @@
+"""The report as Markdown: the same sections and numbers as the HTML page, without the plots."""
+
+from __future__ import annotations
+
+from itemeval.export import report_tables as t
+from itemeval.export.report_data import ReportData
+
+
+def md_table(table: t.TextTable) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    align = ["---:" if i in table.numeric else "---" for i in range(len(table.header))]
+    lines = [
+        "| " + " | ".join(cell(h) for h in table.header) + " |",
+        "| " + " | ".join(align) + " |",
+    ]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table.rows]
+    return "\n".join(lines)
+
+
+def report_markdown(data: ReportData) -> str:
+    out: list[str] = [f"# itemeval report: {data.study}", ""]
+    if data.description:
+        out += [" ".join(data.description.split()), ""]
+    out += [f"Generated {data.generated_at} by itemeval {data.version}. {t.provenance(data)}.", ""]
+    out += ["| | | |", "| --- | --- | --- |"]
+    out += [
+        f"| {label} | {value.replace('|', '/')} | {detail.replace('|', '/')} |"
+        for label, value, detail in t.overview(data)
+    ]
+
+    out += ["", "## Leaderboard", "", t.headline_note(data), ""]
+    out += [md_table(t.condition_table(data)), "", "### By model", ""]
+    out += ["Every condition of a model pooled (all its prompts and configs).", ""]
+    out += [md_table(t.model_table(data))]
+
+    if data.by_prompt is not None:
+        out += ["", "## Prompt sensitivity", ""]
+        out += ["Accuracy (headline grader) of each model under each prompt.", ""]
+        out += [md_table(t.facet_matrix(data.by_prompt, "prompt"))]
+    if data.by_config is not None:
+        out += [
+            "",
+            "### Model x model config",
+            "",
+            md_table(t.facet_matrix(data.by_config, "config")),
+        ]
+    if data.by_dataset is not None:
+        out += ["", "### Model x dataset", "", md_table(t.facet_matrix(data.by_dataset, "dataset"))]
+
+    out += ["", "## Grader agreement", ""]
+    agreement = t.agreement_table(data)
+    out += [md_table(agreement) if agreement else "Only one grader: nothing to compare."]
+
+    out += ["", "## Cost per correct answer", "", md_table(t.cost_table(data))]
+
+    out += ["", "## Errors and parse failures", "", "### Coverage", ""]
+    out += [md_table(t.coverage_table(data))]
+    for title, counts, what in (
+        ("Generation errors", data.errors.generation, "error code"),
+        ("Grading errors", data.errors.grading, "error code"),
+        ("Judge parse failures", data.errors.parse_failures, "parse code"),
+    ):
+        out += ["", f"### {title}", ""]
+        out += [md_table(t.code_table(counts, what)) if counts else "None."]
+
+    out += ["", "## Item difficulty", "", md_table(t.difficulty_table(data))]
+    out += ["", "### Hardest items", "", md_table(t.hardest_table(data))]
+    out += ["", "### Items no answer got right", ""]
+    unsolved = t.unsolved_table(data)
+    out += [
+        md_table(unsolved) if unsolved else "None: every item was answered correctly at least once."
+    ]
+    if t.unsolved_overflow(data):
+        out += ["", f"... and {t.unsolved_overflow(data):,} more (see the long table)."]
+
+    out += ["", "## Method", ""] + [f"- {line}" for line in t.METHOD]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,380 @@
+"""The report's plots, drawn as standalone inline SVG (no plotting library, nothing fetched).
+
+Four kinds, each a pure function from numbers to an SVG string: an interval chart (estimates
+with confidence whiskers), a heatmap, a labelled scatter plot and a stacked histogram. Text is
+escaped; sizes are in CSS pixels and the SVG scales down with its container.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+PALETTE = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+)
+FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+INK = "#1f2937"
+MUTED = "#6b7280"
+GRID = "#e5e7eb"
+
+
+def color(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def text_width(text: str, size: float = 12) -> float:
+    """A width estimate for proportional sans-serif text (about 0.58 em a character)."""
+    return len(text) * size * 0.58
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Round tick values covering [low, high] (steps of 1, 2, 2.5 or 5 times a power of 10)."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return [low]
+    raw = (high - low) / max(1, count)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    value = math.floor(low / step) * step
+    ticks = [round(value, 12)]
+    while value < high - step * 1e-9:  # the last tick covers `high`
+        value += step
+        ticks.append(round(value, 12))
+    return ticks
+
+
+def _svg(width: float, height: float, title: str, body: list[str]) -> str:
+    w, h = round(width), round(height)
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" viewBox="0 0 {w} {h}" '
+        f'width="{w}" height="{h}" role="img" font-family="{escape(FONT)}" '
+        f'style="max-width:100%;height:auto">'
+        f"<title>{escape(title)}</title>" + "".join(body) + "</svg>"
+    )
+
+
+def _text(
+    x: float,
+    y: float,
+    text: str,
+    *,
+    size: float = 12,
+    anchor: str = "start",
+    fill: str = INK,
+    weight: str = "normal",
+    baseline: str = "middle",
+) -> str:
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
+        f'dominant-baseline="{baseline}" fill="{fill}" font-weight="{weight}">'
+        f"{escape(text)}</text>"
+    )
+
+
+def _line(x1: float, y1: float, x2: float, y2: float, stroke: str, width: float = 1) -> str:
+    return (
+        f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" '
+        f'stroke="{stroke}" stroke-width="{width}"/>'
+    )
+
+
+def _fmt(value: float) -> str:
+    return f"{value:g}" if abs(value) >= 0.01 or value == 0 else f"{value:.2g}"
+
+
+@dataclass(frozen=True)
+class IntervalRow:
+    label: str
+    value: float
+    low: float
+    high: float
+    group: int = 0  # colour index
+
+
+def interval_chart(
+    rows: Sequence[IntervalRow],
+    *,
+    title: str,
+    axis_label: str,
+    domain: tuple[float, float] = (0.0, 1.0),
+    width: float = 760,
+) -> str:
+    """Horizontal bars with a dot at each estimate and whiskers over its interval."""
+    label_w = max([text_width(r.label) for r in rows] + [60]) + 16
+    top, row_h, bottom, right = 40, 26, 44, 70
+    plot_w = max(200.0, width - label_w - right)
+    height = top + row_h * max(1, len(rows)) + bottom
+    lo, hi = domain
+    span = (hi - lo) or 1.0
+
+    def x(v: float) -> float:
+        return label_w + (min(max(v, lo), hi) - lo) / span * plot_w
+
+    body = [_text(label_w, 18, title, size=14, weight="600")]
+    plot_bottom = top + row_h * len(rows)
+    for tick in nice_ticks(lo, hi, 5):
+        body.append(_line(x(tick), top - 6, x(tick), plot_bottom, GRID))
+        body.append(
+            _text(x(tick), plot_bottom + 14, _fmt(tick), size=11, anchor="middle", fill=MUTED)
+        )
+    body.append(
+        _text(
+            label_w + plot_w / 2, plot_bottom + 34, axis_label, size=12, anchor="middle", fill=MUTED
+        )
+    )
+    for i, row in enumerate(rows):
+        cy = top + row_h * i + row_h / 2
+        fill = color(row.group)
+        body.append(_text(label_w - 10, cy, row.label, anchor="end"))
+        if not math.isfinite(row.value):
+            body.append(_text(x(lo) + 4, cy, "n/a", size=11, fill=MUTED))
+            continue
+        body.append(
+            f'<rect x="{x(lo):.1f}" y="{cy - 8:.1f}" width="{max(0.0, x(row.value) - x(lo)):.1f}" '
+            f'height="16" fill="{fill}" fill-opacity="0.22" rx="2"/>'
+        )
+        body.append(_line(x(row.low), cy, x(row.high), cy, fill, 2))
+        for end in (row.low, row.high):
+            body.append(_line(x(end), cy - 5, x(end), cy + 5, fill, 2))
+        body.append(f'<circle cx="{x(row.value):.1f}" cy="{cy:.1f}" r="4.5" fill="{fill}"/>')
+        body.append(_text(x(hi) + 8, cy, f"{row.value:.3f}", size=11, fill=MUTED))
+    return _svg(label_w + plot_w + right, height, title, body)
+
+
+def heatmap(
+    rows: Sequence[str],
+    columns: Sequence[str],
+    values: dict[tuple[str, str], float],
+    *,
+    title: str,
+    domain: tuple[float, float] = (0.0, 1.0),
+    digits: int = 3,
+) -> str:
+    """A grid of cells coloured by value (light to dark blue over `domain`), values printed."""
+    label_w = max([text_width(r, 13.5) for r in rows] + [40]) + 22
+    cell_w = max(90.0, max([text_width(c, 12) for c in columns] + [0]) + 20)
+    cell_h, top = 36, 58
+    width = label_w + cell_w * len(columns) + 20
+    height = top + cell_h * len(rows) + 16
+    lo, hi = domain
+    body = [_text(12, 18, title, size=14, weight="600")]
+    for j, column in enumerate(columns):
+        body.append(
+            _text(label_w + cell_w * (j + 0.5), top - 12, column, anchor="middle", weight="600")
+        )
+    for i, row in enumerate(rows):
+        y = top + cell_h * i
+        body.append(_text(label_w - 10, y + cell_h / 2, row, anchor="end", weight="600"))
+        for j, column in enumerate(columns):
+            x = label_w + cell_w * j
+            value = values.get((row, column))
+            if value is None or not math.isfinite(value):
+                fill, label, ink = "#f3f4f6", "n/a", MUTED
+            else:
+                t = 0.0 if hi == lo else min(1.0, max(0.0, (value - lo) / (hi - lo)))
+                fill = _blue(t)
+                label, ink = f"{value:.{digits}f}", ("#ffffff" if t > 0.55 else INK)
+            body.append(
+                f'<rect x="{x + 1:.1f}" y="{y + 1:.1f}" width="{cell_w - 2:.1f}" '
+                f'height="{cell_h - 2}" fill="{fill}" rx="3"/>'
+            )
+            body.append(_text(x + cell_w / 2, y + cell_h / 2, label, anchor="middle", fill=ink))
+    return _svg(width, height, title, body)
+
+
+def _blue(t: float) -> str:
+    """A sequential blue scale: t = 0 very light, t = 1 dark."""
+    start, end = (239, 246, 255), (30, 64, 175)
+    r, g, b = (round(s + (e - s) * t) for s, e in zip(start, end, strict=True))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+@dataclass(frozen=True)
+class Point:
+    label: str
+    x: float
+    y: float
+    group: int = 0
+
+
+def scatter(
+    points: Sequence[Point],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    legend: Sequence[str] = (),
+    width: float = 760,
+    height: float = 420,
+    y_domain: tuple[float, float] | None = (0.0, 1.0),
+) -> str:
+    """Labelled points on linear axes (x from 0), one colour per group, with a legend."""
+    left, right, top, bottom = 64, 170 if legend else 30, 40, 52
+    plot_w, plot_h = width - left - right, height - top - bottom
+    xs = [p.x for p in points if math.isfinite(p.x)] or [0.0, 1.0]
+    ys = [p.y for p in points if math.isfinite(p.y)] or [0.0, 1.0]
+    x_ticks = nice_ticks(0.0, max(xs) * 1.12 or 1.0, 5)
+    y_lo, y_hi = y_domain or (min(ys), max(ys))
+    y_ticks = nice_ticks(y_lo, y_hi, 5)
+    x_hi, y_lo, y_hi = x_ticks[-1] or 1.0, y_ticks[0], y_ticks[-1]
+
+    def px(v: float) -> float:
+        return left + v / x_hi * plot_w
+
+    def py(v: float) -> float:
+        return top + plot_h - (v - y_lo) / ((y_hi - y_lo) or 1.0) * plot_h
+
+    body = [_text(left, 18, title, size=14, weight="600")]
+    for tick in x_ticks:
+        body.append(_line(px(tick), top, px(tick), top + plot_h, GRID))
+        body.append(
+            _text(px(tick), top + plot_h + 14, _fmt(tick), size=11, anchor="middle", fill=MUTED)
+        )
+    for tick in y_ticks:
+        body.append(_line(left, py(tick), left + plot_w, py(tick), GRID))
+        body.append(_text(left - 8, py(tick), _fmt(tick), size=11, anchor="end", fill=MUTED))
+    body.append(_text(left + plot_w / 2, height - 12, x_label, anchor="middle", fill=MUTED))
+    body.append(
+        f'<text transform="translate(16,{top + plot_h / 2:.1f}) rotate(-90)" font-size="12" '
+        f'text-anchor="middle" fill="{MUTED}">{escape(y_label)}</text>'
+    )
+    placed: list[tuple[float, float, float, float]] = []
+    shown = [p for p in points if math.isfinite(p.x) and math.isfinite(p.y)]
+    for p in shown:
+        body.append(
+            f'<circle cx="{px(p.x):.1f}" cy="{py(p.y):.1f}" r="6" fill="{color(p.group)}" '
+            f'fill-opacity="0.85" stroke="#ffffff" stroke-width="1.5"/>'
+        )
+    bounds = (left, top, left + plot_w, top + plot_h)
+    dots = [(px(p.x), py(p.y)) for p in shown]
+    for p in sorted(shown, key=lambda p: (p.x, -p.y)):
+        x, y, anchor = _place_label(px(p.x), py(p.y), p.label, placed, dots, bounds)
+        body.append(_text(x, y, p.label, size=10.5, anchor=anchor, fill=INK))
+    for i, name in enumerate(legend):
+        y = top + 8 + i * 20
+        x = left + plot_w + 24
+        body.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{color(i)}"/>')
+        body.append(_text(x + 12, y, name, size=12))
+    return _svg(width, height, title, body)
+
+
+def _place_label(
+    x: float,
+    y: float,
+    label: str,
+    placed: list[tuple[float, float, float, float]],
+    dots: list[tuple[float, float]],
+    bounds: tuple[float, float, float, float],
+) -> tuple[float, float, str]:
+    """A spot next to a point for its label that overlaps no earlier label and no other point
+    and stays inside the plot, trying right/left and up/down at growing distances (falls back to
+    up-right)."""
+    w, h = text_width(label, 10.5), 13.0
+    for distance in (9, 16, 24, 32):
+        for dx, dy, anchor in (
+            (distance, -distance, "start"),
+            (distance, distance, "start"),
+            (-distance, -distance, "end"),
+            (-distance, distance, "end"),
+        ):
+            lx = x + dx if anchor == "start" else x + dx - w
+            box = (lx, y + dy - h / 2, lx + w, y + dy + h / 2)
+            inside = (
+                box[0] >= bounds[0] - 4
+                and box[2] <= bounds[2] + 4
+                and box[1] >= bounds[1] - 12
+                and box[3] <= bounds[3]
+            )
+            clear = all(_disjoint(box, other) for other in placed) and not any(
+                box[0] - 6 <= dx_ <= box[2] + 6 and box[1] - 6 <= dy_ <= box[3] + 6
+                for dx_, dy_ in dots
+            )
+            if inside and clear:
+                placed.append(box)
+                return x + dx, y + dy, anchor
+    placed.append((x + 9, y - 15, x + 9 + w, y - 3))
+    return x + 9, y - 9, "start"
+
+
+def _disjoint(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+
+
+def histogram(
+    series: dict[str, Sequence[float]],
+    *,
+    title: str,
+    x_label: str,
+    bins: int = 10,
+    domain: tuple[float, float] = (0.0, 1.0),
+    width: float = 760,
+    height: float = 340,
+) -> str:
+    """Counts of values per bin over `domain`, stacked by series (one colour each)."""
+    left, right, top, bottom = 56, 170, 40, 52
+    plot_w, plot_h = width - left - right, height - top - bottom
+    lo, hi = domain
+    edges = [lo + (hi - lo) * i / bins for i in range(bins + 1)]
+    counts: list[list[int]] = []
+    for values in series.values():
+        row = [0] * bins
+        for v in values:
+            if math.isfinite(v):
+                index = min(bins - 1, max(0, int((v - lo) / (hi - lo) * bins)))
+                row[index] += 1
+        counts.append(row)
+    totals = [sum(c[i] for c in counts) for i in range(bins)]
+    y_ticks = nice_ticks(0, max([*totals, 1]), 4)
+    y_hi = y_ticks[-1] or 1
+    bar_w = plot_w / bins
+
+    def py(v: float) -> float:
+        return top + plot_h - v / y_hi * plot_h
+
+    body = [_text(left, 18, title, size=14, weight="600")]
+    for tick in y_ticks:
+        body.append(_line(left, py(tick), left + plot_w, py(tick), GRID))
+        body.append(_text(left - 8, py(tick), _fmt(tick), size=11, anchor="end", fill=MUTED))
+    for i in range(bins):
+        base = 0
+        for s, row in enumerate(counts):
+            if row[i]:
+                y_top = py(base + row[i])
+                body.append(
+                    f'<rect x="{left + i * bar_w + 2:.1f}" y="{y_top:.1f}" '
+                    f'width="{bar_w - 4:.1f}" height="{py(base) - y_top:.1f}" fill="{color(s)}"/>'
+                )
+                base += row[i]
+    for i, edge in enumerate(edges):
+        if i % max(1, bins // 5) == 0:
+            body.append(
+                _text(
+                    left + i * bar_w,
+                    top + plot_h + 14,
+                    _fmt(edge),
+                    size=11,
+                    anchor="middle",
+                    fill=MUTED,
+                )
+            )
+    body.append(_line(left, top + plot_h, left + plot_w, top + plot_h, MUTED))
+    body.append(_text(left + plot_w / 2, height - 12, x_label, anchor="middle", fill=MUTED))
+    for s, name in enumerate(series):
+        y = top + 8 + s * 20
+        x = left + plot_w + 24
+        body.append(
+            f'<rect x="{x - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" fill="{color(s)}"/>'
+        )
+        body.append(_text(x + 12, y, name, size=12))
+    return _svg(width, height, title, body)
