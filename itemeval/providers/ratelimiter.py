@@ -7,11 +7,13 @@
 
 A limiter enforces the concurrency it is given (its share of the endpoint's `max_concurrency`) and
 serves rate permits one by one from a small local pool. The pool is refilled by one background
-task per limiter that asks the source for what the waiting requests need plus a few ahead, at most
-`batch` at a time; when the source is short it sleeps for the `wait_s` the source tells it, but at
-least `poll_interval_s`. So a remote source (the runtime's Ray actor around a `RateBucket`) is
-called at most a few dozen times a second per limiter, never once per request, and several
-limiters on one source together stay under the source's limits.
+task per limiter that asks the source for what the waiting requests need plus a few ahead, or for
+`horizon_s` of the observed demand when that is more, at most `batch` at a time; when the source
+is short it sleeps for the `wait_s` the source tells it, but at least `poll_interval_s`. So a
+remote source (the runtime's Ray actor around a `RateBucket`) is called about ten times a second
+per busy limiter, never once per request, and several limiters on one source together stay under
+the source's limits (the source counts permits when it grants them; unused ones lapse after
+`max_hold_s`).
 
 Settlements (token corrections) and success counts ride along with the next `grant` call; 429s
 are reported at once, and also empty this limiter's pool.
@@ -112,8 +114,9 @@ class RateLimiter:
         *,
         max_concurrency: int,
         track_tokens: bool = True,
-        batch: int = 32,
+        batch: int = 256,
         ahead: int = 4,
+        horizon_s: float = 0.1,
         max_hold_s: float = 2.0,
         max_wait_s: float = 1.0,
         poll_interval_s: float = 0.025,
@@ -126,6 +129,10 @@ class RateLimiter:
         self._slots = asyncio.Semaphore(max_concurrency)
         self._batch = max(1, batch)
         self._ahead = max(0, ahead)
+        self._horizon_s = horizon_s
+        self._served = 0  # permits handed out since the last refill (demand)
+        self._demand_per_s = 0.0
+        self._demand_since = time.monotonic()
         self._max_hold_s = max_hold_s
         self._max_wait_s = max_wait_s
         self._poll_s = poll_interval_s
@@ -199,6 +206,7 @@ class RateLimiter:
             return False
         self._pool_requests -= 1
         self._pool_tokens -= tokens
+        self._served += 1
         return True
 
     def _forget(self, future: asyncio.Future[None], tokens: int) -> None:
@@ -225,7 +233,19 @@ class RateLimiter:
             self._waiting_tokens -= tokens
             self._pool_requests -= 1
             self._pool_tokens -= tokens
+            self._served += 1
             future.set_result(None)
+
+    def _expected_demand(self) -> int:
+        """Permits this limiter will hand out over the next `horizon_s`, from the recent rate."""
+        now = time.monotonic()
+        elapsed = now - self._demand_since
+        if elapsed > 0.01:
+            rate = self._served / elapsed
+            weight = min(1.0, elapsed)  # about a one-second moving average
+            self._demand_per_s += (rate - self._demand_per_s) * weight
+            self._served, self._demand_since = 0, now
+        return int(self._demand_per_s * self._horizon_s)
 
     def _fail_waiters(self, exc: Exception) -> None:
         failure = TransientFailure(
@@ -243,11 +263,12 @@ class RateLimiter:
         assert self._source is not None
         failing_since = 0.0
         while self._waiters:
-            want = min(self._batch, len(self._waiters) + self._ahead - self._pool_requests)
-            want = max(1, want)
+            target = max(len(self._waiters) + self._ahead, self._expected_demand())
+            want = max(1, min(self._batch, target - self._pool_requests))
             tokens = 0
             if self._track_tokens:
-                need = self._waiting_tokens + int(self._ahead * self._avg_tokens)
+                extra = max(0, target - len(self._waiters))
+                need = self._waiting_tokens + int(extra * self._avg_tokens)
                 tokens = max(0, need - self._pool_tokens)
             returned, self._returned_tokens = self._returned_tokens, 0
             successes, self._successes = self._successes, 0

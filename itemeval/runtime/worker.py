@@ -53,6 +53,9 @@ from itemeval.store.fragments import list_fragments, read_fragments
 from itemeval.workitem import WorkItem, table_to_items
 
 ITEM_PARTS_CACHED = 8
+#: How old a worker's view of the response cache may get (fragments this run writes are added
+#: to it as they are written; other studies' new fragments are seen within this time).
+CACHE_REFRESH_S = 60.0
 FRAGMENTS_CACHED = 4
 _TEXT_COLUMNS = ["item_id", "epoch", "text", "text_hash", "status"]
 
@@ -68,7 +71,11 @@ class ShardRunner:
         self.context = context
         self._permit_sources = dict(permit_sources or {})
         self.store = StudyStore.open(context.store_url, context.storage_options)
-        self.cache = ResponseCache.open(context.cache_url) if context.cache_url else None
+        self.cache = (
+            ResponseCache.open(context.cache_url, refresh_interval_s=CACHE_REFRESH_S)
+            if context.cache_url
+            else None
+        )
         self._providers: dict[str, Provider] = {}
         self._snapshots: dict[tuple[str, str], SnapshotInfo] = {}
         self._parts: OrderedDict[tuple[str, str, int], dict[str, WorkItem]] = OrderedDict()

@@ -17,8 +17,10 @@ in-memory index of the condition's keys, one parallel read of the fragments that
 
 from __future__ import annotations
 
+import math
 import os
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -113,9 +115,15 @@ def _empty_index_table() -> pa.Table:
 class ResponseCache:
     """A content-keyed cache of model responses at any fsspec URL (see the module doc)."""
 
-    def __init__(self, root: Location):
+    def __init__(self, root: Location, *, refresh_interval_s: float = 0.0):
+        """`refresh_interval_s`: how old a condition's index may be before a lookup lists the
+        partition again (0: every lookup). A long-running worker uses about a minute: fragments
+        written meanwhile by the same run never answer its own pending cells, and another
+        study's new fragments are seen within the interval."""
         self.root = root
+        self.refresh_interval_s = refresh_interval_s
         self._indexes: dict[str, _Index] = {}
+        self._refreshed_at: dict[str, float] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -123,8 +131,11 @@ class ResponseCache:
         cls,
         url: str | os.PathLike[str] | None = None,
         storage_options: dict[str, Any] | None = None,
+        *,
+        refresh_interval_s: float = 0.0,
     ) -> ResponseCache:
-        return cls(resolve(url if url is not None else default_cache_url(), storage_options))
+        location = resolve(url if url is not None else default_cache_url(), storage_options)
+        return cls(location, refresh_interval_s=refresh_interval_s)
 
     def __repr__(self) -> str:
         return f"ResponseCache({self.root.url!r})"
@@ -182,7 +193,7 @@ class ResponseCache:
     ) -> pa.Table:
         """The cached responses for `keys` (one row per key found; misses are absent)."""
         key_array = _as_keys(keys)
-        index = self.refresh(condition_id)
+        index = self._current_index(condition_id)
         hits = index.filter(pc.is_in(index.column("key"), value_set=key_array))
         if hits.num_rows == 0:
             return RESPONSE_SCHEMA.empty_table()
@@ -209,6 +220,17 @@ class ResponseCache:
         if not parts:
             return RESPONSE_SCHEMA.empty_table()
         return pa.concat_tables(parts)
+
+    def _current_index(self, condition_id: str) -> pa.Table:
+        now = time.monotonic()
+        with self._lock:
+            fresh = now - self._refreshed_at.get(condition_id, -math.inf) < self.refresh_interval_s
+            if fresh:
+                return self._indexes[condition_id].table
+        table = self.refresh(condition_id)
+        with self._lock:
+            self._refreshed_at[condition_id] = now
+        return table
 
     def candidates(self, condition_id: str, cells: pa.Table) -> pa.Table:
         """The `cells` (`item_id`, `epoch`) with some cached response under the condition:
