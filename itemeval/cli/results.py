@@ -1,9 +1,174 @@
-"""Commands of this group are added by the issue that builds them."""
+"""`itemeval export` and `itemeval report`: what researchers read.
+
+Both read the study's store (never the model endpoints), cover the study's selection like
+`itemeval status`, and write under `--out` (any fsspec URL; default `<store>/exports/`).
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from itemeval.cli.options import add_output, add_study, print_json, study_from
+from itemeval.errors import ExitCode, InputError, Problem
+from itemeval.export import (
+    EEE_VERSIONS,
+    FORMATS,
+    Bootstrap,
+    ExportOptions,
+    export_study,
+    write_report,
+)
+from itemeval.export.eee import RELATIONSHIPS
+from itemeval.export.longtable import parse_formats
+from itemeval.export.report_data import format_leaderboard
+from itemeval.planning import Plan, make_plan
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    return None
+    export = subparsers.add_parser(
+        "export",
+        help="write the long table (parquet, CSV) and Every Eval Ever records",
+        description="Write one row per grading event (item fields, every facet, solution, "
+        "grade, tokens, USD, latency, error codes) as parquet and CSV, and Every Eval Ever "
+        "aggregate and per-sample records, streaming from the store in bounded memory. "
+        "See docs/results.md for the columns and the Every Eval Ever mapping.",
+    )
+    add_study(export)
+    _add_common(export)
+    export.add_argument(
+        "--format",
+        default=",".join(FORMATS),
+        metavar="LIST",
+        help=f"comma-separated formats: {', '.join(FORMATS)} (default: all)",
+    )
+    export.add_argument(
+        "--eee-version",
+        choices=EEE_VERSIONS,
+        default="0.2.0",
+        help="Every Eval Ever format: 0.2.0 = instance_level_eval 0.2.0 with aggregate_eval "
+        "0.1.0 (default), 0.3.0 = the current schemas",
+    )
+    export.add_argument(
+        "--include-ungraded",
+        action="store_true",
+        help="also one row per stored solution that has no grade yet under a grader "
+        "(generation errors, pending grades); grade columns stay empty, `graded` is false",
+    )
+    export.add_argument(
+        "--organization",
+        default="unknown",
+        metavar="NAME",
+        help="Every Eval Ever source_organization_name (who ran the evaluation)",
+    )
+    export.add_argument(
+        "--evaluator-relationship",
+        choices=RELATIONSHIPS,
+        default="third_party",
+        help="Every Eval Ever evaluator_relationship to the models (default third_party)",
+    )
+    add_output(export)
+    export.set_defaults(func=cmd_export)
+
+    report = subparsers.add_parser(
+        "report",
+        help="write an HTML report with plots and a Markdown summary",
+        description="Leaderboard with 95%% bootstrap intervals, prompt sensitivity, grader "
+        "agreement, cost per correct answer, errors and parse failures, and item difficulty, "
+        "as a self-contained HTML page (report.html) and Markdown (report.md).",
+    )
+    add_study(report)
+    _add_common(report)
+    report.add_argument(
+        "--resamples", type=int, default=Bootstrap().resamples, help="bootstrap resamples"
+    )
+    report.add_argument("--seed", type=int, default=Bootstrap().seed, help="bootstrap seed")
+    add_output(report)
+    report.set_defaults(func=cmd_report)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out", metavar="DIR", help="output directory, any fsspec URL (default <store>/exports)"
+    )
+    parser.add_argument("--store", metavar="URL", help="store root (overrides the study's)")
+    parser.add_argument(
+        "--condition",
+        action="append",
+        metavar="ID-PREFIX-OR-SLUG",
+        help="only these conditions (repeatable; a glob selects every match)",
+    )
+    parser.add_argument(
+        "--limit", type=int, metavar="N", help="the first N items of each dataset, as in the run"
+    )
+
+
+def _plan(args: argparse.Namespace) -> Plan:
+    return make_plan(
+        study_from(args),
+        store_url=args.store,
+        limit=args.limit,
+        condition=args.condition,
+        with_pending=False,
+    )
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    options = ExportOptions(
+        out=args.out,
+        formats=parse_formats(args.format),
+        eee_version=args.eee_version,
+        include_ungraded=args.include_ungraded,
+        organization=args.organization,
+        relationship=args.evaluator_relationship,
+    )
+    options.check()  # before reading anything: a typo in --format costs nothing
+    result = export_study(_plan(args), options)
+    if args.json:
+        print_json(result.as_dict())
+        return int(ExitCode.OK)
+    what = "rows (grading events)" if not options.include_ungraded else "rows"
+    print(f"Exported {result.rows:,} {what} of study {result.study} in {result.seconds:.1f} s")
+    for kind, url in result.files.items():
+        line = f"  {kind:<8} {url}"
+        if kind == "eee":
+            line += (
+                f"  ({result.eee_evaluations:,} evaluations, {result.eee_samples:,} samples, "
+                f"Every Eval Ever {result.eee_version})"
+            )
+        print(line)
+    counts = result.counts
+    if counts.stale:
+        print(f"Note: {counts.stale:,} grades were given to an earlier answer text (grade_stale)")
+    if counts.outside_selection or counts.other_conditions:
+        print(
+            f"Left out: {counts.outside_selection:,} grade rows of items or epochs outside "
+            f"the study's selection, {counts.other_conditions:,} of conditions not selected"
+        )
+    if result.eee_excluded:
+        left_out = ", ".join(f"{k} {v:,}" for k, v in result.eee_excluded.items())
+        print(f"Every Eval Ever leaves out grades that are not final: {left_out}")
+    if result.rows == 0:
+        print("Nothing is stored for this selection yet: `itemeval run STUDY` first.")
+    return int(ExitCode.OK)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    if args.resamples < 1:
+        raise InputError(Problem("must be at least 1", field="--resamples"))
+    bootstrap = Bootstrap(resamples=args.resamples, seed=args.seed)
+    result = write_report(_plan(args), args.out, bootstrap)
+    if args.json:
+        print_json(
+            {
+                "study": result.data.study,
+                "html": result.html,
+                "markdown": result.markdown,
+                "seconds": round(result.seconds, 3),
+            }
+        )
+        return int(ExitCode.OK)
+    print(format_leaderboard(result.data.study, result.data.leaderboard, bootstrap))
+    print()
+    print(f"Report: {result.html}")
+    print(f"        {result.markdown}")
+    return int(ExitCode.OK)

@@ -12,24 +12,37 @@ The map, one module per concern:
 * `eee_writer`  streams Every Eval Ever samples and aggregates out of the scan
 * `stats`       bootstrap intervals over items, agreement and Cohen's kappa
 * `cells`       the small columns of every grade and solution, in memory, for the report
-* `summary`     leaderboard, prompt sensitivity, agreement, cost, errors, item difficulty
+* `summary`     leaderboards, facet tables, grader agreement, cost, errors and coverage
+* `difficulty`  item difficulty as observed: hardest items, items nothing answered right
+* `report_data` everything a report shows, computed once; the terminal leaderboard
+* `report_tables` the report's tables as text cells (shared by HTML and Markdown)
 * `svg`         the report's plots, drawn as inline SVG
-* `report`      `write_report`: a self-contained HTML page and a Markdown summary
+* `report_html`, `report_markdown`   the two renderings
+* `report`      `write_report`: writes report.html and report.md
 """
 
 from itemeval.export.columns import LONG_COLUMNS, LONG_TABLE_SCHEMA
 from itemeval.export.eee import EEE_VERSIONS, eee_schema
 from itemeval.export.longtable import FORMATS, ExportOptions, ExportResult, export_study
+from itemeval.export.report import ReportResult, write_report
+from itemeval.export.report_data import ReportData, leaderboard_text, report_data
 from itemeval.export.scan import LongTableScan
+from itemeval.export.summary import Bootstrap
 
 __all__ = [
     "EEE_VERSIONS",
     "FORMATS",
     "LONG_COLUMNS",
     "LONG_TABLE_SCHEMA",
+    "Bootstrap",
     "ExportOptions",
     "ExportResult",
     "LongTableScan",
+    "ReportData",
+    "ReportResult",
     "eee_schema",
     "export_study",
+    "leaderboard_text",
+    "report_data",
+    "write_report",
 ]

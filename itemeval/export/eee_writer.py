@@ -5,6 +5,10 @@ that evaluation's samples file on its first sample, appends one JSON line per sa
 bytes as it goes) and tallies, per item, correct and graded answers. When the pair ends it
 commits the samples files and writes each aggregate record, with the bootstrap interval computed
 from the per-item tallies (memory: one pair's items, never its texts).
+
+Files are written into a hidden staging directory next to `eee/` and replace `eee/` as a whole
+when the export succeeds: `eee/` always holds exactly one export's records (a failed export
+leaves the previous ones; records of conditions no longer in the study disappear).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from itemeval.export.outputs import OutputDir, OutputFile
 from itemeval.export.scan import Pair
 from itemeval.export.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion
 from itemeval.planning import Plan
+from itemeval.storage import unique_name
 from itemeval.templates import Template
 from itemeval.workitem import WorkItem
 
@@ -73,6 +78,7 @@ class EeeWriter:
         seed: int = DEFAULT_SEED,
     ) -> None:
         self.out = out
+        self.staging = f".{EEE_DIR}-partial-{unique_name()}"
         self.context = context
         self.resamples = resamples
         self.seed = seed
@@ -123,7 +129,7 @@ class EeeWriter:
         for dataset, lines in pending.items():
             state = self._open[dataset]
             if state.file is None:
-                state.file = self.out.open(f"{EEE_DIR}/{state.evaluation.samples_path}")
+                state.file = self.out.open(f"{self.staging}/{state.evaluation.samples_path}")
             data = b"".join(lines)
             state.file.write(data)
             state.hasher.update(data)
@@ -135,7 +141,7 @@ class EeeWriter:
             if state.file is None:
                 continue  # no sample (nothing graded, or only failed grades): no records
             state.file.commit()
-            self.totals.files.append(state.file.url)
+            self.totals.files.append(f"{EEE_DIR}/{state.evaluation.samples_path}")
             ids = list(state.tallies)
             tallies = np.array(list(state.tallies.values()), dtype=np.float64)
             accuracy = bootstrap_proportion(
@@ -152,24 +158,27 @@ class EeeWriter:
             )
             record = build_aggregate(state.evaluation, totals)
             text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
-            url = self.out.write_bytes(
-                f"{EEE_DIR}/{state.evaluation.aggregate_path}", text.encode("utf-8")
+            self.out.write_bytes(
+                f"{self.staging}/{state.evaluation.aggregate_path}", text.encode("utf-8")
             )
-            self.totals.files.append(url)
+            self.totals.files.append(f"{EEE_DIR}/{state.evaluation.aggregate_path}")
             self.totals.evaluations += 1
             self.totals.samples += state.rows
         self._open = {}
         self._pair = None
 
     def close(self) -> None:
+        """Finish the last pair and publish: the staged tree becomes `eee/`."""
         if self._pair is not None:
             self.end_pair()
+        self.out.replace_tree(self.staging, EEE_DIR)
 
     def abort(self) -> None:
         for state in self._open.values():
             if state.file is not None:
                 state.file.discard()
         self._open = {}
+        self.out.delete_tree(self.staging)
 
     # -- helpers -------------------------------------------------------------------------------
     def _evaluation(self, dataset: str) -> _Open:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from typing import Any, BinaryIO
 
-from itemeval.storage import Location, resolve
+from itemeval.storage import Location, resolve, unique_name
 from itemeval.store import StudyStore
 
 EXPORTS_DIR = "exports"
@@ -123,6 +124,34 @@ class OutputDir:
 
     def open(self, relpath: str) -> OutputFile:
         return OutputFile(self.location(relpath))
+
+    def replace_tree(self, staged: str, final: str) -> None:
+        """Make the directory `staged` the directory `final`, dropping what `final` held.
+
+        Local disk: two renames, so `final` is always either the old or the new tree. Object
+        stores have no directories: the old objects are deleted, then the staged ones moved.
+        """
+        source, target = self.location(staged), self.location(final)
+        if source.is_local:
+            old = self.location(f".{final}-old-{unique_name()}")
+            if os.path.exists(target.path):
+                os.replace(target.path, old.path)
+            os.makedirs(os.path.dirname(target.path) or ".", exist_ok=True)
+            os.replace(source.path, target.path)
+            if os.path.exists(old.path):
+                shutil.rmtree(old.path, ignore_errors=True)
+            return
+        target.delete_tree()
+        if source.exists():
+            source.fs.mv(source.path, target.path, recursive=True)
+        source.fs.invalidate_cache(self.root.path)
+
+    def delete_tree(self, relpath: str) -> None:
+        location = self.location(relpath)
+        if location.is_local:
+            shutil.rmtree(location.path, ignore_errors=True)
+        else:
+            location.delete_tree()
 
     def write_bytes(self, relpath: str, data: bytes) -> str:
         out = self.open(relpath)

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from itemeval.export.outputs import OutputDir
-from itemeval.export.report_data import report_data
+from itemeval.export.report_data import ReportData, report_data
 from itemeval.export.report_html import report_html
 from itemeval.export.report_markdown import report_markdown
 from itemeval.export.summary import Bootstrap
@@ -26,6 +26,7 @@ class ReportResult:
     html: str  # URL of report.html
     markdown: str  # URL of report.md
     seconds: float
+    data: ReportData
 
 
 def write_report(
@@ -37,4 +38,4 @@ def write_report(
     target = OutputDir.for_store(plan.store, out)
     html = target.write_bytes(HTML_FILE, report_html(data).encode("utf-8"))
     markdown = target.write_bytes(MARKDOWN_FILE, report_markdown(data).encode("utf-8"))
-    return ReportResult(html=html, markdown=markdown, seconds=time.monotonic() - started)
+    return ReportResult(html, markdown, time.monotonic() - started, data)

@@ -173,17 +173,21 @@ def leaderboard_lines(board: Leaderboard) -> tuple[list[str], list[list[str]], s
     return header, rows, right
 
 
-def leaderboard_text(plan: Plan, bootstrap: Bootstrap | None = None) -> str:
-    """The leaderboard of `plan`'s store as aligned plain text, with 95% intervals."""
-    bootstrap = bootstrap or Bootstrap()
-    board = leaderboard(read_cells(plan), bootstrap)
+def format_leaderboard(study: str, board: Leaderboard, bootstrap: Bootstrap) -> str:
+    """A leaderboard as aligned plain text with a two-line heading."""
     if board.primary is None:
         return "No grader in this study: nothing to rank."
     header, rows, right = leaderboard_lines(board)
     intro = (
-        f"Leaderboard of {plan.study.study}: accuracy by {board.primary.label}"
+        f"Leaderboard of {study}: accuracy by {board.primary.label}"
         + (" (ranked), and by the other graders" if len(board.graders) > 1 else "")
         + f"\n95% intervals: bootstrap over items, epochs kept together "
         f"({bootstrap.resamples} resamples, seed {bootstrap.seed})"
     )
     return intro + "\n\n" + text_table(rows, header, right)
+
+
+def leaderboard_text(plan: Plan, bootstrap: Bootstrap | None = None) -> str:
+    """The leaderboard of `plan`'s store as aligned plain text, with 95% intervals."""
+    bootstrap = bootstrap or Bootstrap()
+    return format_leaderboard(plan.study.study, leaderboard(read_cells(plan), bootstrap), bootstrap)
