@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.export.conditions import DesignFacets
+from itemeval.export.fetch import plain_columns
 from itemeval.planning import Plan
 from itemeval.store import GRADES, SOLUTIONS
 
@@ -77,7 +78,7 @@ class StudyCells:
 def read_cells(plan: Plan) -> StudyCells:
     """Read the small columns of the plan's grades and solutions (see the module doc)."""
     facets = DesignFacets.of(plan.design)
-    items = plan.items.select(["item_id", "dataset"])
+    items = plain_columns(plan.items.select(["item_id", "dataset"]))
     item_ids = items.column("item_id")
     epochs = facets.epochs
 

@@ -213,17 +213,29 @@ class RowFetcher:
         return table
 
 
+def plain_columns(table: pa.Table) -> pa.Table:
+    """`table` with dictionary-encoded columns decoded (joins and group-bys want plain ones)."""
+    fields = [
+        pa.field(f.name, f.type.value_type, f.nullable) if pa.types.is_dictionary(f.type) else f
+        for f in table.schema
+    ]
+    return table.cast(pa.schema(fields))
+
+
 @dataclass
 class ItemFetcher:
     """Item fields by item id, read from the items snapshot part by part (LRU of parts).
 
-    `index` is the plan's item index (`item_id, dataset, fingerprint, part`)."""
+    `index` is the plan's item index (`item_id, dataset, ..., part`)."""
 
     index: pa.Table
     snapshots: dict[str, SnapshotInfo]
     columns: Sequence[str]
     cache_parts: int = 4
     _parts: OrderedDict[tuple[str, int], pa.Table] = field(default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        self.index = plain_columns(self.index.select(["item_id", "dataset", "part"]))
 
     def take(self, item_ids: pa.Array | pa.ChunkedArray) -> pa.Table:
         """`columns` of each item in `item_ids`, in that order."""

@@ -31,6 +31,8 @@ def report_markdown(data: ReportData) -> str:
     ]
 
     out += ["", "## Leaderboard", "", t.headline_note(data), ""]
+    if not data.graded:
+        out += [t.NOTHING_GRADED, ""]
     out += [md_table(t.condition_table(data)), "", "### By model", ""]
     out += ["Every condition of a model pooled (all its prompts and configs).", ""]
     out += [md_table(t.model_table(data))]

@@ -15,6 +15,7 @@ from itemeval.export.report_data import ReportData, leaderboard_lines
 from itemeval.export.summary import CodeCount, FacetTable, fmt_proportion
 
 MAX_LISTED_UNSOLVED = 50
+NOTHING_GRADED = "Nothing graded yet: `itemeval run STUDY` (or `itemeval grade STUDY`) first."
 
 
 @dataclass(frozen=True)

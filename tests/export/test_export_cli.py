@@ -1,0 +1,80 @@
+"""`itemeval export` and `itemeval report` from the command line: outputs, defaults, selections,
+and bad input (exit code 2, nothing written)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.compute as pc
+from export_studies import Run, read_csv, read_parquet, run
+
+from itemeval.cli.main import main
+from itemeval.errors import ExitCode
+
+
+def test_export_json_and_a_condition_selection(demo_run: Run, tmp_path: Path, capsys):
+    study = str(demo_run.study_path)
+    out = tmp_path / "all"
+    assert main(["export", study, "--out", str(out), "--format", "parquet", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["rows"] == read_parquet(out / "long_table.parquet").num_rows > 0
+    assert summary["files"]["parquet"] == str(out / "long_table.parquet")
+
+    strong = tmp_path / "strong"
+    code = main(
+        ["export", study, "--out", str(strong), "--format", "csv", "--condition", "strong_*"]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "Exported" in printed and "long_table.csv" in printed
+    table = read_csv(strong / "long_table.csv")
+    assert set(table.column("model_name").to_pylist()) == {"strong"}
+    # Selecting generate conditions keeps every grader.
+    assert set(table.column("grader_kind").to_pylist()) == {"scorer", "judge"}
+    assert not (strong / "long_table.parquet").exists()
+
+
+def test_bad_options_write_nothing(demo_run: Run, tmp_path: Path, capsys):
+    study = str(demo_run.study_path)
+    out = tmp_path / "out"
+    assert (
+        main(["export", study, "--out", str(out), "--format", "parquet,xlsx"]) == ExitCode.BAD_INPUT
+    )
+    assert "--format" in capsys.readouterr().err and not out.exists()
+    assert main(["report", study, "--out", str(out), "--resamples", "0"]) == ExitCode.BAD_INPUT
+    assert main(["export", study, "--out", str(out), "--condition", "nope"]) == ExitCode.BAD_INPUT
+    assert not out.exists()
+
+
+def test_defaults_write_next_to_the_store(tmp_path: Path, capsys):
+    study = {
+        "study": "tiny",
+        "datasets": [
+            {
+                "name": "science-mc",
+                "path": str(Path(__file__).parents[2] / "configs/datasets/science-mc"),
+            }
+        ],
+        "endpoints": {"sim": {"kind": "sim"}},
+        "models": [{"id": "sim/strong", "endpoint": "sim"}, {"id": "sim/weak", "endpoint": "sim"}],
+        "budget": {"policy": "dev", "dev_items": 8},
+    }
+    result = run(tmp_path, study)
+    exports = Path(result.store_url) / "exports"
+    assert main(["export", str(result.study_path), "--eee-version", "0.3.0"]) == 0
+    assert sorted(p.name for p in exports.iterdir()) == [
+        "eee",
+        "export.json",
+        "long_table.csv",
+        "long_table.parquet",
+    ]
+    assert len(list((exports / "eee").rglob("*.json"))) == 2  # 2 models x 1 dataset x 1 scorer
+    capsys.readouterr()
+    assert main(["report", str(result.study_path)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[0].startswith("Leaderboard of tiny: accuracy by scorer: auto")
+    assert "sim-strong" in printed.splitlines()[4]  # ranked first
+    assert (exports / "report.html").exists() and (exports / "report.md").exists()
+    table = read_parquet(exports / "long_table.parquet")
+    assert table.num_rows == 16 and pc.all(table.column("graded")).as_py()

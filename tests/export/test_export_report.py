@@ -1,0 +1,187 @@
+"""`itemeval report` on real runs: the files, and every number checked against the long table
+computed independently (accuracy, agreement and kappa, cost per correct answer, errors, items
+nothing answered right)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+from export_studies import Run, read_parquet, run
+
+from itemeval.export import ExportOptions, export_study, report_data, write_report
+from itemeval.export.stats import cohen_kappa
+from itemeval.runtime.driver import RunOptions
+
+
+@pytest.fixture(scope="module")
+def long_rows(demo_run: Run, tmp_path_factory) -> list[dict]:
+    out = tmp_path_factory.mktemp("long")
+    export_study(demo_run.plan(), ExportOptions(out=str(out), formats=("parquet",)))
+    return read_parquet(out / "long_table.parquet").to_pylist()
+
+
+def _final(row: dict) -> bool:
+    return (
+        row["grade_status"] == "ok"
+        and row["parse_ok"]
+        and row["correct"] is not None
+        and not row["grade_stale"]
+    )
+
+
+def test_report_files_are_self_contained(demo_run: Run, tmp_path: Path):
+    result = write_report(demo_run.plan(), str(tmp_path))
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert result.html == str(tmp_path / "report.html")
+    assert "id='leaderboard'" in html and html.count("<svg") >= 4
+    for outside in ("<script", "<link", "src=", "url(", "@import"):
+        assert outside not in html, outside
+    # The only URL is the SVG namespace, which is a name, not a fetch.
+    assert set(re.findall(r"https?://[^\s\"'<>]+", html)) == {"http://www.w3.org/2000/svg"}
+    for section in (
+        "## Leaderboard",
+        "## Prompt sensitivity",
+        "## Grader agreement",
+        "## Cost per correct answer",
+        "## Errors and parse failures",
+        "## Item difficulty",
+        "## Method",
+    ):
+        assert section in markdown
+    assert "| 1 | strong_" in markdown  # the strong model ranks first
+
+
+def test_leaderboard_accuracy_matches_the_long_table(demo_run: Run, long_rows: list[dict]):
+    data = report_data(demo_run.plan())
+    board = data.leaderboard
+    assert board.primary is not None and board.primary.kind == "scorer"
+    tallies: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for row in filter(_final, long_rows):
+        tally = tallies[(row["gen_condition_id"], row["grade_condition_id"])]
+        tally[0] += row["correct"]
+        tally[1] += 1
+    for line in board.conditions:
+        for grade_id, accuracy in line.accuracy.items():
+            correct, graded = tallies[(line.generate.id, grade_id)]
+            assert accuracy.value == pytest.approx(correct / graded)
+            assert accuracy.trials == graded
+            assert accuracy.low <= accuracy.value <= accuracy.high
+    headline = [board.headline(line).value for line in board.conditions]
+    assert headline == sorted(headline, reverse=True)
+    assert board.models[0].name == "strong"
+    assert data.by_prompt is not None and set(data.by_prompt.columns) == {
+        "builtin:direct",
+        "builtin:cot",
+    }
+
+
+def test_agreement_cost_errors_and_difficulty_match_the_long_table(
+    demo_run: Run, long_rows: list[dict]
+):
+    data = report_data(demo_run.plan())
+
+    # Agreement: the scorer and the judge on the answers both graded validly.
+    verdicts: dict[str, dict[tuple, bool]] = defaultdict(dict)
+    for row in filter(_final, long_rows):
+        key = (row["gen_condition_id"], row["item_id"], row["epoch"])
+        verdicts[row["grade_condition_id"]][key] = row["correct"]
+    (pair,) = data.agreement
+    a, b = verdicts[pair.first.id], verdicts[pair.second.id]
+    both = sorted(set(a) & set(b))
+    assert pair.agreement.n == len(both)
+    assert pair.agreement.kappa == pytest.approx(
+        cohen_kappa([a[k] for k in both], [b[k] for k in both])
+    )
+    assert 0.5 < pair.agreement.kappa < 1  # the simulated judge is good but not perfect
+
+    # Cost per correct answer: generation once per solution, every grade's cost, headline
+    # correct answers.
+    primary = data.leaderboard.primary.id
+    solutions: dict[tuple, float] = {}
+    grading: Counter[str] = Counter()
+    correct: Counter[str] = Counter()
+    for row in long_rows:
+        solutions[(row["gen_condition_id"], row["item_id"], row["epoch"])] = row["solution_usd"]
+        grading[row["gen_condition_id"]] += row["grade_usd"]
+        if row["grade_condition_id"] == primary and _final(row):
+            correct[row["gen_condition_id"]] += row["correct"]
+    generation: Counter[str] = Counter()
+    for (cid, _, _), value in solutions.items():
+        generation[cid] += value
+    # Solutions whose generation failed have no grade, so they are not in the long table.
+    failed = {c.condition: c.count for c in data.errors.generation}
+    for cost in data.costs:
+        cid = cost.generate.id
+        assert cost.correct == correct[cid]
+        assert cost.grading_usd == pytest.approx(grading[cid])
+        if cost.generate.slug not in failed:
+            assert cost.generation_usd == pytest.approx(generation[cid])
+        assert cost.per_correct == pytest.approx(cost.usd / cost.correct)
+
+    # Errors and parse failures by code.
+    grade_errors = Counter(
+        (r["grade_condition_id"].split("--")[0], r["grade_error_code"])
+        for r in long_rows
+        if r["grade_status"] == "error"
+    )
+    assert {(c.condition, c.code): c.count for c in data.errors.grading} == grade_errors
+    parse = Counter(
+        r["parse_code"] for r in long_rows if r["grade_status"] == "ok" and not r["parse_ok"]
+    )
+    assert Counter({c.code: c.count for c in data.errors.parse_failures}) == parse
+    assert set(parse) <= {
+        "no_json_object",
+        "no_score_in_json",
+        "score_not_numeric",
+        "score_not_finite",
+    }
+    assert {c.code for c in data.errors.generation} == {"server_error"}
+
+    # Items nothing answered right (headline grader), per dataset.
+    per_item: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for row in long_rows:
+        if row["grade_condition_id"] == primary and _final(row):
+            per_item[row["item_id"]][0] += row["correct"]
+            per_item[row["item_id"]][1] += 1
+    unsolved = {item for item, (c, _) in per_item.items() if c == 0}
+    assert {s.item_id for d in data.difficulty for s in d.unsolved} == unsolved
+    for dataset in data.difficulty:
+        mine = [
+            c / n for item, (c, n) in per_item.items() if item.startswith(dataset.dataset + ".")
+        ]
+        assert dataset.graded_items == len(mine)
+        assert dataset.mean_accuracy == pytest.approx(sum(mine) / len(mine))
+        assert all(s.input for s in dataset.hardest)  # item texts come from the snapshot
+        worst = min(mine)
+        assert dataset.hardest[0].accuracy == pytest.approx(worst)
+
+
+def test_a_study_with_nothing_graded_still_reports(tmp_path: Path):
+    study = {
+        "study": "ungraded",
+        "datasets": [
+            {
+                "name": "facts-tf",
+                "path": str(Path(__file__).parents[2] / "configs/datasets/facts-tf"),
+            }
+        ],
+        "endpoints": {"sim": {"kind": "sim"}},
+        "models": [{"id": "sim/weak", "endpoint": "sim"}],
+        "facets": {"scorer": [], "grader": ["judge"]},
+        "graders": {"judge": {"model": "sim/judge", "endpoint": "sim"}},
+        "budget": {"policy": "dev", "dev_items": 4},
+    }
+    result = run(
+        tmp_path, study, RunOptions(no_ray=True, yes=True, quiet=True, stages=("generate",))
+    )
+    report = write_report(result.plan(), str(tmp_path / "out"))
+    html = Path(report.html).read_text()
+    assert "Nothing graded yet" in html
+    assert report.data.leaderboard.primary.kind == "judge"  # no scorer: the first judge
+    assert not report.data.leaderboard.conditions[0].accuracy
+    assert report.data.costs[0].per_correct is None
+    assert report.data.graded == 0 and report.data.solutions == 4
