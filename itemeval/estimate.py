@@ -134,22 +134,36 @@ class Estimate:
         }
 
 
-@dataclass
 class _PerItem:
-    """Per-item token estimates of one prompt (or rubric), as arrow columns for joins."""
+    """Per-item token estimates of one prompt (or rubric), kept as arrow batches (compact: a
+    million items take tens of megabytes) and read as one table for joins."""
 
-    item_ids: list[str] = field(default_factory=list)
-    input_tokens: list[int] = field(default_factory=list)
-    output_tokens: list[int] = field(default_factory=list)
+    def __init__(self) -> None:
+        self._batches: list[pa.RecordBatch] = []
+        self._table: pa.Table | None = None
+
+    def add(self, item_ids: list[str], input_tokens: list[int], output_tokens: list[int]) -> None:
+        self._batches.append(
+            pa.record_batch(
+                [
+                    pa.array(item_ids, pa.string()),
+                    pa.array(input_tokens, pa.int64()),
+                    pa.array(output_tokens, pa.int64()),
+                ],
+                schema=_PER_ITEM_SCHEMA,
+            )
+        )
+        self._table = None
 
     def table(self) -> pa.Table:
-        return pa.table(
-            {
-                "item_id": pa.array(self.item_ids, pa.string()),
-                "input_tokens": pa.array(self.input_tokens, pa.int64()),
-                "output_tokens": pa.array(self.output_tokens, pa.int64()),
-            }
-        )
+        if self._table is None:
+            self._table = pa.Table.from_batches(self._batches, schema=_PER_ITEM_SCHEMA)
+        return self._table
+
+
+_PER_ITEM_SCHEMA = pa.schema(
+    [("item_id", pa.string()), ("input_tokens", pa.int64()), ("output_tokens", pa.int64())]
+)
 
 
 @dataclass
@@ -173,22 +187,20 @@ def token_tables(design: Design, batches: Iterable[list[WorkItem]]) -> TokenTabl
     )
     for batch in batches:
         tables.items += len(batch)
+        ids = [item.id for item in batch]
         for shape, cond in shapes.items():
-            acc = tables.generate[shape]
-            for item in batch:
-                output = expected_output_tokens(cond.prompt, item, cond.params)
-                acc.item_ids.append(item.id)
-                acc.input_tokens.append(message_tokens(cond.prompt.render_prompt(item)))
-                acc.output_tokens.append(output)
-                for judge in design.judges:
-                    assert judge.rubric is not None
-                    response = "x" * int(output * CHARS_PER_TOKEN)
-                    judged = tables.judge[(judge.id, shape)]
-                    judged.item_ids.append(item.id)
-                    judged.input_tokens.append(
-                        message_tokens(judge.rubric.render_rubric(item, response))
+            outputs = [expected_output_tokens(cond.prompt, item, cond.params) for item in batch]
+            inputs = [message_tokens(cond.prompt.render_prompt(item)) for item in batch]
+            tables.generate[shape].add(ids, inputs, outputs)
+            for judge in design.judges:
+                assert judge.rubric is not None
+                judged = [
+                    message_tokens(
+                        judge.rubric.render_rubric(item, "x" * int(out * CHARS_PER_TOKEN))
                     )
-                    judged.output_tokens.append(_JUDGE_OUTPUT)
+                    for item, out in zip(batch, outputs, strict=True)
+                ]
+                tables.judge[(judge.id, shape)].add(ids, judged, [_JUDGE_OUTPUT] * len(batch))
     return tables
 
 

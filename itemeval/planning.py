@@ -33,7 +33,7 @@ from itemeval.store import (
     StudyStore,
     pending_generate,
     pending_grade,
-    read_items,
+    read_items_part,
     read_snapshot_info,
     write_items_snapshot,
 )
@@ -46,8 +46,8 @@ PROSE = ("short-prose", "long-prose")
 ITEM_INDEX_SCHEMA = pa.schema(
     [
         pa.field("item_id", pa.string(), nullable=False),
-        pa.field("dataset", pa.string(), nullable=False),
-        pa.field("fingerprint", pa.string(), nullable=False),
+        pa.field("dataset", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+        pa.field("fingerprint", pa.dictionary(pa.int32(), pa.string()), nullable=False),
         pa.field("part", pa.int32(), nullable=False),
     ]
 )
@@ -119,7 +119,7 @@ def make_plan(
         DatasetPlan(h, h.fingerprint(), read_snapshot_info(store, h.name, h.fingerprint()))
         for h in handles
     ]
-    index_columns: dict[str, list] = {name: [] for name in ITEM_INDEX_SCHEMA.names}
+    index_batches: list[pa.RecordBatch] = []
     ids = StudyIds()
 
     def selected_batches() -> Iterator[list[WorkItem]]:
@@ -133,17 +133,14 @@ def make_plan(
                 if not keep:
                     continue
                 plan.selected += len(keep)
-                for offset, item in enumerate(keep):
-                    index_columns["item_id"].append(item.id)
-                    index_columns["dataset"].append(plan.name)
-                    index_columns["fingerprint"].append(plan.fingerprint)
-                    index_columns["part"].append((start + offset) // ITEMS_PER_PART)
+                index_batches.append(_index_batch(plan, keep, start))
                 yield keep
 
     # One pass over every item: validation, unique ids, modalities, and token counts of the
     # selected ones. Pending sets need the selected ids, so they come after, from the index.
     tables = token_tables(design, selected_batches())
-    items = pa.table(index_columns, schema=ITEM_INDEX_SCHEMA)
+    items = pa.Table.from_batches(index_batches, schema=ITEM_INDEX_SCHEMA)
+    items = items.unify_dictionaries().combine_chunks()
     _check_prose_has_judge(study, datasets)
 
     pending_gen = pending_gr = None
@@ -193,15 +190,33 @@ def commit_plan(plan: Plan) -> None:
             )
 
 
+def _index_batch(plan: DatasetPlan, items: list[WorkItem], start: int) -> pa.RecordBatch:
+    """Where the selected `items` (positions `start`... of their dataset) sit in the snapshot."""
+    n = len(items)
+    parts = [(start + offset) // ITEMS_PER_PART for offset in range(n)]
+    return pa.record_batch(
+        [
+            pa.array([item.id for item in items], pa.string()),
+            pa.DictionaryArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), n), [plan.name]),
+            pa.DictionaryArray.from_arrays(
+                pa.repeat(pa.scalar(0, pa.int32()), n), [plan.fingerprint]
+            ),
+            pa.array(parts, pa.int32()),
+        ],
+        schema=ITEM_INDEX_SCHEMA,
+    )
+
+
 def _dataset_batches(plan: DatasetPlan) -> Iterator[list[WorkItem]]:
-    """A dataset's items: from its snapshot when the store has one (fast, already validated),
-    else from the source through its adapter (validating every item)."""
+    """A dataset's items: from its snapshot when the store has one (fast, already validated;
+    read part by part), else from the source through its adapter (validating every item)."""
     if plan.snapshot is None:
         yield from plan.handle.iter_batches(SCAN_BATCH)
         return
-    table = read_items(plan.snapshot)
-    for offset in range(0, table.num_rows, SCAN_BATCH):
-        yield table_to_items(table.slice(offset, SCAN_BATCH))
+    for index in range(plan.snapshot.parts):
+        table = read_items_part(plan.snapshot, index)
+        for offset in range(0, table.num_rows, SCAN_BATCH):
+            yield table_to_items(table.slice(offset, SCAN_BATCH))
 
 
 def _check_prose_has_judge(study: Study, datasets: list[DatasetPlan]) -> None:

@@ -92,9 +92,23 @@ def _with_location(cells: pa.Table, items: pa.Table) -> pa.Table:
 
 
 def _groups(table: pa.Table, keys: list[str]) -> Iterator[tuple[dict[str, object], pa.Table]]:
-    """Rows of `table` per distinct value of `keys`, in sorted key order (vectorised)."""
+    """Rows of `table` per distinct value of `keys`, in sorted key order (vectorised).
+
+    Dictionary-encoded key columns (dataset names, fingerprints) are grouped by their indices
+    and decoded only once per group."""
     if table.num_rows == 0:
         return
+    dictionaries: dict[str, pa.Array] = {}
+    for key in keys:
+        column = table.column(key)
+        if pa.types.is_dictionary(column.type):
+            encoded = (
+                column.unify_dictionaries().combine_chunks()
+                if column.num_chunks > 1
+                else column.combine_chunks()
+            )
+            dictionaries[key] = encoded.dictionary
+            table = table.set_column(table.schema.get_field_index(key), key, encoded.indices)
     order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys])
     table = table.take(order)
     columns = [table.column(k).combine_chunks() for k in keys]
@@ -108,7 +122,11 @@ def _groups(table: pa.Table, keys: list[str]) -> Iterator[tuple[dict[str, object
     bounds = [*starts, table.num_rows]
     for start, stop in itertools.pairwise(bounds):
         group = table.slice(start, stop - start)
-        yield {k: group.column(k)[0].as_py() for k in keys}, group
+        values = {}
+        for key in keys:
+            value = group.column(key)[0].as_py()
+            values[key] = dictionaries[key][value].as_py() if key in dictionaries else value
+        yield values, group
 
 
 def make_generate_shards(
