@@ -1,0 +1,178 @@
+"""Peak memory of the driver and of each worker during a sweep of N items x 2 models.
+
+    .venv/bin/python benchmarks/memory_sweep.py --items 100000 1000000
+
+For each N: writes a dataset of N items (item format, under /tmp), then runs `itemeval run`
+(generate with two simulated models, then verifiable grading) on a local Ray with 2 CPUs, with
+the simulator in-process in the workers (no HTTP, no latency: the sweep is as fast as the
+pipeline, and memory is what is measured). A sampler reads the resident set size (RSS) of the
+driver process and of every `ray::WorkerActor` process from /proc every 0.5 s and keeps each
+one's peak. Worker memory must not grow with N; the driver's grows only with the compact
+per-cell keys it plans with (item ids and pending sets as arrow columns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/statm") as handle:
+            return int(handle.read().split()[1]) * PAGE / 2**20
+    except OSError:
+        return 0.0
+
+
+def worker_pids() -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    if handle.read().startswith(b"ray::WorkerActor"):
+                        pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+class Sampler(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.driver_peak = 0.0
+        self.worker_peaks: dict[int, float] = {}
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.wait(0.5):
+            self.driver_peak = max(self.driver_peak, rss_mb(os.getpid()))
+            for pid in worker_pids():
+                self.worker_peaks[pid] = max(self.worker_peaks.get(pid, 0.0), rss_mb(pid))
+
+    def finish(self) -> None:
+        self._halt.set()
+        self.join()
+
+
+def write_dataset(folder: Path, items: int) -> None:
+    folder.mkdir(parents=True)
+    meta = {
+        "identifier": "sweep",
+        "title": "memory sweep items",
+        "description": "generated items of mixed modalities",
+        "creator": "itemeval benchmarks",
+        "publisher": "itemeval",
+        "created": "2026-11-22",
+        "language": "eng",
+        "license": "CC0-1.0",
+        "source": "generated",
+        "subject": "arithmetic",
+        "hasPart": ["sweep.jsonl"],
+    }
+    (folder / "sweep.yaml").write_text(yaml.safe_dump(meta))
+    with open(folder / "sweep.jsonl", "w") as handle:
+        for i in range(items):
+            if i % 2:
+                item = {
+                    "identifier": f"sweep.{i}",
+                    "modality": "choiceof4",
+                    "prompt": f"Which number is {i % 7}?\nA. {i % 7}\nB. {i % 7 + 1}\n"
+                    f"C. {i % 7 + 2}\nD. {i % 7 + 3}",
+                    "response": "A",
+                }
+            else:
+                item = {
+                    "identifier": f"sweep.{i}",
+                    "modality": "single-value",
+                    "prompt": f"What is {i % 97} plus {i % 89}?",
+                    "response": str(i % 97 + i % 89),
+                }
+            item["difficulty"] = (i % 10) / 10
+            handle.write(json.dumps(item) + "\n")
+
+
+def sweep(items: int) -> dict[str, float]:
+    import ray
+
+    from itemeval.config import load_study
+    from itemeval.runtime.driver import RunOptions, run_study
+
+    with tempfile.TemporaryDirectory(prefix="itemeval-sweep-") as tmp:
+        folder = Path(tmp)
+        started = time.perf_counter()
+        write_dataset(folder / "sweep", items)
+        study = {
+            "study": "sweep",
+            "store": str(folder / "store"),
+            "datasets": [{"name": "sweep", "path": str(folder / "sweep")}],
+            "endpoints": {"sim": {"kind": "sim", "max_concurrency": 512}},
+            "models": [
+                {"id": "sim/strong", "endpoint": "sim"},
+                {"id": "sim/weak", "endpoint": "sim"},
+            ],
+            "facets": {"scorer": ["auto"]},
+            "cache": {"enabled": False},
+            "runtime": {"shard_size": 512, "workers": 2},
+        }
+        path = folder / "study.yaml"
+        path.write_text(yaml.safe_dump(study))
+        written = time.perf_counter() - started
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        sampler = Sampler()
+        sampler.start()
+        try:
+            t0 = time.perf_counter()
+            outcome = run_study(load_study(path), RunOptions(yes=True, quiet=True))
+            seconds = time.perf_counter() - t0
+        finally:
+            sampler.finish()
+            ray.shutdown()
+        assert outcome.exit_code == 0, outcome.message
+        generate = outcome.stages["generate"].counts.done
+        grade = outcome.stages["grade"].counts.done
+        peaks = sorted(sampler.worker_peaks.values(), reverse=True)
+        return {
+            "items": items,
+            "samples": generate,
+            "grades": grade,
+            "seconds": seconds,
+            "dataset_write_s": written,
+            "driver_peak_mb": sampler.driver_peak,
+            "worker_peak_mb": peaks[0] if peaks else 0.0,
+            "workers": len(peaks),
+            "worker_peaks": ", ".join(f"{p:.0f}" for p in peaks),
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, nargs="+", default=[100_000, 1_000_000])
+    args = parser.parse_args()
+    results = [sweep(n) for n in args.items]
+    print(
+        f"{'items':>10} {'samples':>10} {'grades':>10} {'seconds':>8} {'driver MB':>10} "
+        f"{'worker MB (each)':>18}"
+    )
+    for r in results:
+        print(
+            f"{r['items']:>10,} {r['samples']:>10,} {r['grades']:>10,} {r['seconds']:>8.0f} "
+            f"{r['driver_peak_mb']:>10.0f} {r['worker_peaks']:>18}"
+        )
+
+
+if __name__ == "__main__":
+    main()
