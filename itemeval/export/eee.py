@@ -33,6 +33,9 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from itemeval import __version__
 from itemeval.export.conditions import GenerateFacets, GradeFacets
 from itemeval.export.stats import Proportion
@@ -144,27 +147,79 @@ class Evaluation:
 # -- instance records -------------------------------------------------------------------------
 
 
-def is_sample(row: dict[str, Any]) -> bool:
-    """Whether a long-table row is a final grade of the current answer (see the module doc)."""
-    return bool(
-        row["graded"]
-        and row["grade_status"] == "ok"
-        and row["parse_ok"]
-        and row["score"] is not None
-        and row["correct"] is not None
-        and not row["grade_stale"]
+#: Long-table columns an instance record is built from.
+SAMPLE_COLUMNS: list[str] = [
+    "gen_condition_id",
+    "grade_condition_id",
+    "model",
+    "prompt",
+    "model_config",
+    "grader_kind",
+    "grader",
+    "grader_model",
+    "rubric",
+    "item_id",
+    "dataset",
+    "epoch",
+    "input",
+    "target",
+    "modality",
+    "difficulty",
+    "task_prompt",
+    "grading_scheme",
+    "metadata",
+    "solution_text",
+    "finish_reason",
+    "solution_input_tokens",
+    "solution_output_tokens",
+    "solution_reasoning_tokens",
+    "solution_cached_input_tokens",
+    "solution_usd",
+    "solution_latency_ms",
+    "solution_cached",
+    "extracted",
+    "score",
+    "correct",
+    "judge_reasoning",
+    "grade_usd",
+    "graded_at",
+]
+
+
+def sample_mask(table: pa.Table) -> pa.ChunkedArray:
+    """Which long-table rows are samples: a final grade of the current answer (module doc)."""
+
+    def true(name: str) -> pa.ChunkedArray:
+        return pc.fill_null(table.column(name), False)
+
+    mask = pc.and_(true("graded"), pc.equal(pc.fill_null(table.column("grade_status"), ""), "ok"))
+    mask = pc.and_(mask, true("parse_ok"))
+    mask = pc.and_(
+        mask, pc.and_(pc.is_valid(table.column("score")), pc.is_valid(table.column("correct")))
     )
+    return pc.and_(mask, pc.invert(true("grade_stale")))
 
 
 def sample_hash(raw: str, reference: str) -> str:
-    """sha256 of canonical JSON {raw, reference}: the same item gives the same hash anywhere."""
-    return hashlib.sha256(canonical_json({"raw": raw, "reference": reference}).encode()).hexdigest()
+    """sha256 of the canonical JSON of {raw, reference} (keys sorted, no spaces, UTF-8): the
+    same item gives the same hash in any export."""
+    # Spelled out: two json.dumps of strings are much cheaper than canonical_json of a dict,
+    # and give exactly the same text.
+    text = '{"raw":' + _dump(raw) + ',"reference":' + _dump(reference) + "}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_dump = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def build_instance(
-    evaluation: Evaluation, row: dict[str, Any], formatted: str | None = None
+    evaluation: Evaluation,
+    row: dict[str, Any],
+    formatted: str | None = None,
+    choices: list[str] | None = None,
 ) -> dict[str, Any]:
-    """One instance record from one long-table row (which must pass `is_sample`)."""
+    """One instance record from one long-table row (a row `sample_mask` selects; `row` needs
+    the `SAMPLE_COLUMNS`)."""
     v3 = evaluation.context.version == "0.3.0"
     text = row["solution_text"] or ""
     target = row["target"] or ""
@@ -172,7 +227,6 @@ def build_instance(
     item_input: dict[str, Any] = {"raw": raw_input, "reference": [target] if v3 else target}
     if formatted:
         item_input["formatted"] = formatted
-    choices = _choices(row["metadata"])
     if choices:
         item_input["choices"] = choices
     record: dict[str, Any] = {
@@ -242,13 +296,9 @@ def _attribution(row: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _choices(metadata: str | None) -> list[str] | None:
-    if not metadata:
-        return None
-    try:
-        value = json.loads(metadata).get("choices")
-    except (ValueError, AttributeError):
-        return None
+def item_choices(metadata: dict[str, Any]) -> list[str] | None:
+    """The item's answer options, when its metadata lists them as strings (`choices`)."""
+    value = metadata.get("choices")
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return value
     return None
@@ -258,14 +308,15 @@ def _strings(values: dict[str, Any]) -> dict[str, str]:
     """A details map: string values only (Every Eval Ever's rule), absent values left out."""
     out: dict[str, str] = {}
     for key, value in values.items():
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            out[key] = "true" if value else "false"
-        elif isinstance(value, str):
+        kind = type(value)
+        if kind is str:
             out[key] = value
-        elif isinstance(value, int | float):
-            out[key] = repr(value) if isinstance(value, float) else str(value)
+        elif value is None:
+            continue
+        elif kind is bool:
+            out[key] = "true" if value else "false"
+        elif kind is int or kind is float:
+            out[key] = repr(value)
         else:
             out[key] = canonical_json(value)
     return out

@@ -22,16 +22,19 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from itemeval.export.eee import (
     MAX_SAMPLE_IDS,
+    SAMPLE_COLUMNS,
     DatasetSourceInfo,
     Evaluation,
     EvaluationTotals,
     RecordContext,
     build_aggregate,
     build_instance,
-    is_sample,
+    item_choices,
+    sample_mask,
 )
 from itemeval.export.outputs import OutputDir, OutputFile
 from itemeval.export.scan import Pair
@@ -42,6 +45,15 @@ from itemeval.templates import Template
 from itemeval.workitem import WorkItem
 
 EEE_DIR = "eee"
+_ENCODE = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
+_EXCLUSION_COLUMNS = [
+    "dataset",
+    "grade_status",
+    "grade_error_code",
+    "parse_ok",
+    "parse_code",
+    "grade_stale",
+]
 
 
 @dataclass
@@ -101,25 +113,35 @@ class EeeWriter:
         self._rubrics = {c.id: c.rubric.text for c in plan.design.grade if c.rubric is not None}
         self._pair: Pair | None = None
         self._open: dict[str, _Open] = {}
+        self._items: dict[str, tuple[str | None, list[str] | None]] = {}
 
     # -- the sink protocol -------------------------------------------------------------------
     def begin_pair(self, pair: Pair) -> None:
         self._pair = pair
         self._open = {}
+        self._items = {}
 
     def write(self, batch: pa.RecordBatch) -> None:
         assert self._pair is not None, "begin_pair first"
+        table = pa.Table.from_batches([batch])
+        final = sample_mask(table)
+        # Grades that are not final are only counted (few rows: a Python loop is fine);
+        # ungraded rows (--include-ungraded) are not an evaluation of anything yet.
+        left_out = table.filter(pc.and_(table.column("graded"), pc.invert(final)))
+        if left_out.num_rows:
+            for row in left_out.select(_EXCLUSION_COLUMNS).to_pylist():
+                self._evaluation(row["dataset"]).excluded[_exclusion(row)] += 1
+        samples = table.filter(final).select(SAMPLE_COLUMNS)
+        if samples.num_rows == 0:
+            return
+        columns = [samples.column(name).to_pylist() for name in SAMPLE_COLUMNS]
         pending: dict[str, list[bytes]] = {}
-        for row in batch.to_pylist():
+        for values in zip(*columns, strict=True):
+            row = dict(zip(SAMPLE_COLUMNS, values, strict=True))
             state = self._evaluation(row["dataset"])
-            if not row["graded"]:
-                continue  # --include-ungraded rows: not an evaluation of anything yet
-            if not is_sample(row):
-                state.excluded[_exclusion(row)] += 1
-                continue
-            record = build_instance(state.evaluation, row, self._formatted(row))
-            line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
-            pending.setdefault(row["dataset"], []).append(line)
+            formatted, choices = self._item(row)
+            record = build_instance(state.evaluation, row, formatted, choices)
+            pending.setdefault(row["dataset"], []).append(_ENCODE(record).encode("utf-8") + b"\n")
             tally = state.tallies.setdefault(row["item_id"], [0, 0])
             tally[0] += int(bool(row["correct"]))
             tally[1] += 1
@@ -198,7 +220,22 @@ class EeeWriter:
             state = self._open[dataset] = _Open(evaluation)
         return state
 
-    def _formatted(self, row: dict[str, Any]) -> str | None:
+    def _item(self, row: dict[str, Any]) -> tuple[str | None, list[str] | None]:
+        """The item's rendered prompt and answer options, remembered per item within a pair
+        (every epoch of an item saw the same prompt)."""
+        key = row["item_id"]
+        known = self._items.get(key)
+        if known is None:
+            try:
+                metadata = json.loads(row["metadata"]) if row["metadata"] else {}
+            except ValueError:
+                metadata = {}
+            if not isinstance(metadata, dict):
+                metadata = {}
+            known = self._items[key] = (self._render(row, metadata), item_choices(metadata))
+        return known
+
+    def _render(self, row: dict[str, Any], metadata: dict[str, Any]) -> str | None:
         """What the model saw: the rendered prompt (system message first, when there is one)."""
         template = self._prompts.get(row["gen_condition_id"])
         if template is None:
@@ -209,7 +246,7 @@ class EeeWriter:
                 input=row["input"] or "",
                 target=row["target"] or "",
                 grading_scheme=row["grading_scheme"],
-                metadata=json.loads(row["metadata"]) if row["metadata"] else {},
+                metadata=metadata,
                 dataset=row["dataset"],
                 modality=row["modality"],
                 task_prompt=row["task_prompt"],
@@ -222,6 +259,7 @@ class EeeWriter:
 
 
 def _exclusion(row: dict[str, Any]) -> str:
+    """Why a grade is not a sample (see `eee.sample_mask`)."""
     if row["grade_status"] != "ok":
         return f"grade_error_{row['grade_error_code'] or 'unknown'}"
     if not row["parse_ok"]:

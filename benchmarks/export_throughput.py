@@ -1,0 +1,316 @@
+"""Export throughput: rows per second of `itemeval export` and `itemeval report` on a big store,
+and the peak memory of each (which must not grow with the store).
+
+Builds a generated study under /tmp (never committed): an item-format dataset, a study file, its
+items snapshot, and solutions and grades written straight to the store as runtime-sized
+fragments (`--fragment-rows` rows each), with realistic text lengths. The default has 1,000,000
+grade rows: 100,000 items x 5 models x 2 graders (a scorer and a judge) x 1 epoch.
+
+Each measurement runs in a fresh child process, so its peak RSS (`ru_maxrss`) is its own:
+
+* `long-table`: parquet and CSV together (one scan feeds both writers);
+* `parquet`: parquet alone;
+* `eee`: Every Eval Ever records alone (0.2.0 samples + 0.1.0 aggregates);
+* `report`: the report (HTML and Markdown), which reads only small columns.
+
+    .venv/bin/python benchmarks/export_throughput.py                    # 1M grade rows
+    .venv/bin/python benchmarks/export_throughput.py --rows 200000 --compact
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import yaml
+
+from itemeval.config import load_study
+from itemeval.planning import commit_plan, make_plan
+from itemeval.store import GRADE_SCHEMA, SOLUTION_SCHEMA, StudyStore, compact, text_hash
+from itemeval.store.fragments import write_fragment
+
+MODELS = 5
+GRADERS = 2  # the auto scorer and one judge
+MODES = ("long-table", "parquet", "eee", "report")
+
+_FILLER = "Let me work through this step by step; the key facts constrain the answer. "
+TEXTS = [f"{_FILLER}{_FILLER[: i % 60]}ANSWER: {i}" for i in range(1000)]
+HASHES = [text_hash(t) for t in TEXTS]
+JUDGE = [
+    "The response reaches the reference answer with sound reasoning.\n```json\n"
+    f'{{"score": {i % 2}, "reasoning": "checked against the reference ({i})"}}\n```'
+    for i in range(200)
+]
+
+
+def build(root: Path, rows: int, fragment_rows: int) -> dict[str, object]:
+    shutil.rmtree(root, ignore_errors=True)
+    items = rows // (MODELS * GRADERS)
+    data = root / "datasets" / "gen"
+    data.mkdir(parents=True)
+    with (data / "gen.jsonl").open("w") as handle:
+        for i in range(items):
+            a, b = 100 + i % 900, 7 + i % 97
+            handle.write(
+                json.dumps(
+                    {
+                        "identifier": f"gen.{i:07d}",
+                        "modality": "single-value",
+                        "prompt": f"A shop sells {a} apples on Monday and {b} on Tuesday. "
+                        "How many apples does it sell on the two days together?",
+                        "response": str(a + b),
+                        "difficulty": round((i % 100) / 100, 2),
+                    }
+                )
+                + "\n"
+            )
+    (data / "gen.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "identifier": "gen",
+                "title": "Generated sums",
+                "description": "Benchmark items.",
+                "creator": "itemeval benchmarks",
+                "publisher": "itemeval benchmarks",
+                "created": "2026-11-22",
+                "version": "1.0.0",
+                "metadataVersion": "3.3",
+                "language": "eng",
+                "subject": ["arithmetic"],
+                "source": "generated",
+                "license": "CC0-1.0",
+                "hasPart": ["gen.jsonl"],
+            }
+        )
+    )
+    study = {
+        "study": "export-bench",
+        "store": str(root / "store"),
+        "datasets": [{"name": "gen", "path": str(data)}],
+        "endpoints": {"sim": {"kind": "sim"}},
+        "models": [{"id": f"sim/m{m}", "endpoint": "sim"} for m in range(MODELS)],
+        "facets": {"grader": ["judge"], "scorer": ["auto"]},
+        "graders": {"judge": {"model": "sim/judge", "endpoint": "sim"}},
+    }
+    (root / "study.yaml").write_text(yaml.safe_dump(study, sort_keys=False))
+    started = time.perf_counter()
+    plan = make_plan(load_study(root / "study.yaml"), with_pending=False)
+    commit_plan(plan)
+    planned = time.perf_counter() - started
+    store = plan.store
+    rng = np.random.default_rng(7)
+    item_ids = plan.items.column("item_id").combine_chunks()
+    # Which text each solution has, so that grades name the text they graded.
+    picks = {c.id: rng.integers(0, len(TEXTS), items) for c in plan.design.generate}
+    written = 0
+    for condition in plan.design.generate:
+        for start in range(0, items, fragment_rows):
+            ids = item_ids.slice(start, fragment_rows)
+            pick = picks[condition.id][start : start + fragment_rows]
+            write_fragment(store.partition("solutions", condition.id), _solutions(ids, pick, rng))
+    for grade in plan.design.grade:
+        for condition in plan.design.generate:
+            for start in range(0, items, fragment_rows):
+                ids = item_ids.slice(start, fragment_rows)
+                pick = picks[condition.id][start : start + fragment_rows]
+                table = _grades(ids, pick, condition.id, grade.kind, rng)
+                write_fragment(store.partition("grades", grade.id), table)
+                written += table.num_rows
+    return {
+        "items": items,
+        "grade_rows": written,
+        "plan_s": planned,
+        "build_s": time.perf_counter() - started,
+    }
+
+
+def _now(n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(datetime.now(UTC), pa.timestamp("us", tz="UTC")), n)
+
+
+def _solutions(ids: pa.Array, picks: np.ndarray, rng: np.random.Generator) -> pa.Table:
+    n = len(ids)
+    pick = pa.array(picks)
+    return pa.Table.from_pydict(
+        {
+            "item_id": ids,
+            "epoch": pa.repeat(pa.scalar(0, pa.int32()), n),
+            "status": pa.repeat("ok", n),
+            "error_code": pa.nulls(n, pa.string()),
+            "error_message": pa.nulls(n, pa.string()),
+            "text": pa.array(TEXTS).take(pick),
+            "text_hash": pa.array(HASHES).take(pick),
+            "finish_reason": pa.repeat("stop", n),
+            "input_tokens": pa.array(rng.integers(50, 500, n)),
+            "output_tokens": pa.array(rng.integers(5, 200, n)),
+            "cached_input_tokens": pa.repeat(pa.scalar(0, pa.int64()), n),
+            "reasoning_tokens": pa.repeat(pa.scalar(0, pa.int64()), n),
+            "usd": pa.array(rng.random(n) * 1e-4),
+            "latency_ms": pa.array(rng.random(n) * 900 + 100),
+            "request_id": pa.nulls(n, pa.string()),
+            "attempts": pa.repeat(pa.scalar(1, pa.int32()), n),
+            "cached": pa.repeat(False, n),
+            "request_hash": pa.array(HASHES).take(pick),
+            "model": pa.repeat("sim/model", n),
+            "run_id": pa.repeat("bench", n),
+            "written_at": _now(n),
+        },
+        schema=SOLUTION_SCHEMA,
+    )
+
+
+def _grades(
+    ids: pa.Array, picks: np.ndarray, gen_id: str, kind: str, rng: np.random.Generator
+) -> pa.Table:
+    n = len(ids)
+    correct = rng.random(n) < 0.6
+    judge = kind == "judge"
+    pick = pa.array(rng.integers(0, len(JUDGE), n))
+    return pa.Table.from_pydict(
+        {
+            "gen_condition_id": pa.repeat(gen_id, n),
+            "item_id": ids,
+            "epoch": pa.repeat(pa.scalar(0, pa.int32()), n),
+            "status": pa.repeat("ok", n),
+            "score": pa.array(correct.astype(float)),
+            "correct": pa.array(correct),
+            "extracted": pa.nulls(n, pa.string()) if judge else pa.repeat("42", n),
+            "parse_ok": pa.repeat(True, n),
+            "parse_code": pa.nulls(n, pa.string()),
+            "reasoning": pa.repeat("checked against the reference", n)
+            if judge
+            else pa.nulls(n, pa.string()),
+            "judge_text": pa.array(JUDGE).take(pick) if judge else pa.nulls(n, pa.string()),
+            "solution_hash": pa.array(HASHES).take(pa.array(picks)),
+            "error_code": pa.nulls(n, pa.string()),
+            "error_message": pa.nulls(n, pa.string()),
+            "input_tokens": pa.repeat(pa.scalar(300 if judge else 0, pa.int64()), n),
+            "output_tokens": pa.repeat(pa.scalar(40 if judge else 0, pa.int64()), n),
+            "cached_input_tokens": pa.repeat(pa.scalar(0, pa.int64()), n),
+            "reasoning_tokens": pa.repeat(pa.scalar(0, pa.int64()), n),
+            "usd": pa.repeat(pa.scalar(1e-4 if judge else 0.0), n),
+            "latency_ms": pa.repeat(pa.scalar(500.0 if judge else 0.0), n),
+            "request_id": pa.nulls(n, pa.string()),
+            "attempts": pa.repeat(pa.scalar(1, pa.int32()), n),
+            "cached": pa.repeat(False, n),
+            "request_hash": pa.repeat("judge", n) if judge else pa.nulls(n, pa.string()),
+            "grader": pa.repeat("sim/judge" if judge else "auto", n),
+            "run_id": pa.repeat("bench", n),
+            "written_at": _now(n),
+        },
+        schema=GRADE_SCHEMA,
+    )
+
+
+def child(mode: str, root: Path, batch_rows: int) -> None:
+    """One measurement in this process; prints a JSON line."""
+    from itemeval.export import ExportOptions, export_study, write_report
+
+    study = load_study(root / "study.yaml")
+    started = time.perf_counter()
+    plan = make_plan(study, with_pending=False)
+    plan_s = time.perf_counter() - started
+    out = root / f"out-{mode}"
+    shutil.rmtree(out, ignore_errors=True)
+    started = time.perf_counter()
+    if mode == "report":
+        write_report(plan, str(out))
+        rows = None
+    else:
+        formats = {"long-table": ("parquet", "csv"), "parquet": ("parquet",), "eee": ("eee",)}
+        result = export_study(
+            plan, ExportOptions(out=str(out), formats=formats[mode], batch_rows=batch_rows)
+        )
+        rows = result.rows
+    seconds = time.perf_counter() - started
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    files = sum(1 for p in out.rglob("*") if p.is_file())
+    print(
+        json.dumps(
+            {
+                "mode": mode,
+                "rows": rows,
+                "seconds": seconds,
+                "plan_seconds": plan_s,
+                "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "output_mb": size / 1e6,
+                "files": files,
+            }
+        )
+    )
+
+
+def measure(root: Path, modes: list[str], batch_rows: int, grade_rows: int) -> None:
+    for mode in modes:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                mode,
+                "--root",
+                str(root),
+                "--batch-rows",
+                str(batch_rows),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        rate = grade_rows / result["seconds"]
+        print(
+            f"  {mode:<11} {result['seconds']:7.1f} s  {rate:>10,.0f} rows/s  "
+            f"peak RSS {result['max_rss_mb']:6.0f} MB  output {result['output_mb']:7.1f} MB "
+            f"in {result['files']:,} files  "
+            f"(plan {result['plan_seconds']:.1f} s)",
+            flush=True,
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="grade rows in the store")
+    parser.add_argument("--fragment-rows", type=int, default=4096)
+    parser.add_argument("--batch-rows", type=int, default=20_000)
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--compact", action="store_true", help="measure again after compaction")
+    parser.add_argument("--keep", action="store_true", help="keep the generated store")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, Path(args.root), args.batch_rows)
+        return
+    root = Path("/tmp") / f"itemeval-export-bench-{args.rows}"
+    print(f"itemeval export benchmark, {os.cpu_count()} cpus, pyarrow {pa.__version__}")
+    built = build(root, args.rows, args.fragment_rows)
+    print(
+        f"store: {built['grade_rows']:,} grade rows ({built['items']:,} items x {MODELS} models "
+        f"x {GRADERS} graders), {args.fragment_rows:,}-row fragments, built in "
+        f"{built['build_s']:.1f} s (planning {built['plan_s']:.1f} s)",
+        flush=True,
+    )
+    modes = [m for m in args.modes.split(",") if m]
+    measure(root, modes, args.batch_rows, int(built["grade_rows"]))
+    if args.compact:
+        started = time.perf_counter()
+        compact(StudyStore.open(root / "store"))
+        print(f"compacted in {time.perf_counter() - started:.1f} s; again:", flush=True)
+        measure(root, modes, args.batch_rows, int(built["grade_rows"]))
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
