@@ -26,6 +26,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -212,6 +213,32 @@ def _grades(
     )
 
 
+def _rss_mb() -> float:
+    """This process's resident set size now (Linux)."""
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class _PeakRss:
+    """The highest RSS seen while the block runs (sampled every 20 ms by a thread)."""
+
+    def __enter__(self) -> _PeakRss:
+        self.peak = _rss_mb()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, _rss_mb())
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_mb())
+
+
 def child(mode: str, root: Path, batch_rows: int) -> None:
     """One measurement in this process; prints a JSON line."""
     from itemeval.export import ExportOptions, export_study, write_report
@@ -222,17 +249,17 @@ def child(mode: str, root: Path, batch_rows: int) -> None:
     plan_s = time.perf_counter() - started
     out = root / f"out-{mode}"
     shutil.rmtree(out, ignore_errors=True)
-    started = time.perf_counter()
-    if mode == "report":
-        write_report(plan, str(out))
-        rows = None
-    else:
-        formats = {"long-table": ("parquet", "csv"), "parquet": ("parquet",), "eee": ("eee",)}
-        result = export_study(
-            plan, ExportOptions(out=str(out), formats=formats[mode], batch_rows=batch_rows)
-        )
-        rows = result.rows
-    seconds = time.perf_counter() - started
+    before = _rss_mb()
+    rows = None
+    with _PeakRss() as watch:
+        started = time.perf_counter()
+        if mode == "report":
+            write_report(plan, str(out))
+        else:
+            formats = {"long-table": ("parquet", "csv"), "parquet": ("parquet",), "eee": ("eee",)}
+            options = ExportOptions(out=str(out), formats=formats[mode], batch_rows=batch_rows)
+            rows = export_study(plan, options).rows
+        seconds = time.perf_counter() - started
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     files = sum(1 for p in out.rglob("*") if p.is_file())
     print(
@@ -243,6 +270,8 @@ def child(mode: str, root: Path, batch_rows: int) -> None:
                 "seconds": seconds,
                 "plan_seconds": plan_s,
                 "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "rss_before_mb": before,
+                "export_peak_mb": watch.peak,
                 "output_mb": size / 1e6,
                 "files": files,
             }
@@ -271,7 +300,8 @@ def measure(root: Path, modes: list[str], batch_rows: int, grade_rows: int) -> N
         rate = grade_rows / result["seconds"]
         print(
             f"  {mode:<11} {result['seconds']:7.1f} s  {rate:>10,.0f} rows/s  "
-            f"peak RSS {result['max_rss_mb']:6.0f} MB  output {result['output_mb']:7.1f} MB "
+            f"RSS {result['rss_before_mb']:4.0f} -> peak {result['export_peak_mb']:4.0f} MB  "
+            f"output {result['output_mb']:7.1f} MB "
             f"in {result['files']:,} files  "
             f"(plan {result['plan_seconds']:.1f} s)",
             flush=True,

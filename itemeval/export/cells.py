@@ -1,16 +1,19 @@
 """The small columns of every logical grade and solution of a plan, in memory, for the report.
 
 The report aggregates; it never needs a text. So it reads only numbers, codes and keys
-(deduplicated by the store), restricted to the plan's selection like the long table, and adds
-what the statistics need:
+(deduplicated by the store), one partition at a time, restricted to the plan's selection like the
+long table, and replaces every name by a small integer code:
 
-* grades: `grade_condition_id, gen_condition_id, item_id, dataset, epoch, status, error_code,
-  score, correct, parse_ok, parse_code, usd, stale, valid` where `valid` marks a final grade of
-  the current answer (status ok, parsed, a verdict, not stale): the only grades accuracy counts;
-* solutions: `gen_condition_id, item_id, dataset, epoch, status, error_code, usd, tokens,
-  latency_ms, cached`.
+* `grade`, `gen`: positions in `facets.grade` / `facets.generate`;
+* `item`: position in `items` (the plan's selected items), `dataset`: position in `datasets`.
 
-About 60 bytes a grade: a million grades fit in well under a gigabyte.
+grades: `grade, gen, item, dataset, epoch, ok, error_code, score, correct, parse_ok,
+parse_code, usd, stale, valid`, where `valid` marks a final grade of the current answer (status
+ok, parsed, a verdict, not stale): the only grades accuracy counts.
+solutions: `gen, item, dataset, epoch, ok, error_code, usd, input_tokens, output_tokens,
+latency_ms, cached`.
+
+About 40 bytes a grade: ten million grades fit in half a gigabyte.
 """
 
 from __future__ import annotations
@@ -36,8 +39,6 @@ _GRADE_COLUMNS = [
     "parse_ok",
     "parse_code",
     "usd",
-    "input_tokens",
-    "output_tokens",
     "solution_hash",
 ]
 _SOLUTION_COLUMNS = [
@@ -52,6 +53,7 @@ _SOLUTION_COLUMNS = [
     "cached",
     "text_hash",
 ]
+_CODE = pa.int32()
 
 
 @dataclass(frozen=True)
@@ -61,84 +63,152 @@ class StudyCells:
     facets: DesignFacets
     grades: pa.Table
     solutions: pa.Table
-    items: pa.Table  # item_id, dataset of every selected item
+    items: pa.Table  # item_id, dataset (names) of every selected item, in plan order
+    datasets: list[str]
 
     @property
     def expected_per_condition(self) -> int:
         """Generate cells each generate condition should have: items x epochs."""
         return self.items.num_rows * self.facets.epochs
 
-    def valid_grades(self, grade_condition_id: str | None = None) -> pa.Table:
-        table = self.grades.filter(pc.field("valid"))
-        if grade_condition_id is not None:
-            table = table.filter(pc.field("grade_condition_id") == grade_condition_id)
-        return table
+    def valid_grades(self, grade: int | None = None) -> pa.Table:
+        """Final grades of the current answer, of one grade condition (by code) or all."""
+        mask = self.grades.column("valid")
+        if grade is not None:
+            mask = pc.and_(mask, pc.equal(self.grades.column("grade"), grade))
+        return self.grades.filter(mask)
+
+    def item_ids(self, codes: list[int]) -> list[str]:
+        return self.items.column("item_id").take(pa.array(codes, type=_CODE)).to_pylist()
 
 
 def read_cells(plan: Plan) -> StudyCells:
     """Read the small columns of the plan's grades and solutions (see the module doc)."""
     facets = DesignFacets.of(plan.design)
-    items = plain_columns(plan.items.select(["item_id", "dataset"]))
+    items = plain_columns(plan.items.select(["item_id", "dataset"])).combine_chunks()
+    datasets = [d.name for d in plan.datasets]
     item_ids = items.column("item_id")
+    dataset_of = pc.index_in(items.column("dataset"), value_set=pa.array(datasets)).cast(_CODE)
+    if isinstance(dataset_of, pa.ChunkedArray):
+        dataset_of = dataset_of.combine_chunks()
+    gen_ids = pa.array([f.id for f in facets.generate], type=pa.string())
     epochs = facets.epochs
 
-    def selected(table: pa.Table) -> pa.Table:
-        mask = pc.and_(
-            pc.is_in(table.column("item_id"), value_set=item_ids),
-            pc.less(table.column("epoch"), epochs),
-        )
-        return table.filter(mask)
+    def located(table: pa.Table) -> tuple[pa.Table, pa.Array]:
+        """Rows of the selection, and their item codes."""
+        codes = pc.index_in(table.column("item_id"), value_set=item_ids)
+        keep = pc.and_(pc.is_valid(codes), pc.less(table.column("epoch"), epochs))
+        return table.filter(keep), codes.filter(keep).cast(_CODE)
 
-    gen_ids = [f.id for f in facets.generate]
-    solutions_by = plan.store.read_by_condition(SOLUTIONS, gen_ids, _SOLUTION_COLUMNS)
     solution_parts = []
-    for cid, table in solutions_by.items():
-        table = selected(table)
+    for code, condition in enumerate(facets.generate):
+        stored = plan.store.read_by_condition(SOLUTIONS, [condition.id], _SOLUTION_COLUMNS)
+        table, item = located(stored[condition.id])
+        n = table.num_rows
         solution_parts.append(
-            table.add_column(0, "gen_condition_id", pa.repeat(cid, table.num_rows))
+            pa.table(
+                {
+                    "gen": pa.repeat(pa.scalar(code, _CODE), n),
+                    "item": item,
+                    "dataset": dataset_of.take(item),
+                    "epoch": table.column("epoch"),
+                    "ok": pc.equal(table.column("status"), "ok"),
+                    "error_code": table.column("error_code"),
+                    "usd": table.column("usd"),
+                    "input_tokens": table.column("input_tokens"),
+                    "output_tokens": table.column("output_tokens"),
+                    "latency_ms": table.column("latency_ms"),
+                    "cached": table.column("cached"),
+                    "text_hash": table.column("text_hash"),
+                }
+            )
         )
-    solutions = (
-        pa.concat_tables(solution_parts)
-        if solution_parts
-        else _empty(_SOLUTION_COLUMNS, SOLUTIONS.schema, "gen_condition_id")
-    )
-    solutions = solutions.join(items, "item_id", join_type="inner")
+    solutions = _concat(solution_parts, _SOLUTIONS_SCHEMA)
+    hashes = solutions.select(["gen", "item", "epoch", "text_hash"])
 
-    grade_ids = [f.id for f in facets.grade]
-    grades_by = plan.store.read_by_condition(GRADES, grade_ids, _GRADE_COLUMNS)
-    known = pa.array(gen_ids, type=pa.string())
     grade_parts = []
-    for cid, table in grades_by.items():
-        table = selected(table)
-        table = table.filter(pc.is_in(table.column("gen_condition_id"), value_set=known))
-        grade_parts.append(
-            table.add_column(0, "grade_condition_id", pa.repeat(cid, table.num_rows))
+    for code, condition in enumerate(facets.grade):
+        stored = plan.store.read_by_condition(GRADES, [condition.id], _GRADE_COLUMNS)
+        table, item = located(stored[condition.id])
+        gen = pc.index_in(table.column("gen_condition_id"), value_set=gen_ids)
+        known = pc.is_valid(gen)  # generate conditions no longer selected are left out
+        table, item, gen = table.filter(known), item.filter(known), gen.filter(known).cast(_CODE)
+        n = table.num_rows
+        part = pa.table(
+            {
+                "grade": pa.repeat(pa.scalar(code, _CODE), n),
+                "gen": gen,
+                "item": item,
+                "dataset": dataset_of.take(item),
+                "epoch": table.column("epoch"),
+                "ok": pc.equal(table.column("status"), "ok"),
+                "error_code": table.column("error_code"),
+                "score": table.column("score"),
+                "correct": table.column("correct"),
+                "parse_ok": table.column("parse_ok"),
+                "parse_code": table.column("parse_code"),
+                "usd": table.column("usd"),
+                "solution_hash": table.column("solution_hash"),
+            }
         )
-    grades = (
-        pa.concat_tables(grade_parts)
-        if grade_parts
-        else _empty(_GRADE_COLUMNS, GRADES.schema, "grade_condition_id")
-    )
-    hashes = solutions.select(["gen_condition_id", "item_id", "epoch", "text_hash"])
-    grades = grades.join(hashes, ["gen_condition_id", "item_id", "epoch"], join_type="left outer")
-    grades = grades.join(items, "item_id", join_type="inner")
-    stale = pc.fill_null(
-        pc.not_equal(grades.column("solution_hash"), grades.column("text_hash")), False
-    )
-    valid = pc.and_(
-        pc.and_(pc.equal(grades.column("status"), "ok"), grades.column("parse_ok")),
-        pc.and_(pc.is_valid(grades.column("correct")), pc.invert(stale)),
-    )
-    grades = grades.drop_columns(["solution_hash", "text_hash"])
-    grades = grades.append_column("stale", stale).append_column("valid", pc.fill_null(valid, False))
+        part = part.join(hashes, ["gen", "item", "epoch"], join_type="left outer")
+        stale = pc.fill_null(
+            pc.not_equal(part.column("solution_hash"), part.column("text_hash")), False
+        )
+        valid = pc.and_(
+            pc.and_(part.column("ok"), part.column("parse_ok")),
+            pc.and_(pc.is_valid(part.column("correct")), pc.invert(stale)),
+        )
+        part = part.drop_columns(["solution_hash", "text_hash"])
+        part = part.append_column("stale", stale).append_column("valid", pc.fill_null(valid, False))
+        grade_parts.append(part.select(_GRADES_SCHEMA.names).combine_chunks())
     return StudyCells(
         facets=facets,
-        grades=grades.combine_chunks(),
-        solutions=solutions.drop_columns(["text_hash"]).combine_chunks(),
+        grades=_concat(grade_parts, _GRADES_SCHEMA),
+        solutions=solutions.drop_columns(["text_hash"]),
         items=items,
+        datasets=datasets,
     )
 
 
-def _empty(columns: list[str], schema: pa.Schema, partition: str) -> pa.Table:
-    fields = [pa.field(partition, pa.string())] + [schema.field(c) for c in columns]
-    return pa.schema(fields).empty_table()
+_SOLUTIONS_SCHEMA = pa.schema(
+    [
+        ("gen", _CODE),
+        ("item", _CODE),
+        ("dataset", _CODE),
+        ("epoch", pa.int32()),
+        ("ok", pa.bool_()),
+        ("error_code", pa.string()),
+        ("usd", pa.float64()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("latency_ms", pa.float64()),
+        ("cached", pa.bool_()),
+        ("text_hash", pa.string()),
+    ]
+)
+_GRADES_SCHEMA = pa.schema(
+    [
+        ("grade", _CODE),
+        ("gen", _CODE),
+        ("item", _CODE),
+        ("dataset", _CODE),
+        ("epoch", pa.int32()),
+        ("ok", pa.bool_()),
+        ("error_code", pa.string()),
+        ("score", pa.float64()),
+        ("correct", pa.bool_()),
+        ("parse_ok", pa.bool_()),
+        ("parse_code", pa.string()),
+        ("usd", pa.float64()),
+        ("stale", pa.bool_()),
+        ("valid", pa.bool_()),
+    ]
+)
+
+
+def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    tables = [p.select(schema.names).cast(schema) for p in parts if p.num_rows]
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables).combine_chunks()

@@ -7,6 +7,7 @@ fail an item, the item (its target, its wording) is often what is wrong.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.export.cells import StudyCells
-from itemeval.export.conditions import primary_grader
+from itemeval.export.summary import headline_code
 
 #: item ids -> {item_id: (input, target, stated difficulty)}
 ItemText = Callable[[list[str]], dict[str, tuple[str, str, float | None]]]
@@ -52,37 +53,29 @@ def item_difficulty(
     cells: StudyCells, item_text: ItemText | None = None, *, hardest: int = 5
 ) -> list[DatasetDifficulty]:
     """Per dataset (study order): item accuracies, the hardest items and the unsolved ones."""
-    primary = primary_grader(cells.facets.grade)
-    grades = cells.valid_grades(primary.id) if primary else cells.valid_grades().slice(0, 0)
-    table = grades.select(["item_id", "dataset"]).append_column(
+    code = headline_code(cells)
+    grades = cells.valid_grades(code) if code is not None else cells.grades.slice(0, 0)
+    table = grades.select(["dataset", "item"]).append_column(
         "c", pc.cast(grades.column("correct"), pa.int64())
     )
-    per_item = table.group_by(["dataset", "item_id"], use_threads=False).aggregate(
+    per_item = table.group_by(["dataset", "item"], use_threads=False).aggregate(
         [("c", "sum"), ("c", "count")]
     )
-    datasets = list(dict.fromkeys(cells.items.column("dataset").to_pylist()))
-    selected = {
-        d: int(n)
-        for d, n in zip(
-            *[
-                c.to_pylist()
-                for c in cells.items.group_by("dataset").aggregate([("item_id", "count")]).columns
-            ],
-            strict=True,
-        )
-    }
-    scores: dict[str, list[ItemScore]] = {d: [] for d in datasets}
+    ids = cells.item_ids(per_item.column("item").to_pylist())
+    selected = Counter(cells.items.column("dataset").to_pylist())
+    scores: dict[str, list[ItemScore]] = {d: [] for d in cells.datasets}
     for dataset, item, correct, graded in zip(
         per_item.column("dataset").to_pylist(),
-        per_item.column("item_id").to_pylist(),
+        ids,
         per_item.column("c_sum").to_pylist(),
         per_item.column("c_count").to_pylist(),
         strict=True,
     ):
-        scores.setdefault(dataset, []).append(ItemScore(item, dataset, int(correct), int(graded)))
+        name = cells.datasets[dataset]
+        scores[name].append(ItemScore(item, name, int(correct), int(graded)))
     out = []
     wanted: list[str] = []
-    for dataset in datasets:
+    for dataset in cells.datasets:
         items = sorted(scores[dataset], key=lambda s: (s.accuracy, -s.graded, s.item_id))
         unsolved = [s for s in items if s.correct == 0]
         chosen = items[:hardest]

@@ -103,15 +103,11 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         datasets=[(d.name, d.selected) for d in plan.datasets],
         bootstrap=bootstrap,
         leaderboard=leaderboard(cells, bootstrap),
-        by_prompt=facet_table(cells, "model_name", "prompt", facets.prompts, bootstrap),
+        by_prompt=facet_table(cells, "prompt", bootstrap),
         by_config=(
-            facet_table(cells, "model_name", "model_config", facets.model_configs, bootstrap)
-            if len(facets.model_configs) > 1
-            else None
+            facet_table(cells, "model_config", bootstrap) if len(facets.model_configs) > 1 else None
         ),
-        by_dataset=facet_table(
-            cells, "model_name", "dataset", [d.name for d in plan.datasets], bootstrap
-        ),
+        by_dataset=facet_table(cells, "dataset", bootstrap),
         agreement=grader_agreement(cells),
         costs=costs(cells),
         errors=errors(cells),

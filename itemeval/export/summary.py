@@ -1,5 +1,5 @@
-"""What the report says, computed from `StudyCells`: leaderboards, prompt sensitivity, grader
-agreement, cost per correct answer, errors, and (in `export.difficulty`) item difficulty.
+"""What the report says, computed from `StudyCells`: leaderboards, facet tables, grader
+agreement, cost per correct answer, errors and coverage (item difficulty: `export.difficulty`).
 
 Definitions (the report and `docs/results.md` state them too):
 
@@ -12,6 +12,9 @@ Definitions (the report and `docs/results.md` state them too):
   (`conditions.primary_grader`); every grader's accuracy is shown next to it;
 * cost per correct answer = (generation USD + grading USD of every grader, of the condition's
   logical rows) / correct answers under the headline grader.
+
+Everything works on the integer codes of `StudyCells` (vectorised group-bys and joins) and maps
+codes back to names only for the few result rows.
 """
 
 from __future__ import annotations
@@ -36,8 +39,6 @@ from itemeval.export.stats import (
     bootstrap_proportion,
 )
 
-_SEP = "\x1f"
-
 
 @dataclass(frozen=True)
 class Bootstrap:
@@ -45,43 +46,51 @@ class Bootstrap:
     seed: int = DEFAULT_SEED
 
 
-def with_facets(cells: StudyCells, table: pa.Table) -> pa.Table:
-    """`table` (with `gen_condition_id`) plus `model`, `model_name`, `prompt`, `model_config`."""
-    generate = cells.facets.generate
-    facets = pa.table(
-        {
-            "gen_condition_id": [f.id for f in generate],
-            "model": [f.model for f in generate],
-            "model_name": [f.model_name for f in generate],
-            "prompt": [f.prompt for f in generate],
-            "model_config": [f.model_config for f in generate],
-        }
-    )
-    return table.join(facets, "gen_condition_id", join_type="inner")
+def headline_code(cells: StudyCells) -> int | None:
+    """The code of the headline grade condition (None without grade conditions)."""
+    primary = primary_grader(cells.facets.grade)
+    return None if primary is None else cells.facets.grade.index(primary)
+
+
+def facet_codes(cells: StudyCells, facet: str) -> tuple[list[str], pa.Array]:
+    """The names of a facet (`model`, `prompt`, `model_config`) and, per generate condition
+    code, the facet's code: take() it with a `gen` column to get the facet of each row."""
+    f = cells.facets
+    names = {"model": f.models, "prompt": f.prompts, "model_config": f.model_configs}[facet]
+    value = {"model": "model_name", "prompt": "prompt", "model_config": "model_config"}[facet]
+    codes = [names.index(getattr(g, value)) for g in f.generate]
+    return names, pa.array(codes, type=pa.int32())
 
 
 def proportions(
-    grades: pa.Table, keys: Sequence[str], bootstrap: Bootstrap
-) -> dict[tuple[str, ...], Proportion]:
-    """Accuracy with its interval per distinct value of `keys`, clustered by item."""
+    grades: pa.Table, keys: Sequence[pa.Array | pa.ChunkedArray], bootstrap: Bootstrap
+) -> dict[tuple[int, ...], Proportion]:
+    """Accuracy with its interval per distinct combination of the integer `keys` (one value per
+    grade row), clustered by item."""
     if grades.num_rows == 0:
         return {}
-    correct = pc.cast(grades.column("correct"), pa.int64())
-    table = grades.select([*keys, "item_id"]).append_column("c", correct)
-    per_item = table.group_by([*keys, "item_id"], use_threads=False).aggregate(
+    names = [f"k{i}" for i in range(len(keys))]
+    table = pa.table(
+        {
+            **dict(zip(names, keys, strict=True)),
+            "item": grades.column("item"),
+            "c": pc.cast(grades.column("correct"), pa.int64()),
+        }
+    )
+    per_item = table.group_by([*names, "item"], use_threads=False).aggregate(
         [("c", "sum"), ("c", "count")]
     )
-    composite = _composite(per_item, keys)
-    order = pc.sort_indices(composite).to_numpy()
-    composite_sorted = composite.take(pa.array(order)).to_numpy(zero_copy_only=False)
-    successes = per_item.column("c_sum").to_numpy()[order].astype(np.float64)
-    trials = per_item.column("c_count").to_numpy()[order].astype(np.float64)
-    bounds = np.flatnonzero(composite_sorted[1:] != composite_sorted[:-1]) + 1
-    out: dict[tuple[str, ...], Proportion] = {}
+    per_item = per_item.sort_by([(n, "ascending") for n in names])
+    key_values = np.stack([per_item.column(n).to_numpy() for n in names], axis=1)
+    successes = per_item.column("c_sum").to_numpy().astype(np.float64)
+    trials = per_item.column("c_count").to_numpy().astype(np.float64)
+    change = np.any(key_values[1:] != key_values[:-1], axis=1)
+    bounds = np.flatnonzero(change) + 1
+    out: dict[tuple[int, ...], Proportion] = {}
     for start, stop in zip(
-        np.concatenate(([0], bounds)), np.concatenate((bounds, [len(order)])), strict=True
+        np.concatenate(([0], bounds)), np.concatenate((bounds, [len(trials)])), strict=True
     ):
-        key = tuple(str(composite_sorted[start]).split(_SEP))
+        key = tuple(int(v) for v in key_values[start])
         out[key] = bootstrap_proportion(
             successes[start:stop],
             trials[start:stop],
@@ -89,13 +98,6 @@ def proportions(
             seed=bootstrap.seed,
         )
     return out
-
-
-def _composite(table: pa.Table, keys: Sequence[str]) -> pa.Array:
-    columns = [pc.cast(table.column(k), pa.string()) for k in keys]
-    if len(columns) == 1:
-        return columns[0].combine_chunks()
-    return pc.binary_join_element_wise(*columns, _SEP).combine_chunks()
 
 
 # -- leaderboard ------------------------------------------------------------------------------
@@ -131,32 +133,31 @@ def _rank_key(primary: GradeFacets | None, line: Ranked) -> tuple[float, str]:
 def leaderboard(cells: StudyCells, bootstrap: Bootstrap | None = None) -> Leaderboard:
     """Accuracy per generate condition and per model, ordered by the headline accuracy."""
     bootstrap = bootstrap or Bootstrap()
-    grades = with_facets(cells, cells.valid_grades())
-    primary = primary_grader(cells.facets.grade)
-    by_condition = proportions(grades, ["gen_condition_id", "grade_condition_id"], bootstrap)
-    by_model = proportions(grades, ["model_name", "grade_condition_id"], bootstrap)
+    f = cells.facets
+    grades = cells.valid_grades()
+    gen, grade = grades.column("gen"), grades.column("grade")
+    models, model_of = facet_codes(cells, "model")
+    by_condition = proportions(grades, [gen, grade], bootstrap)
+    by_model = proportions(grades, [model_of.take(gen), grade], bootstrap)
     conditions = [
         Ranked(
-            name=f.slug,
-            generate=f,
+            name=g.slug,
+            generate=g,
             accuracy={
-                g.id: by_condition[(f.id, g.id)]
-                for g in cells.facets.grade
-                if (f.id, g.id) in by_condition
+                j.id: by_condition[(c, k)] for k, j in enumerate(f.grade) if (c, k) in by_condition
             },
         )
-        for f in cells.facets.generate
+        for c, g in enumerate(f.generate)
     ]
-    models = []
-    for name in cells.facets.models:
-        count = sum(1 for f in cells.facets.generate if f.model_name == name)
-        accuracy = {
-            g.id: by_model[(name, g.id)] for g in cells.facets.grade if (name, g.id) in by_model
-        }
-        models.append(Ranked(name=name, accuracy=accuracy, conditions=count))
+    lines = []
+    for m, name in enumerate(models):
+        count = sum(1 for g in f.generate if g.model_name == name)
+        accuracy = {j.id: by_model[(m, k)] for k, j in enumerate(f.grade) if (m, k) in by_model}
+        lines.append(Ranked(name=name, accuracy=accuracy, conditions=count))
+    primary = primary_grader(f.grade)
     conditions.sort(key=lambda line: _rank_key(primary, line))
-    models.sort(key=lambda line: _rank_key(primary, line))
-    return Leaderboard(primary, cells.facets.grade, conditions, models)
+    lines.sort(key=lambda line: _rank_key(primary, line))
+    return Leaderboard(primary, f.grade, conditions, lines)
 
 
 # -- facet tables -----------------------------------------------------------------------------
@@ -164,9 +165,8 @@ def leaderboard(cells: StudyCells, bootstrap: Bootstrap | None = None) -> Leader
 
 @dataclass(frozen=True)
 class FacetTable:
-    """Accuracy (headline grader) for every row value x column value, e.g. model x prompt."""
+    """Accuracy (headline grader) for every model x column value (a prompt, a config, ...)."""
 
-    row_facet: str
     column_facet: str
     rows: list[str]
     columns: list[str]
@@ -183,18 +183,24 @@ class FacetTable:
 
 
 def facet_table(
-    cells: StudyCells,
-    row_facet: str,
-    column_facet: str,
-    columns: list[str],
-    bootstrap: Bootstrap | None = None,
+    cells: StudyCells, column_facet: str, bootstrap: Bootstrap | None = None
 ) -> FacetTable | None:
-    primary = primary_grader(cells.facets.grade)
-    if primary is None:
+    """Model x `column_facet` (`prompt`, `model_config` or `dataset`) under the headline grader."""
+    code = headline_code(cells)
+    if code is None:
         return None
-    grades = with_facets(cells, cells.valid_grades(primary.id))
-    found = proportions(grades, [row_facet, column_facet], bootstrap or Bootstrap())
-    return FacetTable(row_facet, column_facet, cells.facets.models, columns, found)
+    grades = cells.valid_grades(code)
+    models, model_of = facet_codes(cells, "model")
+    if column_facet == "dataset":
+        columns, column = cells.datasets, grades.column("dataset")
+    else:
+        columns, column_of = facet_codes(cells, column_facet)
+        column = column_of.take(grades.column("gen"))
+    found = proportions(
+        grades, [model_of.take(grades.column("gen")), column], bootstrap or Bootstrap()
+    )
+    named = {(models[m], columns[c]): value for (m, c), value in found.items()}
+    return FacetTable(column_facet, models, columns, named)
 
 
 # -- agreement --------------------------------------------------------------------------------
@@ -213,22 +219,18 @@ class GraderAgreement:
 
 def grader_agreement(cells: StudyCells) -> list[GraderAgreement]:
     """Every pair of grade conditions, over the answers both graded validly."""
-    keys = ["gen_condition_id", "item_id", "epoch"]
+    keys = ["gen", "item", "epoch"]
     out = []
-    for first, second in itertools.combinations(cells.facets.grade, 2):
-        a = cells.valid_grades(first.id).select([*keys, "correct"])
-        b = cells.valid_grades(second.id).select([*keys, "correct"])
-        joined = a.join(b.rename_columns([*keys, "correct_b"]), keys, join_type="inner")
-        out.append(
-            GraderAgreement(
-                first,
-                second,
-                agreement(
-                    joined.column("correct").to_numpy(zero_copy_only=False),
-                    joined.column("correct_b").to_numpy(zero_copy_only=False),
-                ),
-            )
+    grade = cells.facets.grade
+    for a, b in itertools.combinations(range(len(grade)), 2):
+        first = cells.valid_grades(a).select([*keys, "correct"])
+        second = cells.valid_grades(b).select([*keys, "correct"]).rename_columns([*keys, "other"])
+        joined = first.join(second, keys, join_type="inner")
+        verdicts = agreement(
+            joined.column("correct").to_numpy(zero_copy_only=False),
+            joined.column("other").to_numpy(zero_copy_only=False),
         )
+        out.append(GraderAgreement(grade[a], grade[b], verdicts))
     return out
 
 
@@ -255,39 +257,35 @@ class Cost:
 
 def costs(cells: StudyCells) -> list[Cost]:
     """Per generate condition: what its answers and their grading cost, per correct answer."""
-    primary = primary_grader(cells.facets.grade)
-    generation = _sums(
-        cells.solutions, "gen_condition_id", ["usd", "input_tokens", "output_tokens"]
-    )
-    grading = _sums(cells.grades, "gen_condition_id", ["usd"])
-    headline = cells.valid_grades(primary.id) if primary else cells.valid_grades().slice(0, 0)
+    generation = _sums(cells.solutions, "gen", ["usd", "input_tokens", "output_tokens"])
+    grading = _sums(cells.grades, "gen", ["usd"])
+    code = headline_code(cells)
+    headline = cells.valid_grades(code) if code is not None else cells.grades.slice(0, 0)
     headline = headline.append_column("c", pc.cast(headline.column("correct"), pa.int64()))
-    headline = headline.append_column(
-        "graded", pa.repeat(pa.scalar(1, pa.int64()), headline.num_rows)
-    )
-    tallies = _sums(headline, "gen_condition_id", ["c", "graded"])
+    headline = headline.append_column("n", pa.repeat(pa.scalar(1, pa.int64()), headline.num_rows))
+    tallies = _sums(headline, "gen", ["c", "n"])
     out = []
-    for f in cells.facets.generate:
-        gen = generation.get(f.id, {})
+    for c, g in enumerate(cells.facets.generate):
+        gen = generation.get(c, {})
         out.append(
             Cost(
-                generate=f,
+                generate=g,
                 generation_usd=gen.get("usd", 0.0),
-                grading_usd=grading.get(f.id, {}).get("usd", 0.0),
-                correct=int(tallies.get(f.id, {}).get("c", 0)),
-                graded=int(tallies.get(f.id, {}).get("graded", 0)),
+                grading_usd=grading.get(c, {}).get("usd", 0.0),
+                correct=int(tallies.get(c, {}).get("c", 0)),
+                graded=int(tallies.get(c, {}).get("n", 0)),
                 tokens=int(gen.get("input_tokens", 0) + gen.get("output_tokens", 0)),
             )
         )
     return out
 
 
-def _sums(table: pa.Table, key: str, columns: list[str]) -> dict[str, dict[str, float]]:
+def _sums(table: pa.Table, key: str, columns: list[str]) -> dict[int, dict[str, float]]:
     if table.num_rows == 0:
         return {}
     grouped = table.group_by(key, use_threads=False).aggregate([(c, "sum") for c in columns])
     keys = grouped.column(key).to_pylist()
-    out: dict[str, dict[str, float]] = {k: {} for k in keys}
+    out: dict[int, dict[str, float]] = {k: {} for k in keys}
     for c in columns:
         for k, v in zip(keys, grouped.column(f"{c}_sum").to_pylist(), strict=True):
             out[k][c] = float(v or 0)
@@ -331,61 +329,62 @@ class Errors:
         return bool(self.generation or self.grading or self.parse_failures)
 
 
+def count(mask: pa.ChunkedArray | pa.Array) -> int:
+    """How many values of a boolean column are true."""
+    return int(pc.sum(mask).as_py() or 0)
+
+
+def _code_counts(table: pa.Table, key: str, column: str, slugs: list[str]) -> list[CodeCount]:
+    if table.num_rows == 0:
+        return []
+    grouped = table.group_by([key, column], use_threads=False).aggregate([(key, "count")])
+    rows = [
+        CodeCount(slugs[k], c or "unknown", int(n))
+        for k, c, n in zip(
+            grouped.column(key).to_pylist(),
+            grouped.column(column).to_pylist(),
+            grouped.column(f"{key}_count").to_pylist(),
+            strict=True,
+        )
+    ]
+    return sorted(rows, key=lambda r: (r.condition, -r.count, r.code))
+
+
 def errors(cells: StudyCells) -> Errors:
-    slugs = {f.id: f.slug for f in (*cells.facets.generate, *cells.facets.grade)}
+    f = cells.facets
+    gen_slugs = [g.slug for g in f.generate]
+    grade_slugs = [g.slug for g in f.grade]
     solutions, grades = cells.solutions, cells.grades
-    failed = solutions.filter(pc.equal(solutions.column("status"), "error"))
-    grade_failed = grades.filter(pc.equal(grades.column("status"), "error"))
-    unparsed = grades.filter(
-        pc.and_(pc.equal(grades.column("status"), "ok"), pc.invert(grades.column("parse_ok")))
-    )
-
-    def counts(table: pa.Table, key: str, code: str) -> list[CodeCount]:
-        if table.num_rows == 0:
-            return []
-        grouped = table.group_by([key, code], use_threads=False).aggregate([(key, "count")])
-        rows = [
-            CodeCount(slugs.get(k, k), c or "unknown", int(n))
-            for k, c, n in zip(
-                grouped.column(key).to_pylist(),
-                grouped.column(code).to_pylist(),
-                grouped.column(f"{key}_count").to_pylist(),
-                strict=True,
-            )
-        ]
-        return sorted(rows, key=lambda r: (r.condition, -r.count, r.code))
-
+    failed = solutions.filter(pc.invert(solutions.column("ok")))
+    grade_failed = grades.filter(pc.invert(grades.column("ok")))
+    unparsed = grades.filter(pc.and_(grades.column("ok"), pc.invert(grades.column("parse_ok"))))
     expected = cells.expected_per_condition
     coverage = []
-    for f in cells.facets.generate:
-        mine = solutions.filter(pc.equal(solutions.column("gen_condition_id"), f.id))
-        ok = int(pc.sum(pc.equal(mine.column("status"), "ok")).as_py() or 0)
-        coverage.append(Coverage("generate", f.slug, expected, ok, mine.num_rows - ok))
-    for g in cells.facets.grade:
-        mine = grades.filter(pc.equal(grades.column("grade_condition_id"), g.id))
-        ok = pc.equal(mine.column("status"), "ok")
+    for c, g in enumerate(f.generate):
+        mine = solutions.filter(pc.equal(solutions.column("gen"), c))
+        ok = count(mine.column("ok"))
+        coverage.append(Coverage("generate", g.slug, expected, ok, mine.num_rows - ok))
+    for k, g in enumerate(f.grade):
+        mine = grades.filter(pc.equal(grades.column("grade"), k))
+        ok = mine.column("ok")
+        parsed = pc.and_(ok, mine.column("parse_ok"))
         coverage.append(
             Coverage(
                 "grade",
                 g.slug,
-                expected * len(cells.facets.generate),
+                expected * len(f.generate),
                 count(mine.column("valid")),
                 count(pc.invert(ok)),
                 count(pc.and_(ok, pc.invert(mine.column("parse_ok")))),
-                count(pc.and_(ok, pc.and_(mine.column("parse_ok"), mine.column("stale")))),
+                count(pc.and_(parsed, mine.column("stale"))),
             )
         )
     return Errors(
-        generation=counts(failed, "gen_condition_id", "error_code"),
-        grading=counts(grade_failed, "grade_condition_id", "error_code"),
-        parse_failures=counts(unparsed, "grade_condition_id", "parse_code"),
+        generation=_code_counts(failed, "gen", "error_code", gen_slugs),
+        grading=_code_counts(grade_failed, "grade", "error_code", grade_slugs),
+        parse_failures=_code_counts(unparsed, "grade", "parse_code", grade_slugs),
         coverage=coverage,
     )
-
-
-def count(mask: pa.ChunkedArray | pa.Array) -> int:
-    """How many values of a boolean column are true."""
-    return int(pc.sum(mask).as_py() or 0)
 
 
 def fmt_proportion(value: Proportion | None, digits: int = 3) -> str:

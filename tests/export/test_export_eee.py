@@ -157,3 +157,72 @@ def test_failed_and_unparsed_grades_are_counted_not_sampled(exported, demo_run: 
     )
     assert sum(v for k, v in excluded.items() if k.startswith("grade_error_")) == failed.num_rows
     assert summary["eee"]["samples"] + unparsed.num_rows + failed.num_rows == table.num_rows
+
+
+def _row(**changes: Any) -> dict[str, Any]:
+    from itemeval.export.eee import SAMPLE_COLUMNS
+
+    row: dict[str, Any] = dict.fromkeys(SAMPLE_COLUMNS)
+    row |= {
+        "gen_condition_id": "m_direct_default--0123456789ab",
+        "grade_condition_id": "auto--ba9876543210",
+        "model": "acme/model-x",
+        "prompt": "builtin:direct",
+        "model_config": "default",
+        "grader_kind": "scorer",
+        "grader": "auto",
+        "item_id": "q.001",
+        "dataset": "quiz",
+        "epoch": 0,
+        "input": "Which one?\nA. x\nB. y",
+        "target": "B",
+        "metadata": '{"choices": ["x", "y"]}',
+        "solution_text": "ANSWER: B",
+        "extracted": "B",
+        "score": 1.0,
+        "correct": True,
+    }
+    return row | changes
+
+
+def test_instance_records_leave_absent_values_out():
+    from itemeval.export.conditions import GenerateFacets, GradeFacets
+    from itemeval.export.eee import (
+        DatasetSourceInfo,
+        Evaluation,
+        RecordContext,
+        build_instance,
+        item_choices,
+    )
+
+    generate = GenerateFacets(
+        "m_direct_default--0123456789ab",
+        "m_direct_default",
+        "acme/model-x",
+        "x",
+        "builtin:direct",
+        "default",
+        "{}",
+        "api",
+    )
+    grade = GradeFacets("auto--ba9876543210", "auto", "scorer", "auto", None, None, None, None)
+    dataset = DatasetSourceInfo("quiz", 1, "f" * 64, "data/quiz", None)
+    for version in ("0.2.0", "0.3.0"):
+        context = RecordContext("s", version, "1.5", "unknown", "third_party", 1)
+        evaluation = Evaluation(context, generate, grade, dataset, "openai", "{{ input }}", None)
+        choices = item_choices({"choices": ["x", "y"]})
+        record = build_instance(evaluation, _row(), "Which one?", choices)
+        errors = list(
+            jsonschema.Draft7Validator(eee_schema("instance", version)).iter_errors(record)
+        )
+        assert not errors, [e.message for e in errors]
+        assert not _nulls(record)
+        assert record["input"]["choices"] == ["x", "y"]
+        assert "token_usage" not in record and "performance" not in record
+        assert "grader_model" not in record["metadata"] and record["metadata"]["epoch"] == "0"
+        assert record["answer_attribution"][0]["extracted_value"] == "B"
+        assert evaluation.folder == "data/quiz/acme/model-x"
+        assert re.fullmatch(UUID4, evaluation.uuid)
+        judged = build_instance(evaluation, _row(grader_kind="judge", extracted=None))
+        assert judged["answer_attribution"] == [] and "choices" not in judged["input"]
+    assert item_choices({"choices": [1, 2]}) is None and item_choices({}) is None
