@@ -220,10 +220,12 @@ def _rss_mb() -> float:
 
 
 class _PeakRss:
-    """The highest RSS seen while the block runs (sampled every 20 ms by a thread)."""
+    """The highest RSS, and the highest memory held by arrow buffers (what the export really
+    keeps; the allocator may hold more), seen while the block runs (sampled every 20 ms)."""
 
     def __enter__(self) -> _PeakRss:
         self.peak = _rss_mb()
+        self.arrow_peak = pa.total_allocated_bytes() / 2**20
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
@@ -232,6 +234,7 @@ class _PeakRss:
     def _watch(self) -> None:
         while not self._stop.wait(0.02):
             self.peak = max(self.peak, _rss_mb())
+            self.arrow_peak = max(self.arrow_peak, pa.total_allocated_bytes() / 2**20)
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
@@ -272,6 +275,7 @@ def child(mode: str, root: Path, batch_rows: int) -> None:
                 "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 "rss_before_mb": before,
                 "export_peak_mb": watch.peak,
+                "arrow_peak_mb": watch.arrow_peak,
                 "output_mb": size / 1e6,
                 "files": files,
             }
@@ -300,7 +304,8 @@ def measure(root: Path, modes: list[str], batch_rows: int, grade_rows: int) -> N
         rate = grade_rows / result["seconds"]
         print(
             f"  {mode:<11} {result['seconds']:7.1f} s  {rate:>10,.0f} rows/s  "
-            f"RSS {result['rss_before_mb']:4.0f} -> peak {result['export_peak_mb']:4.0f} MB  "
+            f"RSS {result['rss_before_mb']:4.0f} -> peak {result['export_peak_mb']:4.0f} MB, "
+            f"arrow peak {result['arrow_peak_mb']:4.0f} MB  "
             f"output {result['output_mb']:7.1f} MB "
             f"in {result['files']:,} files  "
             f"(plan {result['plan_seconds']:.1f} s)",

@@ -43,8 +43,8 @@ POS = "_pos"
 
 @dataclass(frozen=True)
 class PartitionRows:
-    """The logical rows of one partition: their keys (plus requested small columns) and where
-    each one is stored (`FRAG`, `POS`)."""
+    """The logical rows of one partition: their keys (plus requested small columns, e.g.
+    `status`) and where each one is stored (`FRAG`, `POS`)."""
 
     stage: Stage
     condition_id: str
@@ -67,7 +67,7 @@ def locate_logical_rows(
     table = read_partitions({condition_id: location}, stage.schema, wanted, fragment_names=True)[
         condition_id
     ]
-    keep = [c for c in dict.fromkeys([*stage.keys, "status", *extra])]
+    keep = list(dict.fromkeys([*stage.keys, *extra]))
     n = table.num_rows
     if n == 0:
         empty = pa.schema(
