@@ -139,10 +139,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     counts = result.counts
     if counts.stale:
         print(f"Note: {counts.stale:,} grades were given to an earlier answer text (grade_stale)")
-    if counts.outside_selection or counts.other_conditions:
+    if counts.outside_selection:
         print(
             f"Left out: {counts.outside_selection:,} grade rows of items or epochs outside "
-            f"the study's selection, {counts.other_conditions:,} of conditions not selected"
+            "the study's selection"
         )
     if result.eee_excluded:
         left_out = ", ".join(f"{k} {v:,}" for k, v in result.eee_excluded.items())

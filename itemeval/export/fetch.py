@@ -6,7 +6,10 @@ every model. So reading is split in two:
 1. `locate_logical_rows` reads only the key, status, time and hash columns of a partition (the
    store's own parallel reader, which also survives a concurrent compaction), chooses the
    logical row of every key with the store's dedup rule, and keeps *where* each chosen row is:
-   its fragment and its position inside the fragment.
+   its fragment and its position inside the fragment. `GradePartition.locate` does the same for
+   the rows of one generate condition inside a grade partition, reading only the fragments
+   whose parquet statistics say they hold that condition (a runtime fragment holds one), so
+   memory follows one condition pair, not the whole partition.
 2. `RowFetcher.take` reads the full columns of the chosen rows, row group by row group, with a
    small LRU of decoded row groups (runtime fragments are shard-sized and read once; compacted
    fragments are read one row group at a time). `ItemFetcher` does the same for items snapshot
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,8 +35,15 @@ from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location
 from itemeval.store import SnapshotInfo, StudyStore, read_items_part
 from itemeval.store.dedup import best_row_indices
-from itemeval.store.fragments import FRAGMENT_NAME, FRAGMENT_ORDINAL, read_partitions
-from itemeval.store.layout import Stage
+from itemeval.store.fragments import (
+    FRAGMENT_NAME,
+    FRAGMENT_ORDINAL,
+    FragmentInfo,
+    list_fragments,
+    read_fragments,
+    read_partitions,
+)
+from itemeval.store.layout import GRADES, Stage
 from itemeval.workitem import ITEM_SCHEMA
 
 #: Added to located keys: the fragment's ordinal (index into `PartitionRows.fragments`) and the
@@ -92,6 +103,101 @@ def locate_logical_rows(
         table.select([*stage.keys, "status", "written_at", FRAGMENT_ORDINAL]), stage.keys
     )
     return PartitionRows(stage, condition_id, location, fragments, located.take(best))
+
+
+def _vanished(location: Location) -> StoreError:
+    return StoreError(
+        Problem(
+            "a fragment vanished during the export (a compaction finished meanwhile)",
+            file=location.url,
+            hint="run the export again; compaction keeps every row",
+        )
+    )
+
+
+class GradePartition:
+    """One grade partition, located one generate condition at a time.
+
+    The fragment list is taken once (`fragments`, name order = write order); for each fragment
+    the parquet footer says which generate conditions it can hold (the min and max statistics
+    of `gen_condition_id` per row group). `locate(gen)` reads the key columns of only the
+    fragments that can hold `gen`, keeps that condition's rows and deduplicates them by the
+    store's rule (the fragment's ordinal in name order is the last tie-break, as in the store).
+    """
+
+    def __init__(self, store: StudyStore, condition_id: str, *, threads: int = 8):
+        self.condition_id = condition_id
+        self.location = store.partition(GRADES, condition_id)
+        self.fragments: list[FragmentInfo] = list_fragments(self.location)
+        self._ranges = self._gen_ranges(threads)
+
+    def _gen_ranges(self, threads: int) -> list[list[tuple[str, str]] | None]:
+        """Per fragment, the (min, max) of `gen_condition_id` of each row group (None: the
+        footer has no statistics, so the fragment is read for every condition)."""
+        column = GRADES.schema.get_field_index("gen_condition_id")
+
+        def ranges(info: FragmentInfo) -> list[tuple[str, str]] | None:
+            location = self.location.join(info.name)
+            try:
+                if location.is_local:
+                    meta = pq.read_metadata(info.path)
+                else:
+                    with location.open("rb") as handle:
+                        meta = pq.read_metadata(handle)
+            except FileNotFoundError:
+                raise _vanished(location) from None
+            except (pa.ArrowException, OSError, ValueError) as exc:
+                raise StoreError(
+                    Problem(f"not a readable store fragment ({exc})", file=location.url)
+                ) from exc
+            out = []
+            for group in range(meta.num_row_groups):
+                stats = meta.row_group(group).column(column).statistics
+                if stats is None or not stats.has_min_max:
+                    return None
+                out.append((str(stats.min), str(stats.max)))
+            return out
+
+        if len(self.fragments) <= 1 or self.location.is_local:
+            return [ranges(f) for f in self.fragments]
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            return list(pool.map(ranges, self.fragments))
+
+    def locate(self, gen_condition_id: str, extra: Sequence[str] = ()) -> PartitionRows:
+        """The logical grade rows of `gen_condition_id`, with where each one is stored."""
+        ordinals = [
+            i
+            for i, groups in enumerate(self._ranges)
+            if groups is None or any(lo <= gen_condition_id <= hi for lo, hi in groups)
+        ]
+        keys = list(GRADES.keys)
+        columns = list(dict.fromkeys([*keys, "status", "written_at", *extra]))
+        chosen = [self.fragments[i] for i in ordinals]
+        tables = read_fragments(self.location, chosen, GRADES.schema, columns)
+        parts = []
+        for ordinal, info, table in zip(ordinals, chosen, tables, strict=True):
+            if table is None:
+                raise _vanished(self.location.join(info.name))
+            n = table.num_rows
+            table = table.append_column(
+                FRAGMENT_ORDINAL, pa.repeat(pa.scalar(ordinal, pa.int32()), n)
+            ).append_column(POS, pa.array(np.arange(n, dtype=np.int64)))
+            parts.append(table.filter(pc.equal(table.column("gen_condition_id"), gen_condition_id)))
+        names = [f.name for f in self.fragments]
+        keep = list(dict.fromkeys([*keys, *extra]))
+        if not parts or not sum(p.num_rows for p in parts):
+            empty = pa.schema(
+                [GRADES.schema.field(c) for c in keep]
+                + [pa.field(FRAG, pa.int32()), pa.field(POS, pa.int64())]
+            ).empty_table()
+            return PartitionRows(GRADES, self.condition_id, self.location, names, empty)
+        table = pa.concat_tables(parts)
+        best = best_row_indices(
+            table.select([*keys, "status", "written_at", FRAGMENT_ORDINAL]), keys
+        )
+        located = table.select(keep).append_column(FRAG, table.column(FRAGMENT_ORDINAL))
+        located = located.append_column(POS, table.column(POS))
+        return PartitionRows(GRADES, self.condition_id, self.location, names, located.take(best))
 
 
 @dataclass
@@ -168,13 +274,7 @@ class RowFetcher:
                 return pq.ParquetFile(location.path)
             return pq.ParquetFile(pa.BufferReader(location.read_bytes()))
         except FileNotFoundError:
-            raise StoreError(
-                Problem(
-                    "a fragment vanished during the export (a compaction finished meanwhile)",
-                    file=location.url,
-                    hint="run the export again; compaction keeps every row",
-                )
-            ) from None
+            raise _vanished(location) from None
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise StoreError(
                 Problem(f"not a readable store fragment ({exc})", file=location.url)

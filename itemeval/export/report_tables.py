@@ -29,11 +29,14 @@ class TextTable:
 
 
 def usd(value: float | None) -> str:
+    """Dollars: cents from $1 up, three significant digits below (simulated and small models
+    cost fractions of a cent per answer)."""
     if value is None or not math.isfinite(value):
         return "n/a"
     if value == 0 or abs(value) >= 1:
         return f"${value:,.2f}"
-    return f"${value:,.4f}"
+    decimals = max(2, 2 - math.floor(math.log10(abs(value))))
+    return f"${value:.{decimals}f}"
 
 
 def number(value: int | float) -> str:

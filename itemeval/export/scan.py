@@ -9,10 +9,11 @@ item part by item part), cut into batches of at most `batch_rows`.
 What the stream covers is the plan's selection, as `itemeval status` counts it: the design's
 conditions (after `--condition`), the selected items, epochs `0 .. replications-1`. Stored rows
 outside it (an item no longer selected, epochs of a larger replication count, conditions no
-longer in the study) are left out and counted in `ScanCounts`.
+longer in the study) are left out; `ScanCounts.outside_selection` counts the grade rows of
+items and epochs outside it.
 
-Memory: the located keys of one grade partition and of the solution partitions (small columns
-only), a few row groups per side, a few items parts and one batch.
+Memory: the located keys (small columns) of one pair's grades and solutions, a few row groups
+per side, a few items parts and one batch.
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ from itemeval.export.conditions import DesignFacets, GenerateFacets, GradeFacets
 from itemeval.export.fetch import (
     FRAG,
     POS,
+    GradePartition,
     ItemFetcher,
     PartitionRows,
     RowFetcher,
     locate_logical_rows,
 )
 from itemeval.planning import Plan
-from itemeval.store import GRADES, SOLUTIONS
+from itemeval.store import SOLUTIONS
 
 DEFAULT_BATCH_ROWS = 20_000
 
@@ -62,7 +64,6 @@ class ScanCounts:
     ungraded: int = 0  # include_ungraded rows (a solution without a grade)
     stale: int = 0  # grades of an earlier solution text
     outside_selection: int = 0  # grade rows of items or epochs outside the plan's selection
-    other_conditions: int = 0  # grade rows of generate conditions not in the (selected) design
     pairs: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
@@ -82,26 +83,22 @@ class LongTableScan:
         self._item_ids = self.plan.items.column("item_id").combine_chunks()
         snapshots = {d.name: d.snapshot for d in self.plan.datasets if d.snapshot is not None}
         self._items = ItemFetcher(self.plan.items, snapshots, ["dataset", *ITEM_FIELDS])
-        self._solutions: dict[str, PartitionRows] = {}
 
     def __iter__(self) -> Iterator[tuple[Pair, pa.RecordBatch]]:
         for grade in self.facets.grade:
-            grades = self._in_selection(
-                locate_logical_rows(self.plan.store, GRADES, grade.id, extra=["solution_hash"]),
-                count=True,
-            )
-            by_generate = _split_by(grades.keys, "gen_condition_id")
-            known = {g.id for g in self.facets.generate}
-            self.counts.other_conditions += sum(
-                t.num_rows for cid, t in by_generate.items() if cid not in known
-            )
-            grade_fetch = RowFetcher(grades, list(GRADE_RENAMES), cache_rows=4 * self.batch_rows)
+            partition = GradePartition(self.plan.store, grade.id)
             for generate in self.facets.generate:
-                solutions = self._solution_rows(generate.id)
                 pair = Pair(grade, generate)
-                pair_keys = by_generate.get(generate.id)
+                grades = self._in_selection(
+                    partition.locate(generate.id, extra=["solution_hash"]), count=True
+                )
+                solutions = self._in_selection(
+                    locate_logical_rows(
+                        self.plan.store, SOLUTIONS, generate.id, extra=["text_hash"]
+                    )
+                )
                 rows = 0
-                for batch in self._pair_batches(pair, pair_keys, solutions, grade_fetch):
+                for batch in self._pair_batches(pair, grades, solutions):
                     rows += batch.num_rows
                     yield pair, batch
                 self.counts.pairs[(grade.id, generate.id)] = rows
@@ -120,29 +117,16 @@ class LongTableScan:
             self.counts.outside_selection += keys.num_rows - kept.num_rows
         return PartitionRows(rows.stage, rows.condition_id, rows.location, rows.fragments, kept)
 
-    def _solution_rows(self, condition_id: str) -> PartitionRows:
-        rows = self._solutions.get(condition_id)
-        if rows is None:
-            rows = self._in_selection(
-                locate_logical_rows(self.plan.store, SOLUTIONS, condition_id, extra=["text_hash"])
-            )
-            self._solutions[condition_id] = rows
-        return rows
-
     # -- pass 2 ----------------------------------------------------------------------------
     def _pair_batches(
-        self,
-        pair: Pair,
-        grade_keys: pa.Table | None,
-        solutions: PartitionRows,
-        grade_fetch: RowFetcher,
+        self, pair: Pair, grades: PartitionRows, solutions: PartitionRows
     ) -> Iterator[pa.RecordBatch]:
-        cells = _pair_cells(grade_keys, solutions.keys, self.include_ungraded)
+        cells = _pair_cells(grades.keys, solutions.keys, self.include_ungraded)
         if cells.num_rows == 0:
             return
-        solution_fetch = RowFetcher(
-            solutions, list(SOLUTION_RENAMES), cache_rows=4 * self.batch_rows
-        )
+        cache = 4 * self.batch_rows
+        grade_fetch = RowFetcher(grades, list(GRADE_RENAMES), cache_rows=cache)
+        solution_fetch = RowFetcher(solutions, list(SOLUTION_RENAMES), cache_rows=cache)
         for offset in range(0, cells.num_rows, self.batch_rows):
             chunk = cells.slice(offset, self.batch_rows)
             batch = self._assemble(pair, chunk, grade_fetch, solution_fetch)
@@ -202,25 +186,6 @@ class LongTableScan:
                 column = column.combine_chunks()
             arrays.append(column.cast(target.type) if column.type != target.type else column)
         return pa.RecordBatch.from_arrays(arrays, schema=LONG_TABLE_SCHEMA)
-
-
-def _split_by(table: pa.Table, column: str) -> dict[str, pa.Table]:
-    """Rows of `table` per value of a string column (one stable sort, then slices)."""
-    if table.num_rows == 0:
-        return {}
-    encoded = pc.dictionary_encode(table.column(column).combine_chunks())
-    codes = encoded.indices.to_numpy()
-    order = np.argsort(codes, kind="stable")
-    ordered = table.take(pa.array(order))
-    sorted_codes = codes[order]
-    bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
-    starts = np.concatenate(([0], bounds))
-    stops = np.concatenate((bounds, [len(codes)]))
-    names = encoded.dictionary.to_pylist()
-    return {
-        str(names[sorted_codes[start]]): ordered.slice(int(start), int(stop - start))
-        for start, stop in zip(starts, stops, strict=True)
-    }
 
 
 def _pair_cells(
