@@ -8,7 +8,8 @@ The map, one module per concern:
 * `scan`        the long table as a stream of batches, one condition pair after another
 * `outputs`     output directories at any fsspec URL, files written wholly or not at all
 * `longtable`   `export_study`: parquet, CSV and Every Eval Ever in one streaming pass
-* `eee`         Every Eval Ever records (seed formats and 0.3.0), pure builders
+* `eee`         Every Eval Ever: versions, schemas, evaluations, instance records (pure)
+* `eee_aggregate` Every Eval Ever aggregate records (pure)
 * `eee_writer`  streams Every Eval Ever samples and aggregates out of the scan
 * `stats`       bootstrap intervals over items, agreement and Cohen's kappa
 * `cells`       the small columns of every grade and solution, in memory, for the report

@@ -29,13 +29,12 @@ from itemeval.export.eee import (
     SAMPLE_COLUMNS,
     DatasetSourceInfo,
     Evaluation,
-    EvaluationTotals,
     RecordContext,
-    build_aggregate,
     build_instance,
     item_choices,
     sample_mask,
 )
+from itemeval.export.eee_aggregate import EvaluationTotals, build_aggregate
 from itemeval.export.outputs import OutputDir, OutputFile
 from itemeval.export.scan import Pair
 from itemeval.export.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion
