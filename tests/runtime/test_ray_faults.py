@@ -108,5 +108,7 @@ def test_faults_kill_interrupt_and_rerun_leave_every_cell_exactly_once(
 
     assert_complete(study.store_url, generate=4, grade=2, epochs=2, items=24)
     manifests = [read_manifest(store, run) for run in list_manifests(store)]
-    assert [m.outcome for m in manifests] == ["interrupted", "completed", "completed"]
+    outcomes = [m.outcome for m in manifests]
+    # the clean run writes a manifest only if the faulty runs left errored cells to redo
+    assert outcomes in (["interrupted", "completed"], ["interrupted", "completed", "completed"])
     assert latest_manifest(store).spend.usd >= 0

@@ -1,0 +1,85 @@
+"""Verifiable grading throughput: grade rows per second through the grade stage on Ray.
+
+    .venv/bin/python benchmarks/grading_throughput.py [--items 200000]
+
+Generates solutions for N items x 2 simulated models (in-process simulator), then times the
+grade stage alone: the `auto` scorer over every stored solution, in worker actors (shards of
+4,096 cells that read the solution fragment they need, score, and write one grade fragment).
+Prints grade rows/s of the stage (dispatch to last write).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from memory_sweep import write_dataset  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=200_000)
+    args = parser.parse_args()
+
+    import ray
+
+    from itemeval.config import load_study
+    from itemeval.runtime import driver
+
+    with tempfile.TemporaryDirectory(prefix="itemeval-grade-") as tmp:
+        folder = Path(tmp)
+        write_dataset(folder / "sweep", args.items)
+        study = {
+            "study": "grading",
+            "store": str(folder / "store"),
+            "datasets": [{"name": "sweep", "path": str(folder / "sweep")}],
+            "endpoints": {"sim": {"kind": "sim", "max_concurrency": 512}},
+            "models": [
+                {"id": "sim/strong", "endpoint": "sim"},
+                {"id": "sim/weak", "endpoint": "sim"},
+            ],
+            "facets": {"scorer": ["auto"]},
+            "cache": {"enabled": False},
+            "runtime": {"shard_size": 256, "workers": 2},
+        }
+        path = folder / "study.yaml"
+        path.write_text(yaml.safe_dump(study))
+        loaded = load_study(path)
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        marks: dict[str, float] = {}
+        original = driver._dispatch
+
+        def timed(executor, shards, stage, *rest):  # type: ignore[no-untyped-def]
+            marks[f"{stage}0"] = time.perf_counter()
+            result = original(executor, shards, stage, *rest)
+            marks[f"{stage}1"] = time.perf_counter()
+            return result
+
+        driver._dispatch = timed  # measurement only
+        try:
+            options = driver.RunOptions(yes=True, quiet=True)
+            outcome = driver.run_study(loaded, options)
+        finally:
+            driver._dispatch = original
+            ray.shutdown()
+    assert outcome.exit_code == 0, outcome.message
+    rows = outcome.stages["grade"].counts.done
+    seconds = marks["grade1"] - marks["grade0"]
+    print(
+        f"{rows:,} grade rows in {seconds:.1f} s = {rows / seconds:,.0f} rows/s "
+        f"(generate: {outcome.stages['generate'].counts.done:,} solutions in "
+        f"{marks['generate1'] - marks['generate0']:.1f} s)"
+    )
+
+
+if __name__ == "__main__":
+    main()

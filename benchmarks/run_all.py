@@ -1,0 +1,44 @@
+"""Run every benchmark in turn and print their figures (what `make bench` does; ~40 minutes).
+
+Each benchmark is a script of its own that can run alone; see `docs/performance.md` for what
+each measures and the figures recorded on this machine kind.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+BENCHMARKS = [
+    ("client CPU per request vs bare aiohttp and httpx", ["client_throughput.py"]),
+    ("rate-limit adherence, one client, 6,000/min", ["rate_limit.py", "--rpm", "6000"]),
+    ("end-to-end generate throughput vs the bare loop", ["e2e_throughput.py", "--items", "15000"]),
+    ("rate-limit adherence through the pipeline, 6,000/min", ["pipeline_rate_limit.py"]),
+    (
+        "pending sets and dedup reads, 1M and 10M rows",
+        ["pending_set.py", "--sizes", "1000000", "10000000", "--compact"],
+    ),
+    ("verifiable grading throughput", ["grading_throughput.py"]),
+    ("export throughput", ["export_throughput.py"]),
+    ("estimate over real GSM8K + MMLU items", ["estimate_real.py"]),
+    ("peak memory of driver and workers, 100k and 1M items x 2 models", ["memory_sweep.py"]),
+]
+
+
+def main() -> int:
+    failed = []
+    for title, command in BENCHMARKS:
+        print(f"\n=== {title}: {' '.join(command)}", flush=True)
+        code = subprocess.call([sys.executable, str(HERE / command[0]), *command[1:]])
+        if code:
+            failed.append(title)
+    if failed:
+        print("\nfailed: " + "; ".join(failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
