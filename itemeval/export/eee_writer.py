@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -44,6 +44,8 @@ from itemeval.templates import Template
 from itemeval.workitem import WorkItem
 
 EEE_DIR = "eee"
+#: Rendered prompts remembered (see `EeeWriter._items`).
+RENDERED_ITEMS = 200_000
 _ENCODE = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
 _EXCLUSION_COLUMNS = [
     "dataset",
@@ -112,13 +114,17 @@ class EeeWriter:
         self._rubrics = {c.id: c.rubric.text for c in plan.design.grade if c.rubric is not None}
         self._pair: Pair | None = None
         self._open: dict[str, _Open] = {}
-        self._items: dict[str, tuple[str | None, list[str] | None]] = {}
+        # (prompt sha256, item id) -> (rendered prompt, choices): every epoch, grader and model
+        # that shares a prompt saw the same text. Bounded (an LRU): helps whenever one pair's
+        # items fit, costs nothing otherwise.
+        self._items: OrderedDict[tuple[str, str], tuple[str | None, list[str] | None]] = (
+            OrderedDict()
+        )
 
     # -- the sink protocol -------------------------------------------------------------------
     def begin_pair(self, pair: Pair) -> None:
         self._pair = pair
         self._open = {}
-        self._items = {}
 
     def write(self, batch: pa.RecordBatch) -> None:
         assert self._pair is not None, "begin_pair first"
@@ -220,18 +226,22 @@ class EeeWriter:
         return state
 
     def _item(self, row: dict[str, Any]) -> tuple[str | None, list[str] | None]:
-        """The item's rendered prompt and answer options, remembered per item within a pair
-        (every epoch of an item saw the same prompt)."""
-        key = row["item_id"]
+        """The item's rendered prompt and answer options (remembered, see `_items`)."""
+        template = self._prompts.get(row["gen_condition_id"])
+        key = (template.sha256 if template else "", row["item_id"])
         known = self._items.get(key)
-        if known is None:
-            try:
-                metadata = json.loads(row["metadata"]) if row["metadata"] else {}
-            except ValueError:
-                metadata = {}
-            if not isinstance(metadata, dict):
-                metadata = {}
-            known = self._items[key] = (self._render(row, metadata), item_choices(metadata))
+        if known is not None:
+            self._items.move_to_end(key)
+            return known
+        try:
+            metadata = json.loads(row["metadata"]) if row["metadata"] else {}
+        except ValueError:
+            metadata = {}
+        if not isinstance(metadata, dict):
+            metadata = {}
+        known = self._items[key] = (self._render(row, metadata), item_choices(metadata))
+        if len(self._items) > RENDERED_ITEMS:
+            self._items.popitem(last=False)
         return known
 
     def _render(self, row: dict[str, Any], metadata: dict[str, Any]) -> str | None:
