@@ -1,8 +1,9 @@
 """The small columns of every logical grade and solution of a plan, in memory, for the report.
 
 The report aggregates; it never needs a text. So it reads only numbers, codes and keys
-(deduplicated by the store), one partition at a time, restricted to the plan's selection like the
-long table, and replaces every name by a small integer code:
+(deduplicated by the store's rule), one condition pair at a time (`fetch.GradePartition`),
+restricted to the plan's selection like the long table, and replaces every name by a small
+integer code:
 
 * `grade`, `gen`: positions in `facets.grade` / `facets.generate`;
 * `item`: position in `items` (the plan's selected items), `dataset`: position in `datasets`.
@@ -24,14 +25,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.export.conditions import DesignFacets
-from itemeval.export.fetch import plain_columns
+from itemeval.export.fetch import GradePartition, plain_columns
 from itemeval.planning import Plan
-from itemeval.store import GRADES, SOLUTIONS
+from itemeval.store import SOLUTIONS
 
-_GRADE_COLUMNS = [
-    "gen_condition_id",
-    "item_id",
-    "epoch",
+#: Grade columns read besides the keys.
+_GRADE_EXTRA = [
     "status",
     "error_code",
     "score",
@@ -91,7 +90,6 @@ def read_cells(plan: Plan) -> StudyCells:
     dataset_of = pc.index_in(items.column("dataset"), value_set=pa.array(datasets)).cast(_CODE)
     if isinstance(dataset_of, pa.ChunkedArray):
         dataset_of = dataset_of.combine_chunks()
-    gen_ids = pa.array([f.id for f in facets.generate], type=pa.string())
     epochs = facets.epochs
 
     def located(table: pa.Table) -> tuple[pa.Table, pa.Array]:
@@ -128,40 +126,43 @@ def read_cells(plan: Plan) -> StudyCells:
 
     grade_parts = []
     for code, condition in enumerate(facets.grade):
-        stored = plan.store.read_by_condition(GRADES, [condition.id], _GRADE_COLUMNS)
-        table, item = located(stored[condition.id])
-        gen = pc.index_in(table.column("gen_condition_id"), value_set=gen_ids)
-        known = pc.is_valid(gen)  # generate conditions no longer selected are left out
-        table, item, gen = table.filter(known), item.filter(known), gen.filter(known).cast(_CODE)
-        n = table.num_rows
-        part = pa.table(
-            {
-                "grade": pa.repeat(pa.scalar(code, _CODE), n),
-                "gen": gen,
-                "item": item,
-                "dataset": dataset_of.take(item),
-                "epoch": table.column("epoch"),
-                "ok": pc.equal(table.column("status"), "ok"),
-                "error_code": table.column("error_code"),
-                "score": table.column("score"),
-                "correct": table.column("correct"),
-                "parse_ok": table.column("parse_ok"),
-                "parse_code": table.column("parse_code"),
-                "usd": table.column("usd"),
-                "solution_hash": table.column("solution_hash"),
-            }
-        )
-        part = part.join(hashes, ["gen", "item", "epoch"], join_type="left outer")
-        stale = pc.fill_null(
-            pc.not_equal(part.column("solution_hash"), part.column("text_hash")), False
-        )
-        valid = pc.and_(
-            pc.and_(part.column("ok"), part.column("parse_ok")),
-            pc.and_(pc.is_valid(part.column("correct")), pc.invert(stale)),
-        )
-        part = part.drop_columns(["solution_hash", "text_hash"])
-        part = part.append_column("stale", stale).append_column("valid", pc.fill_null(valid, False))
-        grade_parts.append(part.select(_GRADES_SCHEMA.names).combine_chunks())
+        # One condition pair at a time: only the fragments that hold it are read.
+        partition = GradePartition(plan.store, condition.id)
+        for gen, generate in enumerate(facets.generate):
+            stored = partition.locate(generate.id, extra=_GRADE_EXTRA).keys
+            table, item = located(stored)
+            n = table.num_rows
+            if n == 0:
+                continue
+            part = pa.table(
+                {
+                    "grade": pa.repeat(pa.scalar(code, _CODE), n),
+                    "gen": pa.repeat(pa.scalar(gen, _CODE), n),
+                    "item": item,
+                    "dataset": dataset_of.take(item),
+                    "epoch": table.column("epoch"),
+                    "ok": pc.equal(table.column("status"), "ok"),
+                    "error_code": table.column("error_code"),
+                    "score": table.column("score"),
+                    "correct": table.column("correct"),
+                    "parse_ok": table.column("parse_ok"),
+                    "parse_code": table.column("parse_code"),
+                    "usd": table.column("usd"),
+                    "solution_hash": table.column("solution_hash"),
+                }
+            )
+            mine = hashes.filter(pc.equal(hashes.column("gen"), gen)).drop_columns(["gen"])
+            part = part.join(mine, ["item", "epoch"], join_type="left outer")
+            stale = pc.fill_null(
+                pc.not_equal(part.column("solution_hash"), part.column("text_hash")), False
+            )
+            valid = pc.and_(
+                pc.and_(part.column("ok"), part.column("parse_ok")),
+                pc.and_(pc.is_valid(part.column("correct")), pc.invert(stale)),
+            )
+            part = part.append_column("stale", stale)
+            part = part.append_column("valid", pc.fill_null(valid, False))
+            grade_parts.append(part.select(_GRADES_SCHEMA.names).combine_chunks())
     return StudyCells(
         facets=facets,
         grades=_concat(grade_parts, _GRADES_SCHEMA),
