@@ -15,6 +15,7 @@ import pytest
 from export_studies import Run, read_csv, read_parquet, run
 
 from itemeval.export import LONG_TABLE_SCHEMA, ExportOptions, export_study
+from itemeval.export.columns import markdown_table
 from itemeval.export.scan import LongTableScan
 from itemeval.runtime.driver import RunOptions
 from itemeval.store import StudyStore, compact, read_snapshot_info
@@ -244,3 +245,8 @@ def _small() -> dict:
         "facets": {"replications": 1},
         "budget": {"policy": "dev", "dev_items": 6},
     }
+
+
+def test_the_docs_list_every_long_table_column():
+    docs = (Path(__file__).parents[2] / "docs" / "results.md").read_text(encoding="utf-8")
+    assert markdown_table() in docs, "regenerate the column table in docs/results.md"
