@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -30,6 +31,7 @@ from itemeval.design import Design, GenerateCondition, GradeCondition
 from itemeval.errors import BudgetExceeded, GateDeclined
 from itemeval.providers.pricing import Pricing
 from itemeval.providers.types import SamplingParams, Usage
+from itemeval.store import CellMasks
 from itemeval.templates import Template
 from itemeval.templates.answer_formats import answer_kind
 from itemeval.workitem import WorkItem
@@ -209,34 +211,35 @@ def build_estimate(
     tables: TokenTables,
     pricing: Pricing,
     *,
-    pending_generate: pa.Table | None = None,
-    pending_grade: pa.Table | None = None,
+    pending_generate: CellMasks | None = None,
+    pending_grade: CellMasks | None = None,
 ) -> Estimate:
-    """Price every condition; `pending_generate` (`condition_id, item_id, epoch`) and
-    `pending_grade` (`grade_condition_id, gen_condition_id, item_id, epoch`) are the store's
-    pending sets; when None (no store yet) everything remains."""
+    """Price every condition. `pending_generate` and `pending_grade` are the store's pending
+    cells over the same items, in the same order, as `tables`; when None (no store yet)
+    everything remains."""
     n_items = tables.items
     estimate = Estimate(items=n_items, epochs=design.epochs)
     unpriced: set[str] = set()
     for cond in design.generate:
         per_item = tables.generate[_shape(cond)].table()
         line = _line("generate", cond, cond.model_id, per_item, design.epochs, pricing, unpriced)
-        _remaining(line, per_item, pricing, _only(pending_generate, cond.id))
+        counts = pending_generate.per_item(cond.id) if pending_generate is not None else None
+        _remaining(line, per_item, pricing, counts)
         estimate.lines.append(line)
     for grader in design.grade:
         line = EstimateLine("grade", grader.id, grader.slug, grader.label)
         for cond in design.generate:
-            pending = _pending_grade_cells(grader, cond, pending_generate, pending_grade)
+            counts = _pending_grade_counts(grader, cond, pending_generate, pending_grade)
             if grader.kind == "judge":
                 per_item = tables.judge[(grader.id, _shape(cond))].table()
                 part = _line(
                     "grade", grader, grader.label, per_item, design.epochs, pricing, unpriced
                 )
-                _remaining(part, per_item, pricing, pending)
+                _remaining(part, per_item, pricing, counts)
             else:  # verifiable scorers: cells, but no tokens and no cost
                 part = EstimateLine("grade", grader.id, grader.slug, grader.label)
                 part.cells = n_items * design.epochs
-                part.remaining_cells = part.cells if pending is None else pending.num_rows
+                part.remaining_cells = part.cells if counts is None else int(counts.sum())
             _add(line, part)
         line.priced = grader.kind != "judge" or grader.label not in unpriced
         estimate.lines.append(line)
@@ -287,18 +290,19 @@ def _line(
 
 
 def _remaining(
-    line: EstimateLine, per_item: pa.Table, pricing: Pricing, pending: pa.Table | None
+    line: EstimateLine, per_item: pa.Table, pricing: Pricing, counts: np.ndarray | None
 ) -> None:
-    if pending is None:
+    """Fill the remaining figures from `counts`, the pending cells of each item (aligned with
+    `per_item`'s rows); None means everything remains."""
+    if counts is None:
         line.remaining_cells = line.cells
         line.remaining_input_tokens = line.input_tokens
         line.remaining_output_tokens = line.output_tokens
         line.remaining_usd = line.usd
         return
-    joined = pending.select(["item_id"]).join(per_item, "item_id", join_type="inner")
-    line.remaining_cells = pending.num_rows
-    line.remaining_input_tokens = int(pc.sum(joined["input_tokens"]).as_py() or 0)
-    line.remaining_output_tokens = int(pc.sum(joined["output_tokens"]).as_py() or 0)
+    line.remaining_cells = int(counts.sum())
+    line.remaining_input_tokens = int(counts @ per_item.column("input_tokens").to_numpy())
+    line.remaining_output_tokens = int(counts @ per_item.column("output_tokens").to_numpy())
     line.remaining_usd = _cost(
         pricing, line.model, line.remaining_input_tokens, line.remaining_output_tokens
     )
@@ -318,31 +322,17 @@ def _add(total: EstimateLine, part: EstimateLine) -> None:
         setattr(total, name, getattr(total, name) + getattr(part, name))
 
 
-def _only(
-    table: pa.Table | None, condition_id: str, column: str = "condition_id"
-) -> pa.Table | None:
-    if table is None:
-        return None
-    return table.filter(pc.equal(table[column], condition_id))
-
-
-def _pending_grade_cells(
+def _pending_grade_counts(
     grader: GradeCondition,
     cond: GenerateCondition,
-    pending_generate: pa.Table | None,
-    pending_grade: pa.Table | None,
-) -> pa.Table | None:
-    """Grade cells still to do: ungraded stored solutions plus solutions still to generate."""
+    pending_generate: CellMasks | None,
+    pending_grade: CellMasks | None,
+) -> np.ndarray | None:
+    """Grade cells still to do per item: ungraded stored solutions plus solutions still to
+    generate."""
     if pending_generate is None or pending_grade is None:
         return None
-    to_generate = _only(pending_generate, cond.id)
-    ungraded = _only(
-        _only(pending_grade, grader.id, "grade_condition_id"), cond.id, "gen_condition_id"
-    )
-    assert to_generate is not None and ungraded is not None
-    return pa.concat_tables(
-        [to_generate.select(["item_id", "epoch"]), ungraded.select(["item_id", "epoch"])]
-    )
+    return pending_generate.per_item(cond.id) + pending_grade.per_item((grader.id, cond.id))
 
 
 # -- the gate --------------------------------------------------------------------------------

@@ -29,10 +29,11 @@ from itemeval.locks import check_pins, pin_datasets
 from itemeval.providers.pricing import Pricing
 from itemeval.store import (
     ITEMS_PER_PART,
+    CellMasks,
     SnapshotInfo,
     StudyStore,
-    pending_generate,
-    pending_grade,
+    generate_pending,
+    grade_pending,
     read_items_part,
     read_snapshot_info,
     write_items_snapshot,
@@ -75,8 +76,8 @@ class Plan:
     datasets: list[DatasetPlan]
     items: pa.Table  # ITEM_INDEX_SCHEMA, the selected items
     estimate: Estimate
-    pending_generate: pa.Table | None
-    pending_grade: pa.Table | None
+    pending_generate: CellMasks | None  # keyed by generate condition id
+    pending_grade: CellMasks | None  # keyed by (grade condition id, generate condition id)
     pricing: Pricing
     limit: int | None
     force: bool = False
@@ -145,16 +146,11 @@ def make_plan(
 
     pending_gen = pending_gr = None
     if with_pending:
-        item_ids = items.column("item_id")
-        pending_gen = pending_generate(
-            store, [c.id for c in design.generate], item_ids, design.epochs, force=force
-        )
-        pending_gr = pending_grade(
-            store,
-            [c.id for c in design.grade],
-            [c.id for c in design.generate],
-            force=force,
-            item_ids=item_ids,
+        item_ids = items.column("item_id").combine_chunks()
+        generate_ids = [c.id for c in design.generate]
+        pending_gen = generate_pending(store, generate_ids, item_ids, design.epochs, force=force)
+        pending_gr = grade_pending(
+            store, [c.id for c in design.grade], generate_ids, item_ids, design.epochs, force=force
         )
     estimate = build_estimate(
         design, tables, pricing, pending_generate=pending_gen, pending_grade=pending_gr

@@ -28,7 +28,13 @@ from itemeval.planning import Plan, commit_plan, make_plan
 from itemeval.runtime.budget import BudgetTracker
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.progress import Progress
-from itemeval.runtime.shards import Shard, ShardSummary, make_generate_shards, make_grade_shards
+from itemeval.runtime.shards import (
+    Shard,
+    ShardSummary,
+    generate_shards,
+    grade_shards,
+    part_runs,
+)
 from itemeval.secrets import redact
 from itemeval.store import (
     ConditionRecord,
@@ -38,7 +44,7 @@ from itemeval.store import (
     SpendRecord,
     StageCounts,
     default_cache_url,
-    pending_grade,
+    grade_pending,
     write_manifest_end,
     write_manifest_start,
 )
@@ -169,8 +175,9 @@ def run_study(study: Study, options: RunOptions, *, executor_factory: Any = None
     try:
         with _signals(stop), _executor(plan, context, options, executor_factory) as executor:
             for stage in stages:
-                shards = _shards(plan, stage, context, executor, first_id=_next_id(outcome))
-                result = _dispatch(executor, shards, stage, plan, budget, progress, stop)
+                shards, cells, usd = _shards(plan, stage, first_id=_next_id(outcome))
+                progress.begin(stage, cells, usd)
+                result = _dispatch(executor, shards, cells, budget, progress, stop)
                 outcome.stages[stage] = result
                 if stop.requested or budget.capped:
                     break
@@ -270,36 +277,46 @@ def _usd_per_cell(plan: Plan) -> dict[str, float]:
     return per
 
 
-def _shards(
-    plan: Plan, stage: StageName, context: RunContext, executor: Executor, first_id: int
-) -> list[Shard]:
+def _shards(plan: Plan, stage: StageName, first_id: int) -> tuple[Iterator[Shard], int, float]:
+    """The stage's shards (made lazily, as they are dispatched), its cell count and its
+    estimated USD."""
     size = plan.study.runtime.shard_size
+    per_cell = _usd_per_cell(plan)
+    runs = part_runs(plan.items)
     if stage == "generate":
+        pending = plan.pending_generate
+        assert pending is not None
+        shards = generate_shards(
+            pending, runs, shard_size=size, usd_per_cell=per_cell, first_id=first_id
+        )
+    else:
+        # Grade what is stored now (this run's solutions included), for the selected items.
         assert plan.pending_generate is not None
-        return make_generate_shards(
-            plan.pending_generate,
-            plan.items,
+        pending = grade_pending(
+            plan.store,
+            [c.id for c in plan.design.grade],
+            [c.id for c in plan.design.generate],
+            plan.pending_generate.item_ids,
+            plan.design.epochs,
+            force=plan.force,
+        )
+        shards = grade_shards(
+            plan.store,
+            pending,
+            [c.id for c in plan.design.generate],
+            [c.id for c in plan.design.grade],
+            runs,
             shard_size=size,
-            usd_per_cell=_usd_per_cell(plan),
+            usd_per_cell=per_cell,
+            scorers={c.id for c in plan.design.scorers},
             first_id=first_id,
         )
-    # Grade what is stored now (this run's solutions included), for the selected items.
-    pending = pending_grade(
-        plan.store,
-        [c.id for c in plan.design.grade],
-        [c.id for c in plan.design.generate],
-        force=plan.force,
-        item_ids=plan.items.column("item_id"),
-        fragment_names=True,
+    cells = pending.num_rows
+    usd = sum(
+        per_cell.get(key if isinstance(key, str) else key[0], 0.0) * int(mask.sum())
+        for key, mask in pending.masks.items()
     )
-    return make_grade_shards(
-        pending,
-        plan.items,
-        shard_size=size,
-        usd_per_cell=_usd_per_cell(plan),
-        scorers={c.id for c in plan.design.scorers},
-        first_id=first_id,
-    )
+    return shards, cells, usd
 
 
 def _next_id(outcome: RunOutcome) -> int:
@@ -308,33 +325,37 @@ def _next_id(outcome: RunOutcome) -> int:
 
 def _dispatch(
     executor: Executor,
-    shards: list[Shard],
-    stage: StageName,
-    plan: Plan,
+    shards: Iterator[Shard],
+    cells: int,
     budget: BudgetTracker,
     progress: Progress,
     stop: _Stop,
 ) -> StageResult:
     result = StageResult()
-    result.counts.planned = sum(s.size for s in shards)
-    estimate = sum(s.est_usd for s in shards)
-    progress.begin(stage, result.counts.planned, estimate)
-    queue = deque(shards)
-    while queue or executor.in_flight():
+    result.counts.planned = cells
+    retries: deque[Shard] = deque()  # shards to dispatch again go first
+    upcoming: Shard | None = next(shards, None)
+    while retries or upcoming is not None or executor.in_flight():
         if stop.requested:
             break
-        while queue and len(executor.in_flight()) < executor.capacity:
-            if not budget.can_start(queue[0].est_usd):
-                queue.clear()  # the cap: nothing more starts; what is in flight finishes
+        while (retries or upcoming is not None) and len(executor.in_flight()) < executor.capacity:
+            shard = retries[0] if retries else upcoming
+            assert shard is not None
+            if not budget.can_start(shard.est_usd):
+                retries.clear()  # the cap: nothing more starts; what is in flight finishes
+                upcoming = None
                 progress.message(
                     f"budget: stopping dispatch before max_usd ${budget.max_usd:,.2f} would be "
                     f"crossed (spent ${budget.spent:,.2f}, reserved ${budget.reserved:,.2f})"
                 )
                 break
-            shard = queue.popleft()
+            if retries:
+                retries.popleft()
+            else:
+                upcoming = next(shards, None)
             budget.start(shard.shard_id, shard.est_usd)
             executor.submit(shard)
-        _collect(executor.poll(POLL_S), queue, result, budget, progress)
+        _collect(executor.poll(POLL_S), retries, result, budget, progress)
         progress.tick()
     if stop.requested:
         _drain(executor, result, budget, progress)

@@ -3,9 +3,11 @@
 A shard is a batch of cells of one condition whose items all sit in one items-snapshot part, so
 a worker reads one small parquet part (and caches it) instead of the whole dataset, and writes
 one fragment. Grade shards also name the solutions fragment(s) their solutions are in.
-Shards are ordered part by part and, within a part, condition by condition: consecutive shards
-share their items part (worker caches stay warm) and interleave the models (endpoints share
-the load).
+
+Shards are made lazily, as the driver dispatches them, from the pending cells' boolean masks
+(`store.CellMasks`): part by part and, within a part, the conditions taking turns chunk by chunk,
+so consecutive shards share their items part (worker caches stay warm), the models interleave
+(endpoints share the load), and the driver never holds a row per pending cell.
 
 Everything here is plain data (dataclasses and small arrow tables) that pickles cheaply, which
 is what crosses the Ray boundary.
@@ -19,8 +21,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from itemeval.store import CellMasks, StudyStore, solution_index
 
 Stage = Literal["generate", "grade"]
 
@@ -82,130 +87,140 @@ class ShardSummary:
         return sum(self.errors.values())
 
 
-def _with_location(cells: pa.Table, items: pa.Table) -> pa.Table:
-    """`cells` joined with the items index (`item_id -> dataset, fingerprint, part`)."""
-    joined = cells.join(items, "item_id", join_type="inner", use_threads=False)
-    if joined.num_rows != cells.num_rows:
-        missing = cells.num_rows - joined.num_rows
-        raise ValueError(f"{missing} cells name items that are not in this run's selection")
-    return joined
+@dataclass(frozen=True, slots=True)
+class PartRun:
+    """Consecutive selected items (rows `start:stop` of the plan's item index) that sit in one
+    items-snapshot part."""
+
+    dataset: str
+    fingerprint: str
+    part: int
+    start: int
+    stop: int
 
 
-def _groups(table: pa.Table, keys: list[str]) -> Iterator[tuple[dict[str, object], pa.Table]]:
-    """Rows of `table` per distinct value of `keys`, in sorted key order (vectorised).
-
-    Dictionary-encoded key columns (dataset names, fingerprints) are grouped by their indices
-    and decoded only once per group."""
-    if table.num_rows == 0:
-        return
-    dictionaries: dict[str, pa.Array] = {}
-    for key in keys:
-        column = table.column(key)
-        if pa.types.is_dictionary(column.type):
-            encoded = (
-                column.unify_dictionaries().combine_chunks()
-                if column.num_chunks > 1
-                else column.combine_chunks()
-            )
-            dictionaries[key] = encoded.dictionary
-            table = table.set_column(table.schema.get_field_index(key), key, encoded.indices)
-    order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys])
-    table = table.take(order)
-    columns = [table.column(k).combine_chunks() for k in keys]
-    change = None
-    for column in columns:
-        diff = pc.not_equal(column.slice(1), column.slice(0, len(column) - 1))
-        change = diff if change is None else pc.or_(change, diff)
-    starts = [0]
-    if change is not None and len(change):
-        starts += [int(i) + 1 for i in pc.indices_nonzero(change).to_pylist()]
-    bounds = [*starts, table.num_rows]
-    for start, stop in itertools.pairwise(bounds):
-        group = table.slice(start, stop - start)
-        values = {}
-        for key in keys:
-            value = group.column(key)[0].as_py()
-            values[key] = dictionaries[key][value].as_py() if key in dictionaries else value
-        yield values, group
+def part_runs(items: pa.Table) -> list[PartRun]:
+    """The item index (`ITEM_INDEX_SCHEMA`, in selection order) cut where the part changes."""
+    if items.num_rows == 0:
+        return []
+    datasets = items.column("dataset").combine_chunks()
+    fingerprints = items.column("fingerprint").combine_chunks()
+    parts = items.column("part").to_numpy()
+    dataset_codes = _codes(datasets)
+    change = np.flatnonzero((parts[1:] != parts[:-1]) | (dataset_codes[1:] != dataset_codes[:-1]))
+    bounds = [0, *(change + 1).tolist(), items.num_rows]
+    return [
+        PartRun(
+            dataset=str(datasets[start].as_py()),
+            fingerprint=str(fingerprints[start].as_py()),
+            part=int(parts[start]),
+            start=start,
+            stop=stop,
+        )
+        for start, stop in itertools.pairwise(bounds)
+    ]
 
 
-def make_generate_shards(
-    pending: pa.Table,
-    items: pa.Table,
+def _codes(column: pa.Array) -> np.ndarray:
+    if pa.types.is_dictionary(column.type):
+        return column.indices.to_numpy(zero_copy_only=False)
+    return pc.dictionary_encode(column).indices.to_numpy(zero_copy_only=False)
+
+
+def _chunks(cells: pa.Table, size: int) -> list[pa.Table]:
+    return [cells.slice(offset, size) for offset in range(0, cells.num_rows, size)]
+
+
+def generate_shards(
+    pending: CellMasks,
+    runs: list[PartRun],
     *,
     shard_size: int,
     usd_per_cell: dict[str, float],
     first_id: int = 0,
-) -> list[Shard]:
-    """Shards of pending generate cells (`condition_id, item_id, epoch`)."""
-    located = _with_location(pending, items)
-    shards: list[tuple[tuple, Shard]] = []
-    for key, group in _groups(located, ["part", "dataset", "fingerprint", "condition_id"]):
-        cells = group.select(["item_id", "epoch"])
-        cid = str(key["condition_id"])
-        for chunk_index, offset in enumerate(range(0, cells.num_rows, shard_size)):
-            chunk = cells.slice(offset, shard_size)
-            order = (key["part"], key["dataset"], chunk_index, cid)
-            shards.append(
-                (
-                    order,
-                    Shard(
-                        shard_id=0,
-                        stage="generate",
-                        condition_id=cid,
-                        dataset=str(key["dataset"]),
-                        fingerprint=str(key["fingerprint"]),
-                        part=int(key["part"]),  # type: ignore[arg-type]
-                        cells=chunk,
-                        est_usd=usd_per_cell.get(cid, 0.0) * chunk.num_rows,
-                    ),
+) -> Iterator[Shard]:
+    """Shards of pending generate cells, made part by part as they are dispatched; within a
+    part the conditions take turns, chunk by chunk."""
+    shard_id = first_id
+    for run in runs:
+        chunks = {
+            cid: _chunks(pending.cells(cid, run.start, run.stop), shard_size)
+            for cid in pending.masks
+        }
+        for index in range(max((len(c) for c in chunks.values()), default=0)):
+            for cid, parts in chunks.items():
+                if index >= len(parts):
+                    continue
+                cells = parts[index]
+                yield Shard(
+                    shard_id=shard_id,
+                    stage="generate",
+                    condition_id=str(cid),
+                    dataset=run.dataset,
+                    fingerprint=run.fingerprint,
+                    part=run.part,
+                    cells=cells,
+                    est_usd=usd_per_cell.get(str(cid), 0.0) * cells.num_rows,
                 )
-            )
-    return _numbered(shards, first_id)
+                shard_id += 1
 
 
-def _numbered(keyed: list[tuple[tuple, Shard]], first_id: int) -> list[Shard]:
-    """Shards in dispatch order (part by part, conditions interleaved chunk by chunk), with
-    their ids."""
-    keyed.sort(key=lambda pair: pair[0])
-    return [replace(shard, shard_id=first_id + i) for i, (_, shard) in enumerate(keyed)]
-
-
-def make_grade_shards(
-    pending: pa.Table,
-    items: pa.Table,
+def grade_shards(
+    store: StudyStore,
+    pending: CellMasks,
+    gen_condition_ids: list[str],
+    grade_condition_ids: list[str],
+    runs: list[PartRun],
     *,
     shard_size: int,
     usd_per_cell: dict[str, float],
     scorers: set[str],
     first_id: int = 0,
-) -> list[Shard]:
-    """Shards of pending grade cells (`grade_condition_id, gen_condition_id, item_id, epoch,
-    solution_hash, fragment`); scorer shards are `SCORER_SHARD_FACTOR` times larger."""
-    located = _with_location(pending, items)
-    shards: list[tuple[tuple, Shard]] = []
-    keys = ["part", "dataset", "fingerprint", "gen_condition_id", "grade_condition_id"]
-    for key, group in _groups(located, keys):
-        gid = str(key["grade_condition_id"])
-        size = shard_size * (SCORER_SHARD_FACTOR if gid in scorers else 1)
-        cells = group.select(["item_id", "epoch", "solution_hash", "fragment"])
-        for chunk_index, offset in enumerate(range(0, cells.num_rows, size)):
-            chunk = cells.slice(offset, size)
-            order = (key["part"], key["dataset"], chunk_index, key["gen_condition_id"], gid)
-            shards.append(
-                (
-                    order,
-                    Shard(
-                        shard_id=0,
+) -> Iterator[Shard]:
+    """Shards of pending grade cells, one generate condition at a time (its solutions' hashes
+    and fragments are read when its turn comes), part by part, grade conditions in turn."""
+    epochs = pending.epochs
+    shard_id = first_id
+    for gen in gen_condition_ids:
+        if not any(pending.count((gid, gen)) for gid in grade_condition_ids):
+            continue
+        index = solution_index(store, gen, pending.item_ids, epochs, fragment_names=True)
+        assert index.fragments is not None
+        for run in runs:
+            rows = index.rows_between(run.start * epochs, run.stop * epochs)
+            positions = index.positions[rows]
+            if not len(positions):
+                continue
+            located = pa.table(
+                {
+                    "item_id": pending.item_ids.take(pa.array(positions // epochs)),
+                    "epoch": pa.array((positions % epochs).astype(np.int32), pa.int32()),
+                    "solution_hash": index.hashes.slice(rows.start, len(positions)),
+                    "fragment": index.fragments.slice(rows.start, len(positions)),
+                }
+            )
+            chunks = {}
+            for gid in grade_condition_ids:
+                mask = pending.masks.get((gid, gen))
+                if mask is None:
+                    continue
+                wanted = mask.reshape(-1)[positions]
+                size = shard_size * (SCORER_SHARD_FACTOR if gid in scorers else 1)
+                chunks[gid] = _chunks(located.filter(pa.array(wanted)), size)
+            for chunk_index in range(max((len(c) for c in chunks.values()), default=0)):
+                for gid, parts in chunks.items():
+                    if chunk_index >= len(parts):
+                        continue
+                    cells = parts[chunk_index]
+                    yield Shard(
+                        shard_id=shard_id,
                         stage="grade",
                         condition_id=gid,
-                        dataset=str(key["dataset"]),
-                        fingerprint=str(key["fingerprint"]),
-                        part=int(key["part"]),  # type: ignore[arg-type]
-                        cells=chunk,
-                        est_usd=usd_per_cell.get(gid, 0.0) * chunk.num_rows,
-                        gen_condition_id=str(key["gen_condition_id"]),
-                    ),
-                )
-            )
-    return _numbered(shards, first_id)
+                        dataset=run.dataset,
+                        fingerprint=run.fingerprint,
+                        part=run.part,
+                        cells=cells,
+                        est_usd=usd_per_cell.get(gid, 0.0) * cells.num_rows,
+                        gen_condition_id=gen,
+                    )
+                    shard_id += 1

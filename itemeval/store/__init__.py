@@ -7,7 +7,8 @@ The map, one module per concern:
 * `fragments` immutable parquet fragments: atomic writes, listing, parallel re-listing reads
 * `dedup`     one logical row per key (ok beats error, then the latest write)
 * `items`     the items snapshot that workers read part by part
-* `pending`   resume sets: pending generate and grade cells
+* `pending`   resume sets: pending generate and grade cells, as tables
+* `cell_masks` the same as boolean matrices over the selected items (planning at scale)
 * `selection` `--condition` selections
 * `status`    counts per condition for `itemeval status`
 * `compact`   rewrite a partition into one fragment, safely while others read and write
@@ -23,6 +24,13 @@ from itemeval.store.cache import (
     request_hash,
     responses_from_solutions,
     solutions_from_cache,
+)
+from itemeval.store.cell_masks import (
+    CellMasks,
+    SolutionIndex,
+    generate_pending,
+    grade_pending,
+    solution_index,
 )
 from itemeval.store.compact import CompactionResult, compact, compact_partition
 from itemeval.store.dedup import deduplicate
@@ -82,6 +90,7 @@ __all__ = [
     "STAGES",
     "STATUS_ERROR",
     "STATUS_OK",
+    "CellMasks",
     "CompactionResult",
     "ConditionRecord",
     "ConditionStatus",
@@ -91,6 +100,7 @@ __all__ = [
     "ResponseCache",
     "RunManifest",
     "SnapshotInfo",
+    "SolutionIndex",
     "SpendRecord",
     "Stage",
     "StageCounts",
@@ -102,6 +112,8 @@ __all__ = [
     "compact_partition",
     "deduplicate",
     "default_cache_url",
+    "generate_pending",
+    "grade_pending",
     "latest_manifest",
     "list_manifests",
     "ok_solutions",
@@ -116,6 +128,7 @@ __all__ = [
     "request_hash",
     "responses_from_solutions",
     "select_conditions",
+    "solution_index",
     "solutions_from_cache",
     "status_counts",
     "status_table",

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.errors import InputError, Problem
+from itemeval.store.cell_masks import generate_pending
 from itemeval.store.fragments import FRAGMENT_NAME
 from itemeval.store.layout import GRADES, SOLUTIONS, StudyStore
 from itemeval.store.schemas import STATUS_OK
@@ -80,41 +81,15 @@ def pending_generate(
     Columns `condition_id, item_id, epoch` (`GENERATE_CELL_SCHEMA`), per condition in the
     order of `item_ids`, epochs ascending within an item.
     """
-    if epochs < 1:
-        raise InputError(Problem(f"epochs must be at least 1, not {epochs}", field="epochs"))
     items = as_item_ids(item_ids)
-    conditions = list(dict.fromkeys(condition_ids))
-    stored: dict[str, pa.Table] = {}
-    if not force and len(items):
-        stored = store.read_by_condition(
-            SOLUTIONS, conditions, ["item_id", "epoch", "status"], dedup=False
-        )
+    masks = generate_pending(store, condition_ids, items, epochs, force=force)
     parts = []
-    for cid in conditions:
-        done = np.zeros((len(items), epochs), dtype=bool)
-        table = stored.get(cid)
-        if table is not None and table.num_rows:
-            ok = table.filter(pc.equal(table.column("status"), STATUS_OK))
-            index = pc.index_in(ok.column("item_id"), value_set=items)
-            epoch = ok.column("epoch")
-            keep = pc.and_(pc.is_valid(index), pc.less(epoch, epochs))
-            rows = pc.filter(index, keep).to_numpy(zero_copy_only=False)
-            cols = pc.filter(epoch, keep).to_numpy(zero_copy_only=False)
-            done[rows, cols] = True
-        item_index, epoch_index = np.nonzero(~done)
-        parts.append(
-            pa.table(
-                [
-                    pa.repeat(cid, len(item_index)),
-                    items.take(pa.array(item_index)),
-                    pa.array(epoch_index.astype(np.int32)),
-                ],
-                schema=GENERATE_CELL_SCHEMA,
-            )
-        )
+    for cid in masks.masks:
+        cells = masks.cells(cid)
+        parts.append(cells.add_column(0, "condition_id", pa.repeat(cid, cells.num_rows)))
     if not parts:
         return GENERATE_CELL_SCHEMA.empty_table()
-    return pa.concat_tables(parts)
+    return pa.concat_tables(parts).cast(GENERATE_CELL_SCHEMA)
 
 
 def ok_solutions(

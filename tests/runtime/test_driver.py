@@ -16,7 +16,7 @@ from itemeval.errors import ExitCode
 from itemeval.planning import commit_plan, make_plan
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.driver import RunOptions, run_study
-from itemeval.runtime.shards import make_generate_shards
+from itemeval.runtime.shards import generate_shards, part_runs
 from itemeval.runtime.worker import ShardRunner
 from itemeval.store import StudyStore, latest_manifest, list_manifests, read_manifest
 
@@ -180,9 +180,11 @@ def test_a_cancelled_shard_writes_the_calls_that_finished(tmp_path):
     study = load_study(write_study(tmp_path, **slow))
     plan = make_plan(study)
     commit_plan(plan)
-    shard = make_generate_shards(plan.pending_generate, plan.items, shard_size=40, usd_per_cell={})[
-        0
-    ]
+    shard = next(
+        generate_shards(
+            plan.pending_generate, part_runs(plan.items), shard_size=40, usd_per_cell={}
+        )
+    )
     context = RunContext(
         run_id="cancel-test",
         store_url=study.store_url,

@@ -1,0 +1,199 @@
+"""Pending cells as boolean matrices over the selected items, for planning at scale.
+
+A run's cells are `(condition, item, epoch)`; the driver must know which are pending without a
+row per cell. `CellMasks` holds, per condition (or per grade x generate condition pair), one
+`bool[items, epochs]` matrix: one byte per cell instead of a row of strings, and slices of it
+become the cells of a shard only when the shard is dispatched (`cells(key, start, stop)`).
+
+* `generate_pending`: a generate cell is pending iff it has no `ok` row;
+* `grade_pending`: a grade cell is pending iff its solution is `ok` and no `ok` grade row has
+  the solution's current `text_hash` (parse failures are `ok`: final; errors are pending);
+* `SolutionIndex`: where one generate condition's `ok` solutions are (hash and fragment per
+  cell), so grade shards can name the fragment a worker reads.
+
+Partitions are read one condition at a time, so planning memory is bounded by the largest
+partition's key columns, not by the study.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from itemeval.errors import InputError, Problem
+from itemeval.store.fragments import FRAGMENT_NAME
+from itemeval.store.layout import GRADES, SOLUTIONS, StudyStore
+from itemeval.store.schemas import STATUS_OK
+
+
+class CellMasks:
+    """Pending flags of `keys x items x epochs` (see the module doc)."""
+
+    def __init__(self, item_ids: pa.Array, epochs: int, masks: dict[Hashable, np.ndarray]):
+        self.item_ids = item_ids
+        self.epochs = epochs
+        self.masks = masks
+
+    @property
+    def num_rows(self) -> int:
+        """All pending cells."""
+        return int(sum(int(mask.sum()) for mask in self.masks.values()))
+
+    def count(self, key: Hashable) -> int:
+        mask = self.masks.get(key)
+        return 0 if mask is None else int(mask.sum())
+
+    def per_item(self, key: Hashable) -> np.ndarray:
+        """Pending epochs of each item (aligned with `item_ids`)."""
+        mask = self.masks.get(key)
+        if mask is None:
+            return np.zeros(len(self.item_ids), dtype=np.int64)
+        return mask.sum(axis=1, dtype=np.int64)
+
+    def cells(self, key: Hashable, start: int = 0, stop: int | None = None) -> pa.Table:
+        """`item_id, epoch` of the pending cells of items `start:stop`, items in order."""
+        mask = self.masks.get(key)
+        stop = len(self.item_ids) if stop is None else stop
+        if mask is None:
+            rows = np.zeros(0, dtype=np.int64)
+            epochs = np.zeros(0, dtype=np.int32)
+        else:
+            rows, epochs = np.nonzero(mask[start:stop])
+        return pa.table(
+            {
+                "item_id": self.item_ids.take(pa.array(rows + start, pa.int64())),
+                "epoch": pa.array(epochs.astype(np.int32), pa.int32()),
+            }
+        )
+
+
+def _positions(table: pa.Table, items: pa.Array, epochs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of `table` that name a selected item and epoch, and their cell positions
+    (`item index * epochs + epoch`)."""
+    index = pc.index_in(table.column("item_id"), value_set=items)
+    epoch = table.column("epoch")
+    keep = pc.and_(pc.is_valid(index), pc.less(epoch, epochs)).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(keep)
+    item = pc.fill_null(index, 0).to_numpy(zero_copy_only=False).astype(np.int64)[rows]
+    return rows, item * epochs + epoch.to_numpy().astype(np.int64)[rows]
+
+
+def _check(items: pa.Array, epochs: int) -> None:
+    if epochs < 1:
+        raise InputError(Problem(f"epochs must be at least 1, not {epochs}", field="epochs"))
+    if pc.count_distinct(items).as_py() != len(items):
+        raise InputError(Problem("item ids are not unique", field="item_id"))
+
+
+def generate_pending(
+    store: StudyStore,
+    condition_ids: Sequence[str],
+    item_ids: pa.Array,
+    epochs: int,
+    *,
+    force: bool = False,
+) -> CellMasks:
+    """Generate cells of `condition_ids x item_ids x range(epochs)` without an `ok` row."""
+    _check(item_ids, epochs)
+    n = len(item_ids)
+    masks: dict[Hashable, np.ndarray] = {}
+    for cid in dict.fromkeys(condition_ids):
+        pending = np.ones(n * epochs, dtype=bool)
+        if not force and n:
+            table = store.read_by_condition(
+                SOLUTIONS, [cid], ["item_id", "epoch", "status"], dedup=False
+            )[cid]
+            ok = table.filter(pc.equal(table.column("status"), STATUS_OK))
+            _, positions = _positions(ok, item_ids, epochs)
+            pending[positions] = False
+        masks[cid] = pending.reshape(n, epochs)
+    return CellMasks(item_ids, epochs, masks)
+
+
+@dataclass
+class SolutionIndex:
+    """One generate condition's `ok` solutions among the selected items, by cell position."""
+
+    positions: np.ndarray  # sorted cell positions (item index * epochs + epoch)
+    hashes: pa.Array  # text_hash of each, aligned with `positions`
+    fragments: pa.Array | None  # the fragment holding each, when asked for
+
+    def rows_between(self, low: int, high: int) -> slice:
+        """The rows whose positions lie in `[low, high)`."""
+        start, stop = np.searchsorted(self.positions, [low, high])
+        return slice(int(start), int(stop))
+
+
+def solution_index(
+    store: StudyStore,
+    gen_condition_id: str,
+    item_ids: pa.Array,
+    epochs: int,
+    *,
+    fragment_names: bool = False,
+) -> SolutionIndex:
+    table = store.read_by_condition(
+        SOLUTIONS,
+        [gen_condition_id],
+        ["item_id", "epoch", "status", "text_hash"],
+        fragment_names=fragment_names,
+    )[gen_condition_id]
+    ok = table.filter(pc.equal(table.column("status"), STATUS_OK))
+    rows, positions = _positions(ok, item_ids, epochs)
+    order = np.argsort(positions, kind="stable")
+    take = pa.array(rows[order])
+    fragments = None
+    if fragment_names:
+        fragments = ok.column(FRAGMENT_NAME).take(take).cast(pa.string()).combine_chunks()
+    return SolutionIndex(
+        positions=positions[order],
+        hashes=ok.column("text_hash").take(take).combine_chunks(),
+        fragments=fragments,
+    )
+
+
+def grade_pending(
+    store: StudyStore,
+    grade_condition_ids: Sequence[str],
+    gen_condition_ids: Sequence[str],
+    item_ids: pa.Array,
+    epochs: int,
+    *,
+    force: bool = False,
+) -> CellMasks:
+    """Grade cells (keyed `(grade_condition_id, gen_condition_id)`) still to grade."""
+    _check(item_ids, epochs)
+    n = len(item_ids)
+    grade_ids = list(dict.fromkeys(grade_condition_ids))
+    graded: dict[str, pa.Table] = {}
+    if not force:
+        columns = ["gen_condition_id", "item_id", "epoch", "solution_hash", "status"]
+        for gid in grade_ids:
+            table = store.read_by_condition(GRADES, [gid], columns, dedup=False)[gid]
+            graded[gid] = table.filter(pc.equal(table.column("status"), STATUS_OK))
+    masks: dict[Hashable, np.ndarray] = {}
+    for gen in dict.fromkeys(gen_condition_ids):
+        solutions = solution_index(store, gen, item_ids, epochs)
+        has_solution = np.zeros(n * epochs, dtype=bool)
+        has_solution[solutions.positions] = True
+        row_of = np.full(n * epochs, -1, dtype=np.int64)
+        row_of[solutions.positions] = np.arange(len(solutions.positions))
+        for gid in grade_ids:
+            pending = has_solution.copy()
+            grades = graded.get(gid)
+            if grades is not None and grades.num_rows and len(solutions.positions):
+                mine = grades.filter(pc.equal(grades.column("gen_condition_id"), gen))
+                rows, positions = _positions(mine, item_ids, epochs)
+                solution_rows = row_of[positions]
+                found = solution_rows >= 0
+                same = pc.equal(
+                    solutions.hashes.take(pa.array(solution_rows[found])),
+                    mine.column("solution_hash").take(pa.array(rows[found])),
+                ).to_numpy(zero_copy_only=False)
+                pending[positions[found][same]] = False
+            masks[(gid, gen)] = pending.reshape(n, epochs)
+    return CellMasks(item_ids, epochs, masks)
