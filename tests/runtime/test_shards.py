@@ -1,0 +1,107 @@
+"""Shards: cut at items-snapshot parts, conditions interleaved, every pending cell exactly
+once, made lazily; grade shards name the fragment holding each solution."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from itemeval.planning import ITEM_INDEX_SCHEMA
+from itemeval.runtime.shards import generate_shards, grade_shards, part_runs
+from itemeval.store import StudyStore, generate_pending, grade_pending
+
+
+def _index(rows: list[tuple[str, str, int]]) -> pa.Table:
+    ids, datasets, parts = zip(*rows, strict=True)
+    table = pa.table(
+        {
+            "item_id": list(ids),
+            "dataset": pa.array(datasets).dictionary_encode(),
+            "fingerprint": pa.array([f"fp-{d}" for d in datasets]).dictionary_encode(),
+            "part": pa.array(parts, pa.int32()),
+        }
+    )
+    return table.cast(ITEM_INDEX_SCHEMA)
+
+
+INDEX = _index([("a1", "a", 0), ("a2", "a", 0), ("a3", "a", 1), ("b1", "b", 0), ("b2", "b", 0)])
+
+
+def test_part_runs_cut_where_dataset_or_part_changes():
+    runs = part_runs(INDEX)
+    assert [(r.dataset, r.fingerprint, r.part, r.start, r.stop) for r in runs] == [
+        ("a", "fp-a", 0, 0, 2),
+        ("a", "fp-a", 1, 2, 3),
+        ("b", "fp-b", 0, 3, 5),
+    ]
+
+
+def test_generate_shards_cover_every_cell_once_interleaved(tmp_path):
+    store = StudyStore.open(str(tmp_path / "s"))
+    items = INDEX.column("item_id").combine_chunks()
+    pending = generate_pending(store, ["c1", "c2"], items, 3)
+    shards = generate_shards(
+        pending, part_runs(INDEX), shard_size=4, usd_per_cell={"c1": 0.5}, first_id=100
+    )
+    assert not isinstance(shards, list)  # made lazily
+    made = list(shards)
+    assert [s.shard_id for s in made] == list(range(100, 100 + len(made)))
+    # part 0 of dataset a: 6 cells per condition -> chunks of 4 and 2, conditions in turn
+    assert [(s.condition_id, s.part, s.dataset, s.size) for s in made[:4]] == [
+        ("c1", 0, "a", 4), ("c2", 0, "a", 4), ("c1", 0, "a", 2), ("c2", 0, "a", 2),
+    ]  # fmt: skip
+    cells = [
+        (s.condition_id, i, e)
+        for s in made
+        for i, e in zip(s.cells["item_id"].to_pylist(), s.cells["epoch"].to_pylist(), strict=True)
+    ]
+    assert len(cells) == len(set(cells)) == 2 * 5 * 3
+    assert made[0].est_usd == 2.0 and made[1].est_usd == 0.0
+    for shard in made:  # every shard's items sit in its part
+        run = next(
+            r for r in part_runs(INDEX) if (r.dataset, r.part) == (shard.dataset, shard.part)
+        )
+        assert set(shard.cells["item_id"].to_pylist()) <= set(
+            items[run.start : run.stop].to_pylist()
+        )
+
+
+def test_grade_shards_name_the_solution_fragments(tmp_path):
+    store = StudyStore.open(str(tmp_path / "s"))
+    items = INDEX.column("item_id").combine_chunks()
+    row = {"status": "ok", "model": "m", "run_id": "r", "request_hash": "h"}
+    first = store.write_solutions(
+        "gen", [{**row, "item_id": i, "epoch": 0, "text": i} for i in ("a1", "a3", "b2")]
+    )
+    second = store.write_solutions("gen", [{**row, "item_id": "b1", "epoch": 0, "text": "x"}])
+    pending = grade_pending(store, ["judge", "auto"], ["gen"], items, 1)
+    made = list(
+        grade_shards(
+            store,
+            pending,
+            ["gen"],
+            ["judge", "auto"],
+            part_runs(INDEX),
+            shard_size=1,
+            usd_per_cell={},
+            scorers={"auto"},
+        )
+    )
+    judge = [s for s in made if s.condition_id == "judge"]
+    assert sorted(i for s in judge for i in s.cells["item_id"].to_pylist()) == [
+        "a1",
+        "a3",
+        "b1",
+        "b2",
+    ]
+    assert all(s.size == 1 for s in judge)  # judge shards: shard_size
+    scorer = [s for s in made if s.condition_id == "auto"]
+    assert [s.size for s in scorer] == [1, 1, 2]  # scorer shards 16x larger: one per part
+    where = {
+        i: f
+        for s in made
+        for i, f in zip(
+            s.cells["item_id"].to_pylist(), s.cells["fragment"].to_pylist(), strict=True
+        )
+    }
+    assert where == {"a1": first, "a3": first, "b2": first, "b1": second}
+    assert all(s.gen_condition_id == "gen" for s in made)
