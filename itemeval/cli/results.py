@@ -72,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report = subparsers.add_parser(
         "report",
         help="write an HTML report with plots and a Markdown summary",
-        description="Leaderboard with 95%% bootstrap intervals, prompt sensitivity, grader "
+        description="Leaderboard with 95% bootstrap intervals, prompt sensitivity, grader "
         "agreement, cost per correct answer, errors and parse failures, and item difficulty, "
         "as a self-contained HTML page (report.html) and Markdown (report.md).",
     )
