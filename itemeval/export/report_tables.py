@@ -76,7 +76,7 @@ def overview(data: ReportData) -> list[tuple[str, str, str]]:
         value = board.headline(best)
         if value is not None and value.defined:
             facts.append(
-                ("Top condition", best.name, f"{value.value:.3f} by {board.primary.label}")
+                ("Top accuracy", f"{value.value:.3f}", f"{best.name}, by {board.primary.label}")
             )
     return facts
 

@@ -108,7 +108,7 @@ def interval_chart(
     title: str,
     axis_label: str,
     domain: tuple[float, float] = (0.0, 1.0),
-    width: float = 760,
+    width: float = 900,
 ) -> str:
     """Horizontal bars with a dot at each estimate and whiskers over its interval."""
     label_w = max([text_width(r.label) for r in rows] + [60]) + 16
