@@ -102,18 +102,17 @@ class OutputFile:
 class OutputDir:
     """A directory at any fsspec URL that exports write into."""
 
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
-        self.root = resolve(url, storage_options)
+    def __init__(self, root: Location):
+        self.root = root
+
+    @classmethod
+    def at(cls, url: str, storage_options: dict[str, Any] | None = None) -> OutputDir:
+        return cls(resolve(url, storage_options))
 
     @classmethod
     def for_store(cls, store: StudyStore, url: str | None) -> OutputDir:
         """`url` when given, else `<store>/exports` (with the store's filesystem options)."""
-        if url:
-            return cls(url)
-        exports = store.root.join(EXPORTS_DIR)
-        out = cls.__new__(cls)
-        out.root = exports
-        return out
+        return cls.at(url) if url else cls(store.root.join(EXPORTS_DIR))
 
     @property
     def url(self) -> str:
