@@ -140,10 +140,16 @@ class OutputDir:
             if os.path.exists(old.path):
                 shutil.rmtree(old.path, ignore_errors=True)
             return
+        fs = source.fs
+        fs.invalidate_cache(self.root.path)
         target.delete_tree()
-        if source.exists():
-            source.fs.mv(source.path, target.path, recursive=True)
-        source.fs.invalidate_cache(self.root.path)
+        prefix = source.path.rstrip("/") + "/"
+        staged = [p for p in fs.find(source.path) if p.startswith(prefix)]
+        if staged:
+            # Server-side copies of exactly the staged objects, then the staging tree goes.
+            fs.copy(staged, [target.path.rstrip("/") + "/" + p[len(prefix) :] for p in staged])
+            fs.rm(staged)
+        fs.invalidate_cache(self.root.path)
 
     def delete_tree(self, relpath: str) -> None:
         location = self.location(relpath)

@@ -201,21 +201,29 @@ def test_ungraded_cells_only_when_asked(tmp_path: Path):
 
 @pytest.mark.s3
 def test_export_to_s3(demo_run: Run, s3_bucket: str, tmp_path: Path):
-    out = f"{s3_bucket}/exports/demo"
-    result = export_study(demo_run.plan(), ExportOptions(out=out, formats=("parquet", "csv")))
-    assert result.files["parquet"] == f"{out}/long_table.parquet"
     import s3fs
 
+    out = f"{s3_bucket}/exports/demo"
     fs = s3fs.S3FileSystem()
+    fs.pipe(f"{out}/eee/data/gone/old/model/stale.json", b"{}")  # a previous export's record
+    result = export_study(demo_run.plan(), ExportOptions(out=out))
+    assert result.files["parquet"] == f"{out}/long_table.parquet"
     with fs.open(f"{out}/long_table.parquet", "rb") as handle:
         remote = pq.read_table(handle)
     local = _export(demo_run, tmp_path)
     assert remote.equals(local)
+    fs.invalidate_cache()
     assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(out)) == [
+        "eee",
         "export.json",
         "long_table.csv",
         "long_table.parquet",
     ]
+    # The Every Eval Ever tree replaced the previous one as a whole.
+    records = fs.glob(f"{out}/eee/data/**/*.json")
+    samples = fs.glob(f"{out}/eee/data/**/*_samples.jsonl")
+    assert len(records) == len(samples) == result.eee_evaluations > 0
+    assert not fs.exists(f"{out}/eee/data/gone/old/model/stale.json")
 
 
 def test_a_failed_export_leaves_no_partial_file(demo_run: Run, tmp_path: Path):
