@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -33,6 +32,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from client_throughput import bench_bare, start_server  # noqa: E402
+from generated_data import write_dataset  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -60,39 +60,6 @@ def tree_cpu_s(root: int, exclude: set[int]) -> float:
         total += stats.get(pid, 0.0)
         todo.extend(children.get(pid, []))
     return total
-
-
-def write_dataset(folder: Path, items: int) -> None:
-    folder.mkdir(parents=True)
-    meta = {
-        "identifier": "bench",
-        "title": "benchmark items",
-        "description": "generated arithmetic items",
-        "creator": "itemeval benchmarks",
-        "publisher": "itemeval",
-        "created": "2026-11-22",
-        "language": "eng",
-        "license": "CC0-1.0",
-        "source": "generated",
-        "subject": "arithmetic",
-        "hasPart": ["bench.jsonl"],
-    }
-    (folder / "bench.yaml").write_text(yaml.safe_dump(meta))
-    with open(folder / "bench.jsonl", "w") as handle:
-        for i in range(items):
-            a, b = i % 97, (i * 7) % 89
-            handle.write(
-                json.dumps(
-                    {
-                        "identifier": f"bench.{i}",
-                        "modality": "single-value",
-                        "prompt": f"What is {a} plus {b}?",
-                        "response": str(a + b),
-                        "difficulty": (i % 10) / 10,
-                    }
-                )
-                + "\n"
-            )
 
 
 def write_study(folder: Path, url: str, models: int, in_flight: int, shard_size: int) -> Path:
@@ -164,7 +131,7 @@ def run_pipeline(args: argparse.Namespace, url: str, server_pid: int) -> dict[st
 
     with tempfile.TemporaryDirectory(prefix="itemeval-bench-") as tmp:
         folder = Path(tmp)
-        write_dataset(folder / "bench", args.items)
+        write_dataset(folder / "bench", args.items, kind="arithmetic")
         study = load_study(write_study(folder, url, args.models, args.in_flight, args.shard_size))
         started = time.perf_counter()
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

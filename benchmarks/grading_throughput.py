@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from memory_sweep import write_dataset  # noqa: E402
+from generated_data import write_dataset  # noqa: E402
 
 
 def main() -> None:

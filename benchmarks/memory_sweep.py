@@ -14,7 +14,6 @@ per-cell keys it plans with (item ids and pending sets as arrow columns).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -25,6 +24,9 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from generated_data import write_dataset
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -66,43 +68,6 @@ class Sampler(threading.Thread):
     def finish(self) -> None:
         self._halt.set()
         self.join()
-
-
-def write_dataset(folder: Path, items: int) -> None:
-    folder.mkdir(parents=True)
-    meta = {
-        "identifier": "sweep",
-        "title": "memory sweep items",
-        "description": "generated items of mixed modalities",
-        "creator": "itemeval benchmarks",
-        "publisher": "itemeval",
-        "created": "2026-11-22",
-        "language": "eng",
-        "license": "CC0-1.0",
-        "source": "generated",
-        "subject": "arithmetic",
-        "hasPart": ["sweep.jsonl"],
-    }
-    (folder / "sweep.yaml").write_text(yaml.safe_dump(meta))
-    with open(folder / "sweep.jsonl", "w") as handle:
-        for i in range(items):
-            if i % 2:
-                item = {
-                    "identifier": f"sweep.{i}",
-                    "modality": "choiceof4",
-                    "prompt": f"Which number is {i % 7}?\nA. {i % 7}\nB. {i % 7 + 1}\n"
-                    f"C. {i % 7 + 2}\nD. {i % 7 + 3}",
-                    "response": "A",
-                }
-            else:
-                item = {
-                    "identifier": f"sweep.{i}",
-                    "modality": "single-value",
-                    "prompt": f"What is {i % 97} plus {i % 89}?",
-                    "response": str(i % 97 + i % 89),
-                }
-            item["difficulty"] = (i % 10) / 10
-            handle.write(json.dumps(item) + "\n")
 
 
 def sweep(items: int) -> dict[str, float]:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from client_throughput import start_server  # noqa: E402
-from memory_sweep import write_dataset  # noqa: E402
+from generated_data import write_dataset  # noqa: E402
 
 
 def stats(url: str) -> dict:

@@ -107,15 +107,8 @@ class Location:
     def write_atomic(self, data: bytes) -> None:
         """Write `data` so that readers see either the whole file or nothing (see module doc)."""
         if self.is_local:
-            directory = os.path.dirname(self.path) or "."
-            os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
+            tmp = _local_temp_file(self.path, data)
             try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; stores are shared
                 os.replace(tmp, self.path)
             except BaseException:
                 with contextlib.suppress(FileNotFoundError):
@@ -128,23 +121,15 @@ class Location:
     def create_exclusive(self, data: bytes) -> bool:
         """Create the file with `data` unless it exists; True if this call created it."""
         if self.is_local:
-            directory = os.path.dirname(self.path) or "."
-            os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
+            tmp = _local_temp_file(self.path, data)
             try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.chmod(tmp, _FILE_MODE)
-                try:
-                    os.link(tmp, self.path)  # atomic, and fails if the target exists
-                except FileExistsError:
-                    return False
-                return True
+                os.link(tmp, self.path)  # atomic, and fails if the target exists
+            except FileExistsError:
+                return False
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
+            return True
         try:
             self.fs.pipe_file(self.path, data, mode="create")
         except FileExistsError:
@@ -169,6 +154,25 @@ class Location:
         if self.exists():
             self.fs.rm(self.path, recursive=True)
         self.fs.invalidate_cache(self.path)
+
+
+def _local_temp_file(path: str, data: bytes) -> str:
+    """`data` written and synced to a new temporary file beside `path` (same filesystem, so it
+    can be renamed or linked into place atomically), with the umask's file mode."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; stores are shared
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
 
 
 def _default_file_mode() -> int:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from itemeval.providers.failures import failure
+from itemeval.providers.failures import answer, failure
 from itemeval.providers.transport import HttpProvider, MalformedBody
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Usage
 
@@ -116,22 +116,13 @@ class AnthropicMessagesProvider(HttpProvider):
                 http_status=200,
                 usage=usage,
             )
-        if not text.strip():
-            return failure(
-                ErrorCode.EMPTY_OUTPUT,
-                f"the model returned no text (stop_reason {raw_reason!r})",
-                request_id=request_id,
-                finish_reason=finish,
-                http_status=200,
-                usage=usage,
-            )
-        return ModelResult(
-            ok=True,
-            text=text,
+        return answer(
+            text,
             finish_reason=finish,
             usage=usage,
             request_id=request_id,
-            http_status=200,
+            reason_field="stop_reason",
+            raw_reason=raw_reason,
         )
 
     def parse_error(self, body: Any) -> tuple[str, str, str]:

@@ -97,3 +97,33 @@ def failure(
         http_status=http_status,
         request_id=request_id,
     )
+
+
+def answer(
+    text: str,
+    *,
+    finish_reason: str | None,
+    usage: Usage,
+    request_id: str | None,
+    reason_field: str,
+    raw_reason: object,
+) -> ModelResult:
+    """A 200 answer: ok with its text, or `empty_output` when there is no text (the message
+    names the provider's own reason field, e.g. `finish_reason`, `stop_reason`)."""
+    if not text.strip():
+        return failure(
+            ErrorCode.EMPTY_OUTPUT,
+            f"the model returned no text ({reason_field} {raw_reason!r})",
+            request_id=request_id,
+            finish_reason=finish_reason,
+            http_status=200,
+            usage=usage,
+        )
+    return ModelResult(
+        ok=True,
+        text=text,
+        finish_reason=finish_reason,
+        usage=usage,
+        request_id=request_id,
+        http_status=200,
+    )

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import quote
 
 from itemeval.providers.anthropic_messages import EFFORT_BUDGETS
-from itemeval.providers.failures import failure
+from itemeval.providers.failures import answer, failure
 from itemeval.providers.transport import HttpProvider, MalformedBody
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Usage
 
@@ -131,22 +131,13 @@ class GeminiProvider(HttpProvider):
                 usage=usage,
             )
         finish = _FINISH.get(raw_reason, raw_reason.lower()) if raw_reason else None
-        if not text.strip():
-            return failure(
-                ErrorCode.EMPTY_OUTPUT,
-                f"the model returned no text (finishReason {raw_reason!r})",
-                request_id=request_id,
-                finish_reason=finish,
-                http_status=200,
-                usage=usage,
-            )
-        return ModelResult(
-            ok=True,
-            text=text,
+        return answer(
+            text,
             finish_reason=finish,
             usage=usage,
             request_id=request_id,
-            http_status=200,
+            reason_field="finishReason",
+            raw_reason=raw_reason,
         )
 
     def parse_error(self, body: Any) -> tuple[str, str, str]:

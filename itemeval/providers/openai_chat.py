@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from itemeval.providers.failures import failure
+from itemeval.providers.failures import answer, failure
 from itemeval.providers.transport import HttpProvider, MalformedBody
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Usage
 
@@ -103,22 +103,13 @@ class OpenAIChatProvider(HttpProvider):
                 http_status=200,
                 usage=usage,
             )
-        if not text.strip():
-            return failure(
-                ErrorCode.EMPTY_OUTPUT,
-                f"the model returned no text (finish_reason {finish!r})",
-                request_id=request_id,
-                finish_reason=finish,
-                http_status=200,
-                usage=usage,
-            )
-        return ModelResult(
-            ok=True,
-            text=text,
+        return answer(
+            text,
             finish_reason=finish,
             usage=usage,
             request_id=request_id,
-            http_status=200,
+            reason_field="finish_reason",
+            raw_reason=finish,
         )
 
     def parse_error(self, body: Any) -> tuple[str, str, str]:
