@@ -177,7 +177,10 @@ class Simulator:
             return answers.render_answer(form, guess, key, spec.verbosity)
         item_id = str(key[2])
         difficulty = item_difficulty(item_id, _float_or_none(hints.get("difficulty")))
-        correct = stable_unit("correct", *key) < p_correct(spec.ability, difficulty)
+        # A prompt asking for reasoning and a final line draws its own outcome (same chance):
+        # like real models, answers differ between prompt variants, not only between items.
+        draw = stable_unit("correct", *key, "final-line" if form.final_line else "direct")
+        correct = draw < p_correct(spec.ability, difficulty)
         if correct:
             answer = answers.right_answer(form, target)
         else:
