@@ -4,12 +4,15 @@ Safe while writers and readers run, because of the order of operations:
 
 1. list the partition and read exactly the fragments listed (F);
 2. write the best row of each key of F as one new fragment (C), wholly or not at all;
-3. delete exactly F, never a fragment written meanwhile.
+3. rewrite the partition's `_compaction` marker;
+4. delete exactly F, never a fragment written meanwhile.
 
-A reader listing between 2 and 3 sees F and C and deduplicates the overlap; a reader whose
-fragment of F vanishes re-lists and finds C. A crash between 2 and 3 leaves duplicates that
-reads deduplicate and the next compaction removes. Rows keep their `written_at`, so the dedup
-order of a key across C and newer fragments is unchanged.
+A reader listing between 2 and 4 sees F and C and deduplicates the overlap; a reader whose
+fragment of F vanishes re-lists and finds C; a reader whose listing overlapped the deletes (a
+listing is not a snapshot: it may miss C and a deleted fragment of F) sees the marker change
+and reads the partition again (`fragments.read_partitions`). A crash between 2 and 4 leaves
+duplicates that reads deduplicate and the next compaction removes. Rows keep their
+`written_at`, so the dedup order of a key across C and newer fragments is unchanged.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from itemeval.store.fragments import (
     FRAGMENT_ORDINAL,
     FragmentInfo,
     list_fragments,
+    mark_compaction,
     read_fragments,
     write_fragment,
 )
@@ -71,6 +75,7 @@ def compact_partition(store: StudyStore, stage: Stage | str, condition_id: str) 
         merged = pa.concat_tables(parts)
         best = deduplicate(merged, stage.keys).drop_columns([FRAGMENT_ORDINAL])
         name = write_fragment(partition, best)
+        mark_compaction(partition)  # readers that overlap the deletes read again
         _remove(partition, listed)
         return CompactionResult(
             stage.name, condition_id, len(listed), merged.num_rows, best.num_rows, name

@@ -36,7 +36,9 @@ WHOLE_FETCH_BYTES = 8 * 1024 * 1024
 FRAGMENT_ORDINAL = "_fragment"
 #: Column the readers add on request: the fragment's file name (dictionary-encoded).
 FRAGMENT_NAME = "_fragment_name"
-_MAX_RELISTS = 8
+#: A partition's compaction marker: rewritten by each compaction before it deletes fragments.
+COMPACTION_MARKER = "_compaction"
+_MAX_RELISTS = 32
 _THREADS = 8
 
 
@@ -105,6 +107,19 @@ def list_fragments(partition: Location) -> list[FragmentInfo]:
     return fragments
 
 
+def compaction_generation(partition: Location) -> str | None:
+    """The partition's compaction marker (None before its first compaction)."""
+    try:
+        return partition.join(COMPACTION_MARKER).read_bytes().decode("ascii", "replace")
+    except FileNotFoundError:
+        return None
+
+
+def mark_compaction(partition: Location) -> None:
+    """Record that a compaction is about to delete fragments (see `read_partitions`)."""
+    partition.join(COMPACTION_MARKER).write_atomic(unique_name().encode("ascii"))
+
+
 def read_partitions(
     partitions: Mapping[str, Location],
     schema: pa.Schema,
@@ -118,6 +133,15 @@ def read_partitions(
 
     Keys of the result are the keys of `partitions`. A partition without fragments gives an
     empty table. Raises `StoreError` naming the file for a corrupt or foreign fragment.
+
+    Consistent beside compaction. A fragment listed but gone when read was compacted: the
+    partition is listed again and the new files read. And because a directory listing is not a
+    snapshot, a listing taken while a compaction deletes what it merged can miss both its new
+    file and a deleted one; compaction therefore rewrites the partition's marker after writing
+    its new file and before deleting anything, and a partition whose marker changed during a
+    pass gets another pass. A pass during which the marker did not change is complete: any
+    compaction deleting during it wrote its new file before the pass listed, so it is listed.
+    Passes after the first read only files they have not read.
     """
     names = list(columns) if columns is not None else list(schema.names)
     unknown = [c for c in names if c not in schema.names]
@@ -125,28 +149,33 @@ def read_partitions(
         raise StoreError(Problem(f"no such column(s) {unknown}; columns are {schema.names}"))
     projected = pa.schema([schema.field(c) for c in names])
     read: dict[str, dict[str, pa.Table]] = {key: {} for key in partitions}
+    generation = {key: compaction_generation(loc) for key, loc in partitions.items()}
     todo = list(partitions)
     for _ in range(_MAX_RELISTS):
         listed = {key: list_fragments(partitions[key]) for key in todo}
         jobs = [(key, info) for key in todo for info in listed[key] if info.name not in read[key]]
         results = _read_many(partitions, jobs, schema, names)
-        vanished: set[str] = set()
+        again: set[str] = set()
         for (key, info), table in zip(jobs, results, strict=True):
             if table is None:
-                vanished.add(key)
+                again.add(key)  # compacted away since it was listed
             else:
                 read[key][info.name] = table
         for key in todo:
             # A fragment that is no longer listed was compacted: its rows are in a newer file.
             still = {info.name for info in listed[key]}
             read[key] = {n: t for n, t in read[key].items() if n in still}
-        todo = [key for key in todo if key in vanished]
+            now = compaction_generation(partitions[key])
+            if now != generation[key]:
+                generation[key] = now
+                again.add(key)
+        todo = [key for key in todo if key in again]
         if not todo:
             break
     else:
         raise StoreError(
             Problem(
-                "fragments kept disappearing while reading (is a compaction looping?)",
+                "partitions kept being compacted while they were read",
                 file=", ".join(partitions[k].url for k in todo),
                 hint="retry when the compaction has finished",
             )
