@@ -13,7 +13,7 @@ Modules: `source` (`DatasetSource`, `open_source`, format inference), `mapping` 
 """
 
 from itemeval.adapters.files import FilesHandle, MappedHandle
-from itemeval.adapters.handle import DatasetHandle, Fingerprint, SourceReport
+from itemeval.adapters.handle import DatasetHandle, Fingerprint
 from itemeval.adapters.hf import HFHandle
 from itemeval.adapters.items import ItemsHandle, item_to_workitem
 from itemeval.adapters.mapping import (
@@ -35,7 +35,6 @@ __all__ = [
     "ItemsHandle",
     "MappedHandle",
     "MappingSpec",
-    "SourceReport",
     "StudyIds",
     "check_unique_ids",
     "item_to_workitem",

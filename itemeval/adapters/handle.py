@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from itemeval.errors import Problem
 from itemeval.ids import canonical_json, sha256_hex
+from itemeval.spec.directory import DatasetReport
 from itemeval.spec.findings import ProblemLog
 from itemeval.workitem import WorkItem
 
@@ -43,20 +44,6 @@ class Fingerprint:
         if self.revision is not None:
             payload["revision"] = self.revision
         return sha256_hex(canonical_json(payload))
-
-
-@dataclass
-class SourceReport:
-    """What a full read of a dataset found (`DatasetHandle.validate`)."""
-
-    name: str
-    items: int = 0
-    by_modality: Counter[str] = field(default_factory=Counter)
-    log: ProblemLog = field(default_factory=ProblemLog)
-
-    @property
-    def ok(self) -> bool:
-        return self.log.error_count == 0
 
 
 class DatasetHandle(ABC):
@@ -93,11 +80,11 @@ class DatasetHandle(ABC):
             yield batch
         self._log.raise_if_errors()
 
-    def validate(self) -> SourceReport:
+    def validate(self) -> DatasetReport:
         """Read everything; the report lists the problems instead of raising."""
         self._log = ProblemLog()
         self._log.extend(self.open_warnings())
-        report = SourceReport(name=self.name, log=self._log)
+        report = DatasetReport(name=self.name, log=self._log)
         for _ in self._scan(self._log, report.by_modality):
             pass
         report.items = sum(report.by_modality.values())

@@ -46,9 +46,11 @@ _HASH_CHUNK = 1 << 20
 
 @dataclass
 class DatasetReport:
-    """What a full read of a dataset found (`DatasetReader.validate`)."""
+    """What a full read of a dataset found (`DatasetReader.validate` for item-format
+    directories, `DatasetHandle.validate` for any source): its name, items per modality and
+    the problems met."""
 
-    identifier: str
+    name: str
     items: int = 0
     by_modality: Counter[str] = field(default_factory=Counter)
     log: ProblemLog = field(default_factory=ProblemLog)
@@ -132,7 +134,7 @@ class DatasetReader:
     def validate(self) -> DatasetReport:
         """Read everything and report; never raises for problems in the items."""
         self._log = ProblemLog()
-        report = DatasetReport(identifier=self.meta.identifier, log=self._log)
+        report = DatasetReport(name=self.meta.identifier, log=self._log)
         self._log.extend(self.meta_warnings)
         for _ in self.scan(self._log, counts=report.by_modality):
             pass
