@@ -12,32 +12,18 @@ Every column is nullable except the keys and facets that always exist: with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pyarrow as pa
 
-from itemeval.store.schemas import TIMESTAMP
+from itemeval.store.schemas import TIMESTAMP, Column
 
 
-@dataclass(frozen=True, slots=True)
-class LongColumn:
-    name: str
-    type: pa.DataType
-    nullable: bool
-    doc: str
-
-    @property
-    def field(self) -> pa.Field:
-        return pa.field(self.name, self.type, nullable=self.nullable)
-
-
-def _c(name: str, type_: pa.DataType, doc: str, *, null: bool = True) -> LongColumn:
-    return LongColumn(name, type_, null, doc)
+def _c(name: str, type_: pa.DataType, doc: str, *, null: bool = True) -> Column:
+    return Column(name, type_, null, doc)
 
 
 _S, _I32, _I64, _F64, _B = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
 
-FACET_COLUMNS: tuple[LongColumn, ...] = (
+FACET_COLUMNS: tuple[Column, ...] = (
     _c("grade_condition_id", _S, "the grade condition (`<slug>--<hash12>`)", null=False),
     _c("grader_kind", _S, "`scorer` (verifiable, free) or `judge` (an LLM)", null=False),
     _c("grader", _S, "the scorer's name, or the judge's key under `graders:`", null=False),
@@ -51,7 +37,7 @@ FACET_COLUMNS: tuple[LongColumn, ...] = (
     _c("params", _S, "resolved sampling parameters as canonical JSON", null=False),
 )
 
-ITEM_COLUMNS: tuple[LongColumn, ...] = (
+ITEM_COLUMNS: tuple[Column, ...] = (
     _c("item_id", _S, "the item's id (unique across the study's datasets)", null=False),
     _c("dataset", _S, "the dataset the item belongs to", null=False),
     _c("epoch", _I32, "replication number, 0 .. replications-1", null=False),
@@ -64,7 +50,7 @@ ITEM_COLUMNS: tuple[LongColumn, ...] = (
     _c("metadata", _S, "the item's other fields as a JSON object"),
 )
 
-SOLUTION_COLUMNS: tuple[LongColumn, ...] = (
+SOLUTION_COLUMNS: tuple[Column, ...] = (
     _c("solution_status", _S, "`ok` or `error` (no answer: the cell is retried on resume)"),
     _c("solution_error_code", _S, "stable error code of a failed generation"),
     _c("solution_error_message", _S, "what went wrong, secrets redacted"),
@@ -81,7 +67,7 @@ SOLUTION_COLUMNS: tuple[LongColumn, ...] = (
     _c("generated_at", TIMESTAMP, "when the solution was written (UTC)"),
 )
 
-GRADE_COLUMNS: tuple[LongColumn, ...] = (
+GRADE_COLUMNS: tuple[Column, ...] = (
     _c("graded", _B, "false only for `--include-ungraded` rows (no grade row yet)", null=False),
     _c("grade_status", _S, "`ok` (a grade; judge parse failures too) or `error`"),
     _c("grade_error_code", _S, "stable error code of a failed judge call"),
@@ -103,7 +89,7 @@ GRADE_COLUMNS: tuple[LongColumn, ...] = (
     _c("graded_at", TIMESTAMP, "when the grade was written (UTC)"),
 )
 
-LONG_COLUMNS: tuple[LongColumn, ...] = (
+LONG_COLUMNS: tuple[Column, ...] = (
     *FACET_COLUMNS,
     *ITEM_COLUMNS,
     *SOLUTION_COLUMNS,
