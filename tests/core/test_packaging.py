@@ -1,0 +1,85 @@
+"""The package declares what it imports.
+
+The test environment has the dev extra, which brings numpy, pandas and more through other
+packages, so a runtime import that `pyproject.toml` forgot would pass every other test and only
+break `make demo` on a fresh machine. This reads the imports of every module and checks each
+third-party one against the declared runtime dependencies (optional features against their extra).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "itemeval"
+
+# Modules that may import an optional extra (they import it lazily and say which extra to install).
+OPTIONAL = {"itemeval/adapters/hf.py": "hf"}
+
+
+def _requirement_name(requirement: str) -> str:
+    name = requirement.split(";")[0]
+    for stop in "[<>=!~ ":
+        name = name.split(stop)[0]
+    return name.strip().lower().replace("_", "-")
+
+
+def _declared() -> tuple[set[str], dict[str, set[str]]]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = {_requirement_name(r) for r in project["dependencies"]}
+    extras = {
+        extra: {_requirement_name(r) for r in requirements}
+        for extra, requirements in project.get("optional-dependencies", {}).items()
+    }
+    return runtime, extras
+
+
+def _third_party_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top != "itemeval" and top not in sys.stdlib_module_names:
+                found.add(top)
+    return found
+
+
+def test_every_third_party_import_is_a_declared_dependency() -> None:
+    runtime, extras = _declared()
+    distributions = packages_distributions()
+    undeclared: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        allowed = runtime | extras.get(OPTIONAL.get(relative, ""), set())
+        for module in sorted(_third_party_imports(path)):
+            names = {d.lower().replace("_", "-") for d in distributions.get(module, [])}
+            if not names:
+                pytest.fail(f"{relative} imports {module!r}, which no installed package provides")
+            if not names & allowed:
+                undeclared.append(f"{relative}: {module} (from {', '.join(sorted(names))})")
+    assert not undeclared, "imports missing from [project].dependencies:\n" + "\n".join(undeclared)
+
+
+def test_the_dev_extra_is_not_needed_by_the_package() -> None:
+    runtime, extras = _declared()
+    dev_only = extras["dev"] - runtime - extras.get("hf", set())
+    used = set().union(*(_third_party_imports(p) for p in PACKAGE.rglob("*.py")))
+    distributions = packages_distributions()
+    leaking = sorted(
+        module
+        for module in used
+        if {d.lower().replace("_", "-") for d in distributions.get(module, [])} & dev_only
+    )
+    assert not leaking, f"the package imports test-only dependencies: {leaking}"
