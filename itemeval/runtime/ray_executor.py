@@ -77,8 +77,13 @@ class ActorPermitSource:
 
 @ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)
 class WorkerActor:
-    def __init__(self, context: RunContext, limiters: dict[str, Any]):
-        sources = {name: ActorPermitSource(handle) for name, handle in limiters.items()}
+    def __init__(self, context: RunContext, limiters: dict[str, str]):
+        # Limiters come by name, not as handles: a handle is a reference in a constructor
+        # argument, which Ray cannot restore when it restarts this actor (ray#53727).
+        sources = {
+            endpoint: ActorPermitSource(ray.get_actor(actor_name, namespace=NAMESPACE))
+            for endpoint, actor_name in limiters.items()
+        }
         self._runner = ShardRunner(context, sources)
 
     async def run(self, shard: Shard) -> ShardSummary:
@@ -116,7 +121,8 @@ class RayExecutor:
     ):
         self.workers = workers
         self.per_worker = per_worker
-        limiters = {}
+        limiters: dict[str, str] = {}
+        self._limiters: list[Any] = []
         for name, settings in context.endpoints.items():
             if settings.requests_per_minute is None and settings.tokens_per_minute is None:
                 continue
@@ -128,7 +134,8 @@ class RayExecutor:
                 settings.requests_per_minute, settings.tokens_per_minute
             )
             handle.configure.remote(settings.requests_per_minute, settings.tokens_per_minute)
-            limiters[name] = handle
+            limiters[name] = options["name"]
+            self._limiters.append(handle)  # keeps a driver-owned limiter alive for the run
         self._actors = [
             WorkerActor.options(max_concurrency=per_worker + 1).remote(context, limiters)
             for _ in range(workers)
