@@ -126,7 +126,8 @@ class RayExecutor:
         for name, settings in context.endpoints.items():
             if settings.requests_per_minute is None and settings.tokens_per_minute is None:
                 continue
-            options: dict[str, Any] = {"name": limiter_name(settings), "namespace": NAMESPACE}
+            actor_name = limiter_name(settings)
+            options: dict[str, Any] = {"name": actor_name, "namespace": NAMESPACE}
             options["get_if_exists"] = True
             if shared_limiters:  # outlive this driver, so later drivers share the same bucket
                 options["lifetime"] = "detached"
@@ -134,7 +135,7 @@ class RayExecutor:
                 settings.requests_per_minute, settings.tokens_per_minute
             )
             handle.configure.remote(settings.requests_per_minute, settings.tokens_per_minute)
-            limiters[name] = options["name"]
+            limiters[name] = actor_name
             self._limiters.append(handle)  # keeps a driver-owned limiter alive for the run
         self._actors = [
             WorkerActor.options(max_concurrency=per_worker + 1).remote(context, limiters)

@@ -38,7 +38,7 @@ FRAGMENT_ORDINAL = "_fragment"
 FRAGMENT_NAME = "_fragment_name"
 #: A partition's compaction marker: rewritten by each compaction before it deletes fragments.
 COMPACTION_MARKER = "_compaction"
-_MAX_RELISTS = 32
+_MAX_PASSES = 32  # read passes per call before a read gives up (see read_partitions)
 _THREADS = 8
 
 
@@ -151,7 +151,7 @@ def read_partitions(
     read: dict[str, dict[str, pa.Table]] = {key: {} for key in partitions}
     generation = {key: compaction_generation(loc) for key, loc in partitions.items()}
     todo = list(partitions)
-    for _ in range(_MAX_RELISTS):
+    for _ in range(_MAX_PASSES):
         listed = {key: list_fragments(partitions[key]) for key in todo}
         jobs = [(key, info) for key in todo for info in listed[key] if info.name not in read[key]]
         results = _read_many(partitions, jobs, schema, names)

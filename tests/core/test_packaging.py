@@ -70,16 +70,3 @@ def test_every_third_party_import_is_a_declared_dependency() -> None:
             if not names & allowed:
                 undeclared.append(f"{relative}: {module} (from {', '.join(sorted(names))})")
     assert not undeclared, "imports missing from [project].dependencies:\n" + "\n".join(undeclared)
-
-
-def test_the_dev_extra_is_not_needed_by_the_package() -> None:
-    runtime, extras = _declared()
-    dev_only = extras["dev"] - runtime - extras.get("hf", set())
-    used = set().union(*(_third_party_imports(p) for p in PACKAGE.rglob("*.py")))
-    distributions = packages_distributions()
-    leaking = sorted(
-        module
-        for module in used
-        if {d.lower().replace("_", "-") for d in distributions.get(module, [])} & dev_only
-    )
-    assert not leaking, f"the package imports test-only dependencies: {leaking}"
