@@ -20,7 +20,7 @@ from itemeval.export import (
 )
 from itemeval.export.eee import RELATIONSHIPS
 from itemeval.export.longtable import parse_formats
-from itemeval.export.report_data import format_leaderboard
+from itemeval.export.report.data import format_leaderboard
 from itemeval.planning import Plan, make_plan
 
 

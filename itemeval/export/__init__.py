@@ -13,22 +13,16 @@ The map, one module per concern:
 * `eee_writer`  streams Every Eval Ever samples and aggregates out of the scan
 * `stats`       bootstrap intervals over items, agreement and Cohen's kappa
 * `cells`       the small columns of every grade and solution, in memory, for the report
-* `summary`     leaderboards, facet tables, grader agreement, cost, errors and coverage
-* `difficulty`  item difficulty as observed: hardest items, items nothing answered right
-* `report_data` everything a report shows, computed once; the terminal leaderboard
-* `report_tables` the report's tables as text cells (shared by HTML and Markdown)
-* `svg`         the report's plots, drawn as inline SVG
-* `report_html`, `report_markdown`   the two renderings
-* `report`      `write_report`: writes report.html and report.md
+* `report/`     `write_report`: report.html and report.md (its own map is in its docstring)
 """
 
 from itemeval.export.columns import LONG_COLUMNS, LONG_TABLE_SCHEMA
 from itemeval.export.eee import EEE_VERSIONS, eee_schema
 from itemeval.export.longtable import FORMATS, ExportOptions, ExportResult, export_study
 from itemeval.export.report import ReportResult, write_report
-from itemeval.export.report_data import ReportData, leaderboard_text, report_data
+from itemeval.export.report.data import ReportData, leaderboard_text, report_data
+from itemeval.export.report.summary import Bootstrap
 from itemeval.export.scan import LongTableScan
-from itemeval.export.summary import Bootstrap
 
 __all__ = [
     "EEE_VERSIONS",

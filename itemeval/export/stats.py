@@ -6,7 +6,8 @@
   separately would make the interval too narrow.
 * `cohen_kappa` and `agreement`: how often two graders agree, and how much more than chance.
 
-Nothing here reads the store or knows what a condition is; `export.summary` feeds it arrays.
+Nothing here reads the store or knows what a condition is; `report.summary` and `eee` feed
+it arrays.
 """
 
 from __future__ import annotations

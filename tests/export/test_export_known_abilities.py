@@ -12,7 +12,7 @@ from export_studies import run
 
 from itemeval.export import Bootstrap, leaderboard_text
 from itemeval.export.cells import read_cells
-from itemeval.export.summary import leaderboard
+from itemeval.export.report.summary import leaderboard
 from itemeval.providers.sim.model import DEFAULT_CATALOG, p_correct
 
 ITEMS = 400

@@ -1,8 +1,15 @@
 """`itemeval report`: a study's results as a self-contained HTML page and a Markdown summary.
 
-`write_report(plan)` computes the report once (`report_data`), renders it twice
-(`report_html`, `report_markdown`) and writes `report.html` and `report.md` under `--out`
-(default `<store>/exports/`), each file wholly or not at all.
+`write_report(plan)` computes the report once (`data`), renders it twice (`html`, `markdown`)
+and writes `report.html` and `report.md` under `--out` (default `<store>/exports/`), each file
+wholly or not at all.
+
+* `summary`     leaderboards, facet tables, grader agreement, cost, errors and coverage
+* `difficulty`  item difficulty as observed: hardest items, items nothing answered right
+* `data`        everything a report shows, computed once; the terminal leaderboard
+* `tables`      the report's tables as text cells (shared by HTML and Markdown)
+* `svg`         the report's plots, drawn as inline SVG
+* `html`, `markdown`   the two renderings
 """
 
 from __future__ import annotations
@@ -11,10 +18,10 @@ import time
 from dataclasses import dataclass
 
 from itemeval.export.outputs import OutputDir
-from itemeval.export.report_data import ReportData, report_data
-from itemeval.export.report_html import report_html
-from itemeval.export.report_markdown import report_markdown
-from itemeval.export.summary import Bootstrap
+from itemeval.export.report.data import ReportData, report_data
+from itemeval.export.report.html import report_html
+from itemeval.export.report.markdown import report_markdown
+from itemeval.export.report.summary import Bootstrap
 from itemeval.planning import Plan
 
 HTML_FILE = "report.html"

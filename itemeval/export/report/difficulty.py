@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.export.cells import StudyCells
-from itemeval.export.summary import headline_code
+from itemeval.export.report.summary import headline_code
 
 #: item ids -> {item_id: (input, target, stated difficulty)}
 ItemText = Callable[[list[str]], dict[str, tuple[str, str, float | None]]]

@@ -1,8 +1,8 @@
 """What a report shows, computed once from the store: `report_data(plan) -> ReportData`.
 
 Every section comes from `cells` (the small columns of every grade and solution) through
-`summary` and `difficulty`; `report_html` and `report_markdown` only render. The terminal
-leaderboard the demo prints (`leaderboard_text`) is built from the same pieces.
+`summary` and `difficulty`; `html` and `markdown` only render. The terminal leaderboard the
+demo prints (`leaderboard_text`) is built from the same pieces.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import pyarrow.compute as pc
 from itemeval import __version__
 from itemeval.export.cells import StudyCells, read_cells
 from itemeval.export.conditions import DesignFacets
-from itemeval.export.difficulty import DatasetDifficulty, item_difficulty
 from itemeval.export.fetch import ItemFetcher
-from itemeval.export.summary import (
+from itemeval.export.report.difficulty import DatasetDifficulty, item_difficulty
+from itemeval.export.report.summary import (
     Bootstrap,
     Cost,
     Errors,

@@ -1,5 +1,5 @@
 """What the report says, computed from `StudyCells`: leaderboards, facet tables, grader
-agreement, cost per correct answer, errors and coverage (item difficulty: `export.difficulty`).
+agreement, cost per correct answer, errors and coverage (item difficulty: `report.difficulty`).
 
 Definitions (the report and `docs/results.md` state them too):
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from html import escape
 
-from itemeval.export import report_tables as t
-from itemeval.export import svg
-from itemeval.export.report_data import ReportData
-from itemeval.export.summary import FacetTable
+from itemeval.export.report import svg
+from itemeval.export.report import tables as t
+from itemeval.export.report.data import ReportData
+from itemeval.export.report.summary import FacetTable
 
 _CI = re.compile(r"^(\S+) (\[[^\]]*\])$")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from itemeval.export import report_tables as t
-from itemeval.export.report_data import ReportData
+from itemeval.export.report import tables as t
+from itemeval.export.report.data import ReportData
 
 
 def md_table(table: t.TextTable) -> str:
