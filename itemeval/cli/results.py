@@ -18,7 +18,7 @@ from itemeval.export import (
     export_study,
     write_report,
 )
-from itemeval.export.eee import RELATIONSHIPS
+from itemeval.export.eee.records import RELATIONSHIPS
 from itemeval.export.longtable import parse_formats
 from itemeval.export.report.data import format_leaderboard
 from itemeval.planning import Plan, make_plan

@@ -8,16 +8,14 @@ The map, one module per concern:
 * `scan`        the long table as a stream of batches, one condition pair after another
 * `outputs`     output directories at any fsspec URL, files written wholly or not at all
 * `longtable`   `export_study`: parquet, CSV and Every Eval Ever in one streaming pass
-* `eee`         Every Eval Ever: versions, schemas, evaluations, instance records (pure)
-* `eee_aggregate` Every Eval Ever aggregate records (pure)
-* `eee_writer`  streams Every Eval Ever samples and aggregates out of the scan
+* `eee/`        Every Eval Ever: records, aggregates, the streaming writer, the JSON schemas
 * `stats`       bootstrap intervals over items, agreement and Cohen's kappa
 * `cells`       the small columns of every grade and solution, in memory, for the report
 * `report/`     `write_report`: report.html and report.md (its own map is in its docstring)
 """
 
 from itemeval.export.columns import LONG_COLUMNS, LONG_TABLE_SCHEMA
-from itemeval.export.eee import EEE_VERSIONS, eee_schema
+from itemeval.export.eee.records import EEE_VERSIONS, eee_schema
 from itemeval.export.longtable import FORMATS, ExportOptions, ExportResult, export_study
 from itemeval.export.report import ReportResult, write_report
 from itemeval.export.report.data import ReportData, leaderboard_text, report_data

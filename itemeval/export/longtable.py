@@ -31,8 +31,8 @@ import pyarrow.parquet as pq
 from itemeval import __version__
 from itemeval.errors import InputError, Problem
 from itemeval.export.columns import LONG_TABLE_SCHEMA
-from itemeval.export.eee import EEE_VERSIONS, RELATIONSHIPS, RecordContext
-from itemeval.export.eee_writer import EeeWriter
+from itemeval.export.eee.records import EEE_VERSIONS, RELATIONSHIPS, RecordContext
+from itemeval.export.eee.writer import EeeWriter
 from itemeval.export.outputs import OutputDir, OutputFile
 from itemeval.export.scan import DEFAULT_BATCH_ROWS, LongTableScan, Pair, ScanCounts
 from itemeval.export.stats import DEFAULT_RESAMPLES, DEFAULT_SEED

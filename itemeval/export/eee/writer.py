@@ -24,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export.eee import (
+from itemeval.export.eee.aggregate import EvaluationTotals, build_aggregate
+from itemeval.export.eee.records import (
     MAX_SAMPLE_IDS,
     SAMPLE_COLUMNS,
     DatasetSourceInfo,
@@ -34,7 +35,6 @@ from itemeval.export.eee import (
     item_choices,
     sample_mask,
 )
-from itemeval.export.eee_aggregate import EvaluationTotals, build_aggregate
 from itemeval.export.outputs import OutputDir, OutputFile
 from itemeval.export.scan import Pair
 from itemeval.export.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion

@@ -1,4 +1,4 @@
-"""Every Eval Ever aggregate records: one per evaluation (see `export.eee` for what an
+"""Every Eval Ever aggregate records: one per evaluation (see `eee.records` for what an
 evaluation is and `docs/results.md` for the field-by-field mapping)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from itemeval import __version__
-from itemeval.export.eee import SCHEMAS, DatasetSourceInfo, Evaluation, strings
+from itemeval.export.eee.records import SCHEMAS, DatasetSourceInfo, Evaluation, strings
 from itemeval.export.stats import Proportion
 from itemeval.ids import canonical_json
 

@@ -19,8 +19,8 @@ are left out of the samples and the score, and counted in the aggregate's detail
 optional keys are left out, never written as null (the published schemas reject nulls where
 the Python models of the Every Eval Ever repository would accept them).
 
-This module has what both record kinds share and the instance records; `eee_aggregate` builds
-the aggregates; both are pure (row dicts in, record dicts out); `eee_writer` streams them.
+This module has what both record kinds share and the instance records; `aggregate` builds the
+aggregates; both are pure (row dicts in, record dicts out); `writer` streams them.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ _PATH_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 def eee_schema(kind: Literal["instance", "aggregate"], version: str) -> dict[str, Any]:
     """The packaged JSON Schema of a record kind for an `--eee-version`."""
     name, _ = SCHEMAS[(kind, version)]
-    text = resources.files("itemeval.export").joinpath("schemas", name).read_text("utf-8")
+    text = resources.files("itemeval.export.eee").joinpath("schemas", name).read_text("utf-8")
     return dict(json.loads(text))
 
 
