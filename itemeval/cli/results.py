@@ -13,14 +13,14 @@ from itemeval.errors import ExitCode, InputError, Problem
 from itemeval.export import (
     EEE_VERSIONS,
     FORMATS,
+    RELATIONSHIPS,
     Bootstrap,
     ExportOptions,
     export_study,
+    format_leaderboard,
+    parse_formats,
     write_report,
 )
-from itemeval.export.eee.records import RELATIONSHIPS
-from itemeval.export.longtable import parse_formats
-from itemeval.export.report.data import format_leaderboard
 from itemeval.planning import Plan, make_plan
 
 

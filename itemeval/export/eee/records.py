@@ -37,7 +37,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export.conditions import GenerateFacets, GradeFacets
+from itemeval.export.table.conditions import GenerateFacets, GradeFacets
 from itemeval.ids import canonical_json
 
 EeeVersion = Literal["0.2.0", "0.3.0"]

@@ -36,8 +36,8 @@ from itemeval.export.eee.records import (
     sample_mask,
 )
 from itemeval.export.outputs import OutputDir, OutputFile
-from itemeval.export.scan import Pair
 from itemeval.export.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion
+from itemeval.export.table.scan import Pair
 from itemeval.planning import Plan
 from itemeval.storage import unique_name
 from itemeval.templates import Template

@@ -15,9 +15,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval import __version__
-from itemeval.export.cells import StudyCells, read_cells
-from itemeval.export.conditions import DesignFacets
-from itemeval.export.fetch import ItemFetcher
 from itemeval.export.report.difficulty import DatasetDifficulty, item_difficulty
 from itemeval.export.report.summary import (
     Bootstrap,
@@ -33,6 +30,9 @@ from itemeval.export.report.summary import (
     grader_agreement,
     leaderboard,
 )
+from itemeval.export.table.cells import StudyCells, read_cells
+from itemeval.export.table.conditions import DesignFacets
+from itemeval.export.table.fetch import ItemFetcher
 from itemeval.planning import Plan
 from itemeval.store import latest_manifest
 

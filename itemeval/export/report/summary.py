@@ -28,8 +28,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export.cells import StudyCells
-from itemeval.export.conditions import GenerateFacets, GradeFacets, primary_grader
 from itemeval.export.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -38,6 +36,8 @@ from itemeval.export.stats import (
     agreement,
     bootstrap_proportion,
 )
+from itemeval.export.table.cells import StudyCells
+from itemeval.export.table.conditions import GenerateFacets, GradeFacets, primary_grader
 
 
 @dataclass(frozen=True)

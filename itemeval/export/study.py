@@ -1,6 +1,6 @@
 """`itemeval export`: the long table (parquet, CSV) and Every Eval Ever records, in one pass.
 
-One scan of the store (`export.scan`) feeds every requested format: the parquet and CSV
+One scan of the store (`table.scan`) feeds every requested format: the parquet and CSV
 writers append each batch as it comes (`pq.ParquetWriter`, `pyarrow.csv.CSVWriter`), the Every
 Eval Ever writer streams samples and writes aggregates per condition pair. Nothing holds the
 table: memory stays bounded by one batch plus the located keys of the partitions being read.
@@ -30,12 +30,12 @@ import pyarrow.parquet as pq
 
 from itemeval import __version__
 from itemeval.errors import InputError, Problem
-from itemeval.export.columns import LONG_TABLE_SCHEMA
 from itemeval.export.eee.records import EEE_VERSIONS, RELATIONSHIPS, RecordContext
 from itemeval.export.eee.writer import EeeWriter
 from itemeval.export.outputs import OutputDir, OutputFile
-from itemeval.export.scan import DEFAULT_BATCH_ROWS, LongTableScan, Pair, ScanCounts
 from itemeval.export.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from itemeval.export.table.columns import LONG_TABLE_SCHEMA
+from itemeval.export.table.scan import DEFAULT_BATCH_ROWS, LongTableScan, Pair, ScanCounts
 from itemeval.planning import Plan
 
 FORMATS = ("parquet", "csv", "eee")

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export.conditions import DesignFacets
-from itemeval.export.fetch import GradePartition, plain_columns
+from itemeval.export.table.conditions import DesignFacets
+from itemeval.export.table.fetch import GradePartition, plain_columns
 from itemeval.planning import Plan
 from itemeval.store import SOLUTIONS
 
