@@ -26,7 +26,9 @@ from itemeval.design import Design, build_design
 from itemeval.errors import ConfigError, Problem
 from itemeval.estimate import Estimate, build_estimate, token_tables
 from itemeval.locks import check_pins, pin_datasets
+from itemeval.providers.bounds import output_token_bound
 from itemeval.providers.pricing import Pricing
+from itemeval.providers.types import SamplingParams
 from itemeval.store import (
     ITEMS_PER_PART,
     CellMasks,
@@ -234,3 +236,39 @@ def _check_prose_has_judge(study: Study, datasets: list[DatasetPlan]) -> None:
                 "(verifiable scorers cannot grade free text reliably)",
             )
         )
+
+
+def check_cap_bounds(plan: Plan, stages: Sequence[str]) -> None:
+    """Under `budget.max_usd` every paid call must have a bounded worst case: a `max_tokens`
+    (or a known model maximum in the price table). Refuses the run before anything is sent."""
+    study = plan.study
+    if study.budget.max_usd is None:
+        return
+    calls: list[tuple[str, str, str, SamplingParams]] = []
+    if "generate" in stages:
+        for c in plan.design.generate:
+            calls.append((c.slug, c.model_id, c.endpoint, c.params))
+    if "grade" in stages:
+        for c in plan.design.judges:
+            assert c.model_id and c.endpoint and c.params
+            calls.append((c.slug, c.model_id, c.endpoint, c.params))
+    problems = []
+    for slug, model, endpoint, params in calls:
+        price = plan.pricing.price(model)
+        if price is None:
+            continue  # unpriced: $0 a call, nothing to reserve
+        settings = study.endpoints[endpoint]
+        if output_token_bound(settings, params, price.max_output_tokens) is None:
+            problems.append(
+                Problem(
+                    f"condition {slug}: model {model!r} has no max_tokens and the price table "
+                    "knows no output limit for it, so a call's worst case is unbounded and "
+                    "budget.max_usd cannot be a hard cap",
+                    file=str(study.path) if study.path else None,
+                    field="budget.max_usd",
+                    hint="set max_tokens (in the model's params, `sampling:` or a model_config), "
+                    "or give the model a max_output in your pricing file",
+                )
+            )
+    if problems:
+        raise ConfigError(problems)

@@ -28,7 +28,7 @@ from typing import Any
 
 from itemeval.providers.failures import answer, failure
 from itemeval.providers.transport import HttpProvider, MalformedBody
-from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Usage
+from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, SamplingParams, Usage
 
 DEFAULT_MAX_TOKENS = 4096
 #: Thinking budgets used for `reasoning_effort` when no `thinking_budget` is given (also Gemini).
@@ -41,6 +41,25 @@ _STOP_REASONS = {
     "tool_use": "tool_calls",
     "refusal": "content_filter",
 }
+
+
+def thinking_budget(params: SamplingParams) -> int | None:
+    """The thinking budget sent (`thinking_budget`, else the one `reasoning_effort` maps to)."""
+    if params.thinking_budget is not None:
+        return params.thinking_budget
+    if params.reasoning_effort is not None:
+        return EFFORT_BUDGETS.get(params.reasoning_effort)
+    return None
+
+
+def wire_max_tokens(params: SamplingParams) -> int:
+    """The `max_tokens` sent: the params' (4096 when unset), raised by the thinking budget when
+    it would leave no room for the answer. Thinking counts inside it, so it bounds the output."""
+    max_tokens = params.max_tokens or DEFAULT_MAX_TOKENS
+    budget = thinking_budget(params)
+    if budget and max_tokens <= budget:
+        max_tokens += budget
+    return max_tokens
 
 
 def _int(value: Any) -> int:
@@ -69,18 +88,13 @@ class AnthropicMessagesProvider(HttpProvider):
             for m in request.messages
             if m["role"] != "system"
         ]
-        max_tokens = params.max_tokens or DEFAULT_MAX_TOKENS
         body: dict[str, Any] = {"model": request.model, "messages": messages}
         if system:
             body["system"] = "\n\n".join(system)
-        budget = params.thinking_budget
-        if budget is None and params.reasoning_effort is not None:
-            budget = EFFORT_BUDGETS.get(params.reasoning_effort)
+        budget = thinking_budget(params)
         if budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-            if max_tokens <= budget:
-                max_tokens += budget
-        body["max_tokens"] = max_tokens
+        body["max_tokens"] = wire_max_tokens(params)
         if params.temperature is not None:
             body["temperature"] = params.temperature
         if params.top_p is not None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from itemeval.providers.anthropic_messages import EFFORT_BUDGETS
+from itemeval.providers.anthropic_messages import thinking_budget
 from itemeval.providers.failures import answer, failure
 from itemeval.providers.transport import HttpProvider, MalformedBody
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Usage
@@ -78,9 +78,7 @@ class GeminiProvider(HttpProvider):
             config["seed"] = params.seed
         if params.stop:
             config["stopSequences"] = list(params.stop)
-        budget = params.thinking_budget
-        if budget is None and params.reasoning_effort is not None:
-            budget = EFFORT_BUDGETS.get(params.reasoning_effort)
+        budget = thinking_budget(params)
         if budget is not None:
             config["thinkingConfig"] = {"thinkingBudget": budget}
         if config:

@@ -36,6 +36,7 @@ class _PriceEntry(BaseModel):
     input: NonNegative
     output: NonNegative
     cached_input: NonNegative | None = None
+    max_output: Annotated[int, Field(gt=0)] | None = None
 
 
 class _PriceFile(BaseModel):
@@ -54,6 +55,7 @@ class ModelPrice:
     input_per_m: float
     output_per_m: float
     cached_input_per_m: float
+    max_output_tokens: int | None = None  # the model's own output limit, when known
 
     def cost(self, usage: Usage) -> float:
         cached = min(usage.cached_input_tokens, usage.input_tokens)
@@ -62,6 +64,10 @@ class ModelPrice:
             + cached * self.cached_input_per_m
             + usage.output_tokens * self.output_per_m
         ) / 1_000_000
+
+    def worst_case(self, input_tokens: int, output_tokens: int) -> float:
+        """USD of a call that uses `input_tokens` uncached and `output_tokens` (a bound)."""
+        return (input_tokens * self.input_per_m + output_tokens * self.output_per_m) / 1_000_000
 
 
 class Pricing:
@@ -99,6 +105,7 @@ class Pricing:
                 input_per_m=e.input,
                 output_per_m=e.output,
                 cached_input_per_m=e.input if e.cached_input is None else e.cached_input,
+                max_output_tokens=e.max_output,
             )
             for key, e in entries.items()
         }
@@ -153,7 +160,7 @@ def _parse(text: str, source: str) -> _PriceFile:
                 file=source,
                 field=".".join(str(p) for p in err["loc"]),
                 hint="each model needs input and output (USD per million tokens), "
-                "optionally cached_input",
+                "optionally cached_input and max_output (the model's output limit in tokens)",
             )
             for err in exc.errors()
         ]

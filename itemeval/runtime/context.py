@@ -2,12 +2,14 @@
 
 Plain, picklable data: the store and cache locations, the conditions (with their templates), the
 endpoints' settings (variable names, never keys: workers read keys from their own environment),
-the pricing table, and this worker's share of each endpoint's concurrency.
+the pricing table, whether the run has a budget cap, and this worker's share of each endpoint's
+concurrency.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from itemeval.design import GenerateCondition, GradeCondition
@@ -24,6 +26,10 @@ class RunContext:
     grade: dict[str, GradeCondition]
     pricing: Pricing
     storage_options: dict[str, Any] | None = None
-    cache_url: str | None = None  # None: the response cache is off
-    cache_lookup: bool = True  # False under --force: redo the calls (the answers are re-cached)
+    #: The response cache (also the journal of paid answers); None only in unit tests.
+    cache_url: str | None = None
+    cache_storage_options: dict[str, Any] | None = None
+    #: Under --force, only answers paid since this moment (by this run) are reused.
+    reuse_since: datetime | None = None
+    capped: bool = False  # budget.max_usd is set: every call reserves its worst case first
     concurrency: dict[str, int] = field(default_factory=dict)  # endpoint -> this worker's share

@@ -5,44 +5,42 @@
       -> manifest (completed | interrupted | budget_cap | failed)
 
 It never holds item texts or model outputs: shards carry ids, workers read and write the store.
-A shard whose worker died is dispatched again (keys make a repeat harmless). Ctrl-C (or SIGTERM)
-stops dispatching, waits briefly for shards in flight (their finished calls are written), records
-`interrupted` and exits 130; a second Ctrl-C stops at once. Running the same command again
-continues where it stopped.
+Dispatch (`dispatch.py`) sends a shard whose worker died again (keys make a repeat harmless, and
+its paid answers come back from the response cache). Ctrl-C (or SIGTERM) stops dispatching, waits
+briefly for shards in flight (their finished calls are written), records `interrupted` and exits
+130; a second Ctrl-C stops at once. Running the same command again continues where it stopped.
+
+Money: the run's ledger (`spend.py`) holds `budget.max_usd` as a hard cap (every call reserves
+its worst case first) and counts every dollar paid, so the manifest's spend includes shards that
+failed after paying.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
-import time
-from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from itemeval.config import Study, check_keys
 from itemeval.errors import ExitCode
 from itemeval.estimate import gate
-from itemeval.planning import Plan, commit_plan, make_plan
-from itemeval.runtime.budget import BudgetTracker
+from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan
 from itemeval.runtime.context import RunContext
+from itemeval.runtime.dispatch import Cap, Executor, StageResult, Stop, dispatch
 from itemeval.runtime.progress import Progress
-from itemeval.runtime.shards import (
-    Shard,
-    ShardSummary,
-    generate_shards,
-    grade_shards,
-    part_runs,
-)
+from itemeval.runtime.shards import Shard, generate_shards, grade_shards, part_runs
+from itemeval.runtime.spend import LedgerState
 from itemeval.secrets import redact
 from itemeval.store import (
+    STUDY_CACHE_DIR,
     ConditionRecord,
     DatasetRecord,
     EstimateRecord,
     RunManifest,
     SpendRecord,
-    StageCounts,
     default_cache_url,
     grade_pending,
     write_manifest_end,
@@ -51,12 +49,6 @@ from itemeval.store import (
 from itemeval.store.manifest import host_record
 
 StageName = Literal["generate", "grade"]
-
-#: A shard is dispatched at most this many times (its worker died, the store failed...).
-MAX_SHARD_ATTEMPTS = 4
-#: After Ctrl-C, how long shards in flight may finish before they are cancelled.
-GRACE_S = 10.0
-POLL_S = 0.2
 
 
 @dataclass
@@ -77,15 +69,6 @@ class RunOptions:
 
 
 @dataclass
-class StageResult:
-    counts: StageCounts = field(default_factory=StageCounts)
-    errors: Counter[str] = field(default_factory=Counter)
-    spend: SpendRecord = field(default_factory=SpendRecord)
-    failed_shards: list[str] = field(default_factory=list)
-    redispatched: int = 0  # shards dispatched again after their worker or the store failed
-
-
-@dataclass
 class RunOutcome:
     status: str  # completed | interrupted | budget_cap | failed | nothing_to_do
     exit_code: ExitCode
@@ -93,43 +76,23 @@ class RunOutcome:
     run_id: str | None = None
     stages: dict[str, StageResult] = field(default_factory=dict)
     message: str = ""
+    ledger: LedgerState | None = None  # the run's ledger at the end (None: nothing ran)
 
     @property
     def spent_usd(self) -> float:
+        """Every dollar paid during the run, also by shards that failed afterwards."""
+        if self.ledger is not None:
+            return self.ledger.spent
+        return sum(r.spend.usd for r in self.stages.values())
+
+    @property
+    def stored_usd(self) -> float:
+        """What the rows this run wrote cost (cache hits cost nothing)."""
         return sum(r.spend.usd for r in self.stages.values())
 
 
-class Executor(Protocol):
-    workers: int
-
-    @property
-    def capacity(self) -> int: ...
-
-    def in_flight(self) -> list[Shard]: ...
-
-    def submit(self, shard: Shard) -> None: ...
-
-    def poll(self, timeout: float) -> list[tuple[Shard, ShardSummary | BaseException]]: ...
-
-    def cancel_all(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class _Stop:
-    """Set by the first Ctrl-C/SIGTERM; a second Ctrl-C raises KeyboardInterrupt."""
-
-    def __init__(self) -> None:
-        self.requested = False
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.requested = True
-
-
 @contextlib.contextmanager
-def _signals(stop: _Stop) -> Iterator[None]:
+def _signals(stop: Stop) -> Iterator[None]:
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(ValueError):  # not the main thread: no handlers
@@ -162,6 +125,7 @@ def run_study(study: Study, options: RunOptions, *, executor_factory: Any = None
             message=f"Nothing left to do: every selected cell is stored in {store_url}",
         )
     check_keys(study, _endpoints_for(plan, stages))
+    check_cap_bounds(plan, stages)
     remaining = sum(line.remaining_usd for line in plan.estimate.lines if line.stage in stages)
     approved_by = gate(remaining, study.budget, yes=options.yes, interactive=options.interactive)
     commit_plan(plan)
@@ -169,25 +133,28 @@ def run_study(study: Study, options: RunOptions, *, executor_factory: Any = None
     write_manifest_start(plan.store, manifest)
     outcome = RunOutcome("completed", ExitCode.OK, store_url, run_id=manifest.run_id)
     context = _context(plan, manifest.run_id, options)
-    stop = _Stop()
-    budget = BudgetTracker(study.budget.max_usd)
+    stop = Stop()
+    cap = Cap(study.budget.max_usd)
     error: str | None = None
     try:
         with _signals(stop), _executor(plan, context, options, executor_factory) as executor:
-            for stage in stages:
-                shards, cells, usd = _shards(plan, stage, first_id=_next_id(outcome))
-                progress.begin(stage, cells, usd)
-                result = _dispatch(executor, shards, cells, budget, progress, stop)
-                outcome.stages[stage] = result
-                if stop.requested or budget.capped:
-                    break
+            try:
+                for stage in stages:
+                    shards, cells, usd = _shards(plan, stage, first_id=_next_id(outcome))
+                    progress.begin(stage, cells, usd)
+                    outcome.stages[stage] = dispatch(executor, shards, cells, progress, stop, cap)
+                    if stop.requested or cap.reached:
+                        break
+            finally:
+                with contextlib.suppress(Exception):
+                    outcome.ledger = executor.spend()
     except KeyboardInterrupt:
         stop.requested = True
     except BaseException as exc:
         error = redact(f"{type(exc).__name__}: {exc}")
         raise
     finally:
-        _finish(outcome, manifest, plan, stop, budget, error)
+        _finish(outcome, manifest, plan, stop, cap, error)
     return outcome
 
 
@@ -210,9 +177,13 @@ def _endpoints_for(plan: Plan, stages: tuple[StageName, ...]) -> set[str]:
 
 def _context(plan: Plan, run_id: str, options: RunOptions) -> RunContext:
     study = plan.study
-    cache_url = None
     if study.cache.enabled:
         cache_url = study.cache_url or default_cache_url()
+    else:
+        # No answers from other studies, but paid answers must still be durable: the study's
+        # own journal in its store answers only its own calls.
+        cache_url = plan.store.root.join(STUDY_CACHE_DIR).url
+    same_backend = _scheme(cache_url) == _scheme(plan.store.root.url)
     used = {c.endpoint for c in plan.design.generate} | {
         c.endpoint for c in plan.design.judges if c.endpoint
     }
@@ -225,8 +196,14 @@ def _context(plan: Plan, run_id: str, options: RunOptions) -> RunContext:
         grade=plan.design.grade_by_id(),
         pricing=plan.pricing,
         cache_url=cache_url,
-        cache_lookup=not options.force,
+        cache_storage_options=(study.storage_options or None) if same_backend else None,
+        reuse_since=datetime.now(UTC) if options.force else None,
+        capped=study.budget.max_usd is not None,
     )
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0] if "://" in url else "file"
 
 
 @contextlib.contextmanager
@@ -234,6 +211,7 @@ def _executor(
     plan: Plan, context: RunContext, options: RunOptions, factory: Any
 ) -> Iterator[Executor]:
     runtime = plan.study.runtime
+    budget_cap = plan.study.budget.max_usd
     with contextlib.ExitStack() as stack:
         executor: Executor
         if factory is not None:
@@ -242,7 +220,9 @@ def _executor(
             from itemeval.runtime.inline_executor import InlineExecutor
 
             per_worker = runtime.shards_in_flight or 4
-            executor = InlineExecutor(_with_shares(context, 1), per_worker=per_worker)
+            executor = InlineExecutor(
+                _with_shares(context, 1), per_worker=per_worker, budget_cap=budget_cap
+            )
         else:
             from itemeval.runtime.cluster import ray_cluster
             from itemeval.runtime.ray_executor import RayExecutor
@@ -255,6 +235,7 @@ def _executor(
                 workers=workers,
                 per_worker=max(1, -(-in_flight // workers)),
                 shared_limiters=cluster.shared,
+                budget_cap=budget_cap,
             )
         stack.callback(executor.close)
         yield executor
@@ -323,107 +304,6 @@ def _next_id(outcome: RunOutcome) -> int:
     return 1_000_000 * len(outcome.stages)
 
 
-def _dispatch(
-    executor: Executor,
-    shards: Iterator[Shard],
-    cells: int,
-    budget: BudgetTracker,
-    progress: Progress,
-    stop: _Stop,
-) -> StageResult:
-    result = StageResult()
-    result.counts.planned = cells
-    retries: deque[Shard] = deque()  # shards to dispatch again go first
-    upcoming: Shard | None = next(shards, None)
-    while retries or upcoming is not None or executor.in_flight():
-        if stop.requested:
-            break
-        while (retries or upcoming is not None) and len(executor.in_flight()) < executor.capacity:
-            shard = retries[0] if retries else upcoming
-            assert shard is not None
-            if not budget.can_start(shard.est_usd):
-                retries.clear()  # the cap: nothing more starts; what is in flight finishes
-                upcoming = None
-                progress.message(
-                    f"budget: stopping dispatch before max_usd ${budget.max_usd:,.2f} would be "
-                    f"crossed (spent ${budget.spent:,.2f}, reserved ${budget.reserved:,.2f})"
-                )
-                break
-            if retries:
-                retries.popleft()
-            else:
-                upcoming = next(shards, None)
-            budget.start(shard.shard_id, shard.est_usd)
-            executor.submit(shard)
-        _collect(executor.poll(POLL_S), retries, result, budget, progress)
-        progress.tick()
-    if stop.requested:
-        _drain(executor, result, budget, progress)
-    progress.end()
-    return result
-
-
-def _collect(
-    finished: list[tuple[Shard, ShardSummary | BaseException]],
-    queue: deque[Shard],
-    result: StageResult,
-    budget: BudgetTracker,
-    progress: Progress,
-    retry: bool = True,
-) -> None:
-    for shard, outcome in finished:
-        if isinstance(outcome, ShardSummary):
-            budget.finish(shard.shard_id, outcome.usd)
-            progress.add(outcome)
-            _fold(result, outcome)
-            continue
-        budget.release(shard.shard_id)
-        reason = redact(f"{type(outcome).__name__}: {outcome}").splitlines()[0][:300]
-        if retry and shard.attempt + 1 < MAX_SHARD_ATTEMPTS:
-            progress.message(f"shard {shard.shard_id} failed ({reason}); dispatching it again")
-            queue.appendleft(shard.retry())
-            result.redispatched += 1
-        elif retry:
-            result.failed_shards.append(f"shard {shard.shard_id}: {reason}")
-            progress.message(f"shard {shard.shard_id} failed {MAX_SHARD_ATTEMPTS} times: {reason}")
-
-
-def _drain(
-    executor: Executor, result: StageResult, budget: BudgetTracker, progress: Progress
-) -> None:
-    """After a stop request: let shards in flight finish for a while, then cancel them (a
-    cancelled shard still writes the calls that finished)."""
-    in_flight = len(executor.in_flight())
-    if in_flight:
-        progress.message(
-            f"stopping: waiting up to {GRACE_S:.0f}s for {in_flight} shard(s) in flight "
-            "(Ctrl-C again to stop at once)"
-        )
-    deadline = time.monotonic() + GRACE_S
-    ignored: deque[Shard] = deque()
-    while executor.in_flight() and time.monotonic() < deadline:
-        _collect(executor.poll(POLL_S), ignored, result, budget, progress, retry=False)
-    if executor.in_flight():
-        executor.cancel_all()
-        deadline = time.monotonic() + 5.0
-        while executor.in_flight() and time.monotonic() < deadline:
-            _collect(executor.poll(POLL_S), ignored, result, budget, progress, retry=False)
-
-
-def _fold(result: StageResult, summary: ShardSummary) -> None:
-    counts, spend = result.counts, result.spend
-    counts.done += summary.ok
-    counts.errors += summary.error_count
-    counts.cached += summary.cached
-    counts.parse_failures += sum(summary.parse_failures.values())
-    result.errors.update(summary.errors)
-    spend.usd += summary.usd
-    spend.input_tokens += summary.input_tokens
-    spend.output_tokens += summary.output_tokens
-    spend.calls += summary.calls
-    spend.cache_hits += summary.cached
-
-
 def _manifest(plan: Plan, options: RunOptions, remaining: float, approved_by: str) -> RunManifest:
     study, design = plan.study, plan.design
     conditions = [
@@ -485,8 +365,8 @@ def _finish(
     outcome: RunOutcome,
     manifest: RunManifest,
     plan: Plan,
-    stop: _Stop,
-    budget: BudgetTracker,
+    stop: Stop,
+    cap: Cap,
     error: str | None,
 ) -> None:
     failed = [f for r in outcome.stages.values() for f in r.failed_shards]
@@ -495,17 +375,20 @@ def _finish(
         outcome.status, outcome.exit_code = "failed", ExitCode.CELL_ERRORS
     elif stop.requested:
         outcome.status, outcome.exit_code = "interrupted", ExitCode.INTERRUPTED
-    elif budget.capped:
+    elif cap.reached:
         outcome.status, outcome.exit_code = "budget_cap", ExitCode.BUDGET_CAP
     elif failed:
         outcome.status, outcome.exit_code = "failed", ExitCode.CELL_ERRORS
         error = "; ".join(failed[:5])
     elif cell_errors:
         outcome.exit_code = ExitCode.CELL_ERRORS
-    spend = SpendRecord()
+    spend = SpendRecord(max_usd=cap.max_usd)
     for result in outcome.stages.values():
-        for name in ("usd", "input_tokens", "output_tokens", "calls", "cache_hits"):
+        for name in ("input_tokens", "output_tokens", "calls", "cache_hits"):
             setattr(spend, name, getattr(spend, name) + getattr(result.spend, name))
+        spend.not_sent += result.not_sent
+    spend.usd = outcome.spent_usd
+    spend.unstored_usd = max(0.0, outcome.spent_usd - outcome.stored_usd)
     ended = manifest.model_copy(
         update={
             "spend": spend,
@@ -538,8 +421,16 @@ def _summary_line(outcome: RunOutcome, plan: Plan) -> str:
         "budget_cap": "Stopped at the budget cap (budget.max_usd)",
         "failed": "Failed",
     }[outcome.status]
-    return (
-        f"{how}. "
-        + "; ".join(parts)
-        + f"; spent ${outcome.spent_usd:,.4f}. Store: {outcome.store_url}"
-    )
+    spent = f"spent ${outcome.spent_usd:,.4f}"
+    unstored = outcome.spent_usd - outcome.stored_usd
+    if unstored > 1e-9:
+        spent += f" (${unstored:,.4f} of it on answers stored from the response cache later)"
+    ledger = outcome.ledger
+    if outcome.status == "budget_cap" and ledger is not None and ledger.cap is not None:
+        not_sent = sum(r.not_sent for r in outcome.stages.values())
+        spent += (
+            f" of max_usd ${ledger.cap:,.4f}, ${ledger.left or 0.0:,.4f} left; {not_sent:,} "
+            f"call{'s' if not_sent != 1 else ''} did not fit and were not sent (their cells stay "
+            "pending: raise budget.max_usd, or run again for a new allowance)"
+        )
+    return f"{how}. " + "; ".join(parts) + f"; {spent}. Store: {outcome.store_url}"

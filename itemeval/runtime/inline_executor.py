@@ -1,7 +1,8 @@
 """Shards run in this process, on an event loop in a background thread (`--no-ray`).
 
 For debugging and tiny studies: the same `ShardRunner` as on Ray, with the endpoints' limits
-held by process-local buckets. It has the executor interface of `RayExecutor`.
+held by process-local buckets and the run's ledger in this process. It has the executor
+interface of `RayExecutor`.
 """
 
 from __future__ import annotations
@@ -13,17 +14,19 @@ from typing import Any
 
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.shards import Shard, ShardSummary
+from itemeval.runtime.spend import LedgerState, LocalSpendSource, SpendLedger
 from itemeval.runtime.worker import ShardRunner
 
 
 class InlineExecutor:
-    def __init__(self, context: RunContext, *, per_worker: int):
+    def __init__(self, context: RunContext, *, per_worker: int, budget_cap: float | None = None):
         self.workers = 1
+        self._ledger = SpendLedger(budget_cap)
         self.per_worker = per_worker
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        self._runner = ShardRunner(context)
+        self._runner = ShardRunner(context, spend_source=LocalSpendSource(self._ledger))
         self._futures: dict[concurrent.futures.Future[Any], Shard] = {}
 
     @property
@@ -58,6 +61,9 @@ class InlineExecutor:
 
     def worker_pids(self) -> list[int]:
         return []
+
+    def spend(self) -> LedgerState:
+        return self._ledger.state()
 
     def close(self) -> None:
         asyncio.run_coroutine_threadsafe(self._runner.aclose(), self._loop).result(timeout=10)

@@ -10,6 +10,8 @@ purpose: actors hold the plain-Python objects and forward calls.
   through `ActorPermitSource`, so the limits hold for the sum of all workers on all nodes. It is
   a named actor (`itemeval-limiter-<endpoint identity>`), so two drivers on one cluster that use
   the same endpoint share it.
+* `BudgetActor`: the run's `SpendLedger` (budget cap and spend), on the driver's node, so it
+  lives exactly as long as the run. Workers exchange with it through `ActorSpendSource`.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from typing import Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayError, TaskCancelledError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from itemeval.ids import content_hash
 from itemeval.providers.ratebucket import Grant, RateBucket
 from itemeval.providers.settings import EndpointSettings
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.shards import Shard, ShardSummary
+from itemeval.runtime.spend import LedgerReply, LedgerState, SpendLedger
 from itemeval.runtime.worker import ShardRunner
 
 NAMESPACE = "itemeval"
@@ -75,16 +79,59 @@ class ActorPermitSource:
         await self._handle.report_429.remote(retry_after_s)
 
 
+@ray.remote(num_cpus=0)
+class BudgetActor:
+    """The run's ledger (single-threaded: an async actor)."""
+
+    def __init__(self, cap: float | None):
+        self._ledger = SpendLedger(cap)
+
+    async def exchange(
+        self,
+        released: float,
+        spent: float,
+        asks: list[float],
+        settled_calls: int = 0,
+        refused: int = 0,
+    ) -> LedgerReply:
+        return self._ledger.exchange(
+            released, spent, asks, settled_calls=settled_calls, refused=refused
+        )
+
+    async def state(self) -> LedgerState:
+        return self._ledger.state()
+
+
+class ActorSpendSource:
+    """`SpendSource` backed by a `BudgetActor` (one actor call per batch of asks)."""
+
+    def __init__(self, handle: Any):
+        self._handle = handle
+
+    async def exchange(
+        self,
+        released: float,
+        spent: float,
+        asks: Any,
+        settled_calls: int = 0,
+        refused: int = 0,
+    ) -> LedgerReply:
+        return await self._handle.exchange.remote(
+            released, spent, list(asks), settled_calls, refused
+        )
+
+
 @ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)
 class WorkerActor:
-    def __init__(self, context: RunContext, limiters: dict[str, str]):
-        # Limiters come by name, not as handles: a handle is a reference in a constructor
-        # argument, which Ray cannot restore when it restarts this actor (ray#53727).
+    def __init__(self, context: RunContext, limiters: dict[str, str], budget: str):
+        # Limiters and the ledger come by name, not as handles: a handle is a reference in a
+        # constructor argument, which Ray cannot restore when it restarts this actor (ray#53727).
         sources = {
             endpoint: ActorPermitSource(ray.get_actor(actor_name, namespace=NAMESPACE))
             for endpoint, actor_name in limiters.items()
         }
-        self._runner = ShardRunner(context, sources)
+        spend = ActorSpendSource(ray.get_actor(budget, namespace=NAMESPACE))
+        self._runner = ShardRunner(context, sources, spend)
 
     async def run(self, shard: Shard) -> ShardSummary:
         return await self._runner.run(shard)
@@ -118,6 +165,7 @@ class RayExecutor:
         workers: int,
         per_worker: int,
         shared_limiters: bool,
+        budget_cap: float | None = None,
     ):
         self.workers = workers
         self.per_worker = per_worker
@@ -137,8 +185,17 @@ class RayExecutor:
             handle.configure.remote(settings.requests_per_minute, settings.tokens_per_minute)
             limiters[name] = actor_name
             self._limiters.append(handle)  # keeps a driver-owned limiter alive for the run
+        budget_name = f"itemeval-budget-{context.run_id}"
+        here = ray.get_runtime_context().get_node_id()
+        self._budget = BudgetActor.options(
+            name=budget_name,
+            namespace=NAMESPACE,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
+        ).remote(budget_cap)
         self._actors = [
-            WorkerActor.options(max_concurrency=per_worker + 1).remote(context, limiters)
+            WorkerActor.options(max_concurrency=per_worker + 1).remote(
+                context, limiters, budget_name
+            )
             for _ in range(workers)
         ]
         self._tasks: dict[Any, _Task] = {}
@@ -180,8 +237,13 @@ class RayExecutor:
     def worker_pids(self) -> list[int]:
         return ray.get([actor.pid.remote() for actor in self._actors])
 
+    def spend(self) -> LedgerState:
+        """The run's ledger: what every worker reported spending, and reservations in flight."""
+        return ray.get(self._budget.state.remote(), timeout=30)
+
     def close(self) -> None:
         with contextlib.suppress(RayError, GetTimeoutError):
             ray.get([actor.close.remote() for actor in self._actors], timeout=10)
         for actor in self._actors:
             ray.kill(actor)
+        ray.kill(self._budget)

@@ -13,6 +13,7 @@ from itemeval.providers.types import ModelResult
 from itemeval.scoring import Score, parse_judge_output
 from itemeval.secrets import redact
 from itemeval.store import STATUS_ERROR, STATUS_OK
+from itemeval.templates import Template
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +74,14 @@ def judge_row(
     *,
     gen_condition_id: str,
     solution_hash: str,
+    solution: str,
     grader: str,
-    pass_score: float,
+    rubric: Template,
     run_id: str,
 ) -> dict[str, Any]:
     """A judge's grade. Provider failures are `error` rows (retried later); an answer that
-    breaks the score contract is an `ok` row with `parse_ok = false` (final)."""
+    breaks the score contract is an `ok` row with `parse_ok = false` (final). `solution` is the
+    text that was judged: a score block copied from it is never taken as the judge's."""
     result = call.result
     row: dict[str, Any] = {
         "gen_condition_id": gen_condition_id,
@@ -92,14 +95,20 @@ def judge_row(
     }
     if not result.ok:
         return row | {"status": STATUS_ERROR, "parse_ok": False, **_error(result)}
-    verdict = parse_judge_output(result.text)
+    verdict = parse_judge_output(
+        result.text,
+        judged=solution,
+        min_score=rubric.min_score,
+        max_score=rubric.max_score,
+        finish_reason=result.finish_reason,
+    )
     return row | {
         "status": STATUS_OK,
         "judge_text": result.text,
         "parse_ok": verdict.ok,
         "parse_code": str(verdict.code) if verdict.code else None,
         "score": verdict.score,
-        "correct": None if verdict.score is None else verdict.score >= pass_score,
+        "correct": None if verdict.score is None else verdict.score >= rubric.pass_score,
         "reasoning": verdict.reasoning,
     }
 

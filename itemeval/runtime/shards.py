@@ -80,6 +80,8 @@ class ShardSummary:
     seconds: float = 0.0
     fragment: str | None = None
     interrupted: bool = False
+    not_sent: int = 0  # calls not sent because their worst case did not fit under max_usd
+    already_stored: int = 0  # cells a re-dispatched shard found written by an earlier attempt
     skipped: int = 0  # cells whose solution changed or vanished since planning
 
     @property

@@ -1,15 +1,15 @@
 """`ShardRunner`: what a worker does with a shard. Plain async Python; Ray only wraps it.
 
-For one shard it reads the items part (cached), renders the prompts or rubrics, answers what it
-can from the response cache (one vectorised lookup for the whole shard), calls the provider for
-the rest through the endpoint's rate-limited client, and writes one fragment to the store plus
-one to the cache. It returns a small `ShardSummary`.
-
+For one shard it reads the items part (cached), renders the prompts or rubrics, and hands the
+requests to the call path (`calls.py`: response cache, budget reservation, provider, journal of
+paid answers); then it writes one fragment to the store and returns a small `ShardSummary`.
 Verifiable scorers run here too, over the stored solution texts, without any call.
 
-Interrupted (cancelled) mid-shard, it writes the rows of the calls that already finished, so
-nothing paid for is thrown away, and re-raises. Store and cache I/O runs in a thread so the
-event loop keeps the other shard's calls flowing.
+Every paid answer is in the response cache before the shard's fragment is written (the journal
+is flushed first), so a fragment write that fails costs a re-dispatch, never a second payment.
+Store and cache I/O runs in threads, shielded from cancellation, so the event loop keeps the
+other shards' calls flowing. Interrupted (cancelled) mid-shard, it writes the rows of the calls
+that finished, then re-raises.
 """
 
 from __future__ import annotations
@@ -24,37 +24,36 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.design import GradeCondition
+from itemeval.design import GenerateCondition, GradeCondition
 from itemeval.errors import StoreError
 from itemeval.providers.factory import make_provider
 from itemeval.providers.ratelimiter import PermitSource
 from itemeval.providers.settings import EndpointSettings
-from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Provider, Usage
+from itemeval.providers.types import ModelRequest, Provider
+from itemeval.runtime.calls import CallOutcome, CallTarget, Interrupted, ShardCalls
 from itemeval.runtime.context import RunContext
-from itemeval.runtime.rows import Call, judge_row, response_row, scorer_row, solution_row
+from itemeval.runtime.journal import ResponseJournal
+from itemeval.runtime.rows import Call, judge_row, scorer_row, solution_row
 from itemeval.runtime.shards import Shard, ShardSummary
+from itemeval.runtime.spend import SpendAccount, SpendSource
 from itemeval.scoring import score
-from itemeval.secrets import redact
 from itemeval.store import (
     GRADES,
-    RESPONSE_SCHEMA,
     SOLUTION_SCHEMA,
     SOLUTIONS,
     ResponseCache,
     SnapshotInfo,
     StudyStore,
-    build_table,
-    cache_key,
+    cache_group,
     read_items_part,
     read_snapshot_info,
-    request_hash,
 )
 from itemeval.store.fragments import list_fragments, read_fragments
 from itemeval.workitem import WorkItem, table_to_items
 
 ITEM_PARTS_CACHED = 8
-#: How old a worker's view of the response cache may get (fragments this run writes are added
-#: to it as they are written; other studies' new fragments are seen within this time).
+#: How old a worker's view of the response cache may get (what it writes itself is added to it
+#: at once; a shard dispatched again lists afresh; other studies' answers are seen this late).
 CACHE_REFRESH_S = 60.0
 FRAGMENTS_CACHED = 4
 _TEXT_COLUMNS = ["item_id", "epoch", "text", "text_hash", "status"]
@@ -67,16 +66,32 @@ class ShardRunner:
         self,
         context: RunContext,
         permit_sources: Mapping[str, PermitSource] | None = None,
+        spend_source: SpendSource | None = None,
     ):
         self.context = context
         self._permit_sources = dict(permit_sources or {})
         self.store = StudyStore.open(context.store_url, context.storage_options)
-        self.cache = (
-            ResponseCache.open(context.cache_url, refresh_interval_s=CACHE_REFRESH_S)
+        cache = (
+            ResponseCache.open(
+                context.cache_url,
+                context.cache_storage_options,
+                refresh_interval_s=CACHE_REFRESH_S,
+            )
             if context.cache_url
             else None
         )
+        self.journal = ResponseJournal(cache) if cache is not None else None
+        self.account = SpendAccount(spend_source, capped=context.capped)
         self._providers: dict[str, Provider] = {}
+        self.calls = ShardCalls(
+            endpoints=context.endpoints,
+            pricing=context.pricing,
+            provider_for=self._provider,
+            account=self.account,
+            cache=cache,
+            journal=self.journal,
+            reuse_since=context.reuse_since,
+        )
         self._snapshots: dict[tuple[str, str], SnapshotInfo] = {}
         self._parts: OrderedDict[tuple[str, str, int], dict[str, WorkItem]] = OrderedDict()
         self._fragments: OrderedDict[tuple[str, str], pa.Table] = OrderedDict()
@@ -84,6 +99,10 @@ class ShardRunner:
     # -- the entry point -------------------------------------------------------------------
     async def run(self, shard: Shard) -> ShardSummary:
         started = time.monotonic()
+        skipped = 0
+        if shard.attempt > 0:
+            # An earlier attempt may have written its fragment and died before it could say so.
+            shard, skipped = await asyncio.to_thread(self._without_stored, shard)
         if shard.stage == "generate":
             summary = await self._generate(shard)
         else:
@@ -93,9 +112,46 @@ class ShardRunner:
             else:
                 summary = await self._judge(shard, condition)
         summary.seconds = time.monotonic() - started
+        summary.already_stored = skipped
+        summary.cells += skipped
         return summary
 
+    def _without_stored(self, shard: Shard) -> tuple[Shard, int]:
+        """The shard without the cells that already have an ok row (as the shard asks for them:
+        grades of the same solution), and how many were dropped."""
+        if shard.stage == "generate":
+            stage, columns, keys = SOLUTIONS, ["item_id", "epoch", "status"], ["item_id", "epoch"]
+        else:
+            stage = GRADES
+            columns = ["gen_condition_id", "item_id", "epoch", "solution_hash", "status"]
+            keys = ["item_id", "epoch", "solution_hash"]
+        (stored,) = self.store.read_by_condition(
+            stage, [shard.condition_id], columns, dedup=False
+        ).values()
+        stored = stored.filter(pc.equal(stored.column("status"), "ok"))
+        if shard.stage == "grade":
+            stored = stored.filter(
+                pc.equal(stored.column("gen_condition_id"), str(shard.gen_condition_id))
+            )
+        if stored.num_rows == 0:
+            return shard, 0
+        stored = stored.select(keys)
+        cells = shard.cells
+        if cells.schema.field("epoch").type != stored.schema.field("epoch").type:
+            stored = stored.set_column(
+                keys.index("epoch"),
+                "epoch",
+                stored.column("epoch").cast(cells.schema.field("epoch").type),
+            )
+        left = cells.join(stored, keys=keys, join_type="left anti")
+        if left.num_rows == cells.num_rows:
+            return shard, 0
+        return replace(shard, cells=left.select(cells.column_names)), cells.num_rows - left.num_rows
+
     async def aclose(self) -> None:
+        if self.journal is not None:
+            await self.journal.aclose()
+        await self.account.aclose()
         for provider in self._providers.values():
             await provider.aclose()
         self._providers.clear()
@@ -119,9 +175,8 @@ class ShardRunner:
         def to_row(call: Call) -> dict[str, Any]:
             return solution_row(call, model=condition.model_id, run_id=self.context.run_id)
 
-        return await self._call_and_write(
-            shard, SOLUTIONS, condition.model_id, condition.endpoint, requests, cells, to_row
-        )
+        target = generate_target(condition)
+        return await self._call_and_write(shard, SOLUTIONS, target, requests, cells, to_row)
 
     # -- judges ----------------------------------------------------------------------------
     async def _judge(self, shard: Shard, condition: GradeCondition) -> ShardSummary:
@@ -132,7 +187,8 @@ class ShardRunner:
         items = await asyncio.to_thread(self._items, shard)
         texts = await asyncio.to_thread(self._solution_texts, shard)
         cells = shard.cells.to_pydict()
-        kept: dict[str, list[Any]] = {"item_id": [], "epoch": [], "solution_hash": []}
+        kept: dict[str, list[Any]] = {"item_id": [], "epoch": []}
+        judged: dict[tuple[str, int], tuple[str, str]] = {}  # cell -> (solution hash, text)
         requests = []
         for item_id, epoch, wanted in zip(
             cells["item_id"], cells["epoch"], cells["solution_hash"], strict=True
@@ -152,26 +208,22 @@ class ShardRunner:
             )
             kept["item_id"].append(item_id)
             kept["epoch"].append(epoch)
-            kept["solution_hash"].append(wanted)
-        hashes = dict(
-            zip(
-                zip(kept["item_id"], kept["epoch"], strict=True), kept["solution_hash"], strict=True
-            )
-        )
+            judged[(item_id, epoch)] = (wanted, text)
 
         def to_row(call: Call) -> dict[str, Any]:
+            solution_hash, solution = judged[(call.item_id, call.epoch)]
             return judge_row(
                 call,
                 gen_condition_id=str(shard.gen_condition_id),
-                solution_hash=hashes[(call.item_id, call.epoch)],
+                solution_hash=solution_hash,
+                solution=solution,
                 grader=condition.model_id or "",
-                pass_score=rubric.pass_score,
+                rubric=rubric,
                 run_id=self.context.run_id,
             )
 
-        summary = await self._call_and_write(
-            shard, GRADES, condition.model_id, condition.endpoint, requests, kept, to_row
-        )
+        target = judge_target(condition)
+        summary = await self._call_and_write(shard, GRADES, target, requests, kept, to_row)
         summary.skipped = shard.size - len(requests)
         summary.cells = shard.size
         return summary
@@ -213,93 +265,44 @@ class ShardRunner:
         self,
         shard: Shard,
         stage: Any,
-        model: str,
-        endpoint_name: str,
+        target: CallTarget,
         requests: Sequence[ModelRequest],
         cells: Mapping[str, list[Any]],
         to_row: Any,
     ) -> ShardSummary:
         summary = ShardSummary(shard.shard_id, shard.stage, shard.condition_id, cells=shard.size)
-        cid = shard.condition_id
-        item_ids, epochs = cells["item_id"], cells["epoch"]
-        hashes = [request_hash(r) for r in requests]
-        keys = [cache_key(cid, r, e) for r, e in zip(requests, epochs, strict=True)]
-        calls: dict[int, Call] = {}
-        if self.cache is not None and self.context.cache_lookup and requests:
-            hits = await asyncio.to_thread(self.cache.lookup, cid, keys)
-            for index, result in _hits_by_index(hits, keys).items():
-                calls[index] = Call(
-                    item_ids[index], epochs[index], result, hashes[index], keys[index], cached=True
-                )
-        todo = [i for i in range(len(requests)) if i not in calls]
-        provider = self._provider(endpoint_name) if todo else None
-        tasks = {
-            asyncio.ensure_future(self._complete(provider, requests[i], model)): i  # type: ignore[arg-type]
-            for i in todo
-        }
         try:
-            if tasks:
-                await asyncio.wait(tasks)
-        except asyncio.CancelledError:
-            for task in tasks:
-                task.cancel()
+            outcome = await self.calls.run(
+                target, requests, cells["item_id"], cells["epoch"], fresh=shard.attempt > 0
+            )
+        except Interrupted as interrupted:
             summary.interrupted = True
+            await self._write(shard, stage, interrupted.outcome, to_row, summary)
             raise
-        finally:
-            for task, index in tasks.items():
-                if task.done() and not task.cancelled():
-                    calls[index] = Call(
-                        item_ids[index], epochs[index], task.result(), hashes[index], keys[index]
-                    )
-            # Write what finished (also when cancelled): paid-for answers are never dropped.
-            self._write(shard, stage, model, calls, to_row, summary)
+        await self._write(shard, stage, outcome, to_row, summary)
         return summary
 
-    async def _complete(self, provider: Provider, request: ModelRequest, model: str) -> ModelResult:
-        try:
-            result = await provider.complete(request)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a bug, not a provider failure: keep it as a row, retried later
-            return ModelResult(
-                ok=False,
-                error_code=ErrorCode.INTERNAL,
-                error_message=redact(f"{type(exc).__name__}: {exc}"),
-            )
-        price = self.context.pricing.price(model)  # unpriced models cost $0 (estimate warns)
-        return replace(result, usd=price.cost(result.usage)) if price is not None else result
-
-    def _write(
+    async def _write(
         self,
         shard: Shard,
         stage: Any,
-        model: str,
-        calls: Mapping[int, Call],
+        outcome: CallOutcome,
         to_row: Any,
         summary: ShardSummary,
     ) -> None:
-        ordered = [calls[i] for i in sorted(calls)]
+        """Journal first (every paid answer in the cache), spend reported, then the fragment:
+        all off the event loop and shielded, so a cancellation cannot cut them short."""
+        ordered = [outcome.calls[i] for i in sorted(outcome.calls)]
         rows = [to_row(call) for call in ordered]
-        summary.fragment = self.store.write(stage, shard.condition_id, rows) if rows else None
-        for call, row in zip(ordered, rows, strict=True):
-            if call.cached:
-                summary.cached += 1
-            else:
-                summary.calls += 1
-                summary.usd += row["usd"]
-                summary.latency_ms += call.result.latency_ms
-            summary.input_tokens += call.result.usage.input_tokens
-            summary.output_tokens += call.result.usage.output_tokens
-            if row["status"] == "ok":
-                summary.ok += 1
-                if row.get("parse_ok") is False:
-                    summary.parse_failures[str(row["parse_code"])] += 1
-            else:
-                summary.errors[str(row["error_code"])] += 1
-        fresh = [c for c in ordered if not c.cached and c.result.ok]
-        if self.cache is not None and fresh:
-            responses = build_table(RESPONSE_SCHEMA, [response_row(c, model=model) for c in fresh])
-            self.cache.put(shard.condition_id, responses)
+        summary.not_sent = outcome.not_sent
+        _fold_rows(summary, ordered, rows)
+        if self.journal is not None:
+            await self.journal.flush()
+        await asyncio.shield(self.account.flush())
+        if rows:
+            summary.fragment = await asyncio.shield(
+                asyncio.to_thread(self.store.write, stage, shard.condition_id, rows)
+            )
 
     # -- reading ---------------------------------------------------------------------------
     def _items(self, shard: Shard) -> dict[str, WorkItem]:
@@ -382,27 +385,45 @@ class ShardRunner:
         return provider
 
 
-def _hits_by_index(hits: pa.Table, keys: list[str]) -> dict[int, ModelResult]:
-    if hits.num_rows == 0:
-        return {}
-    position = {key: i for i, key in enumerate(keys)}
-    out: dict[int, ModelResult] = {}
-    for row in hits.to_pylist():
-        out[position[row["key"]]] = ModelResult(
-            ok=True,
-            text=row["text"],
-            finish_reason=row["finish_reason"],
-            usage=Usage(
-                input_tokens=row["input_tokens"],
-                output_tokens=row["output_tokens"],
-                cached_input_tokens=row["cached_input_tokens"],
-                reasoning_tokens=row["reasoning_tokens"],
-            ),
-            latency_ms=row["latency_ms"],
-            request_id=row["request_id"],
-            attempts=0,
-        )
-    return out
+def generate_target(condition: GenerateCondition) -> CallTarget:
+    """Where a generate condition's calls go and are cached (by content, never by name)."""
+    return CallTarget(
+        condition_id=condition.id,
+        group=cache_group(condition.model_id, condition.params.as_dict(), condition.prompt.sha256),
+        model=condition.model_id,
+        endpoint=condition.endpoint,
+    )
+
+
+def judge_target(condition: GradeCondition) -> CallTarget:
+    """Where a judge condition's calls go and are cached (by content, never by name)."""
+    assert condition.model_id and condition.params and condition.rubric and condition.endpoint
+    return CallTarget(
+        condition_id=condition.id,
+        group=cache_group(condition.model_id, condition.params.as_dict(), condition.rubric.sha256),
+        model=condition.model_id,
+        endpoint=condition.endpoint,
+    )
+
+
+def _fold_rows(
+    summary: ShardSummary, calls: Sequence[Call], rows: Sequence[Mapping[str, Any]]
+) -> None:
+    for call, row in zip(calls, rows, strict=True):
+        if call.cached:
+            summary.cached += 1
+        else:
+            summary.calls += 1
+            summary.usd += row["usd"]
+            summary.latency_ms += call.result.latency_ms
+        summary.input_tokens += call.result.usage.input_tokens
+        summary.output_tokens += call.result.usage.output_tokens
+        if row["status"] == "ok":
+            summary.ok += 1
+            if row.get("parse_ok") is False:
+                summary.parse_failures[str(row["parse_code"])] += 1
+        else:
+            summary.errors[str(row["error_code"])] += 1
 
 
 def _solver_hints(item: WorkItem, epoch: int) -> dict[str, Any]:

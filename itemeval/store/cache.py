@@ -1,18 +1,30 @@
-"""The response cache: identical calls answered again for free, across runs and studies.
+"""The response cache: every paid answer kept by its request content, answered again for free.
 
 It lives outside any study by default (`default_cache_url()`: `$ITEMEVAL_CACHE_DIR`, else
 `$XDG_CACHE_HOME/itemeval`, else `~/.cache/itemeval`; any fsspec URL, S3 included), so a wiped
-study or a second study with the same condition pays nothing again.
+study or a second study with the same calls pays nothing again. It is also the journal that makes
+paid answers durable: workers write each answer here within about a second of its arrival, before
+the shard's store fragment (`runtime/journal.py`).
 
 ```
-<cache root>/responses/condition_id=<cid>/<fragment>.parquet     RESPONSE_SCHEMA
+<cache root>/calls/group=<group>/<fragment>.parquet                RESPONSE_SCHEMA (current)
+<cache root>/responses/condition_id=<condition id>/<fragment>.parquet   read-only, older caches
 ```
 
-The key is `sha256(canonical JSON {condition_id, request, epoch})` where `request` is the exact
-request content (model, messages, set sampling params). The epoch is part of the key, so a
-replication is never answered with another replication's response. Only successful responses
-are cached. Lookups are per shard: one listing of new fragments, one vectorised `is_in` over an
-in-memory index of the condition's keys, one parallel read of the fragments that hold hits.
+**Keys are request content alone** (a contract): `key = sha256({request: request_hash, epoch})`,
+where `request_hash` covers the model id as the endpoint knows it, the exact messages and the set
+sampling params (`request_content`). No display name enters it (a model's `name`, a model-config
+name, a prompt or rubric file name, a condition slug), so a rename never pays again; the epoch
+does, so a replication never gets another replication's answer. The endpoint does not either
+(see docs/architecture.md, "The response cache is keyed by content").
+
+**Groups** only shard the key space so that a lookup reads one small index: a group is
+`sha256({model, params, template content hash})`, the condition's payload without its names. A
+lookup asks for the keys of one shard; misses are absent from the answer.
+
+Caches written before keys were content-only (partitioned by condition id, keys that hashed the
+condition id) are still read: for a condition that has such a partition, misses are looked up
+there with the old keys (`legacy=`). Nothing is written in the old layout.
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.ids import content_hash
+from itemeval.ids import content_hash, slugify
 from itemeval.providers.types import ModelRequest
 from itemeval.storage import Location, resolve
 from itemeval.store.dedup import best_row_indices
@@ -43,17 +55,15 @@ from itemeval.store.fragments import (
     write_fragment,
 )
 from itemeval.store.layout import Stage, partition_dir
-from itemeval.store.schemas import (
-    RESPONSE_SCHEMA,
-    SOLUTION_SCHEMA,
-    STATUS_OK,
-    TIMESTAMP,
-    build_table,
-    check_table,
-    text_hashes,
-)
+from itemeval.store.schemas import RESPONSE_SCHEMA, TIMESTAMP, build_table, check_table
 
-RESPONSES = Stage("responses", "condition_id", ("key",), RESPONSE_SCHEMA)
+#: The current layout: partitions by content group.
+RESPONSES = Stage("calls", "group", ("key",), RESPONSE_SCHEMA)
+#: Caches written before keys were content-only (read-only).
+LEGACY_RESPONSES = Stage("responses", "condition_id", ("key",), RESPONSE_SCHEMA)
+#: Where a study with `cache.enabled: false` keeps its own paid answers (under its store root):
+#: durable, but never shared with other studies.
+STUDY_CACHE_DIR = "response_cache"
 _INDEX_COLUMNS = ["key", "item_id", "epoch", "written_at"]
 _FRAGMENT_NAME = "_fragment_name"
 _ROW = "_row"
@@ -92,15 +102,38 @@ def request_hash(request: ModelRequest | Mapping[str, Any]) -> str:
     return content_hash(request_content(request))
 
 
-def cache_key(condition_id: str, request: ModelRequest | Mapping[str, Any], epoch: int) -> str:
-    """The cache key of one call: condition id, exact request content and epoch."""
+def cache_key(request_sha256: str, epoch: int) -> str:
+    """The cache key of one call: its `request_hash` and its epoch, nothing else."""
+    return content_hash({"request": request_sha256, "epoch": int(epoch)})
+
+
+def cache_group(model: str, params: Mapping[str, Any], template_sha256: str) -> str:
+    """The partition a condition's calls are cached under: readable model slug plus the hash of
+    the content that shapes every request of the condition (never a display name)."""
+    digest = content_hash({"model": model, "params": dict(params), "template": template_sha256})
+    return f"{slugify(model)[:48]}--{digest[:16]}"
+
+
+def legacy_cache_key(
+    condition_id: str, request: ModelRequest | Mapping[str, Any], epoch: int
+) -> str:
+    """The key older caches used (it hashed the condition id, so renames missed)."""
     payload = {"condition_id": condition_id, "request": request_content(request), "epoch": epoch}
     return content_hash(payload)
 
 
+@dataclass(frozen=True, slots=True)
+class LegacyLookup:
+    """Where misses are looked up in an older cache: the condition id and each request's old
+    key (in the same order as the keys of the lookup)."""
+
+    condition_id: str
+    keys: Sequence[str]
+
+
 @dataclass
 class _Index:
-    """What is known about one condition's cache partition: its fragments and their keys."""
+    """What is known about one partition: its fragments and their keys."""
 
     fragments: dict[str, FragmentInfo]
     table: pa.Table  # key, item_id, epoch, written_at, _fragment_name, _row
@@ -116,14 +149,15 @@ class ResponseCache:
     """A content-keyed cache of model responses at any fsspec URL (see the module doc)."""
 
     def __init__(self, root: Location, *, refresh_interval_s: float = 0.0):
-        """`refresh_interval_s`: how old a condition's index may be before a lookup lists the
-        partition again (0: every lookup). A long-running worker uses about a minute: fragments
-        written meanwhile by the same run never answer its own pending cells, and another
-        study's new fragments are seen within the interval."""
+        """`refresh_interval_s`: how old a partition's index may be before a lookup lists the
+        partition again (0: every lookup). A long-running worker uses about a minute: what it
+        writes itself is added to its index as it is written, and a lookup can ask for a fresh
+        listing (`fresh=True`, e.g. for a shard dispatched again after a failure elsewhere)."""
         self.root = root
         self.refresh_interval_s = refresh_interval_s
         self._indexes: dict[str, _Index] = {}
         self._refreshed_at: dict[str, float] = {}
+        self._legacy_present: dict[str, bool] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -140,13 +174,16 @@ class ResponseCache:
     def __repr__(self) -> str:
         return f"ResponseCache({self.root.url!r})"
 
-    def partition(self, condition_id: str) -> Location:
-        return self.root.join(RESPONSES.name, partition_dir(RESPONSES, condition_id))
+    def partition(self, group: str) -> Location:
+        return self.root.join(RESPONSES.name, partition_dir(RESPONSES, group))
+
+    def legacy_partition(self, condition_id: str) -> Location:
+        return self.root.join(LEGACY_RESPONSES.name, partition_dir(LEGACY_RESPONSES, condition_id))
 
     # -- writing -------------------------------------------------------------------------
-    def put(self, condition_id: str, rows: pa.Table | Iterable[Mapping[str, Any]]) -> str | None:
-        """Store responses of one condition as one new fragment; returns its name."""
-        partition = self.partition(condition_id)
+    def put(self, group: str, rows: pa.Table | Iterable[Mapping[str, Any]]) -> str | None:
+        """Store responses of one group as one new fragment; returns its name."""
+        partition = self.partition(group)
         if isinstance(rows, pa.Table):
             table = check_table(rows, RESPONSE_SCHEMA, what=partition.url)
         else:
@@ -155,20 +192,121 @@ class ResponseCache:
             return None
         name = write_fragment(partition, table)
         with self._lock:
-            index = self._indexes.get(condition_id)
+            index = self._indexes.get(partition.url)
             if index is not None:
-                info = FragmentInfo(name, partition.join(name).path, None)
-                index.fragments[name] = info
+                index.fragments[name] = FragmentInfo(name, partition.join(name).path, None)
                 index.table = pa.concat_tables([index.table, _index_rows(name, table)])
         return name
 
     # -- reading -------------------------------------------------------------------------
-    def refresh(self, condition_id: str) -> pa.Table:
-        """Bring the condition's index up to date (reads only fragments not seen before)."""
-        partition = self.partition(condition_id)
+    def lookup(
+        self,
+        group: str,
+        keys: pa.Array | pa.ChunkedArray | Sequence[str],
+        *,
+        since: datetime | None = None,
+        fresh: bool = False,
+        legacy: LegacyLookup | None = None,
+    ) -> pa.Table:
+        """The cached responses for `keys` (one row per key found, its `key` column the key
+        asked for; misses are absent).
+
+        `since`: only responses cached at or after that moment (a `--force` run reuses only
+        what it paid itself). `fresh`: list the partition now whatever the refresh interval.
+        `legacy`: where to look for misses in an older cache (see the module doc).
+        """
+        key_array = _as_keys(keys)
+        hits = self._lookup(self.partition(group), key_array, since, fresh)
+        if legacy is None or hits.num_rows == len(key_array):
+            return hits
+        old_partition = self.legacy_partition(legacy.condition_id)
+        if not self._legacy_exists(old_partition):
+            return hits
+        found = set(hits.column("key").to_pylist())
+        missing = [i for i, key in enumerate(key_array.to_pylist()) if key not in found]
+        old_keys = pa.array([legacy.keys[i] for i in missing], pa.string())
+        old_hits = self._lookup(old_partition, old_keys, since, fresh)
+        if old_hits.num_rows == 0:
+            return hits
+        # Answer with the new keys, so callers see one key space.
+        new_for_old = dict(zip(old_keys.to_pylist(), (key_array[i] for i in missing), strict=True))
+        renamed = pa.array(
+            [new_for_old[k].as_py() for k in old_hits.column("key").to_pylist()], pa.string()
+        )
+        old_hits = old_hits.set_column(0, RESPONSE_SCHEMA.field("key"), renamed)
+        return pa.concat_tables([hits, old_hits])
+
+    def candidates(self, group: str, cells: pa.Table) -> pa.Table:
+        """The `cells` (`item_id`, `epoch`) with some cached response in the group: a cheap upper
+        bound of the hits, for cost estimates (the exact request may differ)."""
+        index = self._refresh(self.partition(group))
+        cached = index.select(["item_id", "epoch"])
+        wanted = cells.select(["item_id", "epoch"])
+        if cached.num_rows == 0 or wanted.num_rows == 0:
+            return wanted.slice(0, 0)
+        if wanted.schema.field("epoch").type != pa.int32():
+            wanted = wanted.set_column(1, "epoch", wanted.column("epoch").cast(pa.int32()))
+        return wanted.join(cached, keys=["item_id", "epoch"], join_type="left semi")
+
+    def _lookup(
+        self, partition: Location, keys: pa.Array, since: datetime | None, fresh: bool
+    ) -> pa.Table:
+        index = self._refresh(partition) if fresh else self._current_index(partition)
+        hits = index.filter(pc.is_in(index.column("key"), value_set=keys))
+        if since is not None and hits.num_rows:
+            hits = hits.filter(pc.greater_equal(hits.column("written_at"), _timestamp(since)))
+        if hits.num_rows == 0:
+            return RESPONSE_SCHEMA.empty_table()
+        # Several writers may have cached the same key: take the latest, deterministically.
+        names = hits.column(_FRAGMENT_NAME)
+        ordinal = pc.rank(names, sort_keys="ascending", tiebreaker="dense")
+        hits = hits.append_column(FRAGMENT_ORDINAL, ordinal)
+        hits = hits.take(best_row_indices(hits, ["key"]))
+        return self._fetch(partition, hits)
+
+    def has_legacy(self, condition_id: str) -> bool:
+        """Whether an older cache holds answers of `condition_id` (listed once per process)."""
+        return self._legacy_exists(self.legacy_partition(condition_id))
+
+    def _legacy_exists(self, partition: Location) -> bool:
+        with self._lock:
+            known = self._legacy_present.get(partition.url)
+        if known is None:
+            known = bool(list_fragments(partition))
+            with self._lock:
+                self._legacy_present[partition.url] = known
+        return known
+
+    def _fetch(self, partition: Location, hits: pa.Table) -> pa.Table:
+        with self._lock:
+            fragments = self._indexes[partition.url].fragments
+            wanted = sorted(set(hits.column(_FRAGMENT_NAME).to_pylist()))
+            infos = [fragments[name] for name in wanted if name in fragments]
+        tables = read_fragments(partition, infos, RESPONSE_SCHEMA)
+        parts = []
+        for info, table in zip(infos, tables, strict=True):
+            if table is None:  # deleted by hand since it was listed: those are misses now
+                continue
+            mine = hits.filter(pc.equal(hits.column(_FRAGMENT_NAME), info.name))
+            parts.append(table.take(mine.column(_ROW)))
+        if not parts:
+            return RESPONSE_SCHEMA.empty_table()
+        return pa.concat_tables(parts)
+
+    def _current_index(self, partition: Location) -> pa.Table:
+        now = time.monotonic()
+        with self._lock:
+            age = now - self._refreshed_at.get(partition.url, -math.inf)
+            if age < self.refresh_interval_s:
+                return self._indexes[partition.url].table
+        return self._refresh(partition)
+
+    def _refresh(self, partition: Location) -> pa.Table:
+        """Bring the partition's index up to date (reads only fragments not seen before)."""
+        started = time.monotonic()
         listed = list_fragments(partition)
         with self._lock:
-            index = self._indexes.setdefault(condition_id, _Index({}, _empty_index_table()))
+            index = self._indexes.setdefault(partition.url, _Index({}, _empty_index_table()))
             new = [info for info in listed if info.name not in index.fragments]
             present = {info.name for info in listed}
             gone = [name for name in index.fragments if name not in present]
@@ -186,63 +324,8 @@ class ResponseCache:
                 index.fragments[info.name] = info
                 parts.append(_index_rows(info.name, table))
             index.table = pa.concat_tables(parts)
+            self._refreshed_at[partition.url] = started
             return index.table
-
-    def lookup(
-        self, condition_id: str, keys: pa.Array | pa.ChunkedArray | Sequence[str]
-    ) -> pa.Table:
-        """The cached responses for `keys` (one row per key found; misses are absent)."""
-        key_array = _as_keys(keys)
-        index = self._current_index(condition_id)
-        hits = index.filter(pc.is_in(index.column("key"), value_set=key_array))
-        if hits.num_rows == 0:
-            return RESPONSE_SCHEMA.empty_table()
-        # Several writers may have cached the same key: take the latest, deterministically.
-        names = hits.column(_FRAGMENT_NAME)
-        ordinal = pc.rank(names, sort_keys="ascending", tiebreaker="dense")
-        hits = hits.append_column(FRAGMENT_ORDINAL, ordinal)
-        hits = hits.take(best_row_indices(hits, ["key"]))
-        return self._fetch(condition_id, hits)
-
-    def _fetch(self, condition_id: str, hits: pa.Table) -> pa.Table:
-        partition = self.partition(condition_id)
-        with self._lock:
-            fragments = self._indexes[condition_id].fragments
-            wanted = sorted(set(hits.column(_FRAGMENT_NAME).to_pylist()))
-            infos = [fragments[name] for name in wanted if name in fragments]
-        tables = read_fragments(partition, infos, RESPONSE_SCHEMA)
-        parts = []
-        for info, table in zip(infos, tables, strict=True):
-            if table is None:  # deleted by hand since it was listed: those are misses now
-                continue
-            mine = hits.filter(pc.equal(hits.column(_FRAGMENT_NAME), info.name))
-            parts.append(table.take(mine.column(_ROW)))
-        if not parts:
-            return RESPONSE_SCHEMA.empty_table()
-        return pa.concat_tables(parts)
-
-    def _current_index(self, condition_id: str) -> pa.Table:
-        now = time.monotonic()
-        with self._lock:
-            fresh = now - self._refreshed_at.get(condition_id, -math.inf) < self.refresh_interval_s
-            if fresh:
-                return self._indexes[condition_id].table
-        table = self.refresh(condition_id)
-        with self._lock:
-            self._refreshed_at[condition_id] = now
-        return table
-
-    def candidates(self, condition_id: str, cells: pa.Table) -> pa.Table:
-        """The `cells` (`item_id`, `epoch`) with some cached response under the condition:
-        a cheap upper bound of the hits, for cost estimates (the exact request may differ)."""
-        index = self.refresh(condition_id)
-        cached = index.select(["item_id", "epoch"])
-        wanted = cells.select(["item_id", "epoch"])
-        if cached.num_rows == 0 or wanted.num_rows == 0:
-            return wanted.slice(0, 0)
-        if wanted.schema.field("epoch").type != pa.int32():
-            wanted = wanted.set_column(1, "epoch", wanted.column("epoch").cast(pa.int32()))
-        return wanted.join(cached, keys=["item_id", "epoch"], join_type="left semi")
 
 
 def _as_keys(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Array:
@@ -253,53 +336,11 @@ def _as_keys(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Array:
     return pa.array(list(keys), type=pa.string())
 
 
+def _timestamp(moment: datetime) -> pa.Scalar:
+    return pa.scalar(moment, TIMESTAMP)
+
+
 def _index_rows(name: str, table: pa.Table) -> pa.Table:
     rows = table.select(_INDEX_COLUMNS)
     rows = rows.append_column(_FRAGMENT_NAME, pa.repeat(name, rows.num_rows))
     return rows.append_column(_ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
-
-
-def solutions_from_cache(
-    responses: pa.Table, *, run_id: str, written_at: datetime | None = None
-) -> pa.Table:
-    """Solution rows (`SOLUTION_SCHEMA`) for cache hits: `usd = 0`, `cached = true`,
-    `attempts = 0`; text, tokens and latency are those of the original call."""
-    n = responses.num_rows
-    when = written_at or datetime.now(UTC)
-    columns = {
-        "item_id": responses.column("item_id"),
-        "epoch": responses.column("epoch"),
-        "status": pa.repeat(STATUS_OK, n),
-        "error_code": pa.nulls(n, pa.string()),
-        "error_message": pa.nulls(n, pa.string()),
-        "text": responses.column("text"),
-        "text_hash": text_hashes(responses.column("text")),
-        "finish_reason": responses.column("finish_reason"),
-        "input_tokens": responses.column("input_tokens"),
-        "output_tokens": responses.column("output_tokens"),
-        "cached_input_tokens": responses.column("cached_input_tokens"),
-        "reasoning_tokens": responses.column("reasoning_tokens"),
-        "usd": pa.repeat(pa.scalar(0.0), n),
-        "latency_ms": responses.column("latency_ms"),
-        "request_id": responses.column("request_id"),
-        "attempts": pa.repeat(pa.scalar(0, pa.int32()), n),
-        "cached": pa.repeat(True, n),
-        "request_hash": responses.column("request_hash"),
-        "model": responses.column("model"),
-        "run_id": pa.repeat(run_id, n),
-        "written_at": pa.repeat(pa.scalar(when, TIMESTAMP), n),
-    }
-    return check_table(pa.table(columns), SOLUTION_SCHEMA, what="cache hits")
-
-
-def responses_from_solutions(
-    solutions: pa.Table, keys: pa.Array | pa.ChunkedArray | Sequence[str]
-) -> pa.Table:
-    """Cache rows (`RESPONSE_SCHEMA`) for the `ok`, not-cached rows of `solutions`; `keys[i]`
-    is the cache key of `solutions` row i."""
-    table = solutions.append_column("key", _as_keys(keys))
-    fresh = pc.and_(pc.equal(table.column("status"), STATUS_OK), pc.invert(table.column("cached")))
-    table = table.filter(fresh)
-    now = pa.repeat(pa.scalar(datetime.now(UTC), TIMESTAMP), table.num_rows)
-    table = table.set_column(table.schema.get_field_index("written_at"), "written_at", now)
-    return check_table(table.select(RESPONSE_SCHEMA.names), RESPONSE_SCHEMA, what="responses")

@@ -66,13 +66,22 @@ class EstimateRecord(_Model):
 
 
 class SpendRecord(_Model):
-    """What the run actually spent."""
+    """What the run actually spent.
+
+    `usd` is every dollar the providers were paid during the run, as the workers reported it to
+    the run's ledger, also for shards that failed afterwards; `unstored_usd` is the part of it
+    whose rows this run did not write (a failed or interrupted shard: those answers are in the
+    response cache, and a re-dispatch or a re-run stores them as cached rows, `usd = 0`).
+    """
 
     usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
     calls: int = 0
     cache_hits: int = 0
+    unstored_usd: float = 0.0
+    max_usd: float | None = None  # the cap the run ran under
+    not_sent: int = 0  # calls not sent because their worst case did not fit under max_usd
 
 
 class StageCounts(_Model):

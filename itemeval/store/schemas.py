@@ -105,7 +105,11 @@ GRADE_COLUMNS: tuple[Column, ...] = (
 )
 
 RESPONSE_COLUMNS: tuple[Column, ...] = (
-    _c("key", pa.string(), "sha256 of canonical JSON {condition_id, request, epoch}"),
+    _c(
+        "key",
+        pa.string(),
+        "sha256 of canonical JSON {request: request_hash, epoch}: request content only",
+    ),
     _c("item_id", pa.string(), "the work item the request was built from"),
     _c("epoch", pa.int32(), "replication number (part of the key: replications never share)"),
     _c("request_hash", pa.string(), "sha256 of the exact request content"),

@@ -6,10 +6,12 @@ Two namespaces that never collide:
 * `NAME`: a local file `<prompts_dir>/NAME.txt` or `<rubrics_dir>/NAME.txt` next to the study
   (`.md` is accepted too).
 
-A rubric may start with a front-matter block (`---`, `max_score: 10`, `pass_score: 5`, `---`) that
-says how its scores read. Templates use `itemeval.render` (`{{ name }}`, brace-safe). Each template
-carries a `sha256` over everything that reaches the model through it (its text, and for prompts
-the answer-instruction texts, for rubrics the judge format suffix), which enters condition ids.
+A rubric may start with a front-matter block (`---`, `max_score: 10`, `pass_score: 5`, `---`;
+also `min_score`, default 0) that says how its scores read: a judge score outside
+`[min_score, max_score]` fails as `score_out_of_range`. Templates use `itemeval.render`
+(`{{ name }}`, brace-safe). Each template carries a `sha256` over everything that reaches the
+model through it (its text, and for prompts the answer-instruction texts, for rubrics the judge
+format suffix), which enters condition ids.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ class Template:
     source: str
     max_score: float = 1.0
     pass_score: float = 1.0
+    min_score: float = 0.0
 
     @property
     def short_name(self) -> str:
@@ -159,10 +162,10 @@ def _split_front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
         meta = yaml.safe_load(text[4:end]) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(Problem(f"front matter is not valid YAML: {exc}", file=source)) from None
-    if not isinstance(meta, dict) or set(meta) - {"max_score", "pass_score"}:
+    if not isinstance(meta, dict) or set(meta) - {"min_score", "max_score", "pass_score"}:
         raise ConfigError(
             Problem(
-                "front matter may only set max_score and pass_score",
+                "front matter may only set min_score, max_score and pass_score",
                 file=source,
                 hint="remove other keys from the block between the --- lines",
             )
@@ -238,8 +241,7 @@ def load_template(
         digest = sha256_hex(raw + "\x00" + ANSWER_TEXTS_HASH)
     else:
         digest = sha256_hex(raw + "\x00" + _JUDGE_SYSTEM + "\x00" + judge_format_suffix())
-    max_score = float(meta.get("max_score", 1.0))
-    pass_score = float(meta.get("pass_score", max_score))
+    min_score, max_score, pass_score = _score_range(meta, source)
     return Template(
         name=name,
         kind=kind,
@@ -248,7 +250,29 @@ def load_template(
         source=source,
         max_score=max_score,
         pass_score=pass_score,
+        min_score=min_score,
     )
+
+
+def _score_range(meta: dict[str, Any], source: str) -> tuple[float, float, float]:
+    """`(min_score, max_score, pass_score)` from a rubric's front matter, checked."""
+    try:
+        max_score = float(meta.get("max_score", 1.0))
+        min_score = float(meta.get("min_score", 0.0))
+        pass_score = float(meta.get("pass_score", max_score))
+    except (TypeError, ValueError):
+        raise ConfigError(
+            Problem("min_score, max_score and pass_score must be numbers", file=source)
+        ) from None
+    if not min_score < max_score or not min_score <= pass_score <= max_score:
+        raise ConfigError(
+            Problem(
+                f"scores must satisfy min_score < max_score and min_score <= pass_score <= "
+                f"max_score (found {min_score:g}, {max_score:g}, {pass_score:g})",
+                file=source,
+            )
+        )
+    return min_score, max_score, pass_score
 
 
 __all__ = [

@@ -24,10 +24,24 @@ _ERRORS = (
 
 
 @contextmanager
-def s3_fault_proxy(upstream: str, *, put_failure_rate: float, seed: int = 7) -> Iterator[dict]:
-    """Run the proxy on 127.0.0.1 in a thread; yields {"url": ..., "failed": n, "puts": n}."""
+def s3_fault_proxy(
+    upstream: str,
+    *,
+    put_failure_rate: float = 0.0,
+    seed: int = 7,
+    fail_objects: int = 0,
+    only_paths: str = "",
+    put_delay_s: float = 0.0,
+) -> Iterator[dict]:
+    """Run the proxy on 127.0.0.1 in a thread; yields {"url": ..., "failed": n, "puts": n}.
+
+    Besides the random `put_failure_rate`, `fail_objects` fails every PUT (retries included) of
+    the first N distinct objects whose path contains `only_paths` (every PUT when it is ""):
+    exactly N writes fail, whatever the client retries. `put_delay_s` holds every matching PUT
+    that long before forwarding it (a slow object store)."""
+    doomed: set[str] = set()
     rng = random.Random(seed)
-    stats = {"url": "", "failed": 0, "puts": 0, "enabled": True}
+    stats = {"url": "", "failed": 0, "puts": 0, "enabled": True, "matching": 0}
     loop = asyncio.new_event_loop()
     started = threading.Event()
     holder: dict = {}
@@ -36,7 +50,15 @@ def s3_fault_proxy(upstream: str, *, put_failure_rate: float, seed: int = 7) -> 
         body = await request.read()
         if request.method == "PUT":
             stats["puts"] += 1
-            if stats["enabled"] and rng.random() < put_failure_rate:
+            matches = only_paths in request.path
+            if matches:
+                stats["matching"] += 1
+                if put_delay_s:
+                    await asyncio.sleep(put_delay_s)
+            if matches and len(doomed) < fail_objects:
+                doomed.add(request.path)
+            forced = request.path in doomed
+            if stats["enabled"] and (forced or rng.random() < put_failure_rate):
                 stats["failed"] += 1
                 status, code, message = _ERRORS[stats["failed"] % 2]
                 xml = f"<Error><Code>{code}</Code><Message>{message}</Message></Error>"

@@ -1,29 +1,29 @@
-"""The response cache: content keys, per-epoch answers, vectorised lookups, free hits."""
+"""The response cache: content-only keys, per-epoch answers, vectorised lookups, older caches."""
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 
 from itemeval.providers.types import ModelRequest, SamplingParams
 from itemeval.store import (
     RESPONSE_SCHEMA,
-    SOLUTION_SCHEMA,
+    LegacyLookup,
     ResponseCache,
-    StudyStore,
     build_table,
+    cache_group,
     cache_key,
     default_cache_url,
-    pending_generate,
+    legacy_cache_key,
     request_hash,
-    responses_from_solutions,
-    solutions_from_cache,
-    text_hash,
 )
+from itemeval.store.fragments import write_fragment
 
+GROUP = cache_group("sim/model-a", {"temperature": 0.0, "max_tokens": 64}, "template-sha")
 CID = "sim-a_default--0123456789ab"
 
 
@@ -36,10 +36,14 @@ def _request(item: str, temperature: float = 0.0) -> ModelRequest:
     )
 
 
-def _response(item: str, epoch: int, text: str | None = None) -> dict:
+def _key(item: str, epoch: int) -> str:
+    return cache_key(request_hash(_request(item)), epoch)
+
+
+def _response(item: str, epoch: int, text: str | None = None, key: str | None = None) -> dict:
     request = _request(item)
     return {
-        "key": cache_key(CID, request, epoch),
+        "key": key or _key(item, epoch),
         "item_id": item,
         "epoch": epoch,
         "request_hash": request_hash(request),
@@ -57,109 +61,98 @@ def cache(root_url: str) -> ResponseCache:
     return ResponseCache.open(root_url + "/cache")
 
 
-def test_key_covers_condition_request_and_epoch() -> None:
-    base = cache_key(CID, _request("q1"), 0)
-    assert base == cache_key(CID, _request("q1"), 0)
+def test_key_is_request_content_and_epoch_only() -> None:
+    base = _key("q1", 0)
+    assert base == _key("q1", 0)
     assert len(base) == 64
-    assert base != cache_key(CID, _request("q1"), 1)  # another replication
-    assert base != cache_key("other--0123456789ab", _request("q1"), 0)
-    assert base != cache_key(CID, _request("q1", temperature=0.5), 0)
-    assert base != cache_key(CID, _request("q2"), 0)
+    assert base != _key("q1", 1)  # another replication
+    assert base != cache_key(request_hash(_request("q1", temperature=0.5)), 0)
+    assert base != _key("q2", 0)
     # sim_hints are not request content; a dict form of the same request is the same call.
     as_dict = {
         "model": "sim/model-a",
         "messages": [{"role": "user", "content": "question q1"}],
         "params": {"temperature": 0.0, "max_tokens": 64},
     }
-    assert cache_key(CID, as_dict, 0) == base
     assert request_hash(as_dict) == request_hash(_request("q1"))
 
 
+def test_groups_come_from_content_never_names() -> None:
+    params = {"temperature": 0.0}
+    group = cache_group("gpt-4o", params, "sha-of-template")
+    assert group == cache_group("gpt-4o", dict(params), "sha-of-template")
+    assert group.startswith("gpt-4o--")
+    assert group != cache_group("gpt-4o", {"temperature": 0.5}, "sha-of-template")
+    assert group != cache_group("gpt-4o-mini", params, "sha-of-template")
+    assert group != cache_group("gpt-4o", params, "another-template")
+
+
 def test_put_and_lookup_a_shard(cache: ResponseCache) -> None:
-    cache.put(CID, [_response(f"q{i}", e) for i in range(50) for e in (0, 1)])
-    cache.put(CID, [_response(f"q{i}", 2) for i in range(50, 60)])
-    wanted = [cache_key(CID, _request(f"q{i}"), 1) for i in range(45, 55)]
-    hits = cache.lookup(CID, pa.array(wanted))
+    cache.put(GROUP, [_response(f"q{i}", e) for i in range(50) for e in (0, 1)])
+    cache.put(GROUP, [_response(f"q{i}", 2) for i in range(50, 60)])
+    wanted = [_key(f"q{i}", 1) for i in range(45, 55)]
+    hits = cache.lookup(GROUP, pa.array(wanted))
     assert hits.schema.equals(RESPONSE_SCHEMA)
     assert sorted(hits.column("item_id").to_pylist()) == [f"q{i}" for i in range(45, 50)]
     assert set(hits.column("epoch").to_pylist()) == {1}  # never another replication's answer
-    assert cache.lookup("unknown--0123456789ab", wanted).num_rows == 0
+    assert cache.lookup("unknown--0123456789abcdef", wanted).num_rows == 0
 
 
-def test_a_new_process_and_a_second_writer_are_seen(cache: ResponseCache, root_url: str) -> None:
-    cache.put(CID, [_response("q1", 0)])
-    other = ResponseCache.open(root_url + "/cache")  # another study / process, same cache
-    assert other.lookup(CID, [cache_key(CID, _request("q1"), 0)]).num_rows == 1
-    other.put(CID, [_response("q2", 0)])
-    # The first instance lists only the new fragment and finds the other's entry.
-    assert cache.lookup(CID, [cache_key(CID, _request("q2"), 0)]).num_rows == 1
-    assert cache.refresh(CID).num_rows == 2
+def test_a_second_writer_is_seen_at_once_with_fresh_and_later_without(
+    cache: ResponseCache, root_url: str
+) -> None:
+    slow = ResponseCache.open(root_url + "/cache", refresh_interval_s=3600)
+    assert slow.lookup(GROUP, [_key("q1", 0)]).num_rows == 0  # lists the partition once
+    cache.put(GROUP, [_response("q1", 0)])  # another process writes
+    assert slow.lookup(GROUP, [_key("q1", 0)]).num_rows == 0  # its index is an hour old
+    assert slow.lookup(GROUP, [_key("q1", 0)], fresh=True).num_rows == 1
+    slow.put(GROUP, [_response("q2", 0)])  # what it writes itself it sees at once
+    assert slow.lookup(GROUP, [_key("q2", 0)]).num_rows == 1
 
 
 def test_duplicate_keys_answer_with_the_latest(cache: ResponseCache) -> None:
-    cache.put(CID, [_response("q1", 0, text="first")])
-    cache.put(CID, [_response("q1", 0, text="second")])
-    hits = cache.lookup(CID, [cache_key(CID, _request("q1"), 0)])
+    cache.put(GROUP, [_response("q1", 0, text="first")])
+    cache.put(GROUP, [_response("q1", 0, text="second")])
+    hits = cache.lookup(GROUP, [_key("q1", 0)])
     assert hits.column("text").to_pylist() == ["second"]
 
 
+def test_since_reuses_only_recent_answers(cache: ResponseCache) -> None:
+    cache.put(GROUP, [_response("q1", 0)])
+    time.sleep(0.01)
+    started = datetime.now(UTC)
+    cache.put(GROUP, [_response("q2", 0)])
+    hits = cache.lookup(GROUP, [_key("q1", 0), _key("q2", 0)], since=started)
+    assert hits.column("item_id").to_pylist() == ["q2"]
+
+
+def test_an_older_cache_answers_misses_with_its_own_keys(
+    cache: ResponseCache, root_url: str
+) -> None:
+    # Written by an earlier version: partitioned by condition id, keys hashed the condition id.
+    old_rows = [
+        _response(f"q{i}", 0, key=legacy_cache_key(CID, _request(f"q{i}"), 0)) for i in range(3)
+    ]
+    write_fragment(cache.legacy_partition(CID), build_table(RESPONSE_SCHEMA, old_rows))
+    cache.put(GROUP, [_response("q0", 0, text="new layout")])
+    keys = [_key(f"q{i}", 0) for i in range(4)]
+    legacy = LegacyLookup(CID, [legacy_cache_key(CID, _request(f"q{i}"), 0) for i in range(4)])
+    assert cache.has_legacy(CID) and not cache.has_legacy("other--0123456789ab")
+    hits = cache.lookup(GROUP, keys, legacy=legacy)
+    by_key = dict(zip(hits.column("key").to_pylist(), hits.column("text").to_pylist(), strict=True))
+    assert set(by_key) == set(keys[:3])  # answered under the new keys; q3 is a miss
+    assert by_key[keys[0]] == "new layout"  # the new layout answers first
+
+
 def test_candidates_for_estimates(cache: ResponseCache) -> None:
-    cache.put(CID, [_response("q1", 0), _response("q2", 1)])
+    cache.put(GROUP, [_response("q1", 0), _response("q2", 1)])
     cells = pa.table(
         {"item_id": ["q1", "q1", "q2", "q3"], "epoch": pa.array([0, 1, 1, 0], pa.int64())}
     )
-    found = cache.candidates(CID, cells)
+    found = cache.candidates(GROUP, cells)
     assert sorted(zip(found["item_id"].to_pylist(), found["epoch"].to_pylist(), strict=True)) == [
         ("q1", 0),
         ("q2", 1),
-    ]
-
-
-def test_hits_become_free_cached_solutions(store: StudyStore, cache: ResponseCache) -> None:
-    """A wiped study (or a second one) pays nothing for calls it made before."""
-    fresh = build_table(
-        SOLUTION_SCHEMA,
-        [
-            {
-                **{k: v for k, v in _response(f"q{i}", 0).items() if k not in ("key", "usd")},
-                "status": "ok",
-                "usd": 0.002,
-                "run_id": "run-1",
-            }
-            for i in range(3)
-        ]
-        + [
-            {
-                "item_id": "q3",
-                "epoch": 0,
-                "status": "error",
-                "error_code": "timeout",
-                "request_hash": "r",
-                "model": "sim/model-a",
-                "run_id": "run-1",
-            }
-        ],
-    )
-    keys = [cache_key(CID, _request(f"q{i}"), 0) for i in range(4)]
-    cache.put(CID, responses_from_solutions(fresh, keys))  # errors are never cached
-    assert cache.refresh(CID).num_rows == 3
-
-    # Next run: the pending cells' keys are looked up as one batch.
-    pending = pending_generate(store, [CID], ["q0", "q1", "q2", "q3"], 1)
-    pending_keys = [
-        cache_key(CID, _request(i), int(e))
-        for i, e in zip(pending["item_id"].to_pylist(), pending["epoch"].to_pylist(), strict=True)
-    ]
-    hits = cache.lookup(CID, pending_keys)
-    rows = solutions_from_cache(hits, run_id="run-2")
-    store.write_solutions(CID, rows)
-    stored = store.read_solutions([CID])
-    assert stored.num_rows == 3
-    assert pc.all(stored["cached"]).as_py() and pc.sum(stored["usd"]).as_py() == 0.0
-    assert set(stored["attempts"].to_pylist()) == {0}
-    assert stored["text_hash"].to_pylist() == [text_hash(t) for t in stored["text"].to_pylist()]
-    assert pending_generate(store, [CID], ["q0", "q1", "q2", "q3"], 1)["item_id"].to_pylist() == [
-        "q3"
     ]
 
 

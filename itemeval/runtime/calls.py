@@ -1,0 +1,257 @@
+"""The call path of one shard: the response cache first, then the budget, then the provider.
+
+    outcome = await calls.run(target, requests, item_ids, epochs, fresh=shard.attempt > 0)
+
+1. One vectorised cache lookup for the whole shard, by request content (`store/cache.py`);
+   a shard dispatched again after a failure lists the cache afresh, so it finds what its first
+   attempt paid for wherever that ran. Under `--force` only answers this run paid are reused.
+2. For each miss, the call's worst case is reserved with the run's ledger (`spend.py`); a call
+   that does not fit is not sent and leaves no row (its cell stays pending).
+3. The provider call; its real cost settles the reservation.
+4. A fresh, successful answer goes to the journal (`journal.py`) the moment it arrives, so it is
+   in the cache within about a second, before the shard's store fragment.
+
+Cancelled (an interrupted run), it cancels the calls in flight, settles them, and re-raises; the
+calls that finished are in `CallOutcome.calls` of the exception's `outcome` attribute so the
+caller can still write them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from itemeval.providers.bounds import input_token_bound, output_token_bound
+from itemeval.providers.pricing import ModelPrice, Pricing
+from itemeval.providers.settings import EndpointSettings
+from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Provider, Usage
+from itemeval.runtime.journal import ResponseJournal
+from itemeval.runtime.rows import Call, response_row
+from itemeval.runtime.spend import SpendAccount
+from itemeval.secrets import redact
+from itemeval.store import (
+    LegacyLookup,
+    ResponseCache,
+    cache_key,
+    legacy_cache_key,
+    request_hash,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CallTarget:
+    """Who a shard's requests go to, and where their answers are cached."""
+
+    condition_id: str
+    group: str  # the response cache group (`store.cache_group`)
+    model: str
+    endpoint: str
+
+
+@dataclass
+class CallOutcome:
+    """The calls of one shard: `calls[i]` for request i when it was answered (fresh or cached);
+    absent when it was not sent (budget) or was cancelled."""
+
+    calls: dict[int, Call] = field(default_factory=dict)
+    not_sent: int = 0  # calls that did not fit under the budget cap
+
+
+class Interrupted(asyncio.CancelledError):
+    """Cancellation, carrying the calls that finished before it."""
+
+    def __init__(self, outcome: CallOutcome):
+        super().__init__()
+        self.outcome = outcome
+
+
+class ShardCalls:
+    """The call path shared by the generate and judge stages of one worker process."""
+
+    def __init__(
+        self,
+        *,
+        endpoints: dict[str, EndpointSettings],
+        pricing: Pricing,
+        provider_for: Callable[[str], Provider],
+        account: SpendAccount,
+        cache: ResponseCache | None,
+        journal: ResponseJournal | None,
+        reuse_since: datetime | None = None,
+    ):
+        """`reuse_since`: under `--force`, only cache entries written since then (this run's
+        own answers) are reused; None reuses every entry."""
+        self._endpoints = endpoints
+        self._pricing = pricing
+        self._provider_for = provider_for
+        self.account = account
+        self.cache = cache
+        self.journal = journal
+        self._reuse_since = reuse_since
+
+    async def run(
+        self,
+        target: CallTarget,
+        requests: Sequence[ModelRequest],
+        item_ids: Sequence[str],
+        epochs: Sequence[int],
+        *,
+        fresh: bool = False,
+    ) -> CallOutcome:
+        outcome = CallOutcome()
+        hashes = [request_hash(r) for r in requests]
+        keys = [cache_key(h, e) for h, e in zip(hashes, epochs, strict=True)]
+        if self.cache is not None and requests:
+            hits = await asyncio.to_thread(self._lookup, target, requests, keys, epochs, fresh)
+            for index, result in hits.items():
+                outcome.calls[index] = Call(
+                    item_ids[index], epochs[index], result, hashes[index], keys[index], cached=True
+                )
+        todo = [i for i in range(len(requests)) if i not in outcome.calls]
+        if not todo:
+            return outcome
+        provider = self._provider_for(target.endpoint)
+        price = self._pricing.price(target.model)
+        settings = self._endpoints[target.endpoint]
+        tasks = {
+            asyncio.ensure_future(
+                self._call(
+                    provider,
+                    price,
+                    settings,
+                    target,
+                    requests[i],
+                    hashes[i],
+                    keys[i],
+                    item_ids[i],
+                    epochs[i],
+                )
+            ): i
+            for i in todo
+        }
+        try:
+            await asyncio.wait(tasks)
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            _collect(tasks, outcome)
+            raise Interrupted(outcome) from None
+        _collect(tasks, outcome)
+        for task in tasks:
+            if task.exception() is not None:  # the ledger was unreachable: fail the shard
+                raise task.exception()  # type: ignore[misc]
+        return outcome
+
+    def _lookup(
+        self,
+        target: CallTarget,
+        requests: Sequence[ModelRequest],
+        keys: list[str],
+        epochs: Sequence[int],
+        fresh: bool,
+    ) -> dict[int, ModelResult]:
+        assert self.cache is not None
+        legacy = None
+        if self._reuse_since is None and self.cache.has_legacy(target.condition_id):
+            legacy = LegacyLookup(
+                target.condition_id,
+                [
+                    legacy_cache_key(target.condition_id, r, e)
+                    for r, e in zip(requests, epochs, strict=True)
+                ],
+            )
+        hits = self.cache.lookup(
+            target.group, keys, since=self._reuse_since, fresh=fresh, legacy=legacy
+        )
+        if hits.num_rows == 0:
+            return {}
+        position = {key: i for i, key in enumerate(keys)}
+        out: dict[int, ModelResult] = {}
+        for row in hits.to_pylist():
+            out[position[row["key"]]] = ModelResult(
+                ok=True,
+                text=row["text"],
+                finish_reason=row["finish_reason"],
+                usage=Usage(
+                    input_tokens=row["input_tokens"],
+                    output_tokens=row["output_tokens"],
+                    cached_input_tokens=row["cached_input_tokens"],
+                    reasoning_tokens=row["reasoning_tokens"],
+                ),
+                latency_ms=row["latency_ms"],
+                request_id=row["request_id"],
+                attempts=0,
+            )
+        return out
+
+    async def _call(
+        self,
+        provider: Provider,
+        price: ModelPrice | None,
+        settings: EndpointSettings,
+        target: CallTarget,
+        request: ModelRequest,
+        request_sha256: str,
+        key: str,
+        item_id: str,
+        epoch: int,
+    ) -> Call | None:
+        worst = 0.0
+        if self.account.capped:
+            bound = worst_case_usd(price, settings, request)
+            if bound is None or not await self.account.reserve(bound):
+                return None
+            worst = bound
+        usd = 0.0
+        try:
+            result = await _complete(provider, request)
+            if price is not None:
+                usd = price.cost(result.usage)
+                result = replace(result, usd=usd)
+        finally:
+            # Cancelled mid-call: what it cost is unknown; the reservation comes back.
+            self.account.settle(worst, usd)
+        call = Call(item_id, epoch, result, request_sha256, key)
+        if result.ok and self.journal is not None:
+            self.journal.add(target.group, response_row(call, model=target.model))
+        return call
+
+
+def worst_case_usd(
+    price: ModelPrice | None, settings: EndpointSettings, request: ModelRequest
+) -> float | None:
+    """The most a call can cost (0 for a model without a price), or None when its output is
+    unbounded (the plan refuses such calls under a cap; see `planning.check_cap_bounds`)."""
+    if price is None:
+        return 0.0
+    output = output_token_bound(settings, request.params, price.max_output_tokens)
+    if output is None:
+        return None
+    return price.worst_case(input_token_bound(request.messages), output)
+
+
+async def _complete(provider: Provider, request: ModelRequest) -> ModelResult:
+    try:
+        return await provider.complete(request)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a bug, not a provider failure: keep it as a row, retried later
+        return ModelResult(
+            ok=False,
+            error_code=ErrorCode.INTERNAL,
+            error_message=redact(f"{type(exc).__name__}: {exc}"),
+        )
+
+
+def _collect(tasks: dict[asyncio.Future[Call | None], int], outcome: CallOutcome) -> None:
+    for task, index in tasks.items():
+        if not task.done() or task.cancelled() or task.exception() is not None:
+            continue
+        call = task.result()
+        if call is None:
+            outcome.not_sent += 1
+        else:
+            outcome.calls[index] = call

@@ -1,0 +1,221 @@
+"""The promises, checked against physical truth: the provider's own count of answers
+(`/_sim/stats` of `itemeval sim-server`), rows on disk read without deduplication, and dollars
+recorded against the cap.
+
+* a failed store write pays nothing twice (paid answers are in the response cache first);
+* renaming a model, a model config, a prompt file or a grader sends no request again (the
+  cache is keyed by request content);
+* `budget.max_usd` holds on a model far more verbose than the estimate, on Ray;
+* a SIGKILLed driver re-pays at most the calls in flight plus about a second of answers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+from runtime_files import (
+    physical_rows,
+    sim_server,
+    sim_stats,
+    write_items,
+    write_study,
+)
+
+from itemeval.config import load_study
+from itemeval.errors import ExitCode
+from itemeval.planning import make_plan
+from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.store import StudyStore, latest_manifest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
+from s3_fault_proxy import s3_fault_proxy
+
+pytestmark = [pytest.mark.ray]
+
+RAY = RunOptions(yes=True, quiet=True, stages=("generate",))
+INLINE = RunOptions(no_ray=True, yes=True, quiet=True)
+
+
+def _stored(store_url: str, stage: str = "solutions"):
+    return StudyStore.open(store_url).read(
+        stage, columns=["item_id", "epoch", "status", "cached", "usd"], dedup=False
+    )
+
+
+@pytest.mark.s3
+def test_a_failed_store_write_pays_nothing_twice(tmp_path, ray_local, s3_server, s3_bucket):
+    # The first solutions fragment fails to be written, whatever botocore retries; the shard is
+    # dispatched again and must find its answers in the response cache.
+    with (
+        sim_server("--latency-ms", "20") as url,
+        s3_fault_proxy(s3_server, fail_objects=1, only_paths="/solutions/") as proxy,
+    ):
+        study = load_study(
+            write_study(
+                tmp_path,
+                **{
+                    "store": f"{s3_bucket}/studies/failed-write",
+                    "storage_options": {
+                        "key": "testing",  # Ray's workers may predate the test's AWS variables
+                        "secret": "testing",
+                        "client_kwargs": {"endpoint_url": proxy["url"], "region_name": "us-east-1"},
+                    },
+                    "endpoints.sim.base_url": url,
+                    "facets.grader": [],
+                },
+            )
+        )
+        outcome = run_study(study, RAY)
+        answered = sim_stats(url)["ok"]
+    cells = 4 * 24 * 2
+    assert proxy["failed"] >= 1, (proxy, outcome.message)
+    assert outcome.status == "completed" and outcome.exit_code == ExitCode.OK, outcome.message
+    assert outcome.stages["generate"].redispatched >= 1
+    assert answered == cells  # the provider answered every cell exactly once
+    rows = _stored(study.store_url)
+    assert rows.num_rows == cells  # physical rows, no duplicate
+    assert pc.sum(rows.column("cached")).as_py() >= 8  # the re-dispatched shard, from the cache
+    # Every dollar is accounted: what the rows cost plus what the failed shard paid.
+    spend = latest_manifest(StudyStore.open(study.store_url)).spend
+    stored_usd = pc.sum(rows.column("usd")).as_py()
+    assert spend.unstored_usd > 0
+    assert spend.usd == pytest.approx(stored_usd + spend.unstored_usd)
+
+
+PROMPT = "Solve the task.\n\n{{ input }}\n\n{{ answer_instructions }}\n"
+
+
+def test_renames_send_no_request(tmp_path):
+    cache = str(tmp_path / "cache")
+
+    def study(folder: Path, *, model_name, config_name, prompt_file, grader):
+        (folder / "prompts").mkdir(parents=True, exist_ok=True)
+        (folder / "prompts" / f"{prompt_file}.txt").write_text(PROMPT)
+        return load_study(
+            write_study(
+                folder,
+                **{
+                    "endpoints.sim.base_url": url,
+                    "models": [{"id": "sim/strong", "endpoint": "sim", "name": model_name}],
+                    "facets.prompt": [prompt_file],
+                    "facets.model_config": [{"name": config_name, "temperature": 0.7}],
+                    "facets.grader": [grader],
+                    "graders": {grader: {"model": "sim/judge", "endpoint": "sim"}},
+                    "cache.location": cache,
+                    "budget.dev_items": 6,
+                },
+            )
+        )
+
+    with sim_server() as url:
+        first = study(
+            tmp_path / "a", model_name="Strong", config_name="warm", prompt_file="mine", grader="j"
+        )
+        assert run_study(first, INLINE).exit_code == ExitCode.OK
+        before = sim_stats(url)["requests"]
+        assert before == 2 * (6 + 6) * 2  # generate and judge calls: 12 items x 2 epochs each
+        renamed = study(
+            tmp_path / "b",
+            model_name="Mighty",
+            config_name="sampled",
+            prompt_file="renamed",
+            grader="referee",
+        )
+        outcome = run_study(renamed, INLINE)
+        after = sim_stats(url)["requests"]
+    assert outcome.exit_code == ExitCode.OK, outcome.message
+    first_ids = {c.id for c in make_plan(first).design.generate}
+    assert not first_ids & {c.id for c in make_plan(renamed).design.generate}  # new ids
+    assert after == before  # ... and not one request
+    store = StudyStore.open(renamed.store_url)
+    (judge,) = make_plan(renamed).design.judges
+    solutions = store.read("solutions", columns=["cached"], dedup=False)
+    grades = store.read("grades", [judge.id], columns=["cached"], dedup=False)
+    assert solutions.num_rows == grades.num_rows == 24
+    assert pc.all(solutions.column("cached")).as_py() and pc.all(grades.column("cached")).as_py()
+
+
+def test_the_budget_cap_holds_on_a_verbose_model_on_ray(tmp_path, ray_local):
+    # The issue's setup: a model 60x more verbose than the estimate assumes, chain of thought,
+    # 30 items, the default shard size, max_usd = 1.2 x the estimate.
+    overrides = {
+        "endpoints.sim.sim": {"models": {"verbose": {"ability": 0.7, "verbosity": 60}}},
+        "models": [{"id": "sim/verbose", "endpoint": "sim"}],
+        "facets.prompt": ["builtin:cot"],
+        "facets.grader": [],
+        "budget.dev_items": 15,
+    }
+    study = load_study(write_study(tmp_path, **overrides))
+    estimate = make_plan(study).estimate
+    max_usd = 1.2 * sum(line.usd for line in estimate.lines if line.stage == "generate")
+    study = load_study(write_study(tmp_path, **overrides, **{"budget.max_usd": max_usd}))
+    outcome = run_study(study, RAY)
+    assert outcome.status == "budget_cap" and outcome.exit_code == ExitCode.BUDGET_CAP
+    rows = _stored(study.store_url)
+    stored_usd = pc.sum(rows.column("usd")).as_py()
+    spend = latest_manifest(StudyStore.open(study.store_url)).spend
+    assert spend.usd <= max_usd and stored_usd <= max_usd
+    assert spend.usd == pytest.approx(stored_usd)  # nothing failed: every dollar is in a row
+    assert stored_usd > 0.5 * max_usd  # it ran until near the cap
+    assert rows.num_rows < 30 * 2  # and stopped: the rest stays pending
+    assert spend.not_sent > 0 and "did not fit" in outcome.message
+
+
+def _kill_when_answered(proc: subprocess.Popen, url: str, answers: int) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if sim_stats(url)["ok"] >= answers:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            return
+        time.sleep(0.05)
+    raise AssertionError("no progress within 120 s")
+
+
+@pytest.mark.slow
+def test_a_killed_driver_repays_at_most_the_calls_in_flight(tmp_path):
+    items, concurrency, latency_s = 400, 32, 0.2
+    write_items(tmp_path / "sums", items)
+    with sim_server(
+        "--latency-ms", "200", "--fault-429", "0.03", "--fault-500", "0.02", "--retry-after", "0.2"
+    ) as url:
+        path = write_study(
+            tmp_path,
+            **{
+                "datasets": [{"name": "sums", "path": str(tmp_path / "sums")}],
+                "endpoints.sim.base_url": url,
+                "endpoints.sim.max_concurrency": concurrency,
+                "endpoints.sim.backoff_initial_s": 0.05,
+                "endpoints.sim.backoff_max_s": 0.5,
+                "facets.grader": [],
+                "facets.prompt": ["builtin:direct"],
+                "facets.replications": 1,
+                "budget.policy": "full",
+                "runtime.workers": 2,
+            },
+        )
+        env = {**os.environ, "ITEMEVAL_CACHE_DIR": str(tmp_path / "cache")}
+        env.pop("RAY_ADDRESS", None)
+        command = [sys.executable, "-m", "itemeval", "generate", str(path), "--yes", "--quiet"]
+        for answers in (150, 400):  # killed twice, mid-run
+            proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+            _kill_when_answered(proc, url, answers)
+        finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        answered = sim_stats(url)["ok"]
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    cells = 2 * items
+    store_url = str(load_study(path).store_url)
+    assert physical_rows(store_url) == cells
+    paid_twice = answered - cells
+    per_kill = concurrency + concurrency / latency_s * 1.0  # in flight + one second of answers
+    assert 0 <= paid_twice <= 2 * per_kill, paid_twice
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)
