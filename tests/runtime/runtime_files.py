@@ -105,6 +105,20 @@ def physical_rows(store_url: str, stage: str = "solutions") -> int:
     return StudyStore.open(store_url).read(stage, columns=["item_id"], dedup=False).num_rows
 
 
+def distinct_calls(store_url: str) -> int:
+    """How many provider calls the stored ok rows needed: distinct (request, epoch) pairs over
+    solutions and judge grades (a cache hit reuses a call; scorers make none)."""
+    store = StudyStore.open(store_url)
+    seen: set[tuple[str, int]] = set()
+    for stage in ("solutions", "grades"):
+        rows = store.read(stage, columns=["request_hash", "epoch", "status"], dedup=False)
+        rows = rows.filter(
+            pc.and_(pc.equal(rows["status"], "ok"), pc.is_valid(rows["request_hash"]))
+        )
+        seen.update(zip(rows["request_hash"].to_pylist(), rows["epoch"].to_pylist(), strict=True))
+    return len(seen)
+
+
 def sim_stats(base_url: str) -> dict[str, Any]:
     """The sim-server's own counts (`/_sim/stats`): what the provider answered."""
     import json

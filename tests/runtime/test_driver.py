@@ -168,7 +168,7 @@ def test_manifest_records_the_run_and_no_secret(tmp_path, monkeypatch):
     assert manifest.counts["generate"].done == 4 * 24 * 2
     assert manifest.spend.usd > 0 and manifest.versions.get("itemeval")
     raw = store.manifests.join(f"{run_id}.json").read_text()
-    assert ("sk-canary" not in raw and "SIM_TEST_KEY" not in raw) or "sk-canary" not in raw
+    assert "sk-canary" not in raw  # the key's value never; its variable's name may appear
 
 
 def test_a_cancelled_shard_writes_the_calls_that_finished(tmp_path):

@@ -1,5 +1,7 @@
 """End to end on local Ray against `itemeval sim-server` with injected faults: a worker killed by
-its pid mid-generate, the driver interrupted once, re-runs; then every cell exactly once."""
+its pid mid-generate, the driver interrupted once, re-runs; then every cell exactly once on disk,
+the provider paid at most the calls in flight again, and every recorded dollar in a row or in
+the manifest's unstored spend."""
 
 from __future__ import annotations
 
@@ -9,13 +11,14 @@ import threading
 import time
 
 import pytest
-from runtime_files import assert_complete, sim_server, write_study
+import pyarrow.compute as pc
+from runtime_files import assert_complete, distinct_calls, sim_server, sim_stats, write_study
 
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
 from itemeval.runtime.driver import RunOptions, _with_shares, run_study
 from itemeval.runtime.ray_executor import RayExecutor
-from itemeval.store import StudyStore, latest_manifest, list_manifests, read_manifest
+from itemeval.store import StudyStore, list_manifests, read_manifest
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -97,6 +100,7 @@ def test_faults_kill_interrupt_and_rerun_leave_every_cell_exactly_once(
         second = run_study(study, options)
         assert second.status == "completed"
         assert second.exit_code in (ExitCode.OK, ExitCode.CELL_ERRORS)
+        answered = sim_stats(url)["ok"]
 
     # 3. A clean re-run against a server without faults leaves no provider error.
     with sim_server("--latency-ms", "5") as url:
@@ -105,10 +109,26 @@ def test_faults_kill_interrupt_and_rerun_leave_every_cell_exactly_once(
         assert third.exit_code in (ExitCode.OK,), third.message
         again = run_study(study, options)
         assert again.status == "nothing_to_do"
+        answered += sim_stats(url)["ok"]
 
     assert_complete(study.store_url, generate=4, grade=2, epochs=2, items=24)
+    # Paid twice, counted at the provider: its answers against the distinct calls the stored
+    # rows needed (byte-identical judge requests are one call: the cache answers the second).
+    # Bound: the kill and the interrupt each lose at most the calls in flight (32) plus the
+    # answers of the last journal interval.
+    needed = distinct_calls(study.store_url)
+    assert needed <= answered <= needed + 2 * (32 + 32), (answered, needed)
     manifests = [read_manifest(store, run) for run in list_manifests(store)]
     outcomes = [m.outcome for m in manifests]
     # the clean run writes a manifest only if the faulty runs left errored cells to redo
     assert outcomes in (["interrupted", "completed"], ["interrupted", "completed", "completed"])
-    assert latest_manifest(store).spend.usd >= 0
+    # Every dollar the ledger counted is in a row of its run, or in its unstored spend.
+    for manifest in manifests:
+        stored = 0.0
+        for stage in ("solutions", "grades"):
+            rows = store.read(stage, columns=["run_id", "usd"], dedup=False)
+            mine = rows.filter(pc.equal(rows.column("run_id"), manifest.run_id))
+            stored += pc.sum(mine.column("usd")).as_py() or 0.0
+        spend = manifest.spend
+        assert spend.usd == pytest.approx(stored + spend.unstored_usd, abs=1e-9), manifest.run_id
+        assert spend.usd > 0
