@@ -35,7 +35,7 @@ from itemeval.adapters.source import SUFFIX_FORMATS, default_name
 from itemeval.cli.options import counted
 from itemeval.errors import ConfigError, DatasetError, ExitCode, InputError, Problem
 from itemeval.spec import Dialect, ProblemLog, Where, read_dataset, write_dataset
-from itemeval.spec.dialect import item_record
+from itemeval.spec.dialect import item_record, meta_record
 from itemeval.spec.directory import DEFAULT_ITEMS_PER_PART, is_dataset_directory, scan_item_file
 from itemeval.spec.item import ITEM_ATTRIBUTES, Item
 from itemeval.spec.records import iter_records
@@ -279,8 +279,17 @@ def run_convert(args: argparse.Namespace) -> int:
 
     checked = ProblemLog()
     checked.extend(notes)
+    # what the dialect makes of the metadata (the parts are named when written)
+    _, problems = meta_record(
+        meta.model_copy(update={"has_part": [f"{meta.identifier}.jsonl"]}),
+        dialect,
+        Where(source.attributes_file),
+    )
+    checked.extend(problems)
     counts: Counter[str] = Counter()
-    total = sum(1 for _ in _writable_items(source, dialect, checked, counts))
+    unwritable = ProblemLog()  # apart, so that reading goes on past the first such item
+    total = sum(1 for _ in _writable_items(source, dialect, checked, unwritable, counts))
+    checked.extend(unwritable.errors + unwritable.warnings)
     checked.raise_if_errors()  # nothing written yet
     if total == 0:
         raise DatasetError(Problem("no items to convert", file=source.url))
@@ -298,7 +307,6 @@ def run_convert(args: argparse.Namespace) -> int:
         items_per_part=args.items_per_part,
         overwrite=args.overwrite,
         dialect=dialect,
-        log=checked,
     )
     for line in checked.warning_lines()[:MAX_WARNING_LINES]:
         print(f"warning: {line}", file=sys.stderr)
@@ -312,13 +320,20 @@ def run_convert(args: argparse.Namespace) -> int:
 
 
 def _writable_items(
-    source: ConvertSource, dialect: Dialect, log: ProblemLog, counts: Counter[str]
+    source: ConvertSource,
+    dialect: Dialect,
+    log: ProblemLog,
+    unwritable: ProblemLog,
+    counts: Counter[str],
 ) -> Iterator[Item]:
-    """The source's items, each also checked against what `dialect` can write."""
+    """The source's items (findings in `log`), each also checked against what `dialect` can
+    write (findings in `unwritable`)."""
     for item in source.scan(log, counts):
         _, problems = item_record(item, dialect, Where(source.url, item=item.identifier))
-        log.extend(problems)
+        unwritable.extend(problems)
         yield item
+        if unwritable.full:
+            return
 
 
 def _checked_items(source: ConvertSource, log: ProblemLog) -> Iterator[Item]:

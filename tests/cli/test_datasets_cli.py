@@ -327,3 +327,112 @@ def test_convert_from_s3_source(qa, root_url, capsys):
     assert code == 0, err
     assert "wrote dataset 'tiny" not in out and "3 items" in out
     assert read_dataset(root_url + "/converted").meta.identifier == "converted"
+
+
+def test_convert_rewrites_an_item_format_dataset_in_either_dialect(tmp_path, capsys):
+    source = str(SAMPLES / "facts-tf")
+    out = tmp_path / "facts-ce"
+    code, stdout, err = run(
+        capsys,
+        "convert",
+        source,
+        "--out",
+        str(out),
+        "--dialect",
+        "commoneval",
+        "--set",
+        "TITLE=Facts, re-written",
+    )
+    assert code == 0, err
+    assert stdout.startswith("wrote dataset 'facts-tf' (commoneval dialect): 30 items")
+    written = yaml.safe_load((out / "facts-tf.yaml").read_text())
+    assert written["title"] == "Facts, re-written" and "TITLE" not in written
+    lines = [json.loads(line) for line in (out / "facts-tf.jsonl").read_text().splitlines()]
+    assert {line["response"] for line in lines if line["modality"] == "ternary"} == {
+        "True",
+        "False",
+        "Unknown",
+    }
+    code, _, err = run(capsys, "convert", str(out), "--out", str(tmp_path / "back"))
+    assert code == 0, err
+    again = list(read_dataset(str(tmp_path / "back")).iter_items())
+    assert again == list(read_dataset(source).iter_items())
+
+
+def test_convert_says_what_a_source_needs(qa, tmp_path, capsys):
+    source, mapping = qa
+    code, _, err = run(capsys, "convert", source, "--out", str(tmp_path / "a"))
+    assert code == 2 and "needs --mapping" in err and "configs/mappings/" in err
+    code, _, err = run(
+        capsys,
+        "convert",
+        str(SAMPLES / "facts-tf"),
+        "--mapping",
+        mapping,
+        "--out",
+        str(tmp_path / "b"),
+    )
+    assert code == 2 and "needs no mapping" in err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_convert_refuses_what_the_reader_dialect_cannot_express(tmp_path, capsys):
+    source = tmp_path / "src"
+    write(
+        source / "src.yaml",
+        yaml.safe_dump({**MAPPING["dataset"], "identifier": "src", "hasPart": ["src.jsonl"]}),
+    )
+    write(
+        source / "src.jsonl",
+        jsonl(
+            [
+                {"identifier": "ok.1", "modality": "boolean", "prompt": "p", "response": True},
+                {"identifier": "odd~2", "modality": "boolean", "prompt": "p", "response": False},
+                {
+                    "identifier": "mc.3",
+                    "modality": "choiceof3",
+                    "prompt": "Which?",
+                    "response": "A",
+                },
+            ]
+        ),
+    )
+    out = tmp_path / "out"
+    code, _, err = run(capsys, "convert", str(source), "--out", str(out), "--dialect", "commoneval")
+    assert code == 2
+    assert "item 'odd~2', field 'identifier': the commoneval reader accepts only" in err
+    assert "item 'mc.3', field 'choices'" in err and "lines lettered A to C" in err
+    assert_nothing_written(out)
+    code, _, err = run(capsys, "convert", str(source), "--out", str(out))  # the spec's: fine
+    assert code == 0, err
+
+
+def test_convert_strict_refuses_what_the_reader_dialect_leaves_out(tmp_path, capsys):
+    source = str(SAMPLES / "arithmetic")
+    code, _, err = run(
+        capsys,
+        "convert",
+        source,
+        "--out",
+        str(tmp_path / "a"),
+        "--dialect",
+        "commoneval",
+        "--set",
+        "x-team=evals",
+    )
+    assert code == 0 and "field 'x-team': not written: the commoneval reader" in err
+    assert "x-team" not in yaml.safe_load((tmp_path / "a" / "arithmetic.yaml").read_text())
+    code, _, err = run(
+        capsys,
+        "convert",
+        source,
+        "--out",
+        str(tmp_path / "b"),
+        "--dialect",
+        "commoneval",
+        "--set",
+        "x-team=evals",
+        "--strict",
+    )
+    assert code == 2 and "--strict: 1 warning; nothing written" in err
+    assert not (tmp_path / "b").exists()
