@@ -35,6 +35,7 @@ from itemeval.adapters.source import SUFFIX_FORMATS, default_name
 from itemeval.cli.options import counted
 from itemeval.errors import ConfigError, DatasetError, ExitCode, InputError, Problem
 from itemeval.spec import Dialect, ProblemLog, Where, read_dataset, write_dataset
+from itemeval.spec.attribute_files import ATTRIBUTES_SUFFIX
 from itemeval.spec.dialect import item_record, meta_record
 from itemeval.spec.directory import DEFAULT_ITEMS_PER_PART, is_dataset_directory, scan_item_file
 from itemeval.spec.item import ITEM_ATTRIBUTES, Item
@@ -217,6 +218,15 @@ def validate_path(path: str, *, mapping: str | None = None, fmt: str | None = No
                 result.items,
                 result.by_modality,
                 result.log,
+            )
+            return report
+        if location.path.lower().endswith(ATTRIBUTES_SUFFIX) and location.exists():
+            report.log.add(
+                Problem(
+                    "this holds the ad hoc attributes of a part's items, not items",
+                    file=location.url,
+                    hint="validate the dataset directory; it checks this file with its part",
+                )
             )
             return report
         if location.path.lower().endswith((".jsonl", ".json")) and location.exists():

@@ -94,7 +94,9 @@ def item_record(
     return _reader_item(item, where.at(item=item.identifier))
 
 
-def meta_record(meta: DatasetMeta, dialect: Dialect, where: Where) -> tuple[dict | None, list]:
+def meta_record(
+    meta: DatasetMeta, dialect: Dialect, where: Where
+) -> tuple[dict[str, Any] | None, list[Problem]]:
     """The dataset yaml as `dialect` writes it (inline items are never in it: the writer puts
     them in the parts). Warnings for what the reader's dialect leaves out."""
     if dialect is Dialect.SPEC:
@@ -203,7 +205,7 @@ def _choices(item: Item, n: int, where: Where, problems: list[Problem]) -> list[
     return list(given)
 
 
-def _reader_meta(meta: DatasetMeta, where: Where) -> tuple[dict | None, list[Problem]]:
+def _reader_meta(meta: DatasetMeta, where: Where) -> tuple[dict[str, Any] | None, list[Problem]]:
     problems: list[Problem] = []
     values = {name: getattr(meta, DATASET_ATTRIBUTES[name]) for name in _READER_DATASET_FIELDS}
     if not _READER_IDENTIFIER.match(meta.identifier):

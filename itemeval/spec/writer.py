@@ -52,7 +52,8 @@ def write_dataset(
     meta_location = directory.join(f"{meta.identifier}.yaml")
     where = Where(file=meta_location.url)
     # the metadata is checked for the dialect before anything is written
-    _, problems = meta_record(meta.model_copy(update={"has_part": ["x"]}), dialect, where)
+    named = meta.model_copy(update={"has_part": part_names(meta.identifier, 1)})
+    _, problems = meta_record(named, dialect, where)
     _raise_errors(problems)
     previous = _previous_files(meta_location) if overwrite else []
     if not overwrite and meta_location.exists():
