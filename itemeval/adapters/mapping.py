@@ -27,7 +27,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from itemeval import render
 from itemeval.errors import ConfigError, Problem
@@ -122,10 +121,7 @@ class MappingSpec(BaseModel):
     @classmethod
     def _a_column_not_a_template(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None and "{{" in value:
-            # a custom error type: its message is shown as is, without "Value error, "
-            raise PydanticCustomError(
-                "template_in_column_field", template_in_column_field(str(info.field_name), value)
-            )
+            raise ValueError(template_in_column_field(str(info.field_name), value))
         return value
 
     @field_validator("metadata", mode="before")
