@@ -14,11 +14,10 @@ the dataset directory, so memory stays flat whatever the size.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -354,7 +353,7 @@ def _checked_items(source: ConvertSource, log: ProblemLog) -> Iterator[Item]:
 
 
 def _as_error(problem: Problem) -> Problem:
-    return dataclasses.replace(problem, severity="error")
+    return replace(problem, severity="error")
 
 
 def _looks_like_items(location: Location) -> bool:
