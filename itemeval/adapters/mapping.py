@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from itemeval import render
 from itemeval.errors import ConfigError, Problem
@@ -27,6 +35,17 @@ from itemeval.spec.modality import Modality
 from itemeval.storage import resolve
 
 DEFAULT_ID_TEMPLATE = "{{ _dataset }}.{{ _stem }}.{{ _index }}"
+# fields that name a column -> the field that takes a template instead (None: no such field)
+COLUMN_FIELDS: dict[str, str | None] = {
+    "id": "id_template",
+    "input": "input_template",
+    "target": "target_template",
+    "task_prompt_column": "task_prompt",
+    "grading_scheme_column": "grading_scheme",
+    "modality_column": None,
+    "difficulty_column": None,
+    "support_column": None,
+}
 COMPUTED = frozenset({"_index", "_stem", "_dataset", "_choices"})
 _RESERVED_METADATA = {name.casefold() for name in ITEM_ATTRIBUTES} | {"gradingscheme"}
 
@@ -97,6 +116,13 @@ class MappingSpec(BaseModel):
     @classmethod
     def _modality(cls, value: Any) -> Any:
         return Modality.parse(value) if isinstance(value, str) else value
+
+    @field_validator(*COLUMN_FIELDS, mode="after")
+    @classmethod
+    def _a_column_not_a_template(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and "{{" in value:
+            raise ValueError(template_in_column_field(str(info.field_name), value))
+        return value
 
     @field_validator("metadata", mode="before")
     @classmethod
@@ -193,6 +219,34 @@ class MappingSpec(BaseModel):
     def content(self) -> dict[str, Any]:
         """The mapping as plain data (what its content hash is computed over)."""
         return self.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+
+
+def template_in_column_field(name: str, value: str) -> str:
+    """What to say when a field that takes a column name was given a template."""
+    alternative = COLUMN_FIELDS.get(name)
+    columns = render.placeholders(value)
+    whole = len(columns) == 1 and value.strip() == "{{ " + columns[0] + " }}"
+    plain = f"`{name}: {columns[0]}`" if whole else f"`{name}: <column>`"
+    if alternative is None:
+        return f"`{name}` takes a column name, not a template like {value!r}: write {plain}"
+    return (
+        f"`{name}` takes a column name, not a template like {value!r}: write {plain}, or "
+        f"`{alternative}: {value!r}` to build the text from columns"
+    )
+
+
+def column_hint(name: str, column: str) -> str:
+    """The hint for a column that is not there: fields that take a column name have a twin
+    that takes a template, and a template in the wrong one is the usual mistake."""
+    if "{{" in column and name in COLUMN_FIELDS:
+        return template_in_column_field(name, column)
+    alternative = COLUMN_FIELDS.get(name)
+    if alternative is not None:
+        return (
+            f"fix the column name; `{name}` takes a column name, and "
+            f'`{alternative}` a template such as "{{{{ {column} }}}}"'
+        )
+    return "fix the column name in the mapping"
 
 
 def load_mapping_file(

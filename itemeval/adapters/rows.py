@@ -18,7 +18,11 @@ from typing import Any
 
 from itemeval import render
 from itemeval.adapters.items import item_to_workitem
-from itemeval.adapters.mapping import DEFAULT_ID_TEMPLATE, MappingSpec
+from itemeval.adapters.mapping import (
+    DEFAULT_ID_TEMPLATE,
+    MappingSpec,
+    column_hint,
+)
 from itemeval.errors import Problem
 from itemeval.spec.attributes import read_fraction, read_identifier
 from itemeval.spec.findings import Where
@@ -481,5 +485,5 @@ def _missing_column(column: str, values: Mapping[str, Any], name: str, where: Wh
     return where.error(
         f"column {column!r} not found (the row has: {shown})",
         field=f"mapping.{name}",
-        hint="fix the column name in the mapping",
+        hint=column_hint(name, column),
     )

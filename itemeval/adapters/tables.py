@@ -13,6 +13,7 @@ import csv
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from itemeval.adapters.mapping import column_hint
 from itemeval.errors import Problem
 from itemeval.spec.findings import Where
 from itemeval.spec.records import UTF8_BOM, UTF8_HINT, iter_jsonl, iter_lines
@@ -170,5 +171,5 @@ def _check_columns(
     return where.error(
         f"{listed}, which the file does not have (its columns: {', '.join(names)})",
         field=f"mapping.{missing[0][0]}",
-        hint="fix the column name in the mapping",
+        hint=column_hint(*missing[0]),
     )

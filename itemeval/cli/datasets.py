@@ -1,38 +1,41 @@
 """`itemeval validate` and `itemeval convert`: check datasets, and adopt the item format.
 
-    itemeval validate configs/datasets/arithmetic data/test.jsonl
+    itemeval validate configs/datasets/arithmetic data/test.jsonl [--strict]
     itemeval validate data/mmlu/test/anatomy_test.csv --mapping configs/mappings/mmlu.yaml
     itemeval convert data/gsm8k/test.jsonl --mapping configs/mappings/gsm8k.yaml --out gsm8k
+    itemeval convert datasets/facts --out facts-ce --dialect commoneval     # re-write a dataset
 
-`validate` reads everything and lists every problem (exit code 2 when any path is invalid).
-`convert` reads the source twice: once to check every row (writing nothing if one is invalid),
-once to write the dataset directory, so memory stays flat whatever the size.
+`validate` reads everything and lists every problem (exit code 2 when any path is invalid, or,
+with --strict, has a warning). `convert` reads the source twice: once to check every item
+(writing nothing if one is invalid or cannot be written in the chosen dialect), once to write
+the dataset directory, so memory stays flat whatever the size.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
+import sys
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
 
-from itemeval.adapters import DatasetSource, MappedHandle, load_mapping_file, open_source
+from itemeval.adapters import DatasetSource, open_source
+from itemeval.adapters.convert import (
+    ConvertSource,
+    complete_meta,
+    open_convert_source,
+    set_attribute,
+)
 from itemeval.adapters.mapping import validation_problems
 from itemeval.adapters.source import SUFFIX_FORMATS, default_name
+from itemeval.cli.options import counted
 from itemeval.errors import ConfigError, DatasetError, ExitCode, InputError, Problem
-from itemeval.spec import (
-    DatasetMeta,
-    ProblemLog,
-    Where,
-    parse_dataset_meta,
-    read_dataset,
-    write_dataset,
-)
-from itemeval.spec.dataset import REQUIRED
+from itemeval.spec import Dialect, ProblemLog, Where, read_dataset, write_dataset
+from itemeval.spec.attribute_files import ATTRIBUTES_SUFFIX
+from itemeval.spec.dialect import item_record, meta_record
 from itemeval.spec.directory import DEFAULT_ITEMS_PER_PART, is_dataset_directory, scan_item_file
 from itemeval.spec.item import ITEM_ATTRIBUTES, Item
 from itemeval.spec.records import iter_records
@@ -57,22 +60,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=sorted(set(SUFFIX_FORMATS.values()) | {"hf"}),
         help="the format of the paths (default: inferred)",
     )
+    validate.add_argument(
+        "--strict",
+        action="store_true",
+        help="a warning (a deviation from the spec that was accepted, such as a required "
+        "attribute that is null or empty) makes the path invalid",
+    )
     validate.set_defaults(func=run_validate)
 
     convert = subparsers.add_parser(
         "convert",
-        help="convert a JSONL/CSV/parquet benchmark into the item format",
-        description="Map every row of SRC to an item and write a dataset directory "
-        "(<id>.yaml plus JSON Lines parts). Dataset attributes come from the mapping file's "
-        "`dataset:` section and --set. Nothing is written if any row is invalid.",
+        help="write a benchmark (or re-write a dataset) in the item format",
+        description="Map every row of SRC to an item, or read SRC as an item-format dataset, "
+        "and write a dataset directory (<id>.yaml plus JSON Lines parts) in the spec's dialect "
+        "or the commoneval reader's. Dataset attributes come from the mapping file's `dataset:` "
+        "section (or SRC's yaml) and --set; required ones not given are filled in with a "
+        "warning. Nothing is written if any item is invalid.",
     )
-    convert.add_argument("source", metavar="SRC", help="file, directory, glob or URL")
+    convert.add_argument(
+        "source", metavar="SRC", help="file, directory, glob or URL; or an item-format dataset"
+    )
     convert.add_argument(
         "--mapping",
         metavar="MAPPING.yaml",
-        required=True,
-        help="mapping file, with the dataset attributes under `dataset:` "
-        "(examples: configs/mappings/)",
+        help="mapping file for a JSONL/CSV/parquet SRC, with the dataset attributes under "
+        "`dataset:` (examples: configs/mappings/); not for an item-format SRC",
+    )
+    convert.add_argument(
+        "--dialect",
+        choices=[d.value for d in Dialect],
+        default=Dialect.SPEC.value,
+        help="spec: the item spec (default; JSON true/false booleans, ad hoc item attributes "
+        "in attributes files); commoneval: what the commoneval 0.2.1 reader reads "
+        "(singlevalue, ternary Unknown, choices and ad hoc attributes under otherargs)",
     )
     convert.add_argument("--out", metavar="DIR", required=True, help="dataset directory to write")
     convert.add_argument(
@@ -90,8 +110,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     convert.add_argument(
         "--format",
-        choices=["jsonl", "csv", "parquet"],
-        help="the format of SRC (default: from its suffix)",
+        choices=["items", "jsonl", "csv", "parquet"],
+        help="the format of SRC (default: an item-format directory, else from its suffix)",
     )
     convert.add_argument(
         "--set",
@@ -103,6 +123,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     convert.add_argument(
         "--overwrite", action="store_true", help="replace a dataset already at DIR"
+    )
+    convert.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse instead of filling in missing dataset attributes or accepting any other "
+        "deviation with a warning",
     )
     convert.set_defaults(func=run_convert)
 
@@ -117,36 +143,53 @@ class PathReport:
     items: int = 0
     by_modality: Counter[str] = field(default_factory=Counter)
     log: ProblemLog = field(default_factory=ProblemLog)
+    strict: bool = False  # warnings make the path invalid
+
+    @property
+    def invalid(self) -> bool:
+        return bool(self.log.error_count or (self.strict and self.log.warning_count))
 
     def lines(self) -> list[str]:
-        modalities = ", ".join(f"{m} {n}" for m, n in sorted(self.by_modality.items()))
-        status = "ok" if not self.log.error_count else f"INVALID ({self.log.error_count} errors)"
+        modalities = ", ".join(f"{m} {n:,}" for m, n in sorted(self.by_modality.items()))
+        errors, warnings = self.log.error_count, self.log.warning_count
+        if errors:
+            status = f"INVALID ({counted(errors, 'error')})"
+        elif self.invalid:
+            status = f"INVALID under --strict ({counted(warnings, 'warning')})"
+        else:
+            status = "ok"
         head = f"{self.path}: {status}"
         if self.title:
-            head += f"\n  {self.title}: {self.items} items" + (
+            head += f"\n  {self.title}: {counted(self.items, 'item')}" + (
                 f" ({modalities})" if modalities else ""
             )
         out = [head]
-        if self.log.warning_count:
-            warnings = self.log.warning_lines()
-            out.append(f"  {self.log.warning_count} warnings:")
-            out.extend(f"    {line}" for line in warnings[:MAX_WARNING_LINES])
-            if len(warnings) > MAX_WARNING_LINES:
-                out.append(f"    ... {len(warnings) - MAX_WARNING_LINES} more warning lines")
+        if warnings:
+            lines = self.log.warning_lines()
+            out.append(f"  {counted(warnings, 'warning')}:")
+            out.extend(f"    {line}" for line in lines[:MAX_WARNING_LINES])
+            if len(lines) > MAX_WARNING_LINES:
+                more = len(lines) - MAX_WARNING_LINES
+                out.append(f"    ... {counted(more, 'more warning line')}")
         for problem in self.log.errors:
             out.append(f"  error: {problem}")
         if self.log.full:
-            out.append(f"  (stopped after {self.log.max_errors} errors)")
+            out.append(f"  (stopped after {counted(self.log.max_errors, 'error')})")
         return out
 
 
 def run_validate(args: argparse.Namespace) -> int:
     reports = [validate_path(path, mapping=args.mapping, fmt=args.format) for path in args.paths]
     for report in reports:
+        report.strict = args.strict
         print("\n".join(report.lines()))
-    invalid = [r for r in reports if r.log.error_count]
+    invalid = sum(r.invalid for r in reports)
     total = sum(r.items for r in reports)
-    print(f"{len(reports)} paths, {total} items, {len(invalid)} invalid")
+    warnings = sum(r.log.warning_count for r in reports)
+    print(
+        f"{counted(len(reports), 'path')}, {counted(total, 'item')}, {invalid:,} invalid, "
+        f"{counted(warnings, 'warning')}"
+    )
     return int(ExitCode.BAD_INPUT) if invalid else int(ExitCode.OK)
 
 
@@ -174,6 +217,15 @@ def validate_path(path: str, *, mapping: str | None = None, fmt: str | None = No
                 result.items,
                 result.by_modality,
                 result.log,
+            )
+            return report
+        if location.path.lower().endswith(ATTRIBUTES_SUFFIX) and location.exists():
+            report.log.add(
+                Problem(
+                    "this holds the ad hoc attributes of a part's items, not items",
+                    file=location.url,
+                    hint="validate the dataset directory; it checks this file with its part",
+                )
             )
             return report
         if location.path.lower().endswith((".jsonl", ".json")) and location.exists():
@@ -216,91 +268,92 @@ def validate_path(path: str, *, mapping: str | None = None, fmt: str | None = No
 def run_convert(args: argparse.Namespace) -> int:
     if args.items_per_part < 1:
         raise ConfigError("--items-per-part must be at least 1")
-    mapping, attributes = load_mapping_file(args.mapping)
-    attributes = dict(attributes)
+    dialect = Dialect(args.dialect)
+    source = open_convert_source(args.source, mapping_file=args.mapping, fmt=args.format)
+    attributes = dict(source.attributes)
     for assignment in args.attributes:
         key, sep, value = assignment.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {assignment!r}: expected KEY=VALUE")
-        attributes[key.strip()] = value
+        set_attribute(attributes, key.strip(), value)
     dataset_id = args.dataset_id or _attribute(attributes, "identifier") or default_name(args.out)
-    meta = dataset_meta(attributes, dataset_id, mapping_file=args.mapping)
-
-    source = DatasetSource(
-        name=default_name(dataset_id), path=args.source, mapping=mapping, format=args.format
+    meta, notes = complete_meta(
+        attributes,
+        str(dataset_id),
+        source=args.source,
+        attributes_file=source.attributes_file,
+        from_mapping=args.mapping is not None,
     )
-    handle = open_source(source)
-    if not isinstance(handle, MappedHandle):
-        raise ConfigError(
-            Problem(
-                "convert reads JSONL, CSV or parquet files",
-                file=args.source,
-                hint="an item-format dataset needs no conversion",
-            )
-        )
-    handle.name = dataset_id  # `{{ _dataset }}` is the identifier being written
+    source.name_items(meta.identifier)
 
     checked = ProblemLog()
+    checked.extend(notes)
+    # what the dialect makes of the metadata (the parts are named when written)
+    _, problems = meta_record(
+        meta.model_copy(update={"has_part": [f"{meta.identifier}.jsonl"]}),
+        dialect,
+        Where(source.attributes_file),
+    )
+    checked.extend(problems)
     counts: Counter[str] = Counter()
-    total = sum(1 for _ in handle.scan_items(checked, counts))
+    unwritable = ProblemLog()  # apart, so that reading goes on past the first such item
+    total = sum(1 for _ in _writable_items(source, dialect, checked, unwritable, counts))
+    checked.extend(unwritable.errors + unwritable.warnings)
     checked.raise_if_errors()  # nothing written yet
     if total == 0:
-        raise DatasetError(Problem("no rows to convert", file=args.source))
+        raise DatasetError(Problem("no items to convert", file=source.url))
+    if args.strict and checked.warning_count:
+        raise DatasetError(
+            [_as_error(w) for w in checked.warnings]
+            + [Problem(f"--strict: {counted(checked.warning_count, 'warning')}; nothing written")]
+        )
 
     written = ProblemLog()
     result = write_dataset(
         args.out,
         meta,
-        _checked_items(handle, written),
+        _checked_items(source, written),
         items_per_part=args.items_per_part,
         overwrite=args.overwrite,
+        dialect=dialect,
     )
     for line in checked.warning_lines()[:MAX_WARNING_LINES]:
-        print(f"warning: {line}")
-    modalities = ", ".join(f"{m} {n}" for m, n in sorted(counts.items()))
+        print(f"warning: {line}", file=sys.stderr)
+    modalities = ", ".join(f"{m} {n:,}" for m, n in sorted(counts.items()))
     print(
-        f"wrote dataset {dataset_id!r}: {total} items ({modalities}) in "
-        f"{len(result.has_part)} part(s) to {resolve(args.out).url}"
+        f"wrote dataset {meta.identifier!r} ({dialect.value} dialect): "
+        f"{counted(total, 'item')} ({modalities}) in "
+        f"{counted(len(result.has_part), 'part')} to {resolve(args.out).url}"
     )
     return int(ExitCode.OK)
 
 
-def dataset_meta(attributes: dict[str, Any], dataset_id: str, *, mapping_file: str) -> DatasetMeta:
-    """The metadata `convert` writes: the given attributes, the identifier, `created` today
-    unless given; `hasPart` is filled in by the writer. Missing required ones are errors."""
-    raw = {k: v for k, v in attributes.items() if k.casefold() not in ("identifier", "haspart")}
-    raw["identifier"] = dataset_id
-    raw["hasPart"] = [f"{dataset_id}.jsonl"]  # replaced by the parts actually written
-    if _attribute(attributes, "created") is None:
-        raw["created"] = dt.date.today().isoformat()
-    meta, problems = parse_dataset_meta(raw, Where(file=mapping_file))
-    errors = [p for p in problems if p.severity == "error"]
-    if meta is None or errors:
-        raise ConfigError(
-            [
-                Problem(
-                    f"dataset attribute: {p.message}",
-                    file=mapping_file,
-                    field=f"dataset.{p.field}" if p.field else "dataset",
-                    hint=p.hint
-                    or (
-                        f"add `{p.field}:` under `dataset:` in the mapping file, or "
-                        f"pass --set {p.field}=..."
-                        if p.field in REQUIRED
-                        else None
-                    ),
-                )
-                for p in errors
-            ]
-        )
-    return meta
+def _writable_items(
+    source: ConvertSource,
+    dialect: Dialect,
+    log: ProblemLog,
+    unwritable: ProblemLog,
+    counts: Counter[str],
+) -> Iterator[Item]:
+    """The source's items (findings in `log`), each also checked against what `dialect` can
+    write (findings in `unwritable`)."""
+    for item in source.scan(log, counts):
+        _, problems = item_record(item, dialect, Where(source.url, item=item.identifier))
+        unwritable.extend(problems)
+        yield item
+        if unwritable.full:
+            return
 
 
-def _checked_items(handle: MappedHandle, log: ProblemLog) -> Iterator[Item]:
-    """The items again; if the source changed since the check and a row is now invalid, raise
-    (the writer then removes what it wrote)."""
-    yield from handle.scan_items(log)
+def _checked_items(source: ConvertSource, log: ProblemLog) -> Iterator[Item]:
+    """The items again; if the source changed since the check and an item is now invalid,
+    raise (the writer then removes what it wrote)."""
+    yield from source.scan(log)
     log.raise_if_errors()
+
+
+def _as_error(problem: Problem) -> Problem:
+    return replace(problem, severity="error")
 
 
 def _looks_like_items(location: Location) -> bool:

@@ -3,12 +3,18 @@
 Each command module exposes `register(subparsers)`, which adds its commands and sets
 `func(args) -> int` on each. Errors raised on purpose (`ItemevalError`) are printed without a
 traceback and mapped to their exit code; anything else is a bug and shows its traceback.
+
+Output piped into a command that stops reading early (`itemeval estimate s.yaml --json | head`)
+ends quietly, as Unix tools do: the command stops, nothing is printed, and the exit code is
+141 (128 + SIGPIPE), what a shell reports for a tool that SIGPIPE ended.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -41,7 +47,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The exit code of a tool that SIGPIPE ended, as a shell reports it.
+EXIT_BROKEN_PIPE = 128 + int(signal.SIGPIPE)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a pipe closed early shows here, while we can still handle it
+        return code
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's own flush at exit does not print
+    "Exception ignored ... BrokenPipeError" (the recipe in Python's `signal` docs)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (tests capture it)
+        pass
+    finally:
+        os.close(devnull)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -49,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(ExitCode.BAD_INPUT)
     try:
         return int(args.func(args))
+    except BrokenPipeError:
+        raise  # stdout went away: not a storage problem (see main)
     except ItemevalError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return int(exc.exit_code)

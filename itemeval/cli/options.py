@@ -68,3 +68,8 @@ def table(rows: list[list[str]], header: list[str], right: set[int] | None = Non
 
 def usd(value: float) -> str:
     return f"${value:,.2f}" if value >= 0.01 or value == 0 else f"${value:,.4f}"
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`1 item`, `2 items`, `1,319 items` (a count and its noun, in agreement)."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"

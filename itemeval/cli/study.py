@@ -11,6 +11,7 @@ from itemeval.cli.options import (
     add_output,
     add_selection,
     add_study,
+    counted,
     print_json,
     study_from,
     table,
@@ -122,11 +123,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         )
     )
     print()
-    epochs = design.epochs
     print(
-        f"Cells: generate {len(design.generate)} conditions x {plan.item_count:,} items x "
-        f"{epochs} epoch{'s' if epochs != 1 else ''} = {counts['generate']:,}; "
-        f"judge grades {counts['grade_judge']:,}; scorer grades {counts['grade_scorer']:,}"
+        f"Cells: generate {counted(len(design.generate), 'condition')} x "
+        f"{counted(plan.item_count, 'item')} x {counted(design.epochs, 'epoch')} = "
+        f"{counts['generate']:,}; judge grades {counts['grade_judge']:,}; "
+        f"scorer grades {counts['grade_scorer']:,}"
     )
     pending = _pending_counts(plan)
     if pending is not None:
@@ -235,8 +236,8 @@ def _header(plan: Plan) -> str:
     selection = f"first {plan.limit} of each dataset" if plan.limit is not None else "all items"
     datasets = ", ".join(f"{d.name} {d.selected}/{d.items}" for d in plan.datasets)
     return (
-        f"Study {study.study}: {plan.item_count:,} items ({selection}: {datasets}), "
-        f"{plan.design.epochs} epoch{'s' if plan.design.epochs != 1 else ''}\n"
+        f"Study {study.study}: {counted(plan.item_count, 'item')} ({selection}: {datasets}), "
+        f"{counted(plan.design.epochs, 'epoch')}\n"
         f"Store: {plan.store.root.url}"
     )
 

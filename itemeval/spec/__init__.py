@@ -7,27 +7,30 @@
 
 Modules: `modality` (the closed modality set), `item` (`Item`, lenient `parse_item`), `dataset`
 (`DatasetMeta`, the `hasPart` naming rule), `attributes` (case-insensitive names, lenient values),
-`records` (streaming JSON Lines), `directory` (`read_dataset`, `write_dataset`), `findings`
-(`Where`, `ProblemLog`).
+`records` (streaming JSON Lines), `directory` (`read_dataset`), `writer` (`write_dataset`),
+`dialect` (the spec's and the reference reader's), `attribute_files` (items' ad hoc attributes
+beside the parts), `findings` (`Where`, `ProblemLog`).
 """
 
 from itemeval.spec.dataset import DatasetMeta, parse_dataset_meta, part_names
+from itemeval.spec.dialect import Dialect
 from itemeval.spec.directory import (
     DatasetReader,
     DatasetReport,
     find_meta_file,
     is_dataset_directory,
     read_dataset,
-    write_dataset,
 )
 from itemeval.spec.findings import ProblemLog, Where
 from itemeval.spec.item import Item, parse_item
 from itemeval.spec.modality import Modality
+from itemeval.spec.writer import write_dataset
 
 __all__ = [
     "DatasetMeta",
     "DatasetReader",
     "DatasetReport",
+    "Dialect",
     "Item",
     "Modality",
     "ProblemLog",

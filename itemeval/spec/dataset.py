@@ -2,7 +2,11 @@
 
 `parse_dataset_meta(raw, where)` reads the YAML mapping leniently, like `parse_item`: names matched
 case-insensitively, ad hoc attributes kept (and written back) under their own names, unambiguous
-deviations accepted with a warning. The `hasPart` naming rule lives here too (`part_names`).
+deviations accepted with a warning. Published data leaves descriptive attributes out, `null` or
+empty (`publisher: null`, `title: ''`): a required one not given is a warning naming it (`itemeval
+validate --strict` refuses it), an optional one is simply absent (with a warning when empty).
+Only `identifier` and `hasPart`, without which there is no dataset to read, stay errors.
+The `hasPart` naming rule lives here too (`part_names`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ DATASET_ATTRIBUTES = {
     "taskPrompt": "task_prompt",
     "hasPart": "has_part",
     "items": "items",
+    # not in the spec: an ad hoc attribute of itemeval's (the spec allows them), naming the
+    # files that hold the items' ad hoc attributes, one per part (`spec/attribute_files.py`)
+    "itemAttributes": "item_attributes",
 }
 REQUIRED = (
     "identifier",
@@ -61,6 +68,8 @@ REQUIRED = (
     "source",
     "subject",
 )
+# Required, but descriptive: data can be read without them, so their absence is a warning.
+DESCRIPTIVE_REQUIRED = tuple(name for name in REQUIRED if name not in ("identifier", "hasPart"))
 _BY_CASEFOLD = {name.casefold(): name for name in DATASET_ATTRIBUTES}
 _TEXT_OR_LIST = ("creator", "contributor", "publisher", "language", "subject")
 _OPTIONAL_TEXT = ("title", "version", "metadataVersion", "sourceProcess", "licenseNotes")
@@ -75,15 +84,16 @@ class DatasetMeta(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     identifier: str
-    created: str
-    creator: str | list[str]
-    description: str
     has_part: list[str] = Field(alias="hasPart")
-    language: str | list[str]
-    license: str
-    publisher: str | list[str]
-    source: str
-    subject: str | list[str]
+    # required by the spec; None when a file does not give them (read with a warning)
+    created: str | None = None
+    creator: str | list[str] | None = None
+    description: str | None = None
+    language: str | list[str] | None = None
+    license: str | None = None
+    publisher: str | list[str] | None = None
+    source: str | None = None
+    subject: str | list[str] | None = None
     contributor: str | list[str] | None = None
     date_published: str | None = Field(default=None, alias="datePublished")
     items: list[Item] | None = None
@@ -93,6 +103,7 @@ class DatasetMeta(BaseModel):
     task_prompt: str | None = Field(default=None, alias="taskPrompt")
     title: str | None = None
     version: str | None = None
+    item_attributes: dict[str, str] | None = Field(default=None, alias="itemAttributes")
     extras: dict[str, Any] = Field(default_factory=dict)
 
     _spellings: dict[str, str] = PrivateAttr(default_factory=dict)
@@ -101,9 +112,13 @@ class DatasetMeta(BaseModel):
     def _check(self) -> DatasetMeta:
         if not IDENTIFIER_PATTERN.match(self.identifier):
             raise ValueError(f"identifier {self.identifier!r}: {IDENTIFIER_HINT}")
-        if not _is_date(self.created):
+        if self.created is not None and not _is_date(self.created):
             raise ValueError(f"created must be a date YYYY-MM-DD, found {self.created!r}")
         return self
+
+    def not_given(self) -> list[str]:
+        """The spec's required attributes this metadata does not give."""
+        return [n for n in DESCRIPTIVE_REQUIRED if getattr(self, DATASET_ATTRIBUTES[n]) is None]
 
     def task_prompt_for(self, item: Item) -> str | None:
         """The effective task prompt of `item`: its own, else the dataset's."""
@@ -153,19 +168,19 @@ def parse_dataset_meta(raw: Any, where: Where) -> tuple[DatasetMeta | None, list
         return values.get(name, MISSING if name in REQUIRED else None)
 
     fields["identifier"] = read_identifier(get("identifier"), "identifier", where, problems)
+    given = {
+        name: _given(get(name), name, where, problems)
+        for name in (*_TEXT_OR_LIST, *_REQUIRED_TEXT, *_OPTIONAL_TEXT, "created", "datePublished")
+    }
     for name in _TEXT_OR_LIST:
-        fields[name] = read_text_or_list(
-            get(name), name, where, problems, required=name in REQUIRED
-        )
-    for name in _REQUIRED_TEXT:
-        fields[name] = read_text(get(name), name, where, problems, required=True)
-    for name in _OPTIONAL_TEXT:
+        fields[name] = read_text_or_list(given[name], name, where, problems, required=False)
+    for name in (*_REQUIRED_TEXT, *_OPTIONAL_TEXT):
         fields[DATASET_ATTRIBUTES[name]] = read_text(
-            get(name), name, where, problems, required=False
+            given[name], name, where, problems, required=False
         )
-    fields["created"] = _read_date(get("created"), "created", where, problems, required=True)
+    fields["created"] = _read_date(given["created"], "created", where, problems, required=False)
     fields["date_published"] = _read_date(
-        get("datePublished"), "datePublished", where, problems, required=False
+        given["datePublished"], "datePublished", where, problems, required=False
     )
     task_prompt = read_text(
         get("taskPrompt"), "taskPrompt", where, problems, required=False, allow_empty=True
@@ -178,11 +193,54 @@ def parse_dataset_meta(raw: Any, where: Where) -> tuple[DatasetMeta | None, list
     fields["has_part"] = _read_has_part(
         get("hasPart"), where, problems, has_inline_items=bool(fields["items"])
     )
+    fields["item_attributes"] = _read_item_attributes(values.get("itemAttributes"), where, problems)
     if any(p.severity == "error" for p in problems):
         return None, problems
     meta = DatasetMeta.model_construct(**fields, extras=split.extras)
     meta._spellings = split.spellings
     return meta, problems
+
+
+def _given(value: Any, name: str, where: Where, problems: list[Problem]) -> Any:
+    """`value` if it says something; None (with a warning where one is due) if it is missing,
+    null or empty. A required attribute not given is a warning naming it; an optional one is
+    absent (a warning only when it is an empty text or list, which says nothing)."""
+    empty = (isinstance(value, str) and not value.strip()) or (
+        isinstance(value, list) and not value
+    )
+    if value is not MISSING and value is not None and not empty:
+        return value
+    if name in DESCRIPTIVE_REQUIRED:
+        what = "missing" if value is MISSING else "null" if value is None else "empty"
+        problems.append(
+            where.warning(
+                f"required attribute is {what}; read as not given",
+                field=name,
+                hint=f"give `{name}:` a value (itemeval validate --strict refuses this)",
+            )
+        )
+    elif empty:
+        problems.append(where.warning("empty; read as not given", field=name))
+    return None
+
+
+def _read_item_attributes(
+    value: Any, where: Where, problems: list[Problem]
+) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in value.items()
+    ):
+        problems.append(
+            where.error(
+                "expected a mapping of part file -> attributes file",
+                field="itemAttributes",
+                hint="e.g. itemAttributes: {demo.jsonl: demo.attributes.jsonl}",
+            )
+        )
+        return None
+    return dict(value)
 
 
 def check_part_names(meta: DatasetMeta, where: Where) -> list[Problem]:

@@ -5,20 +5,17 @@ streams items part by part, line by line, in batches: a dataset of a million ite
 in memory. Reading collects every problem (up to a cap) before raising, so one run of
 `itemeval validate` lists all of them.
 
-`write_dataset(url, meta, items)` writes JSON Lines parts (each one PUT or one atomic rename) and
-the `<id>.yaml` last, so a reader never sees a half-written dataset; if it fails, the parts it
-wrote are removed again.
+Items' ad hoc attributes may live in attributes files beside the parts (listed under
+`itemAttributes`, see `attribute_files.py`); they are joined back to their items while streaming.
+Writing is `writer.py`.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
-import io
-import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,14 +23,10 @@ import yaml
 
 from itemeval.errors import DatasetError, Problem
 from itemeval.ids import canonical_json, sha256_hex
-from itemeval.spec.dataset import (
-    DatasetMeta,
-    check_part_names,
-    parse_dataset_meta,
-    part_names,
-)
+from itemeval.spec.attribute_files import AttributeJoin
+from itemeval.spec.dataset import DatasetMeta, check_part_names, parse_dataset_meta
 from itemeval.spec.findings import ProblemLog, Where
-from itemeval.spec.item import Item, parse_item
+from itemeval.spec.item import ITEM_ATTRIBUTES, Item, parse_item
 from itemeval.spec.records import UTF8_HINT, iter_records, yaml_problem
 from itemeval.storage import Location, resolve
 
@@ -42,6 +35,7 @@ DEFAULT_ITEMS_PER_PART = 50_000
 MAX_PARTS = 1000  # the naming rule has three digits
 _PART_NAME = re.compile(r"_\d{3}\.ya?ml$", re.IGNORECASE)
 _HASH_CHUNK = 1 << 20
+_ITEM_KEYS = frozenset(name.casefold() for name in ITEM_ATTRIBUTES)
 
 
 @dataclass
@@ -102,6 +96,9 @@ class DatasetReader:
         self.meta = meta
         self.meta_warnings = meta_warnings
         self.parts = [location.join(name) for name in meta.has_part]
+        self.attribute_files = {
+            part: location.join(name) for part, name in (meta.item_attributes or {}).items()
+        }
         self._log = ProblemLog()
 
     @property
@@ -157,15 +154,17 @@ class DatasetReader:
                 counts[item.modality.value] += 1
             if not log.error_count:
                 yield item
-        for part in self.parts:
-            yield from scan_item_file(part, log, counts, ids)
+        for name, part in zip(self.meta.has_part, self.parts, strict=True):
+            attributes = self.attribute_files.get(name)
+            yield from scan_item_file(part, log, counts, ids, attributes=attributes)
             if log.full:
                 return
 
     def file_hashes(self) -> dict[str, str]:
-        """sha256 of the metadata file and of every part file, by file name (streamed)."""
+        """sha256 of the metadata file and of every part and attributes file, by file name
+        (streamed)."""
         hashes = {self.meta_location.name: hash_file(self.meta_location)}
-        for part in self.parts:
+        for part in [*self.parts, *self.attribute_files.values()]:
             hashes[part.name] = hash_file(part)
         return hashes
 
@@ -179,16 +178,25 @@ def scan_item_file(
     log: ProblemLog,
     counts: Counter[str] | None = None,
     ids: DuplicateIds | None = None,
+    *,
+    attributes: Location | None = None,
 ) -> Iterator[Item]:
     """The items of one item file (JSON Lines, or a JSON/YAML list), checked like a part of a
-    dataset: yields good items while no error was logged, logs every finding."""
+    dataset: yields good items while no error was logged, logs every finding. `attributes` is
+    the part's attributes file, whose records join their items."""
     ids = ids if ids is not None else DuplicateIds()
+    join = AttributeJoin(attributes, log, location.name, _ITEM_KEYS) if attributes else None
     for where, record in iter_records(location):
         if isinstance(record, Problem):
             log.add(record)
         else:
             item, problems = parse_item(record, where)
             log.extend(problems)
+            if join is not None:
+                identifier = item.identifier if item is not None else _raw_identifier(record)
+                extra = join.take(identifier) if identifier else {}
+                if extra and item is not None:
+                    _add_attributes(item, extra, where.at(item=item.identifier), log)
             if item is not None:
                 duplicate = ids.check(item.identifier, where.at(item=item.identifier))
                 if duplicate:
@@ -200,6 +208,32 @@ def scan_item_file(
                         yield item
         if log.full:
             return
+    if join is not None:
+        join.finish()
+
+
+def _raw_identifier(record: object) -> str | None:
+    """The identifier of a record that is not a valid item (to keep the join in step)."""
+    if isinstance(record, dict):
+        for key, value in record.items():
+            if isinstance(key, str) and key.casefold() == "identifier" and isinstance(value, str):
+                return value
+    return None
+
+
+def _add_attributes(item: Item, attributes: dict[str, Any], where: Where, log: ProblemLog) -> None:
+    clashes = [key for key in attributes if key in item.extras]
+    if clashes:
+        log.add(
+            where.error(
+                f"{', '.join(map(repr, clashes))} given both in the part and in its attributes "
+                "file",
+                field=clashes[0],
+                hint="keep each attribute once",
+            )
+        )
+        return
+    item.extras.update(attributes)
 
 
 def fingerprint_of(file_hashes: dict[str, str]) -> str:
@@ -312,6 +346,22 @@ def _check_layout(
                     hint="add the file or remove it from hasPart",
                 )
             )
+    for part, name in (meta.item_attributes or {}).items():
+        if part not in meta.has_part:
+            problems.append(
+                where.error(
+                    f"itemAttributes names {part!r}, which is not a part in hasPart",
+                    field="itemAttributes",
+                )
+            )
+        elif name not in present:
+            problems.append(
+                where.error(
+                    f"itemAttributes lists {name!r} but there is no such file in {directory.url}",
+                    field="itemAttributes",
+                    hint="add the file or remove it from itemAttributes",
+                )
+            )
     return problems
 
 
@@ -321,135 +371,3 @@ def hash_file(location: Location) -> str:
         while chunk := handle.read(_HASH_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-# -- writing ---------------------------------------------------------------------------------
-
-
-def write_dataset(
-    url: str,
-    meta: DatasetMeta,
-    items: Iterable[Item],
-    *,
-    items_per_part: int = DEFAULT_ITEMS_PER_PART,
-    storage_options: dict[str, Any] | None = None,
-    overwrite: bool = False,
-) -> DatasetMeta:
-    """Write `meta` and `items` as a dataset directory at `url`; return the metadata as written
-    (with `hasPart` filled in). Items stream: at most two parts are in memory at once."""
-    if items_per_part < 1:
-        raise ValueError("items_per_part must be at least 1")
-    directory = resolve(url, storage_options)
-    meta_location = directory.join(f"{meta.identifier}.yaml")
-    previous = _previous_parts(meta_location) if overwrite else []
-    if not overwrite and meta_location.exists():
-        raise DatasetError(
-            Problem(
-                "a dataset is already there",
-                file=meta_location.url,
-                hint="choose another directory, or overwrite it deliberately",
-            )
-        )
-    directory.makedirs()
-    writer = _PartWriter(directory, meta.identifier)
-    ids = DuplicateIds()
-    for inline in meta.items or ():
-        ids.check(inline.identifier, Where(meta_location.url, item=inline.identifier))
-    try:
-        buffer = io.BytesIO()
-        count = 0
-        for index, item in enumerate(items):
-            if not isinstance(item, Item):
-                raise TypeError(f"items[{index}] is a {type(item).__name__}, not an Item")
-            duplicate = ids.check(item.identifier, Where("items to write", line=index + 1))
-            if duplicate:
-                raise DatasetError(duplicate)
-            buffer.write(_json_line(item.to_dict()))
-            count += 1
-            if count == items_per_part:
-                writer.add(buffer.getvalue())
-                buffer, count = io.BytesIO(), 0
-        if count:
-            writer.add(buffer.getvalue())
-        names = writer.finish()
-        if not names and not meta.items:
-            raise DatasetError(Problem("no items to write", file=directory.url))
-        written = meta.model_copy(update={"has_part": names})
-        text = yaml.safe_dump(written.to_dict(), sort_keys=False, allow_unicode=True, width=100)
-        meta_location.write_atomic(text.encode("utf-8"))
-    except BaseException:
-        writer.remove()
-        raise
-    for stale in previous:
-        if stale not in names:
-            directory.join(stale).delete()
-    return written
-
-
-class _PartWriter:
-    """Names parts by the spec's rule, which depends on whether there is more than one: the
-    first full part is held back until the next one shows that there are several."""
-
-    def __init__(self, directory: Location, identifier: str):
-        self.directory = directory
-        self.identifier = identifier
-        self.held: bytes | None = None
-        self.names: list[str] = []
-
-    def add(self, data: bytes) -> None:
-        if self.held is not None:
-            self._write(self.held, f"{self.identifier}_{len(self.names):03d}.jsonl")
-        self.held = data
-
-    def finish(self) -> list[str]:
-        if self.held is not None:
-            name = (
-                part_names(self.identifier, 1)[0]
-                if not self.names
-                else f"{self.identifier}_{len(self.names):03d}.jsonl"
-            )
-            self._write(self.held, name)
-            self.held = None
-        return list(self.names)
-
-    def _write(self, data: bytes, name: str) -> None:
-        if len(self.names) >= MAX_PARTS:
-            raise DatasetError(
-                Problem(
-                    f"more than {MAX_PARTS} parts",
-                    file=self.directory.url,
-                    hint="write with a larger items_per_part",
-                )
-            )
-        self.directory.join(name).write_atomic(data)
-        self.names.append(name)
-
-    def remove(self) -> None:
-        for name in self.names:
-            self.directory.join(name).delete()
-
-
-def _previous_parts(meta_location: Location) -> list[str]:
-    if not meta_location.exists():
-        return []
-    try:
-        raw = yaml.safe_load(meta_location.read_bytes().decode("utf-8-sig"))
-    except (yaml.YAMLError, UnicodeDecodeError):
-        return []
-    if not isinstance(raw, dict):
-        return []
-    for key, value in raw.items():
-        if str(key).casefold() == "haspart" and isinstance(value, list):
-            return [str(v) for v in value]
-    return []
-
-
-def _json_line(record: dict[str, Any]) -> bytes:
-    text = json.dumps(record, ensure_ascii=False, default=_json_default)
-    return text.encode("utf-8") + b"\n"
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, dt.date | dt.datetime):  # from YAML inline items
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

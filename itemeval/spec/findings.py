@@ -86,7 +86,8 @@ class ProblemLog:
             extra = count - self.examples_per_kind
             if extra > 0:
                 where = f"field {field!r}: " if field else ""
-                lines.append(f"... and {extra} more warnings like: {where}{message}")
+                more = "warning" if extra == 1 else "warnings"
+                lines.append(f"... and {extra:,} more {more} like: {where}{message}")
         return lines
 
     def raise_if_errors(self, error_class: type[InputError] = DatasetError) -> None:

@@ -4,12 +4,16 @@ Two ways in:
 
 * `Item(...)` in code is strict: values must already be what the spec says.
 * `parse_item(raw, where)` reads one JSON/YAML object from a file the way real files are: names
-  matched case-insensitively, unambiguous deviations accepted with a warning (JSON `true` for
-  "True", "a" for "A", `shortprose`, a number where text is expected, an empty `taskPrompt`),
-  everything else rejected with a `Problem` naming the file, line, item and attribute.
+  matched case-insensitively; JSON `true`/`false` where the spec says "True"/"False" (how
+  itemeval writes booleans, and how the reference reader and the published data do); the
+  reference reader's dialect (`shortprose`, ternary `Unknown`, ad hoc attributes under
+  `otherargs`); other unambiguous deviations accepted with a warning ("a" for "A", a number where
+  text is expected, an empty `taskPrompt`); everything else rejected with a `Problem` naming the
+  file, line, item and attribute.
 
-`Item.to_dict()` writes an item back with the attribute names spelled as they were read and every
-ad hoc attribute untouched, so reading and writing a dataset is lossless.
+`Item.to_dict()` gives an item back with the attribute names spelled as they were read and every
+ad hoc attribute untouched, so nothing read is lost. How an item is written to a file (booleans,
+where ad hoc attributes go) is the dialect's business: `itemeval.spec.dialect`.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from itemeval.spec.attributes import (
     split_attributes,
 )
 from itemeval.spec.findings import Where
-from itemeval.spec.modality import Modality
+from itemeval.spec.modality import DONT_KNOW, READER_SPELLINGS, Modality
 
 # Spec order; this is the order `to_dict` writes them in.
 ITEM_ATTRIBUTES = (
@@ -46,6 +50,10 @@ ITEM_ATTRIBUTES = (
 )
 _BY_CASEFOLD = {name.casefold(): name for name in ITEM_ATTRIBUTES}
 CLOZE_BLANK = "___"
+# where the reference reader (commoneval) keeps an item's ad hoc attributes
+OTHERARGS = "otherargs"
+# the reference reader's spelling of the ternary "I don't know" (keys casefolded)
+_TERNARY_ALIASES = {"unknown": DONT_KNOW}
 
 
 class Item(BaseModel):
@@ -87,7 +95,13 @@ class Item(BaseModel):
         return self.identifier.casefold()
 
     def to_dict(self) -> dict[str, Any]:
-        """The item as written to a file: spec attributes (spelled as read), then extras."""
+        """The item as read: spec attributes (spelled as read), then the ad hoc attributes."""
+        out = self.spec_attributes()
+        out.update(self.extras)
+        return out
+
+    def spec_attributes(self) -> dict[str, Any]:
+        """The spec's attributes that are set, in spec order, spelled as they were read."""
         values = {
             "identifier": self.identifier,
             "modality": self.modality.value,
@@ -104,7 +118,6 @@ class Item(BaseModel):
             value = values[name]
             if value is not None:
                 out[spellings.get(name, name)] = value
-        out.update(self.extras)
         return out
 
 
@@ -137,6 +150,8 @@ def parse_item(raw: Any, where: Where) -> tuple[Item | None, list[Problem]]:
         problems.extend(replace(p, item=where.item) for p in split.problems)
     else:
         problems.extend(split.problems)
+    if OTHERARGS in split.extras:
+        _unpack_otherargs(split.extras, where, problems)
     identifier = read_identifier(raw_id, "identifier", where, problems)
     modality = _read_modality(values.get("modality", MISSING), where, problems)
     prompt = read_text(values.get("prompt", MISSING), "prompt", where, problems, required=True)
@@ -173,6 +188,26 @@ def parse_item(raw: Any, where: Where) -> tuple[Item | None, list[Problem]]:
     return trusted_item(fields, split.spellings), problems
 
 
+def _unpack_otherargs(extras: dict[str, Any], where: Where, problems: list[Problem]) -> None:
+    """The reference reader keeps ad hoc attributes in one `otherargs` object; they are the
+    item's ad hoc attributes, so they join the others (in place)."""
+    nested = extras[OTHERARGS]
+    if not isinstance(nested, Mapping):
+        return  # not the reader's stash: an ordinary ad hoc attribute
+    clashes = [str(k) for k in nested if str(k) in extras or str(k).casefold() in _BY_CASEFOLD]
+    if clashes:
+        problems.append(
+            where.error(
+                f"otherargs holds {', '.join(map(repr, clashes))}, which the item also has",
+                field=OTHERARGS,
+                hint="keep each attribute once",
+            )
+        )
+        return
+    del extras[OTHERARGS]
+    extras.update((str(k), v) for k, v in nested.items())
+
+
 def trusted_item(fields: dict[str, Any], spellings: dict[str, str]) -> Item:
     """An `Item` from values that `parse_item` has already checked (the lenient twin of
     `Item._check`), without validating again. This runs once per item read: it is what
@@ -193,7 +228,9 @@ def read_response(
     labels = modality.labels
     if isinstance(value, bool):
         text = "True" if value else "False"
-        if labels is None or text in labels:
+        if labels is not None and text in labels:
+            return text  # how booleans are written: JSON true/false
+        if labels is None:
             problems.append(
                 where.warning(
                     f'JSON boolean {str(value).lower()} read as "{text}"', field="response"
@@ -231,6 +268,15 @@ def read_response(
         problems.append(where.error(_expected(modality, shown), field="response"))
         return None
     key = value.strip().casefold().replace("\u2019", "'")
+    if modality is Modality.TERNARY and key in _TERNARY_ALIASES:
+        label = _TERNARY_ALIASES[key]
+        problems.append(
+            where.warning(
+                f'{value!r} read as "{label}" (the reference reader\'s spelling)',
+                field="response",
+            )
+        )
+        return label
     for label in labels:
         if label.casefold() == key:
             if label != value:
@@ -258,7 +304,10 @@ def _read_modality(value: Any, where: Where, problems: list[Problem]) -> Modalit
         problems.append(where.error(str(exc), field="modality"))
         return None
     if text != modality.value:
-        problems.append(where.warning(f'{text!r} read as "{modality.value}"', field="modality"))
+        whose = " (the reference reader's spelling)" if text in READER_SPELLINGS else ""
+        problems.append(
+            where.warning(f'{text!r} read as "{modality.value}"{whose}', field="modality")
+        )
     return modality
 
 

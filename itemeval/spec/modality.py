@@ -20,6 +20,12 @@ _ALIASES = {
     "shortprose": "short-prose",
     "longprose": "long-prose",
 }
+# The reference reader's (commoneval 0.2.1) spellings, where they differ from the spec's.
+READER_SPELLINGS = {
+    "singlevalue": "single-value",
+    "shortprose": "short-prose",
+    "longprose": "long-prose",
+}
 
 
 class Modality(StrEnum):

@@ -5,7 +5,7 @@ import pytest
 from adapter_files import put, put_items_dataset, put_jsonl, put_parquet
 
 from itemeval.adapters import DatasetSource, StudyIds, check_unique_ids, open_source
-from itemeval.adapters.mapping import load_mapping_file
+from itemeval.adapters.mapping import load_mapping_file, parse_mapping
 from itemeval.errors import ConfigError, DatasetError
 
 
@@ -42,6 +42,42 @@ def test_mapping_naming_a_missing_jsonl_key(tmp_path):
     )
     assert "t.jsonl:1" in text and "field 'mapping.input_template'" in text
     assert "'question.stm' not found" in text and "question" in text
+
+
+def test_a_misnamed_column_hint_names_the_template_field(tmp_path):
+    put_jsonl(str(tmp_path / "t.jsonl"), [{"question": "q?", "answer": "a"}])
+    text = error_text(
+        DatasetSource(
+            path=str(tmp_path / "t.jsonl"),
+            mapping={"input": "questoin", "target": "answer", "modality": "short-prose"},
+        )
+    )
+    assert "field 'mapping.input'" in text
+    assert '`input_template` a template such as "{{ questoin }}"' in text
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        (
+            "input",
+            "{{ question }}",
+            "write `input: question`, or `input_template: '{{ question }}'`",
+        ),
+        ("id", "q-{{ _index }}", "write `id: <column>`, or `id_template: 'q-{{ _index }}'`"),
+        ("target", "{{ answer }}", "or `target_template: '{{ answer }}'`"),
+        ("task_prompt_column", "{{ p }}", "or `task_prompt: '{{ p }}'`"),
+        ("difficulty_column", "{{ d }}", "write `difficulty_column: d`"),
+    ],
+)
+def test_a_template_in_a_column_field_names_the_template_field(field, value, expected):
+    """The starter study once shipped `input: "{{ question }}"`: a column named that way."""
+    with pytest.raises(ConfigError) as info:
+        parse_mapping({"input": "question", field: value}, file="m.yaml")  # before any row
+    (problem,) = info.value.problems
+    assert problem.file == "m.yaml" and problem.field == field
+    assert f"`{field}` takes a column name, not a template" in problem.message
+    assert expected in problem.message
 
 
 def test_mapping_naming_a_missing_parquet_column(tmp_path):

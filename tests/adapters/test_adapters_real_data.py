@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from itemeval.adapters import DatasetSource, load_mapping_file, open_source
-from itemeval.cli.datasets import dataset_meta
+from itemeval.adapters.convert import complete_meta
 from itemeval.spec import ProblemLog, read_dataset, write_dataset
 
 MAPPINGS = Path(__file__).resolve().parents[2] / "configs" / "mappings"
@@ -18,7 +18,8 @@ MAPPINGS = Path(__file__).resolve().parents[2] / "configs" / "mappings"
 def convert(path: Path | str, name: str, out: Path) -> tuple[Counter[str], list]:
     mapping_file = str(MAPPINGS / f"{name}.yaml")
     mapping, attributes = load_mapping_file(mapping_file)
-    meta = dataset_meta(attributes, name, mapping_file=mapping_file)
+    meta, notes = complete_meta(attributes, name, source=str(path), attributes_file=mapping_file)
+    assert notes == []  # the mapping files give every required attribute
     handle = open_source(DatasetSource(name=name, path=str(path), mapping=mapping))
     log = ProblemLog()
     write_dataset(str(out), meta, handle.scan_items(log), items_per_part=2000)
@@ -82,5 +83,6 @@ def test_truthfulqa_generation_csv(shared_data, tmp_path):
 @pytest.mark.parametrize("name", ["gsm8k", "mmlu", "arc", "boolq", "truthfulqa"])
 def test_mapping_files_carry_the_required_dataset_attributes(name):
     _, attributes = load_mapping_file(str(MAPPINGS / f"{name}.yaml"))
-    meta = dataset_meta(attributes, name, mapping_file=name)
+    meta, notes = complete_meta(attributes, name, source="-", attributes_file=name)
     assert meta.identifier == name and meta.source and meta.license
+    assert notes == [] and meta.not_given() == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -111,7 +112,7 @@ def test_validate_lists_every_problem_and_exits_2(tmp_path, capsys):
         jsonl(
             [
                 {"identifier": "a", "modality": "choiceof3", "prompt": "p", "response": "D"},
-                {"identifier": "b", "modality": "boolean", "prompt": "p", "response": True},
+                {"identifier": "b", "modality": "boolean", "prompt": "p", "response": "true"},
                 {
                     "identifier": "c",
                     "modality": "boolean",
@@ -127,8 +128,8 @@ def test_validate_lists_every_problem_and_exits_2(tmp_path, capsys):
     assert "bad: INVALID (2 errors)" in out
     assert "bad.jsonl:1, item 'a', field 'response'" in out and "outside choiceof3" in out
     assert "bad.jsonl:3, item 'c', field 'difficulty'" in out
-    assert "1 warnings" in out and 'JSON boolean true read as "True"' in out
-    assert "arithmetic: ok" in out and "2 paths, 34 items, 1 invalid" in out
+    assert "  1 warning:" in out and """'true' read as "True\"""" in out
+    assert "arithmetic: ok" in out and "2 paths, 34 items, 1 invalid, 1 warning" in out
 
 
 def test_validate_tabular_files(qa, tmp_path, capsys):
@@ -163,7 +164,7 @@ def test_convert_writes_a_valid_dataset(qa, root_url, capsys):
         "version=1.0",
     )
     assert code == 0, err
-    assert "wrote dataset 'tiny-qa': 3 items (single-value 3) in 2 part(s)" in out
+    assert "wrote dataset 'tiny-qa' (spec dialect): 3 items (single-value 3) in 2 parts" in out
     reader = read_dataset(out_url)
     assert reader.meta.identifier == "tiny-qa" and reader.meta.version == "1.0"
     assert reader.meta.has_part == ["tiny-qa_000.jsonl", "tiny-qa_001.jsonl"]
@@ -229,21 +230,57 @@ def test_convert_writes_nothing_when_a_column_is_missing(tmp_path, capsys):
     assert_nothing_written(tmp_path / "out")
 
 
-def test_convert_needs_the_required_dataset_attributes(qa, tmp_path, capsys):
+def test_convert_fills_missing_dataset_attributes_with_a_warning_each(qa, tmp_path, capsys):
+    source, _ = qa
+    bare = {k: v for k, v in MAPPING.items() if k != "dataset"}  # a throwaway conversion
+    mapping = write(tmp_path / "bare.yaml", yaml.safe_dump(bare))
+    code, out, err = run(
+        capsys, "convert", source, "--mapping", mapping, "--out", str(tmp_path / "out")
+    )
+    assert code == 0, err
+    filled = {
+        "creator": "unknown",
+        "publisher": "unknown",
+        "subject": "unknown",
+        "language": "und",
+        "license": "NOASSERTION",
+        "source": source,
+        "description": f"out: items converted from {source}",
+        "created": dt.date.today().isoformat(),
+    }
+    for name, value in filled.items():
+        assert (
+            f"bare.yaml, field 'dataset.{name}': required attribute not given; wrote {value!r} "
+            f"(hint: add `{name}:` under `dataset:` in the mapping file, or pass --set {name}=...)"
+        ) in err
+    reader = read_dataset(str(tmp_path / "out"))
+    assert reader.meta.not_given() == [] and reader.meta.license == "NOASSERTION"
+    assert reader.meta.identifier == "out" and reader.meta_warnings == []
+    code, out, _ = run(capsys, "validate", "--strict", str(tmp_path / "out"))
+    assert code == 0, out  # what convert writes is complete
+
+
+def test_convert_strict_refuses_missing_attributes(qa, tmp_path, capsys):
     source, _ = qa
     partial = {
         **MAPPING,
         "dataset": {k: v for k, v in MAPPING["dataset"].items() if k not in ("creator", "license")},
     }
     mapping = write(tmp_path / "partial.yaml", yaml.safe_dump(partial))
-    code, _, err = run(
-        capsys, "convert", source, "--mapping", mapping, "--out", str(tmp_path / "out")
-    )
+    args = ["convert", source, "--mapping", mapping, "--out", str(tmp_path / "out"), "--strict"]
+    code, _, err = run(capsys, *args)
     assert code == 2
     assert "partial.yaml, field 'dataset.creator'" in err and "--set creator=" in err
-    assert "field 'dataset.license'" in err
+    assert "field 'dataset.license'" in err and "--strict: 2 warnings; nothing written" in err
     assert_nothing_written(tmp_path / "out")
-    code, _, _ = run(
+    code, _, err = run(capsys, *args, "--set", "creator=Me", "--set", "license=MIT")
+    assert code == 0, err
+    assert read_dataset(str(tmp_path / "out")).meta.creator == "Me"
+
+
+def test_convert_rejects_bad_attributes_even_when_lenient(qa, tmp_path, capsys):
+    source, mapping = qa
+    code, _, err = run(
         capsys,
         "convert",
         source,
@@ -252,11 +289,10 @@ def test_convert_needs_the_required_dataset_attributes(qa, tmp_path, capsys):
         "--out",
         str(tmp_path / "out"),
         "--set",
-        "creator=Me",
-        "--set",
-        "license=MIT",
+        "created=May 2025",
     )
-    assert code == 0
+    assert code == 2 and "field 'dataset.created'" in err and "YYYY-MM-DD" in err
+    assert_nothing_written(tmp_path / "out")
 
 
 def test_convert_rejects_non_utf8_source(tmp_path, capsys):
@@ -291,3 +327,112 @@ def test_convert_from_s3_source(qa, root_url, capsys):
     assert code == 0, err
     assert "wrote dataset 'tiny" not in out and "3 items" in out
     assert read_dataset(root_url + "/converted").meta.identifier == "converted"
+
+
+def test_convert_rewrites_an_item_format_dataset_in_either_dialect(tmp_path, capsys):
+    source = str(SAMPLES / "facts-tf")
+    out = tmp_path / "facts-ce"
+    code, stdout, err = run(
+        capsys,
+        "convert",
+        source,
+        "--out",
+        str(out),
+        "--dialect",
+        "commoneval",
+        "--set",
+        "TITLE=Facts, re-written",
+    )
+    assert code == 0, err
+    assert stdout.startswith("wrote dataset 'facts-tf' (commoneval dialect): 30 items")
+    written = yaml.safe_load((out / "facts-tf.yaml").read_text())
+    assert written["title"] == "Facts, re-written" and "TITLE" not in written
+    lines = [json.loads(line) for line in (out / "facts-tf.jsonl").read_text().splitlines()]
+    assert {line["response"] for line in lines if line["modality"] == "ternary"} == {
+        "True",
+        "False",
+        "Unknown",
+    }
+    code, _, err = run(capsys, "convert", str(out), "--out", str(tmp_path / "back"))
+    assert code == 0, err
+    again = list(read_dataset(str(tmp_path / "back")).iter_items())
+    assert again == list(read_dataset(source).iter_items())
+
+
+def test_convert_says_what_a_source_needs(qa, tmp_path, capsys):
+    source, mapping = qa
+    code, _, err = run(capsys, "convert", source, "--out", str(tmp_path / "a"))
+    assert code == 2 and "needs --mapping" in err and "configs/mappings/" in err
+    code, _, err = run(
+        capsys,
+        "convert",
+        str(SAMPLES / "facts-tf"),
+        "--mapping",
+        mapping,
+        "--out",
+        str(tmp_path / "b"),
+    )
+    assert code == 2 and "needs no mapping" in err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_convert_refuses_what_the_reader_dialect_cannot_express(tmp_path, capsys):
+    source = tmp_path / "src"
+    write(
+        source / "src.yaml",
+        yaml.safe_dump({**MAPPING["dataset"], "identifier": "src", "hasPart": ["src.jsonl"]}),
+    )
+    write(
+        source / "src.jsonl",
+        jsonl(
+            [
+                {"identifier": "ok.1", "modality": "boolean", "prompt": "p", "response": True},
+                {"identifier": "odd~2", "modality": "boolean", "prompt": "p", "response": False},
+                {
+                    "identifier": "mc.3",
+                    "modality": "choiceof3",
+                    "prompt": "Which?",
+                    "response": "A",
+                },
+            ]
+        ),
+    )
+    out = tmp_path / "out"
+    code, _, err = run(capsys, "convert", str(source), "--out", str(out), "--dialect", "commoneval")
+    assert code == 2
+    assert "item 'odd~2', field 'identifier': the commoneval reader accepts only" in err
+    assert "item 'mc.3', field 'choices'" in err and "lines lettered A to C" in err
+    assert_nothing_written(out)
+    code, _, err = run(capsys, "convert", str(source), "--out", str(out))  # the spec's: fine
+    assert code == 0, err
+
+
+def test_convert_strict_refuses_what_the_reader_dialect_leaves_out(tmp_path, capsys):
+    source = str(SAMPLES / "arithmetic")
+    code, _, err = run(
+        capsys,
+        "convert",
+        source,
+        "--out",
+        str(tmp_path / "a"),
+        "--dialect",
+        "commoneval",
+        "--set",
+        "x-team=evals",
+    )
+    assert code == 0 and "field 'x-team': not written: the commoneval reader" in err
+    assert "x-team" not in yaml.safe_load((tmp_path / "a" / "arithmetic.yaml").read_text())
+    code, _, err = run(
+        capsys,
+        "convert",
+        source,
+        "--out",
+        str(tmp_path / "b"),
+        "--dialect",
+        "commoneval",
+        "--set",
+        "x-team=evals",
+        "--strict",
+    )
+    assert code == 2 and "--strict: 1 warning; nothing written" in err
+    assert not (tmp_path / "b").exists()

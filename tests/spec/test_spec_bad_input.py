@@ -135,10 +135,10 @@ CASES = [
         ["demo.jsonl:1", "item 'yn'", "field 'response'", '"True", "False"', "'yes'"],
     ),
     (
-        "missing-required-dataset-attribute",
+        "missing-identifier",
         {"demo.jsonl": jsonl([item("a")])},
-        {"license": None},
-        ["demo.yaml", "field 'license'", "required attribute is missing"],
+        {"identifier": None, "meta_name": "demo.yaml"},
+        ["demo.yaml", "field 'identifier'", "required attribute is missing"],
     ),
     (
         "bad-created-date",
@@ -218,7 +218,7 @@ def test_validate_lists_every_problem_and_warning(tmp_path, write_raw):
         (3, "difficulty"),
         (5, "identifier"),
     ]
-    assert report.log.warning_count == 3  # JSON true, "true", the empty taskPrompt
+    assert report.log.warning_count == 2  # "true", the empty taskPrompt (JSON true is fine)
     assert any("taskPrompt" in line for line in report.log.warning_lines())
 
 

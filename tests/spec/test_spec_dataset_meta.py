@@ -67,22 +67,8 @@ def test_lenient_values_warn():
     assert {w.field for w in warnings} == {"version", "hasPart", "taskPrompt"}
 
 
-@pytest.mark.parametrize(
-    "missing",
-    [
-        "identifier",
-        "created",
-        "creator",
-        "description",
-        "hasPart",
-        "language",
-        "license",
-        "publisher",
-        "source",
-        "subject",
-    ],
-)
-def test_each_required_attribute(missing):
+@pytest.mark.parametrize("missing", ["identifier", "hasPart"])
+def test_identifier_and_parts_are_needed(missing):
     raw = {k: v for k, v in BASE.items() if k != missing}
     meta, errors, _ = parse(raw)
     assert meta is None
@@ -90,15 +76,52 @@ def test_each_required_attribute(missing):
     assert "missing" in errors[0].message and errors[0].file == "demo.yaml"
 
 
+DESCRIPTIVE = ["created", "creator", "description", "language", "license", "publisher"]
+DESCRIPTIVE += ["source", "subject"]
+
+
+@pytest.mark.parametrize("name", DESCRIPTIVE)
+@pytest.mark.parametrize(("value", "what"), [(None, "null"), ("", "empty"), ("  ", "empty")])
+def test_a_descriptive_required_attribute_not_given_is_a_named_warning(name, value, what):
+    """Published data has `publisher: null`: read, with a warning naming the attribute."""
+    meta, errors, warnings = parse({**BASE, name: value})
+    assert not errors
+    assert [(w.field, w.message) for w in warnings] == [
+        (name, f"required attribute is {what}; read as not given")
+    ]
+    assert "--strict" in warnings[0].hint
+    assert meta.not_given() == [name]
+    assert name not in meta.to_dict()
+
+
+def test_missing_descriptive_attributes_are_warnings_too():
+    raw = {"identifier": "demo", "hasPart": ["demo.jsonl"]}
+    meta, errors, warnings = parse(raw)
+    assert not errors
+    assert sorted(w.field for w in warnings) == sorted(DESCRIPTIVE)
+    assert all("missing" in w.message for w in warnings)
+    assert sorted(meta.not_given()) == sorted(DESCRIPTIVE)
+
+
+def test_empty_optional_attributes_are_absent():
+    meta, errors, warnings = parse({**BASE, "title": "", "contributor": None, "version": "1.0"})
+    assert not errors and meta.title is None and meta.contributor is None
+    assert [(w.field, w.message) for w in warnings] == [("title", "empty; read as not given")]
+
+
 def test_bad_values():
     _, errors, _ = parse(
-        {**BASE, "created": "19/05/2025", "identifier": "has space", "license": None, "subject": []}
+        {**BASE, "created": "19/05/2025", "identifier": "has space", "license": 5.0, "subject": [3]}
     )
     fields = {e.field: e.message for e in errors}
     assert "YYYY-MM-DD" in fields["created"]
     assert "web-friendly" in fields["identifier"]
-    assert "null" in fields["license"]
-    assert "subject" in fields
+    assert set(fields) == {"created", "identifier"}  # numbers read as text, with warnings
+
+
+def test_wrong_types_are_errors():
+    _, errors, _ = parse({**BASE, "license": {"spdx": "x"}, "subject": [["nested"]]})
+    assert {e.field for e in errors} == {"license", "subject[0]"}
 
 
 def test_task_prompt_precedence():

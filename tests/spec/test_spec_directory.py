@@ -50,10 +50,18 @@ def test_write_then_read_is_lossless(root_url):
     assert reader.meta.task_prompt_for(back[0]) == "Dataset prompt."
     assert reader.meta.task_prompt_for(back[1]) == "Own prompt."
     assert reader.warnings == []
-    # the part file holds exactly the original records, unicode unescaped
+    # the part holds the spec's attributes only (names as read, booleans as JSON, unicode
+    # unescaped); the ad hoc attribute is in the part's attributes file
     text = resolve(root_url + "/ds/demo.jsonl").read_text()
-    assert [json.loads(line) for line in text.splitlines()] == raw_items
+    first = {k: v for k, v in raw_items[0].items() if k != "note"} | {"response": True}
+    assert [json.loads(line) for line in text.splitlines()] == [first, *raw_items[1:]]
     assert "🌤" in text
+    assert written.item_attributes == {"demo.jsonl": "demo.attributes.jsonl"}
+    attributes = resolve(root_url + "/ds/demo.attributes.jsonl").read_text()
+    assert [json.loads(line) for line in attributes.splitlines()] == [
+        {"identifier": "Q1", "note": {"nested": [1, 2]}}
+    ]
+    assert "demo.attributes.jsonl" in reader.file_hashes()
 
 
 def test_several_parts_follow_the_naming_rule_and_stream(root_url):

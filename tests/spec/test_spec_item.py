@@ -52,8 +52,10 @@ def test_attribute_names_are_case_insensitive_and_spellings_survive():
 @pytest.mark.parametrize(
     ("modality", "response", "expected", "warned"),
     [
-        ("boolean", True, "True", True),
-        ("boolean", False, "False", True),
+        # JSON booleans are how booleans are written (itemeval, the reference reader, the
+        # published data): accepted without a warning
+        ("boolean", True, "True", False),
+        ("boolean", False, "False", False),
         ("boolean", "true", "True", True),
         ("boolean", " FALSE ", "False", True),
         ("boolean", "True", "True", False),
@@ -61,7 +63,10 @@ def test_attribute_names_are_case_insensitive_and_spellings_survive():
         ("choiceof4", "D", "D", False),
         ("ternary", "i don't know", "I don't know", True),
         ("ternary", "I don\u2019t know", "I don't know", True),
-        ("ternary", True, "True", True),
+        ("ternary", True, "True", False),
+        ("ternary", False, "False", False),
+        ("ternary", "Unknown", "I don't know", True),  # the reference reader's spelling
+        ("short-prose", True, "True", True),  # a boolean where text is expected
         ("single-value", 42, "42", True),
         ("single-value", 2.5, "2.5", True),
         ("long-prose", "A long answer.", "A long answer.", False),
@@ -83,8 +88,38 @@ def test_modality_aliases_are_written_in_the_spec_spelling():
         {"identifier": "x", "modality": "shortprose", "prompt": "p", "response": "r"}
     )
     assert not errors and item.modality is Modality.SHORT_PROSE
-    assert warnings[0].field == "modality"
+    assert warnings[0].field == "modality" and "reference reader" in warnings[0].message
     assert item.to_dict()["modality"] == "short-prose"
+
+
+def test_the_reference_readers_otherargs_are_ad_hoc_attributes():
+    item, errors, warnings = parse(
+        {
+            "identifier": "mc",
+            "modality": "choiceof2",
+            "prompt": "Pick\nA. x\nB. y",
+            "response": "B",
+            "otherargs": {"choices": ["x", "y"], "topic": "t"},
+            "note": 1,
+        }
+    )
+    assert not errors and not warnings
+    assert item.extras == {"note": 1, "choices": ["x", "y"], "topic": "t"}
+
+
+def test_otherargs_that_repeat_an_attribute_are_rejected():
+    _, errors, _ = parse(
+        {
+            "identifier": "x",
+            "modality": "boolean",
+            "prompt": "p",
+            "response": True,
+            "note": 1,
+            "otherargs": {"note": 2, "Prompt": "q"},
+        }
+    )
+    assert [e.field for e in errors] == ["otherargs"]
+    assert "'note', 'Prompt'" in errors[0].message and errors[0].item == "x"
 
 
 def test_empty_task_prompt_is_absent_with_a_warning():
