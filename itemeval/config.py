@@ -442,6 +442,8 @@ def _problems_from(exc: ValidationError, file: str, lines: _LineIndex) -> list[P
                 hint = "valid keys here: " + ", ".join(sorted(siblings))
         elif error["type"] == "missing":
             message = "required key is missing"
+        elif error["type"] == "value_error":
+            message = message.removeprefix("Value error, ")  # our validators' own words
         problems.append(
             Problem(message, file=file, line=lines.line_of(field), field=field, hint=hint)
         )

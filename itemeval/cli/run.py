@@ -10,6 +10,7 @@ from itemeval.cli.options import (
     add_output,
     add_selection,
     add_study,
+    counted,
     print_json,
     study_from,
     table,
@@ -137,7 +138,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"study": plan.study.study, "store": plan.store.root.url, "conditions": rows})
         return int(ExitCode.OK)
-    print(f"Study {plan.study.study}: {plan.item_count:,} items x {design.epochs} epochs")
+    print(
+        f"Study {plan.study.study}: {counted(plan.item_count, 'item')} x "
+        f"{counted(design.epochs, 'epoch')}"
+    )
     print(f"Store: {plan.store.root.url}")
     print()
     print(

@@ -10,8 +10,8 @@ import signal
 import threading
 import time
 
-import pytest
 import pyarrow.compute as pc
+import pytest
 from runtime_files import assert_complete, distinct_calls, sim_server, sim_stats, write_study
 
 from itemeval.config import load_study
