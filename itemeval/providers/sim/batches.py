@@ -5,7 +5,8 @@ its API. `BatchRunner` works a batch off in the background, in order, the reques
 evenly spread over `BatchSettings.delay_s` (request i of n at created + delay * (i+1)/n). Each is
 answered by the same simulator as the live routes (`Simulator.answer`: the same text and usage for
 the same request), without the live limits, latency or injected faults; a share `error_rate` ends
-in an error instead (drawn per batch and custom_id, so a resubmitted request can succeed).
+in an error instead (drawn from the seed, the batch's serial number on this server and the
+custom_id: reproducible run to run, and a request resubmitted in a new batch can succeed).
 
 How a batch ends:
 
@@ -91,6 +92,7 @@ class Batch:
     created_at: float  # epoch seconds
     expires_at: float
     t0: float = 0.0  # time.monotonic() at creation: the schedule's origin
+    serial: int = 0  # 1, 2, ... in order of creation on this server
     fields: dict[str, Any] = field(default_factory=dict)
     status: str = "validating"  # validating | in_progress | cancelling | ended
     outcome: str | None = None  # completed | expired | cancelled | failed, once ended
@@ -138,7 +140,8 @@ class BatchRunner:
         self.stats = stats
         self.batches: dict[str, Batch] = {}  # in creation order
         self._tag = os.urandom(4).hex()  # ids of one server never match another's
-        self._serial = 0
+        self._serial = 0  # of ids
+        self._created = 0  # of batches
 
     def new_id(self, prefix: str) -> str:
         self._serial += 1
@@ -149,6 +152,8 @@ class BatchRunner:
 
     def submit(self, batch: Batch) -> None:
         batch.t0 = time.monotonic()
+        self._created += 1
+        batch.serial = self._created
         self.batches[batch.id] = batch
         self.stats().submitted += 1
         batch.task = asyncio.get_running_loop().create_task(self._run(batch))
@@ -225,7 +230,7 @@ class BatchRunner:
     def _answer(self, batch: Batch, index: int, item: BatchItem) -> None:
         fail = (
             self.settings.error_rate > 0
-            and stable_unit("batch-error", self.seed, batch.id, item.custom_id)
+            and stable_unit("batch-error", self.seed, batch.serial, item.custom_id)
             < self.settings.error_rate
         )
         answer = self.answerer.batch_answer(batch.format.api, item.body, fail)
