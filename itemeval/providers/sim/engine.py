@@ -156,8 +156,15 @@ class Simulator:
             text = self._judge(name, spec, prompt, hints)
         else:
             text = self._solve(name, spec, prompt, hints)
-        key = self._item_key(name, prompt, hints)
-        reasoning = self._reasoning_tokens(spec, key, reasoning_effort, thinking_budget)
+        reasoning = 0
+        summary = ""
+        mean = _reasoning_mean(spec, reasoning_effort, thinking_budget)
+        if mean > 0:  # (the key hashes the prompt: only when there is something to draw)
+            key = self._item_key(name, prompt, hints)
+            reasoning = int(mean * (0.5 + stable_unit("reasoning", *key)))
+            if thinking_budget:
+                reasoning = min(reasoning, thinking_budget)
+            summary = answers.filler((*key, "thinking"), min(6, 1 + reasoning // 512))
         output = count_tokens(text)
         finish = "stop"
         if max_tokens is not None and output + reasoning > max_tokens:
@@ -171,9 +178,6 @@ class Simulator:
             input_tokens=input_tokens(messages),
             output_tokens=output + reasoning,
             reasoning_tokens=reasoning,
-        )
-        summary = (
-            answers.filler((*key, "thinking"), min(6, 1 + reasoning // 512)) if reasoning else ""
         )
         return SimReply(
             "ok",
@@ -257,26 +261,18 @@ class Simulator:
             return answers.malformed_judge_output(which, reasoning)
         return answers.judge_output(high if verdict else low, reasoning)
 
-    def _reasoning_tokens(
-        self,
-        spec: SimModelSpec,
-        key: tuple[object, ...],
-        effort: str | None,
-        budget: int | None,
-    ) -> int:
-        if budget == 0:  # thinking turned off (Gemini's thinkingBudget 0)
-            return 0
-        if spec.reasoning_tokens > 0:
-            # A reasoning model reasons unasked; a budget only caps it.
-            base = spec.reasoning_tokens * _EFFORT_SCALE.get(effort or "medium", 1.0)
-        else:
-            base = _REASONING_TOKENS.get(effort or "", 0) if effort else 0
-            if budget:
-                base = max(base, budget // 2)
-        if base <= 0:
-            return 0
-        tokens = int(base * (0.5 + stable_unit("reasoning", *key)))
-        return min(tokens, budget) if budget else tokens
+
+def _reasoning_mean(spec: SimModelSpec, effort: str | None, budget: int | None) -> float:
+    """Mean hidden reasoning tokens of one answer (each answer draws 0.5x to 1.5x of it)."""
+    if budget == 0:  # thinking turned off (Gemini's thinkingBudget 0)
+        return 0.0
+    if spec.reasoning_tokens > 0:
+        # A reasoning model reasons unasked; a budget only caps it.
+        return spec.reasoning_tokens * _EFFORT_SCALE.get(effort or "medium", 1.0)
+    base = _REASONING_TOKENS.get(effort or "", 0) if effort else 0
+    if budget:
+        base = max(base, budget // 2)
+    return float(base)
 
 
 def _float_or_none(value: Any) -> float | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import socket
 import time
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from itemeval.providers.sim.engine import SimReply, Simulator, input_tokens
 from itemeval.providers.sim.limits import Limiter, ServerLimits
 from itemeval.providers.sim.model import model_name
 from itemeval.providers.sim.openai_batches import OpenAIBatches
-from itemeval.providers.sim.prompt_cache import NO_CACHE, PromptCache
+from itemeval.providers.sim.prompt_cache import NO_CACHE, CacheUsage, PromptCache
 from itemeval.providers.sim.stats import ServerStats
 from itemeval.providers.sim.wire import ANTHROPIC, GEMINI, JSON_TYPE, OPENAI, Call, Wire
 
@@ -55,6 +56,12 @@ class SimServer:
         self.limits = limits or ServerLimits()
         self.limiter = Limiter(self.limits)
         self.prompt_cache = PromptCache(settings.prompt_cache)
+        # No prompt shorter than this is ever cached (infinite: caching is off).
+        self._min_cacheable = (
+            min(spec.min_cacheable_tokens for spec in self.simulator.models.values())
+            if settings.prompt_cache.enabled
+            else math.inf
+        )
         self.stats = ServerStats()
         self._started = time.monotonic()
         self._ids = itertools.count(1)
@@ -80,79 +87,81 @@ class SimServer:
 
     # ---------------------------------------------------------------- the live path
 
-    async def _serve(self, request: web.Request, wire: Wire, model: str | None = None):
+    async def _serve(
+        self, request: web.Request, wire: Wire, model: str | None = None
+    ) -> web.Response:
         stats = self.stats
         stats.in_flight += 1
         if stats.in_flight > stats.max_concurrent:
             stats.max_concurrent = stats.in_flight
         try:
-            return await self._answer(request, wire, model)
+            now = time.monotonic() - self._started
+            stats.requests += 1
+            if stats.first_arrival_s is None:
+                stats.first_arrival_s = now
+            stats.last_arrival_s = now
+            try:
+                call = wire.parse(json.loads(await request.read()), model)
+            except _PARSE_ERRORS as exc:
+                stats.errors += 1
+                return wire.error(400, "invalid_request", f"invalid request body: {exc}", {})
+            reply = self.simulator.reply(
+                call.model,
+                call.messages,
+                hints=call.hints,
+                max_tokens=call.max_tokens,
+                reasoning_effort=call.reasoning_effort,
+                thinking_budget=call.thinking_budget,
+            )
+            tokens = reply.usage.input_tokens + reply.usage.output_tokens or input_tokens(
+                call.messages
+            )
+            clock = time.monotonic()
+            wait = self.limiter.admit(tokens, clock)
+            headers = wire.limit_headers(self.limiter)
+            if wait is not None:
+                stats.rate_limited += 1
+                return wire.rate_limited(wait, headers)
+            stats.admitted(clock - self._started, tokens)
+            if reply.kind == "unknown_model":
+                stats.errors += 1
+                return wire.error(404, "not_found", reply.message, headers)
+            if reply.kind != "ok":
+                stats.faults[reply.kind] = stats.faults.get(reply.kind, 0) + 1
+            if reply.kind == "rate_limit":
+                return wire.rate_limited(reply.retry_after_s, headers)
+            if reply.delay_s > 0:
+                await asyncio.sleep(reply.delay_s)
+            if reply.kind == "timeout":
+                await asyncio.sleep(self._hang_s)
+                return wire.error(500, "server_error", "simulated hang ended", headers)
+            if reply.kind == "server_error":
+                return wire.error(500, "server_error", "simulated server error (injected)", headers)
+            if reply.kind == "malformed":
+                return web.Response(body=wire.malformed, content_type=JSON_TYPE, headers=headers)
+            if reply.kind == "empty":
+                reply = SimReply("ok", text="", usage=reply.usage)
+            # After the latency, as a provider writes its cache entry when it has processed the
+            # prompt: identical requests already in flight miss it.
+            cache = self._prompt_cache(wire, call, reply)
+            # `self.stats`, not `stats`: the latency may have spanned a reset.
+            self.stats.answered(call.model, wire.route, reply.usage, cache)
+            serial = next(self._ids)
+            payload = wire.success(call.model, reply, serial, cache)
+            headers[wire.request_id_header] = f"req_sim{serial:010d}"
+            return web.Response(
+                body=json.dumps(payload, ensure_ascii=False).encode(),
+                content_type=JSON_TYPE,
+                headers=headers,
+            )
         finally:
             self.stats.in_flight -= 1  # `self.stats`: a reset may have replaced it meanwhile
 
-    async def _answer(self, request: web.Request, wire: Wire, model: str | None) -> web.Response:
-        now = time.monotonic() - self._started
-        stats = self.stats
-        stats.requests += 1
-        if stats.first_arrival_s is None:
-            stats.first_arrival_s = now
-        stats.last_arrival_s = now
-        try:
-            call = wire.parse(json.loads(await request.read()), model)
-        except _PARSE_ERRORS as exc:
-            stats.errors += 1
-            return wire.error(400, "invalid_request", f"invalid request body: {exc}", {})
-        reply = self.simulator.reply(
-            call.model,
-            call.messages,
-            hints=call.hints,
-            max_tokens=call.max_tokens,
-            reasoning_effort=call.reasoning_effort,
-            thinking_budget=call.thinking_budget,
-        )
-        tokens = reply.usage.input_tokens + reply.usage.output_tokens or input_tokens(call.messages)
-        clock = time.monotonic()
-        wait = self.limiter.admit(tokens, clock)
-        headers = wire.limit_headers(self.limiter)
-        if wait is not None:
-            stats.rate_limited += 1
-            return wire.rate_limited(wait, headers)
-        stats.admitted(clock - self._started, tokens)
-        if reply.kind == "unknown_model":
-            stats.errors += 1
-            return wire.error(404, "not_found", reply.message, headers)
-        if reply.kind != "ok":
-            stats.faults[reply.kind] = stats.faults.get(reply.kind, 0) + 1
-        if reply.kind == "rate_limit":
-            return wire.rate_limited(reply.retry_after_s, headers)
-        if reply.delay_s > 0:
-            await asyncio.sleep(reply.delay_s)
-        if reply.kind == "timeout":
-            await asyncio.sleep(self._hang_s)
-            return wire.error(500, "server_error", "simulated hang ended", headers)
-        if reply.kind == "server_error":
-            return wire.error(500, "server_error", "simulated server error (injected)", headers)
-        if reply.kind == "malformed":
-            return web.Response(body=wire.malformed, content_type=JSON_TYPE, headers=headers)
-        if reply.kind == "empty":
-            reply = SimReply("ok", text="", usage=reply.usage)
-        # After the latency, as a provider writes its cache entry when it has processed the
-        # prompt: identical requests already in flight miss it.
-        cache = self._prompt_cache(wire, call, reply)
-        stats = self.stats  # the latency may have spanned a reset
-        stats.answered(call.model, wire.route, reply.usage, cache)
-        serial = next(self._ids)
-        payload = wire.success(call.model, reply, serial, cache)
-        headers[wire.request_id_header] = f"req_sim{serial:010d}"
-        return web.Response(
-            body=json.dumps(payload, ensure_ascii=False).encode(),
-            content_type=JSON_TYPE,
-            headers=headers,
-        )
-
-    def _prompt_cache(self, wire: Wire, call: Call, reply: SimReply):
+    def _prompt_cache(self, wire: Wire, call: Call, reply: SimReply) -> CacheUsage:
+        if reply.usage.input_tokens < self._min_cacheable and not call.breakpoints:
+            return NO_CACHE  # the common case, decided at once
         spec = self.simulator.models.get(model_name(call.model))
-        if spec is None or not self.prompt_cache.settings.enabled:
+        if spec is None:
             return NO_CACHE
         return wire.prompt_cache(
             self.prompt_cache, call, reply.usage.input_tokens, spec.min_cacheable_tokens

@@ -95,8 +95,9 @@ class ServerStats:
 
     def answered(self, model: str, route: str, usage: Usage, cache: CacheUsage) -> None:
         self.ok += 1
-        self.ok_by_model[model] = self.ok_by_model.get(model, 0) + 1
-        self.ok_by_route[route] = self.ok_by_route.get(route, 0) + 1
+        by_model, by_route = self.ok_by_model, self.ok_by_route
+        by_model[model] = by_model.get(model, 0) + 1
+        by_route[route] = by_route.get(route, 0) + 1
         self.usage.add(usage, cache)
 
     # ---------------------------------------------------------------- the report

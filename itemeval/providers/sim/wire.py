@@ -81,6 +81,8 @@ class Wire:
         self, cache: PromptCache, call: Call, prompt_tokens: int, min_tokens: int
     ) -> CacheUsage:
         """Automatic prefix caching (OpenAI, Gemini); Anthropic overrides it."""
+        if prompt_tokens < min_tokens:  # the common case, decided before any work
+            return NO_CACHE
         scope = f"{self.name}\x00{model_name(call.model)}"
         read = cache.automatic(scope, call.messages, prompt_tokens, min_tokens)
         return CacheUsage(read) if read else NO_CACHE
