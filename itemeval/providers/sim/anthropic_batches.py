@@ -184,8 +184,8 @@ class AnthropicBatches:
 
     # ---------------------------------------------------------------- the runner's side
 
-    def validate(self, batch: Batch) -> list[dict[str, Any]]:
-        return []  # checked at creation; params one by one as they are processed
+    def validate(self, batch: Batch) -> tuple[list[BatchItem], list[dict[str, Any]]]:
+        return batch.items, []  # checked at creation; params one by one as they are processed
 
     def result_line(self, batch: Batch, index: int, item: BatchItem, answer: BatchAnswer) -> bytes:
         if answer.status == 200:

@@ -71,7 +71,9 @@ class BatchFormat(Protocol):
 
     api: str
 
-    def validate(self, batch: Batch) -> list[dict[str, Any]]: ...
+    def validate(self, batch: Batch) -> tuple[list[BatchItem], list[dict[str, Any]]]:
+        """The batch's requests, and the problems that fail it (OpenAI's input file)."""
+        ...
 
     def result_line(
         self, batch: Batch, index: int, item: BatchItem, answer: BatchAnswer
@@ -188,7 +190,9 @@ class BatchRunner:
     async def _run(self, batch: Batch) -> None:
         try:
             await asyncio.sleep(0)  # the create call answers first, with `validating`
-            batch.errors = batch.format.validate(batch)  # sets batch.items (OpenAI)
+            # In a thread: a large input file must not stall the live routes.
+            items, errors = await asyncio.to_thread(batch.format.validate, batch)
+            batch.items, batch.errors = items, errors
             if batch.errors:
                 self._end(batch, "failed")
                 return

@@ -277,7 +277,7 @@ class OpenAIBatches:
 
     # ---------------------------------------------------------------- the runner's side
 
-    def validate(self, batch: Batch) -> list[dict[str, Any]]:
+    def validate(self, batch: Batch) -> tuple[list[BatchItem], list[dict[str, Any]]]:
         errors: list[dict[str, Any]] = []
         items: list[BatchItem] = []
         seen: set[str] = set()
@@ -329,10 +329,10 @@ class OpenAIBatches:
             problem("empty_file", "The input file has no requests.", 0)
         if len(items) > MAX_REQUESTS:
             problem("too_many_requests", f"A batch holds at most {MAX_REQUESTS} requests.", 0)
-        if not errors:
-            batch.items = items
-            batch.fields["model"] = items[0].body.get("model")
-        return errors
+        if errors:
+            return [], errors
+        batch.fields["model"] = items[0].body.get("model")
+        return items, errors
 
     def result_line(self, batch: Batch, index: int, item: BatchItem, answer: BatchAnswer) -> bytes:
         if answer.status == 200:
