@@ -180,6 +180,8 @@ def test_a_reasoning_model_reasons_unasked_and_effort_scales_it() -> None:
         reasoning(sim, "sim/reasoner", f"r{i}", thinking_budget=600) <= 600 for i in range(50)
     )
     assert reasoning(sim, "sim/reasoner", "r1", thinking_budget=0) == 0
+    assert reasoning(sim, "sim/reasoner", "r1", thinking_budget=-1) == unasked[1]  # dynamic
+    assert reasoning(sim, "sim/strong", "r1", thinking_budget=-1) > 500
     # Models without reasoning_tokens reason only when asked.
     assert all(reasoning(sim, "sim/strong", f"r{i}") == 0 for i in range(50))
     assert reasoning(sim, "sim/strong", "r1", reasoning_effort="high") > 1000

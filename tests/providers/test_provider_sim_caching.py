@@ -276,3 +276,26 @@ def test_the_cache_stays_bounded_and_forgets_expired_entries() -> None:
     )  # refreshed
     assert cache.automatic("s", messages, tokens, 1024, now=1029.0) == 0  # 10.5 s unused
     assert cache.automatic("other scope", messages, tokens, 1024, now=1029.5) == 0
+
+
+def test_an_anthropic_read_refreshes_the_entry_it_found() -> None:
+    cache = PromptCache(PromptCacheSettings(ttl_s=10.0))
+    mark = {"type": "ephemeral"}
+    head = {"type": "text", "text": long_text("head", 1100)}
+
+    def request(tail: str, marked_head: bool) -> list:
+        first = {**head, "cache_control": mark} if marked_head else head
+        return [
+            {
+                "role": "user",
+                "content": [first, {"type": "text", "text": tail, "cache_control": mark}],
+            }
+        ]
+
+    head_tokens = 4 + math.ceil(len(head["text"]) / 4)
+    assert cache.explicit("s", request("a", True), None, 1024, now=0.0).read == 0
+    # Found by looking back from a later breakpoint, at t = 9 and again at t = 15: alive only
+    # because the read at t = 9 refreshed it (it was written to expire at t = 10).
+    assert cache.explicit("s", request("b", False), None, 1024, now=9.0).read == head_tokens
+    assert cache.explicit("s", request("c", False), None, 1024, now=15.0).read == head_tokens
+    assert cache.explicit("s", request("d", False), None, 1024, now=40.0).read == 0

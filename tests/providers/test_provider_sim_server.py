@@ -253,6 +253,11 @@ def test_bad_models_file_exits_2_naming_the_file(tmp_path: Path, capsys) -> None
     assert "models.yaml" in err and "hero.ability" in err
     assert sim_server_main(["--fault-429", "2", "--port", "0"]) == 2
     assert "faults.rate_limit" in capsys.readouterr().err
+    assert sim_server_main(["--batch-error-rate", "1.5", "--port", "0"]) == 2
+    assert "batch.error_rate" in capsys.readouterr().err
+    assert sim_server_main(["--cache-ttl-s", "0", "--batch-window-s", "-1", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "prompt_cache.ttl_s" in err and "batch.window_s" in err
 
 
 def test_the_itemeval_root_command_has_sim_server(capsys) -> None:

@@ -12,9 +12,10 @@ Without hints the item id is a hash of the prompt and the answer is plausible bu
 
 Hidden reasoning: a model with `reasoning_tokens > 0` (the catalog's `sim/reasoner`) reasons on
 every call, about that many tokens at effort medium; any model reasons when asked
-(`reasoning_effort`, or a thinking budget). A thinking budget of 0 turns reasoning off. Reasoning
-plus text never exceed `max_tokens` (reasoning first, then as much text as is left), as a
-provider never bills beyond it.
+(`reasoning_effort`, or a thinking budget). A thinking budget caps reasoning; 0 turns it off, a
+negative one (Gemini's -1, dynamic) turns it on without a cap. Reasoning plus text never exceed
+`max_tokens` (reasoning first, then as much text as is left), as a provider never bills beyond
+it.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ class Simulator:
         if mean > 0:  # (the key hashes the prompt: only when there is something to draw)
             key = self._item_key(name, prompt, hints)
             reasoning = int(mean * (0.5 + stable_unit("reasoning", *key)))
-            if thinking_budget:
+            if thinking_budget is not None and thinking_budget > 0:
                 reasoning = min(reasoning, thinking_budget)
             summary = answers.filler((*key, "thinking"), min(6, 1 + reasoning // 512))
         output = count_tokens(text)
@@ -270,7 +271,9 @@ def _reasoning_mean(spec: SimModelSpec, effort: str | None, budget: int | None) 
         # A reasoning model reasons unasked; a budget only caps it.
         return spec.reasoning_tokens * _EFFORT_SCALE.get(effort or "medium", 1.0)
     base = _REASONING_TOKENS.get(effort or "", 0) if effort else 0
-    if budget:
+    if budget is not None and budget < 0:  # Gemini's -1: thinking on, the model decides
+        base = max(base, _REASONING_TOKENS["medium"])
+    elif budget:
         base = max(base, budget // 2)
     return float(base)
 

@@ -149,6 +149,7 @@ class PromptCache:
             return NO_CACHE
         now = time.monotonic() if now is None else now
         read = 0
+        hit = b""
         for index, _ in marks:
             for j in range(index, max(-1, index - LOOKBACK_BLOCKS - 1), -1):
                 tokens, digest = ends[j]
@@ -156,7 +157,10 @@ class PromptCache:
                     break
                 if self._alive(digest, now):
                     read = tokens
+                    hit = digest
                     break
+        if read:  # a read refreshes the entry it found (never shortening a 1h entry)
+            self._put(hit, max(self._entries[hit], now + self.settings.ttl_s), now)
         written = {"5m": 0, "1h": 0}
         done = read
         for index, ttl in marks:
