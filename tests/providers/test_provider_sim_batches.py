@@ -5,6 +5,7 @@ driver killed mid-batch that a new driver picks up by id."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import subprocess
@@ -248,9 +249,14 @@ def test_openai_cancel_keeps_what_was_done(slow) -> None:
     assert all(e["response"] is None for e in cancelled)
     assert {e["error"]["code"] for e in cancelled} == {"batch_cancelled"}
     assert client.batches.cancel(batch.id).status == "cancelled"  # unchanged once ended
+    # Cancelled at once, while still validating: nothing ran.
+    early = submit(client, [chat_body(i) for i in range(5)])
+    client.batches.cancel(early.id)
+    early = wait_openai(client, early.id)
+    assert early.status == "cancelled" and early.request_counts.completed == 0
     after = stats_of(slow)["batch"]
-    assert after["cancelled"] - before["cancelled"] == 1
-    assert after["cancelled_requests"] - before["cancelled_requests"] == 30 - done
+    assert after["cancelled"] - before["cancelled"] == 2
+    assert after["cancelled_requests"] - before["cancelled_requests"] >= 30 - done
 
 
 def test_openai_batch_past_its_window_expires(short_window) -> None:
@@ -350,9 +356,16 @@ def test_anthropic_cancel_list_and_delete(slow) -> None:
         kinds.count("canceled") == counts.canceled and kinds.count("succeeded") == counts.succeeded
     )
 
+    # Cancelled right after creation: it still ends, its requests cancelled.
+    instant = client.messages.batches.create(requests=requests)
+    client.messages.batches.cancel(instant.id)
+    instant_counts = wait_anthropic(client, instant.id).request_counts
+    assert instant_counts.canceled > 0
+    assert instant_counts.canceled + instant_counts.succeeded == 30
+
     others = [client.messages.batches.create(requests=requests[:1]).id for _ in range(2)]
     listed = [b.id for b in client.messages.batches.list(limit=1)]  # follows the pages
-    assert listed[:3] == [*others[::-1], batch.id]
+    assert listed[:4] == [*others[::-1], instant.id, batch.id]
     page = client.messages.batches.list(limit=1, after_id=others[1])
     assert [b.id for b in page.data] == [others[0]] and page.has_more
     assert client.messages.batches.delete(batch.id).type == "message_batch_deleted"
@@ -422,3 +435,26 @@ def test_a_driver_killed_mid_batch_is_replaced_by_one_that_polls_the_same_ids(sl
     assert wait_anthropic(an, anthropic_id).request_counts.succeeded == 10
     results = list(an.messages.batches.results(anthropic_id))
     assert sorted(r.custom_id for r in results) == sorted(f"d{i}" for i in range(10))
+
+
+def test_a_batch_cancelled_before_its_task_ever_ran_still_ends() -> None:
+    from itemeval.providers.sim.anthropic_batches import AnthropicBatches
+    from itemeval.providers.sim.batches import Batch, BatchItem
+    from itemeval.providers.sim.server import SimServer
+
+    async def main() -> Batch:
+        server = SimServer()
+        api = AnthropicBatches(server.batches)
+        items = [BatchItem(f"x{i}", message_params(i)) for i in range(3)]
+        batch = Batch("msgbatch_x", api, items, time.time(), time.time() + 60)
+        server.batches.submit(batch)
+        server.batches.cancel(batch)  # before the event loop ran the task at all
+        for _ in range(100):
+            if batch.ended:
+                break
+            await asyncio.sleep(0.01)
+        return batch
+
+    batch = asyncio.run(main())
+    assert batch.outcome == "cancelled" and batch.canceled == 3
+    assert [json.loads(line)["result"]["type"] for line in batch.lines] == ["canceled"] * 3

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -121,6 +122,12 @@ class Batch:
     def ended(self) -> bool:
         return self.status == "ended"
 
+    def prepare(self) -> None:
+        """Room for a result per request (once the requests are known)."""
+        if len(self.lines) != len(self.items):
+            self.lines = [None] * len(self.items)
+            self.codes = bytearray(len(self.items))
+
     def add_usage(self, usage: dict[str, int]) -> None:
         for key, value in usage.items():
             self.usage[key] = self.usage.get(key, 0) + value
@@ -158,7 +165,9 @@ class BatchRunner:
         batch.serial = self._created
         self.batches[batch.id] = batch
         self.stats().submitted += 1
+        batch.prepare()
         batch.task = asyncio.get_running_loop().create_task(self._run(batch))
+        batch.task.add_done_callback(lambda _: self._after_cancel(batch))
 
     def cancel(self, batch: Batch) -> None:
         """Ask a batch to stop; it ends `cancelled` at once (requests not done: cancelled)."""
@@ -188,22 +197,27 @@ class BatchRunner:
     # ---------------------------------------------------------------- the work
 
     async def _run(self, batch: Batch) -> None:
+        await asyncio.sleep(0)  # the create call answers first, with `validating`
         try:
-            await asyncio.sleep(0)  # the create call answers first, with `validating`
             # In a thread: a large input file must not stall the live routes.
             items, errors = await asyncio.to_thread(batch.format.validate, batch)
             batch.items, batch.errors = items, errors
             if batch.errors:
                 self._end(batch, "failed")
                 return
-            batch.lines = [None] * len(batch.items)
-            batch.codes = bytearray(len(batch.items))
+            batch.prepare()
             batch.status = "in_progress"
             batch.in_progress_at = time.time()
             await self._work(batch)
-        except asyncio.CancelledError:
-            if batch.status != "cancelling":
-                raise  # the server is stopping
+        except Exception as exc:  # a bug here must end the batch, not leave drivers polling
+            print(f"sim-server: batch {batch.id} failed: {exc!r}", file=sys.stderr, flush=True)
+            batch.errors = [{"code": "server_error", "message": repr(exc), "param": None}]
+            self._end(batch, "failed")
+
+    def _after_cancel(self, batch: Batch) -> None:
+        """The task is over: if a cancel stopped it (at any point, even before it started),
+        the batch ends `cancelled` now."""
+        if batch.status == "cancelling":
             self._close_unfinished(batch, "canceled")
             self._end(batch, "cancelled")
 
@@ -247,6 +261,7 @@ class BatchRunner:
         batch.lines[index] = batch.format.result_line(batch, index, item, answer)
 
     def _close_unfinished(self, batch: Batch, outcome: str) -> None:
+        batch.prepare()
         count = 0
         code = EXPIRED if outcome == "expired" else CANCELED
         for index, item in enumerate(batch.items):
