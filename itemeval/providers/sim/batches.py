@@ -16,7 +16,8 @@ How a batch ends:
   requests not done are expired;
 * **cancelled**: a cancel arrived first; the requests not done are cancelled (requests already
   answered keep their results);
-* **failed** (OpenAI only): the input file did not validate; nothing ran.
+* **failed**: an OpenAI input file did not validate (nothing ran), or the simulator itself failed
+  while processing (`errors` code `server_error`, also printed on stderr: a bug to report).
 
 State lives in memory only (the server is for tests): a driver that restarts against the same
 server finds its batches by id; a new server knows none of them. The API modules

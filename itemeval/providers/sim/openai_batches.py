@@ -103,12 +103,12 @@ def _error(status: int, message: str, param: str | None = None, code: str | None
     return web.json_response(body, status=status)
 
 
-def _limit(request: web.Request, default: int, most: int) -> int:
+def _limit(request: web.Request, default: int, most: int) -> int | None:
+    """The `limit` query parameter within [1, most]; None when it is not an integer."""
     try:
-        value = int(request.query.get("limit", default))
+        return max(1, min(most, int(request.query.get("limit", default))))
     except ValueError:
-        raise web.HTTPBadRequest(reason="limit must be an integer") from None
-    return max(1, min(most, value))
+        return None
 
 
 class OpenAIBatches:
@@ -186,12 +186,10 @@ class OpenAIBatches:
         files = [f for f in self.files.values() if purpose is None or f.purpose == purpose]
         if request.query.get("order", "desc") == "desc":
             files.reverse()
-        chosen, more = page(
-            files,
-            lambda f: f.id,
-            after=request.query.get("after"),
-            limit=_limit(request, 10_000, 10_000),
-        )
+        limit = _limit(request, 10_000, 10_000)
+        if limit is None:
+            return _error(400, "limit must be an integer", param="limit")
+        chosen, more = page(files, lambda f: f.id, after=request.query.get("after"), limit=limit)
         return web.json_response(_list_body([f.to_json() for f in chosen], more))
 
     # ---------------------------------------------------------------- batches
@@ -267,12 +265,10 @@ class OpenAIBatches:
 
     async def _list(self, request: web.Request) -> web.Response:
         batches = self.runner.listed(self.api)
-        chosen, more = page(
-            batches,
-            lambda b: b.id,
-            after=request.query.get("after"),
-            limit=_limit(request, 20, 100),
-        )
+        limit = _limit(request, 20, 100)
+        if limit is None:
+            return _error(400, "limit must be an integer", param="limit")
+        chosen, more = page(batches, lambda b: b.id, after=request.query.get("after"), limit=limit)
         return web.json_response(_list_body([self.to_json(b) for b in chosen], more))
 
     # ---------------------------------------------------------------- the runner's side
