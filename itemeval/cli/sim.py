@@ -1,10 +1,10 @@
 """`itemeval sim-server`: run the simulated provider as an HTTP server on 127.0.0.1.
 
-It speaks the OpenAI (`/v1/chat/completions`, `/v1/models`), Anthropic (`/v1/messages`) and
-Gemini (`/v1beta/models/{model}:generateContent`) wire formats, so official SDKs and our clients
-can call it. With `--port 0` it picks a free port; either way it prints one line
-`listening on http://127.0.0.1:PORT` (flushed) once it accepts connections, then serves until
-interrupted.
+It speaks the OpenAI (`/v1/chat/completions`, `/v1/models`, Files and Batches), Anthropic
+(`/v1/messages`, Message Batches) and Gemini (`/v1beta/models/{model}:generateContent`) wire
+formats, so official SDKs and our clients can call it. With `--port 0` it picks a free port;
+either way it prints one line `listening on http://127.0.0.1:PORT` (flushed) once it accepts
+connections, then serves until interrupted.
 
 `python -m itemeval.cli.sim ARGS` runs the same command as `itemeval sim-server ARGS` without
 loading the other command groups (tests and benchmarks use it to start servers quickly).
@@ -58,6 +58,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--fault-empty", type=float, default=0.0, help="empty content")
     group.add_argument("--retry-after", type=float, default=0.5, help="Retry-After of fault 429s")
     group.add_argument("--hang-s", type=float, default=600.0, help="how long a timeout hangs")
+    group = parser.add_argument_group("prompt caching (reported as each provider reports it)")
+    group.add_argument(
+        "--no-prompt-cache",
+        action="store_true",
+        help="report no cached tokens (caching is on by default, as at the providers)",
+    )
+    group.add_argument(
+        "--cache-ttl-s",
+        type=float,
+        default=300.0,
+        help="lifetime of a cache entry since its last use (Anthropic's 1h entries: 3600 s)",
+    )
+    group = parser.add_argument_group("batches (OpenAI Batch API, Anthropic Message Batches)")
+    group.add_argument(
+        "--batch-delay-s",
+        type=float,
+        default=1.0,
+        help="time a batch takes: its requests finish evenly spread over it",
+    )
+    group.add_argument(
+        "--batch-window-s",
+        type=float,
+        help="completion window in seconds (default 24 h); a batch unfinished then expires",
+    )
+    group.add_argument(
+        "--batch-error-rate", type=float, default=0.0, help="share of batch requests that error"
+    )
+    group.add_argument(
+        "--batch-expire",
+        action="store_true",
+        help="every batch expires after --batch-delay-s with nothing done",
+    )
     group = parser.add_argument_group("judge")
     group.add_argument(
         "--judge-malformed-rate",
@@ -108,6 +140,13 @@ def build_settings(args: argparse.Namespace) -> tuple[Any, Any]:
             "empty": args.fault_empty,
             "retry_after_s": args.retry_after,
             "hang_s": args.hang_s,
+        },
+        "prompt_cache": {"enabled": not args.no_prompt_cache, "ttl_s": args.cache_ttl_s},
+        "batch": {
+            "delay_s": args.batch_delay_s,
+            "window_s": args.batch_window_s,
+            "error_rate": args.batch_error_rate,
+            "force_expire": args.batch_expire,
         },
     }
     source = "command line"

@@ -61,6 +61,17 @@ class SimModelSpec(_Strict):
         description="how much reasoning and prose it writes, as a multiple of the default "
         "(answers themselves do not change); verbose models cost more than estimated",
     )
+    reasoning_tokens: Annotated[int, Field(ge=0, le=1_000_000)] = Field(
+        0,
+        description="a reasoning model: mean hidden reasoning tokens per answer even without "
+        "reasoning parameters (at reasoning_effort medium; low is a quarter, high four times, "
+        "minimal none); 0 = reasons only when asked (reasoning_effort, thinking budget)",
+    )
+    min_cacheable_tokens: Annotated[int, Field(ge=1)] = Field(
+        1024,
+        description="the shortest prompt prefix the sim-server's prompt cache keeps for this "
+        "model (Anthropic's minimum cacheable length; the start of OpenAI's 128-token steps)",
+    )
 
 
 class LatencySettings(_Strict):
@@ -94,11 +105,52 @@ class FaultSettings(_Strict):
         return self
 
 
+class PromptCacheSettings(_Strict):
+    """The sim-server's prompt cache, reported as each provider reports its own (see
+    docs/providers.md): Anthropic's explicit `cache_control` breakpoints, OpenAI's and Gemini's
+    automatic prefix caching. The in-process simulator does not simulate caching."""
+
+    enabled: bool = True
+    ttl_s: PositiveFloat = Field(
+        300.0, description="lifetime of an entry since its last use (Anthropic's default 5m)"
+    )
+    long_ttl_s: PositiveFloat = Field(
+        3600.0, description='lifetime of an Anthropic `cache_control: {ttl: "1h"}` entry'
+    )
+    max_entries: Annotated[int, Field(ge=1)] = Field(
+        250_000, description="prefix entries kept at most (least recently used go first)"
+    )
+
+
+class BatchSettings(_Strict):
+    """How the sim-server runs OpenAI Batches and Anthropic Message Batches."""
+
+    delay_s: Annotated[float, Field(ge=0)] = Field(
+        1.0,
+        description="time from creation until the last request of a batch is done; the requests "
+        "finish evenly spread over it, in order",
+    )
+    window_s: PositiveFloat | None = Field(
+        None,
+        description="the completion window in seconds (default: the requested one, 24 h); a "
+        "batch still unfinished at its end expires, its remaining requests expired",
+    )
+    error_rate: Probability = Field(
+        0.0, description="share of batch requests that end in an error (a 500 / api_error)"
+    )
+    force_expire: bool = Field(
+        False,
+        description="every batch does nothing and expires when its delay_s has passed (all "
+        "its requests expired)",
+    )
+
+
 class SimSettings(_Strict):
     """The simulated provider: its model catalog, randomness, judge behaviour, latency, faults.
 
     `models` is merged over the default catalog (`sim/strong`, `sim/medium`, `sim/weak`,
-    `sim/judge`); names are given without the `sim/` prefix.
+    `sim/judge`, `sim/reasoner`); names are given without the `sim/` prefix. `prompt_cache` and
+    `batch` apply to `itemeval sim-server` only.
     """
 
     seed: int = 0
@@ -110,6 +162,8 @@ class SimSettings(_Strict):
     )
     latency: LatencySettings = Field(default_factory=LatencySettings)
     faults: FaultSettings = Field(default_factory=FaultSettings)
+    prompt_cache: PromptCacheSettings = Field(default_factory=PromptCacheSettings)
+    batch: BatchSettings = Field(default_factory=BatchSettings)
     wire_format: Literal["openai", "anthropic"] = Field(
         "openai", description="the wire format used to reach `itemeval sim-server` (base_url set)"
     )

@@ -83,6 +83,21 @@ def start_sim_server() -> Iterator[Callable[..., SimServerProcess]]:
 
 
 @pytest.fixture(scope="module")
+def start_module_sim_server() -> Iterator[Callable[..., SimServerProcess]]:
+    """Like `start_sim_server`, for servers that a whole test module shares."""
+    started: list[SimServerProcess] = []
+
+    def start(*args: str) -> SimServerProcess:
+        server = SimServerProcess(list(args))
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
 def sim_server() -> Iterator[SimServerProcess]:
     """One plain sim-server (1 ms latency) shared by a test module."""
     server = SimServerProcess(["--latency-ms", "1"])

@@ -152,6 +152,73 @@ def test_token_counts_are_realistic_and_max_tokens_truncates() -> None:
     assert thinking.usage.output_tokens > thinking.usage.reasoning_tokens
 
 
+def reasoning(sim: Simulator, model: str, item: str, **params: Any) -> int:
+    messages = [{"role": "user", "content": MC_PROMPT}]
+    reply = sim.reply(model, messages, hints={"item_id": item, "target": "C"}, **params)
+    assert reply.kind == "ok"
+    return reply.usage.reasoning_tokens
+
+
+def test_a_reasoning_model_reasons_unasked_and_effort_scales_it() -> None:
+    sim = Simulator()
+    assert sim.models["reasoner"].reasoning_tokens == 1024  # the packaged sim/reasoner
+    unasked = [reasoning(sim, "sim/reasoner", f"r{i}") for i in range(300)]
+    assert min(unasked) >= 512 and max(unasked) < 1536  # mean x (0.5 + u)
+    assert 950 < statistics.fmean(unasked) < 1100
+    means = {
+        effort: statistics.fmean(
+            reasoning(sim, "sim/reasoner", f"r{i}", reasoning_effort=effort) for i in range(200)
+        )
+        for effort in ("minimal", "low", "medium", "high")
+    }
+    assert means["minimal"] == 0
+    assert means["low"] < means["medium"] < means["high"]
+    assert 3.5 < means["high"] / means["medium"] < 4.5
+    assert means["medium"] == statistics.fmean(unasked[:200])  # unasked = effort medium
+    # A budget caps a reasoning model, and a budget of 0 turns reasoning off (Gemini's rule).
+    assert all(
+        reasoning(sim, "sim/reasoner", f"r{i}", thinking_budget=600) <= 600 for i in range(50)
+    )
+    assert reasoning(sim, "sim/reasoner", "r1", thinking_budget=0) == 0
+    assert reasoning(sim, "sim/reasoner", "r1", thinking_budget=-1) == unasked[1]  # dynamic
+    assert reasoning(sim, "sim/strong", "r1", thinking_budget=-1) > 500
+    # Models without reasoning_tokens reason only when asked.
+    assert all(reasoning(sim, "sim/strong", f"r{i}") == 0 for i in range(50))
+    assert reasoning(sim, "sim/strong", "r1", reasoning_effort="high") > 1000
+    custom = Simulator(SimSettings(models={"thinker": {"ability": 0.5, "reasoning_tokens": 200}}))
+    assert 100 <= reasoning(custom, "sim/thinker", "r1") < 300
+
+
+def test_max_tokens_bounds_reasoning_plus_text() -> None:
+    sim = Simulator()
+    prompt = "Explain the answer step by step.\nA) 1\nB) 2\nANSWER: your letter"
+    seen_cut = seen_reasoning_only = 0
+    for i in range(300):
+        max_tokens = 1 + (i * 37) % 2500
+        for model, params in (
+            ("sim/reasoner", {}),
+            ("sim/strong", {"reasoning_effort": "high"}),
+            ("sim/medium", {"thinking_budget": 2048}),
+            ("sim/weak", {}),
+        ):
+            reply = sim.reply(
+                model,
+                [{"role": "user", "content": prompt}],
+                hints={"item_id": f"b{i}"},
+                max_tokens=max_tokens,
+                **params,
+            )
+            usage = reply.usage
+            assert usage.output_tokens <= max_tokens, (model, max_tokens, usage)
+            assert usage.output_tokens == usage.reasoning_tokens + math.ceil(len(reply.text) / 4)
+            if reply.finish_reason == "length":
+                seen_cut += 1
+                seen_reasoning_only += reply.text == ""
+            else:
+                assert reply.finish_reason == "stop"
+    assert seen_cut > 100 and seen_reasoning_only > 10
+
+
 # --------------------------------------------------------------------------- judge
 
 

@@ -1,14 +1,21 @@
 """`itemeval sim-server` as a subprocess: the official OpenAI and Anthropic SDKs and our three
-clients call it; its own limits with 429s; our client's rate against it; 429 bursts absorbed."""
+clients call it; its own limits with 429s; our client's rate against it; 429 bursts absorbed;
+hidden reasoning on every wire; the stats tests check physical truth against (answers by model
+and route, tokens billed, peak concurrency, admitted arrivals and windows, reset)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import anthropic
+import numpy as np
 import openai
 import pytest
 
@@ -21,6 +28,7 @@ from itemeval.providers import (
     SamplingParams,
     make_provider,
 )
+from itemeval.providers.sim.stats import ServerStats, max_in_window
 
 MC = "Which planet is largest?\nA) Mars\nB) Jupiter\nC) Venus\nD) Mercury\nAnswer with a letter."
 
@@ -245,6 +253,11 @@ def test_bad_models_file_exits_2_naming_the_file(tmp_path: Path, capsys) -> None
     assert "models.yaml" in err and "hero.ability" in err
     assert sim_server_main(["--fault-429", "2", "--port", "0"]) == 2
     assert "faults.rate_limit" in capsys.readouterr().err
+    assert sim_server_main(["--batch-error-rate", "1.5", "--port", "0"]) == 2
+    assert "batch.error_rate" in capsys.readouterr().err
+    assert sim_server_main(["--cache-ttl-s", "0", "--batch-window-s", "-1", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "prompt_cache.ttl_s" in err and "batch.window_s" in err
 
 
 def test_the_itemeval_root_command_has_sim_server(capsys) -> None:
@@ -265,3 +278,217 @@ def test_models_file_adds_models(start_sim_server, tmp_path: Path) -> None:
         [mc_request(i, "sim/oracle", difficulty=0.0) for i in range(10)],
     )
     assert [r.text for r in results] == ["B"] * 10
+
+
+# --------------------------------------------------------------------------- hidden reasoning
+
+
+def test_the_reasoning_model_reasons_on_every_wire(sim_server) -> None:
+    hints = {"itemeval_sim": {"item_id": "think-1", "target": "B", "modality": "choiceof4"}}
+    messages = [{"role": "user", "content": MC}]
+    oa = openai.OpenAI(base_url=f"{sim_server.url}/v1", api_key="x", max_retries=0)
+    completion = oa.chat.completions.create(
+        model="sim/reasoner", messages=messages, max_completion_tokens=4000, extra_body=hints
+    )
+    usage = completion.usage
+    reasoning = usage.completion_tokens_details.reasoning_tokens
+    assert 512 <= reasoning < 1536  # unasked: sim/reasoner's 1024 x (0.5 + u)
+    assert usage.completion_tokens == reasoning + 1  # hidden reasoning, then one letter
+    assert completion.choices[0].message.content in {"A", "B", "C", "D"}
+
+    an = anthropic.Anthropic(base_url=sim_server.url, api_key="x", max_retries=0)
+    message = an.messages.create(
+        model="sim/reasoner", max_tokens=4000, messages=messages, extra_body=hints
+    )
+    thinking, text = message.content
+    assert thinking.type == "thinking" and thinking.thinking and thinking.signature
+    assert text.type == "text" and text.text == completion.choices[0].message.content
+    assert message.usage.output_tokens == reasoning + 1  # thinking is billed as output
+    assert message.usage.output_tokens_details.thinking_tokens == reasoning
+    plain = an.messages.create(model="sim/strong", max_tokens=100, messages=messages)
+    assert [block.type for block in plain.content] == ["text"]
+
+    # max_tokens bounds reasoning and text together, as a provider never bills beyond it.
+    cut = an.messages.create(model="sim/reasoner", max_tokens=100, messages=messages)
+    assert cut.usage.output_tokens <= 100 and cut.stop_reason == "max_tokens"
+
+    body = {"contents": [{"role": "user", "parts": [{"text": MC}]}], **hints}
+    request = urllib.request.Request(
+        f"{sim_server.url}/v1beta/models/sim/reasoner:generateContent",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        metadata = json.loads(response.read())["usageMetadata"]
+    assert metadata["thoughtsTokenCount"] == reasoning and metadata["candidatesTokenCount"] == 1
+
+    # Our client sees it too; with too small a max_tokens the reasoning eats the answer.
+    roomy = ModelRequest("sim/reasoner", (messages[0],), SamplingParams(max_tokens=4000))
+    tight = ModelRequest("sim/reasoner", (messages[0],), SamplingParams(max_tokens=64))
+    roomy_result, tight_result = run_client(
+        {"kind": "openai", "base_url": f"{sim_server.url}/v1"}, [roomy, tight]
+    )
+    assert roomy_result.ok and roomy_result.usage.reasoning_tokens > 500
+    assert tight_result.error_code == ErrorCode.EMPTY_OUTPUT
+    assert tight_result.usage.output_tokens == tight_result.usage.reasoning_tokens == 64
+
+
+def test_anthropic_thinking_parameters_are_checked(sim_server) -> None:
+    client = anthropic.Anthropic(base_url=sim_server.url, api_key="x", max_retries=0)
+    messages = [{"role": "user", "content": MC}]
+    with pytest.raises(anthropic.BadRequestError, match="greater than or equal to 1024"):
+        client.messages.create(
+            model="sim/strong",
+            max_tokens=4000,
+            messages=messages,
+            thinking={"type": "enabled", "budget_tokens": 500},
+        )
+    with pytest.raises(anthropic.BadRequestError, match="max_tokens"):
+        client.messages.create(
+            model="sim/strong",
+            max_tokens=2000,
+            messages=messages,
+            thinking={"type": "enabled", "budget_tokens": 2000},
+        )
+    message = client.messages.create(
+        model="sim/strong",
+        max_tokens=4096,
+        messages=messages,
+        thinking={"type": "enabled", "budget_tokens": 2048},
+    )
+    assert message.content[0].type == "thinking"
+    assert 0 < message.usage.output_tokens_details.thinking_tokens <= 2048
+
+
+# --------------------------------------------------------------------------- stats
+
+
+def stats_of(server, query: str = "") -> dict:
+    with urllib.request.urlopen(f"{server.url}/_sim/stats{query}", timeout=30) as response:
+        return json.loads(response.read())
+
+
+def test_stats_count_answers_by_model_and_route_and_bill_their_tokens(start_sim_server) -> None:
+    server = start_sim_server()
+    oa = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
+    an = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
+    billed = {"input": 0, "output": 0}
+    for _ in range(3):
+        usage = oa.chat.completions.create(
+            model="sim/strong", messages=[{"role": "user", "content": MC}]
+        ).usage
+        billed["input"] += usage.prompt_tokens
+        billed["output"] += usage.completion_tokens
+    for _ in range(2):
+        usage = an.messages.create(
+            model="sim/reasoner", max_tokens=3000, messages=[{"role": "user", "content": MC}]
+        ).usage
+        billed["input"] += usage.input_tokens
+        billed["output"] += usage.output_tokens
+    (gemini,) = run_client({"kind": "gemini", "base_url": f"{server.url}/v1beta"}, [mc_request(0)])
+    billed["input"] += gemini.usage.input_tokens
+    billed["output"] += gemini.usage.output_tokens
+    with pytest.raises(openai.NotFoundError):
+        oa.chat.completions.create(model="sim/nope", messages=[{"role": "user", "content": "x"}])
+
+    stats = stats_of(server)
+    assert stats["ok"] == 6 and stats["requests"] == 7 and stats["errors"] == 1
+    assert stats["ok_by_model"] == {"sim/strong": 4, "sim/reasoner": 2}
+    assert stats["ok_by_route"] == {
+        "/v1/chat/completions": 3,
+        "/v1/messages": 2,
+        "/v1beta/models/{model}:generateContent": 1,
+    }
+    assert stats["usage"]["input_tokens"] == billed["input"]
+    assert stats["usage"]["output_tokens"] == billed["output"]
+    assert stats["usage"]["reasoning_tokens"] > 1000  # the reasoner's, inside output_tokens
+    assert stats["batch"]["ok"] == 0 and stats["in_flight"] == 0
+
+
+def test_max_concurrent_is_the_peak_of_requests_in_flight(start_sim_server) -> None:
+    server = start_sim_server("--latency-ms", "600")
+    endpoint = {"kind": "sim", "base_url": f"{server.url}/v1", "max_concurrency": 12}
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(run_client, endpoint, [mc_request(i) for i in range(12)])
+        deadline = time.monotonic() + 10
+        while stats_of(server)["in_flight"] < 12 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stats_of(server)["in_flight"] == 12  # seen live, mid-flight
+        assert all(r.ok for r in running.result())
+    stats = stats_of(server)
+    assert stats["max_concurrent"] == 12 and stats["in_flight"] == 0
+    # A client allowed 4 at a time never has more than 4 at the server.
+    reset(server)
+    results = run_client({**endpoint, "max_concurrency": 4}, [mc_request(i) for i in range(12)])
+    assert all(r.ok for r in results)
+    assert stats_of(server)["max_concurrent"] == 4
+
+
+def reset(server) -> None:
+    request = urllib.request.Request(f"{server.url}/_sim/reset", method="POST", data=b"")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert json.loads(response.read()) == {"ok": True}
+
+
+def brute_max_in_window(times: list[float], window_s: float) -> int:
+    """An independent count: arrivals in (t - window, t] for every arrival t."""
+    return max((sum(t - window_s < u <= t for u in times) for t in times), default=0)
+
+
+def test_admitted_arrivals_give_the_most_requests_in_any_window(start_sim_server) -> None:
+    server = start_sim_server("--rpm", "600")  # the server's bucket holds 10 requests
+    endpoint = {"kind": "sim", "base_url": f"{server.url}/v1", "max_concurrency": 32}
+    started = time.time()
+    first = run_client({**endpoint, "max_attempts": 1}, [mc_request(i) for i in range(25)])
+    time.sleep(1.5)
+    second = run_client(endpoint, [mc_request(i) for i in range(5)])
+    refused = sum(r.error_code == ErrorCode.RATE_LIMITED for r in first)
+    assert 10 <= 25 - refused <= 12 and all(r.ok for r in second)
+
+    stats = stats_of(server, "?window_s=1&arrivals=1")
+    times = stats["arrivals_s"]
+    assert stats["admitted"] == len(times) == 30 - refused == stats["ok"]
+    assert stats["rate_limited"] == refused and stats["requests"] == 30
+    assert times == sorted(times) and times[25 - refused] - times[24 - refused] > 1.4
+    assert stats["max_in_window"] == brute_max_in_window(times, 1.0) == 25 - refused
+    assert started <= stats["first_arrival_epoch"] <= started + 5
+    assert sum(stats["arrival_tokens"]) == stats["admitted_tokens"] > 0
+    wide = stats_of(server, "?window_s=60")
+    assert wide["max_in_window"] == len(times) and "arrivals_s" not in wide
+    assert wide["max_tokens_in_window"] == stats["admitted_tokens"]
+    with pytest.raises(urllib.error.HTTPError) as refused_query:
+        stats_of(server, "?window_s=-3")
+    assert refused_query.value.code == 400
+
+
+def test_reset_forgets_counts_arrivals_and_cached_prefixes(start_sim_server) -> None:
+    server = start_sim_server()
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
+    messages = [{"role": "user", "content": "cache me " * 600}]  # ~1350 tokens
+
+    def cached() -> int:
+        usage = client.chat.completions.create(model="sim/strong", messages=messages).usage
+        return usage.prompt_tokens_details.cached_tokens
+
+    assert cached() == 0 and cached() > 0
+    assert stats_of(server)["ok"] == 2
+    reset(server)
+    stats = stats_of(server, "?window_s=60&arrivals=1")
+    assert stats["ok"] == stats["requests"] == stats["admitted"] == stats["max_concurrent"] == 0
+    assert stats["ok_by_model"] == {} and stats["arrivals_s"] == [] and stats["max_in_window"] == 0
+    assert stats["usage"]["input_tokens"] == 0 and stats["prompt_cache_entries"] == 0
+    assert cached() == 0  # the cache was emptied too
+
+
+def test_arrivals_of_a_million_requests_stay_small_and_fast() -> None:
+    stats = ServerStats()
+    for i in range(1_000_000):
+        stats.admitted(i * 0.25, 3)  # four a second for 250,000 s
+    assert stats.arrivals.itemsize * len(stats.arrivals) == 8_000_000
+    assert stats.arrival_tokens.itemsize * len(stats.arrival_tokens) == 8_000_000
+    started = time.perf_counter()
+    report = stats.to_json(window_s=60)
+    assert time.perf_counter() - started < 2.0
+    assert report["max_in_window"] == 240  # (t - 60, t] holds 240 arrivals 0.25 s apart
+    assert report["max_tokens_in_window"] == 720 and report["admitted_tokens"] == 3_000_000
+    assert max_in_window(np.array([0.0, 60.0, 60.0, 119.9]), 60) == 3

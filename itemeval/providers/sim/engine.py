@@ -9,6 +9,13 @@ Hints (`ModelRequest.sim_hints`, or the `itemeval_sim` body field over HTTP):
 `item_id`, `epoch`, `target`, `modality`, `difficulty`; for judge calls `role: "judge"`,
 `solution` (the text being judged), `target`, optionally `score_range: [low, high]`.
 Without hints the item id is a hash of the prompt and the answer is plausible but not calibrated.
+
+Hidden reasoning: a model with `reasoning_tokens > 0` (the catalog's `sim/reasoner`) reasons on
+every call, about that many tokens at effort medium; any model reasons when asked
+(`reasoning_effort`, or a thinking budget). A thinking budget caps reasoning; 0 turns it off, a
+negative one (Gemini's -1, dynamic) turns it on without a cap. Reasoning plus text never exceed
+`max_tokens` (reasoning first, then as much text as is left), as a provider never bills beyond
+it.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ from itemeval.providers.types import Usage
 FAULT_KINDS = ("rate_limit", "server_error", "timeout", "malformed", "empty")
 
 _REASONING_TOKENS = {"minimal": 0, "low": 256, "medium": 1024, "high": 4096}
+#: A reasoning model's mean per effort, as a multiple of its `reasoning_tokens` (= medium).
+_EFFORT_SCALE = {"minimal": 0.0, "low": 0.25, "medium": 1.0, "high": 4.0}
 
 
 @dataclass(slots=True)
@@ -46,6 +55,7 @@ class SimReply:
     delay_s: float = 0.0
     retry_after_s: float = 0.0
     message: str = ""
+    reasoning_summary: str = ""  # what a provider that shows thinking (Anthropic) would show
 
 
 def count_tokens(text: str) -> int:
@@ -101,11 +111,9 @@ class Simulator:
         reasoning_effort: str | None = None,
         thinking_budget: int | None = None,
     ) -> SimReply:
-        name = model_name(model)
-        spec = self.models.get(name)
-        if spec is None:
-            known = ", ".join(self.model_ids())
-            return SimReply("unknown_model", message=f"model {model!r} is not simulated ({known})")
+        """One attempt: the answer, its latency, or an injected fault (drawn per attempt)."""
+        if model_name(model) not in self.models:
+            return self._unknown(model)
         delay = self._latency()
         fault = self._fault()
         if fault is not None:
@@ -115,29 +123,75 @@ class Simulator:
                 retry_after_s=self.settings.faults.retry_after_s,
                 message=f"injected fault: {fault}",
             )
+        reply = self.answer(
+            model,
+            messages,
+            hints=hints,
+            max_tokens=max_tokens,
+            reasoning_effort=reasoning_effort,
+            thinking_budget=thinking_budget,
+        )
+        reply.delay_s += delay
+        return reply
+
+    def answer(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        hints: Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
+        reasoning_effort: str | None = None,
+        thinking_budget: int | None = None,
+    ) -> SimReply:
+        """The answer alone, without latency or fault draws: deterministic, and what batches use
+        (so a batch answers exactly as live calls do, and does not shift the live fault
+        sequence)."""
+        name = model_name(model)
+        spec = self.models.get(name)
+        if spec is None:
+            return self._unknown(model)
         prompt = "\n\n".join(_content(m) for m in messages)
         hints = hints or {}
         if hints.get("role") == "judge" or (not hints and answers.is_judge_prompt(prompt)):
             text = self._judge(name, spec, prompt, hints)
         else:
             text = self._solve(name, spec, prompt, hints)
-        reasoning = self._reasoning_tokens(name, prompt, hints, reasoning_effort, thinking_budget)
+        reasoning = 0
+        summary = ""
+        mean = _reasoning_mean(spec, reasoning_effort, thinking_budget)
+        if mean > 0:  # (the key hashes the prompt: only when there is something to draw)
+            key = self._item_key(name, prompt, hints)
+            reasoning = int(mean * (0.5 + stable_unit("reasoning", *key)))
+            if thinking_budget is not None and thinking_budget > 0:
+                reasoning = min(reasoning, thinking_budget)
+            summary = answers.filler((*key, "thinking"), min(6, 1 + reasoning // 512))
         output = count_tokens(text)
         finish = "stop"
         if max_tokens is not None and output + reasoning > max_tokens:
             # Out of budget: reasoning first, then as much text as is left.
-            reasoning = min(reasoning, max_tokens)
+            reasoning = min(reasoning, max(0, max_tokens))
             keep = max(0, max_tokens - reasoning)
             text = text[: keep * 4]
             output = count_tokens(text)
             finish = "length"
-        delay += output * self.settings.latency.per_output_token_ms / 1000.0
         usage = Usage(
             input_tokens=input_tokens(messages),
             output_tokens=output + reasoning,
             reasoning_tokens=reasoning,
         )
-        return SimReply("ok", text=text, finish_reason=finish, usage=usage, delay_s=delay)
+        return SimReply(
+            "ok",
+            text=text,
+            finish_reason=finish,
+            usage=usage,
+            delay_s=output * self.settings.latency.per_output_token_ms / 1000.0,
+            reasoning_summary=summary,
+        )
+
+    def _unknown(self, model: str) -> SimReply:
+        known = ", ".join(self.model_ids())
+        return SimReply("unknown_model", message=f"model {model!r} is not simulated ({known})")
 
     # ---------------------------------------------------------------- per attempt draws
 
@@ -208,22 +262,20 @@ class Simulator:
             return answers.malformed_judge_output(which, reasoning)
         return answers.judge_output(high if verdict else low, reasoning)
 
-    def _reasoning_tokens(
-        self,
-        name: str,
-        prompt: str,
-        hints: Mapping[str, Any],
-        effort: str | None,
-        budget: int | None,
-    ) -> int:
-        base = _REASONING_TOKENS.get(effort or "", 0) if effort else 0
-        if budget:
-            base = max(base, budget // 2)
-        if base <= 0:
-            return 0
-        u = stable_unit("reasoning", *self._item_key(name, prompt, hints))
-        tokens = int(base * (0.5 + u))
-        return min(tokens, budget) if budget else tokens
+
+def _reasoning_mean(spec: SimModelSpec, effort: str | None, budget: int | None) -> float:
+    """Mean hidden reasoning tokens of one answer (each answer draws 0.5x to 1.5x of it)."""
+    if budget == 0:  # thinking turned off (Gemini's thinkingBudget 0)
+        return 0.0
+    if spec.reasoning_tokens > 0:
+        # A reasoning model reasons unasked; a budget only caps it.
+        return spec.reasoning_tokens * _EFFORT_SCALE.get(effort or "medium", 1.0)
+    base = _REASONING_TOKENS.get(effort or "", 0) if effort else 0
+    if budget is not None and budget < 0:  # Gemini's -1: thinking on, the model decides
+        base = max(base, _REASONING_TOKENS["medium"])
+    elif budget:
+        base = max(base, budget // 2)
+    return float(base)
 
 
 def _float_or_none(value: Any) -> float | None:

@@ -31,6 +31,8 @@ DEFAULT_CATALOG: dict[str, SimModelSpec] = {
     "medium": SimModelSpec(ability=0.6, judge_accuracy=0.85),
     "weak": SimModelSpec(ability=0.35, judge_accuracy=0.7),
     "judge": SimModelSpec(ability=0.9, judge_accuracy=0.95),
+    # A reasoning model: hidden reasoning tokens on every call, even without reasoning params.
+    "reasoner": SimModelSpec(ability=0.8, judge_accuracy=0.9, reasoning_tokens=1024),
 }
 
 
