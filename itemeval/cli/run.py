@@ -19,7 +19,7 @@ from itemeval.cli.options import (
 from itemeval.errors import ExitCode
 from itemeval.planning import make_plan
 from itemeval.runtime.driver import RunOptions, RunOutcome, run_study
-from itemeval.store import status_counts
+from itemeval.store import RunsSpend, runs_spend, status_counts
 
 _STAGES = {"generate": ("generate",), "grade": ("grade",), "run": ("generate", "grade")}
 _HELP = {
@@ -135,8 +135,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     )
     slugs = {c.id: c.slug for c in (*design.generate, *design.grade)}
     rows = [s.as_dict() | {"slug": slugs[s.condition_id]} for s in (*generate, *grade)]
+    spent = runs_spend(plan.store)
     if args.json:
-        print_json({"study": plan.study.study, "store": plan.store.root.url, "conditions": rows})
+        print_json(
+            {
+                "study": plan.study.study,
+                "store": plan.store.root.url,
+                "conditions": rows,
+                "runs": spent.model_dump(),
+            }
+        )
         return int(ExitCode.OK)
     print(
         f"Study {plan.study.study}: {counted(plan.item_count, 'item')} x "
@@ -176,4 +184,23 @@ def cmd_status(args: argparse.Namespace) -> int:
             right={2, 3, 4, 6, 7, 8, 9},
         )
     )
+    print()
+    print(_runs_line(spent))
     return int(ExitCode.OK)
+
+
+def _runs_line(spent: RunsSpend) -> str:
+    """What the runs paid, as their manifests recorded it (it includes answers that reached the
+    store later from the response cache, which the rows above count as free)."""
+    line = f"Paid by {counted(spent.runs, 'run')}: {usd(spent.usd)}"
+    if spent.unstored_usd > 0:
+        line += (
+            f" ({usd(spent.unstored_usd)} of it on answers of failed or interrupted shards, "
+            "stored later from the response cache)"
+        )
+    if spent.unfinished:
+        line += (
+            f"; {counted(spent.unfinished, 'run')} never recorded an end (killed, or still "
+            "running): what it paid is not counted"
+        )
+    return line

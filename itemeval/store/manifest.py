@@ -205,3 +205,25 @@ def read_manifest(store: StudyStore, run_id: str) -> RunManifest:
 def latest_manifest(store: StudyStore) -> RunManifest | None:
     runs = list_manifests(store)
     return read_manifest(store, runs[-1]) if runs else None
+
+
+class RunsSpend(_Model):
+    """What every run of a study recorded spending (for `itemeval status`)."""
+
+    runs: int = 0
+    usd: float = 0.0  # every dollar the runs' ledgers counted
+    unstored_usd: float = 0.0  # the part spent on answers later stored from the response cache
+    unfinished: int = 0  # runs whose manifest never recorded an end (killed, or still running)
+
+
+def runs_spend(store: StudyStore) -> RunsSpend:
+    """The spend every run recorded in its manifest, summed."""
+    total = RunsSpend()
+    for run_id in list_manifests(store):
+        manifest = read_manifest(store, run_id)
+        total.runs += 1
+        if manifest.outcome == "running":
+            total.unfinished += 1
+        total.usd += manifest.spend.usd
+        total.unstored_usd += manifest.spend.unstored_usd
+    return total

@@ -364,3 +364,16 @@ def test_unknown_models_and_results_are_deterministic_across_providers() -> None
     first = [r.text for r in run_sim({"seed": 5}, [mc_request(i) for i in range(30)])]
     second = [r.text for r in run_sim({"seed": 5}, [mc_request(i) for i in range(30)])]
     assert first == second
+
+
+def test_without_max_tokens_the_model_limit_bounds_the_output():
+    from itemeval.providers.pricing import Pricing
+    from itemeval.providers.settings import SimModelSpec, SimSettings
+    from itemeval.providers.sim.engine import MAX_OUTPUT_TOKENS, Simulator
+
+    # The price table tells the budget cap the same limit the simulator enforces.
+    assert Pricing.load().price("sim/anything").max_output_tokens == MAX_OUTPUT_TOKENS
+    chatty = Simulator(SimSettings(models={"chatty": SimModelSpec(ability=0.5, verbosity=100)}))
+    prompt = [{"role": "user", "content": "Explain step by step, then ANSWER: the sum of 2 and 3."}]
+    reply = chatty.answer("sim/chatty", prompt, hints={"target": "5", "modality": "single-value"})
+    assert reply.usage.output_tokens <= MAX_OUTPUT_TOKENS

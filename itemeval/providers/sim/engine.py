@@ -15,7 +15,8 @@ every call, about that many tokens at effort medium; any model reasons when aske
 (`reasoning_effort`, or a thinking budget). A thinking budget caps reasoning; 0 turns it off, a
 negative one (Gemini's -1, dynamic) turns it on without a cap. Reasoning plus text never exceed
 `max_tokens` (reasoning first, then as much text as is left), as a provider never bills beyond
-it.
+it; without `max_tokens`, a simulated model's own output limit is `MAX_OUTPUT_TOKENS` (what the
+price table's `max_output` says for `sim/*`, so the budget cap can bound a call).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ from itemeval.providers.sim.model import (
     stable_unit,
 )
 from itemeval.providers.types import Usage
+
+#: A simulated model's output limit when a request sets no max_tokens (as real models have one).
+MAX_OUTPUT_TOKENS = 8192
 
 #: Reply kinds besides "ok": the injected faults, and a model that is not in the catalog.
 FAULT_KINDS = ("rate_limit", "server_error", "timeout", "malformed", "empty")
@@ -168,7 +172,9 @@ class Simulator:
             summary = answers.filler((*key, "thinking"), min(6, 1 + reasoning // 512))
         output = count_tokens(text)
         finish = "stop"
-        if max_tokens is not None and output + reasoning > max_tokens:
+        if max_tokens is None:
+            max_tokens = MAX_OUTPUT_TOKENS
+        if output + reasoning > max_tokens:
             # Out of budget: reasoning first, then as much text as is left.
             reasoning = min(reasoning, max(0, max_tokens))
             keep = max(0, max_tokens - reasoning)
