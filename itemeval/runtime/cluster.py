@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+#: The Ray namespace of every named actor itemeval creates (limiters, ledgers).
 NAMESPACE = "itemeval"
 
 

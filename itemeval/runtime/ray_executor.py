@@ -16,6 +16,7 @@ purpose: actors hold the plain-Python objects and forward calls.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
@@ -29,12 +30,11 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from itemeval.ids import content_hash
 from itemeval.providers.ratebucket import Grant, RateBucket
 from itemeval.providers.settings import EndpointSettings
+from itemeval.runtime.cluster import NAMESPACE
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.shards import Shard, ShardSummary
 from itemeval.runtime.spend import LedgerReply, LedgerState, SpendLedger
 from itemeval.runtime.worker import ShardRunner
-
-NAMESPACE = "itemeval"
 
 
 @ray.remote(num_cpus=0)
@@ -107,6 +107,17 @@ class ActorSpendSource:
 
     def __init__(self, handle: Any):
         self._handle = handle
+
+    async def run_alive(self, timeout_s: float = 10.0) -> bool:
+        """False once the run's driver is gone: the ledger it owns died with it (or the whole
+        local Ray it started), and a worker Ray has not reaped yet must not write fragments a
+        re-run is writing too. A ledger that does not answer counts as gone: the shard's
+        answers are in the response cache, so a live driver's re-dispatch costs no payment."""
+        try:
+            await asyncio.wait_for(self._handle.state.remote(), timeout_s)
+        except Exception:
+            return False
+        return True
 
     async def exchange(
         self,

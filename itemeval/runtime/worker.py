@@ -59,6 +59,10 @@ FRAGMENTS_CACHED = 4
 _TEXT_COLUMNS = ["item_id", "epoch", "text", "text_hash", "status"]
 
 
+class RunGone(Exception):
+    """The run's driver died while this worker still held a shard."""
+
+
 class ShardRunner:
     """Runs shards for one worker process (one per Ray actor, or one in-process)."""
 
@@ -81,6 +85,7 @@ class ShardRunner:
             else None
         )
         self.journal = ResponseJournal(cache) if cache is not None else None
+        self._spend_source = spend_source
         self.account = SpendAccount(spend_source, capped=context.capped)
         self._providers: dict[str, Provider] = {}
         self.calls = ShardCalls(
@@ -299,10 +304,18 @@ class ShardRunner:
         if self.journal is not None:
             await self.journal.flush()
         await asyncio.shield(self.account.flush())
+        if rows and not await self._run_alive():
+            # The driver died: its answers are in the cache; a re-run stores them, and this
+            # orphaned worker (Ray reaps it shortly) must not write the same cells too.
+            raise RunGone("the driver of this run is gone; the shard's answers are cached")
         if rows:
             summary.fragment = await asyncio.shield(
                 asyncio.to_thread(self.store.write, stage, shard.condition_id, rows)
             )
+
+    async def _run_alive(self) -> bool:
+        probe = getattr(self._spend_source, "run_alive", None)
+        return True if probe is None else bool(await probe())
 
     # -- reading ---------------------------------------------------------------------------
     def _items(self, shard: Shard) -> dict[str, WorkItem]:

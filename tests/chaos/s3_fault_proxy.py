@@ -30,6 +30,7 @@ def s3_fault_proxy(
     put_failure_rate: float = 0.0,
     seed: int = 7,
     fail_objects: int = 0,
+    fail_object_rate: float = 0.0,
     only_paths: str = "",
     put_delay_s: float = 0.0,
 ) -> Iterator[dict]:
@@ -37,9 +38,11 @@ def s3_fault_proxy(
 
     Besides the random `put_failure_rate`, `fail_objects` fails every PUT (retries included) of
     the first N distinct objects whose path contains `only_paths` (every PUT when it is ""):
-    exactly N writes fail, whatever the client retries. `put_delay_s` holds every matching PUT
+    exactly N writes fail, whatever the client retries; `fail_object_rate` dooms each further
+    matching object with that probability (seeded). `put_delay_s` holds every matching PUT
     that long before forwarding it (a slow object store)."""
     doomed: set[str] = set()
+    judged: set[str] = set()
     rng = random.Random(seed)
     stats = {"url": "", "failed": 0, "puts": 0, "enabled": True, "matching": 0}
     loop = asyncio.new_event_loop()
@@ -55,8 +58,10 @@ def s3_fault_proxy(
                 stats["matching"] += 1
                 if put_delay_s:
                     await asyncio.sleep(put_delay_s)
-            if matches and len(doomed) < fail_objects:
-                doomed.add(request.path)
+            if matches and request.path not in judged:
+                judged.add(request.path)
+                if len(doomed) < fail_objects or rng.random() < fail_object_rate:
+                    doomed.add(request.path)
             forced = request.path in doomed
             if stats["enabled"] and (forced or rng.random() < put_failure_rate):
                 stats["failed"] += 1
