@@ -224,3 +224,37 @@ def test_a_killed_driver_repays_at_most_the_calls_in_flight(tmp_path):
     per_kill = concurrency + concurrency / latency_s * 1.0  # in flight + one second of answers
     assert 0 <= paid_twice <= 2 * per_kill, paid_twice
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+
+
+@pytest.mark.s3
+def test_a_slow_store_write_never_stalls_the_calls_in_flight(tmp_path, s3_server, s3_bucket):
+    # Every solutions fragment PUT takes 1.5 s. Calls answer in 20 ms; with writes on the event
+    # loop, every call in flight during a write would wait for it (and a slow cache or store
+    # could time answers out after they arrived, to be paid again).
+    with (
+        sim_server("--latency-ms", "20") as url,
+        s3_fault_proxy(s3_server, only_paths="/solutions/", put_delay_s=1.5) as proxy,
+    ):
+        study = load_study(
+            write_study(
+                tmp_path,
+                **{
+                    "store": f"{s3_bucket}/studies/slow-writes",
+                    "storage_options": {
+                        "key": "testing",
+                        "secret": "testing",
+                        "client_kwargs": {"endpoint_url": proxy["url"], "region_name": "us-east-1"},
+                    },
+                    "endpoints.sim.base_url": url,
+                    "endpoints.sim.max_concurrency": 4,
+                    "facets.grader": [],
+                    "runtime.shard_size": 4,
+                    "runtime.shards_in_flight": 4,
+                },
+            )
+        )
+        outcome = run_study(study, RunOptions(no_ray=True, yes=True, quiet=True))
+    assert outcome.exit_code == ExitCode.OK, outcome.message
+    assert proxy["matching"] >= 10  # many slow fragment writes overlapped the calls
+    latency = StudyStore.open(study.store_url).read("solutions", columns=["latency_ms"])
+    assert pc.max(latency.column("latency_ms")).as_py() < 1000
