@@ -181,7 +181,9 @@ class ConditionProxy:
     * `ignore`: the header is dropped, so the server overwrites (a backend without the feature),
     * `reject`: answered `501 NotImplemented` (a backend that says it lacks the feature),
     * `conflict`: the first one per key is answered `409 ConditionalRequestConflict` (S3's answer
-      when a conditional write races another operation), later ones are forwarded.
+      when a conditional write races another operation), later ones are forwarded,
+    * `lose`: the first one per key is forwarded, but its answer is replaced by a 500 (an answer
+      lost on the way), so the client retries a write the server already made.
     """
 
     def __init__(self, upstream: str, mode: str = "pass"):
@@ -239,17 +241,18 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 "NotImplemented",
                 "A header you provided implies functionality that is not implemented",
             )
-        elif conditional and proxy.mode == "conflict":
+        first = False
+        if conditional and proxy.mode in ("conflict", "lose"):
             with proxy.lock:
                 first = self.path not in proxy.conflicted
                 proxy.conflicted.add(self.path)
-            if first:
-                return self._error(
-                    proxy,
-                    409,
-                    "ConditionalRequestConflict",
-                    "A conflicting operation occurred. If using PutObject you can retry.",
-                )
+        if first and proxy.mode == "conflict":
+            return self._error(
+                proxy,
+                409,
+                "ConditionalRequestConflict",
+                "A conflicting operation occurred. If using PutObject you can retry.",
+            )
         upstream = http.client.HTTPConnection(
             proxy.upstream.hostname, proxy.upstream.port, timeout=60
         )
@@ -259,6 +262,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             data = response.read()
         finally:
             upstream.close()
+        if first and proxy.mode == "lose":  # made upstream, but the client hears a 500
+            return self._error(proxy, 500, "InternalError", "We encountered an internal error.")
         with proxy.lock:
             proxy.requests[(self.command, response.status)] += 1
         self.send_response(response.status)

@@ -159,6 +159,24 @@ def test_a_conflicting_write_is_retried(s3_server: str) -> None:
     assert resolve(f"s3://{bucket}/study/_complete.json", options).read_bytes() == b"mine"
 
 
+def test_a_retried_create_refused_by_its_own_lost_first_attempt_counts_as_created(
+    s3_server: str,
+) -> None:
+    options = storage_options(s3_server, {})
+    bucket = _new_bucket(options)
+    with ConditionProxy(s3_server, "lose") as proxy:
+        via = {**options, "endpoint_url": proxy.endpoint}
+        location = resolve(f"s3://{bucket}/study/manifests/run-1.json", via)
+        assert location.create_exclusive(b"run 1 started")
+        # Each create (probe and manifest): the server wrote it, the client heard a 500,
+        # botocore retried and got 412; the bytes it then read were its own.
+        assert proxy.count("PUT", 500) == 2 and proxy.count("PUT", 412) >= 2
+        assert not location.create_exclusive(b"run 1 started by someone else")
+    assert resolve(f"s3://{bucket}/study/manifests/run-1.json", options).read_bytes() == (
+        b"run 1 started"
+    )
+
+
 # -- how a refusal is recognised ---------------------------------------------------------------
 def _client_error(code: str, status: int, **error: str) -> ClientError:
     response: Any = {
