@@ -196,7 +196,9 @@ class ConditionProxy:
         self.server.daemon_threads = True
         self.server.proxy = self  # type: ignore[attr-defined]
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     def __enter__(self) -> ConditionProxy:
         self.thread.start()
