@@ -131,9 +131,9 @@ class Location:
     def create_exclusive(self, data: bytes) -> bool:
         """Create the file with `data` unless it exists; True if this call created it.
 
-        On an object store a refused create whose object holds exactly `data` counts as
-        created: a PUT whose answer was lost is retried by the client and then refused by its
-        own first attempt. (Two writers of identical bytes therefore both get True.)
+        On an object store, a create refused after the client retried the PUT counts as done
+        if the object holds exactly `data`: the answer to an earlier attempt was lost, and the
+        retry was refused by that attempt's own write.
         """
         if self.is_local:
             tmp = _local_temp_file(self.path, data)
@@ -215,8 +215,8 @@ def check_exclusive_create(location: Location) -> None:
 
     Local disk needs no check (`os.link` fails on an existing target). On any other filesystem
     the first call per process, filesystem (endpoint and options) and bucket writes a probe
-    object beside `location` twice with the create condition, reads it back and deletes it:
-    2 PUTs, one read and a DELETE, once. A backend that overwrote, ignored or rejected the
+    object beside `location` twice with the create condition and deletes it: 2 PUTs and a
+    DELETE, once. A backend that overwrote, ignored or rejected the
     condition raises `StorageCapabilityError`; access problems (credentials, a missing bucket)
     propagate as they are.
     """
@@ -250,7 +250,6 @@ def _probe_exclusive_create(directory: Location) -> None:
             raise _cannot_create_exclusively(
                 directory, "it refused to create a new object as if it already existed"
             )
-        # Refused means: a precondition failure, and the object did not hold b"second".
         if _probe_put(probe, b"second"):
             raise _cannot_create_exclusively(
                 directory, "a second create of the same object overwrote it instead of failing"
@@ -282,17 +281,14 @@ def _probe_put(probe: Location, data: bytes) -> bool:
 
 
 def _conditional_put(location: Location, data: bytes) -> bool:
-    """One create-only write (`If-None-Match: *` on S3); False if the object exists with other
-    bytes than `data` (see `Location.create_exclusive`)."""
+    """One create-only write (`If-None-Match: *` on S3); False if the object exists (unless a
+    retried PUT was refused by its own earlier attempt: see `Location.create_exclusive`)."""
     for attempt in range(_CONFLICT_RETRIES + 1):
         try:
             location.fs.pipe_file(location.path, data, mode="create")
         except Exception as exc:
             if _is_precondition_failed(exc):
-                try:
-                    return location.read_bytes() == data
-                except FileNotFoundError:  # deleted since: it is not ours either way
-                    return False
+                return _was_retried(exc) and _holds(location, data)
             if attempt < _CONFLICT_RETRIES and _s3_error(exc, "ConditionalRequestConflict", 409):
                 time.sleep(_CONFLICT_BACKOFF_S * 2**attempt)
                 continue
@@ -301,6 +297,25 @@ def _conditional_put(location: Location, data: bytes) -> bool:
             location.fs.invalidate_cache(posixpath.dirname(location.path))
         return True
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _was_retried(exc: BaseException) -> bool:
+    """True if botocore sent the request more than once (so an earlier attempt may have
+    succeeded on the server and only its answer was lost)."""
+    for current in _chain(exc):
+        response = _client_error_response(current)
+        if response is not None:
+            attempts = (response.get("ResponseMetadata") or {}).get("RetryAttempts") or 0
+            if attempts > 0:
+                return True
+    return False
+
+
+def _holds(location: Location, data: bytes) -> bool:
+    try:
+        return location.read_bytes() == data
+    except FileNotFoundError:  # deleted since: not ours either way
+        return False
 
 
 def _is_precondition_failed(exc: BaseException) -> bool:
