@@ -216,9 +216,9 @@ def check_exclusive_create(location: Location) -> None:
     Local disk needs no check (`os.link` fails on an existing target). On any other filesystem
     the first call per process, filesystem (endpoint and options) and bucket writes a probe
     object beside `location` twice with the create condition and deletes it: 2 PUTs and a
-    DELETE, once. A backend that overwrote, ignored or rejected the
-    condition raises `StorageCapabilityError`; access problems (credentials, a missing bucket)
-    propagate as they are.
+    DELETE, once. A backend that overwrote, ignored or rejected the condition raises
+    `StorageCapabilityError`; access problems (credentials, a missing bucket) propagate as they
+    are.
     """
     if location.is_local:
         return
