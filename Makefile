@@ -11,8 +11,18 @@ $(VENV)/.base: pyproject.toml
 	$(PY) -m pip install -q -e .
 	touch $@
 
-$(VENV)/.dev: $(VENV)/.base
+$(VENV)/.dev: $(VENV)/.base $(VENV)/.s3rver
 	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+# s3rver (npm): an S3 server that ignores If-None-Match; the store tests check that itemeval
+# refuses it. Optional: without npm (or the registry) those tests skip and say how to get it.
+S3RVER_VERSION := 3.7.1
+$(VENV)/.s3rver: $(VENV)/.base
+	if command -v npm >/dev/null; then \
+	  npm install --silent --no-audit --no-fund --prefix $(VENV)/node s3rver@$(S3RVER_VERSION) \
+	  || echo "s3rver could not be installed: its tests will skip"; \
+	else echo "npm not found: the s3rver tests will skip"; fi
 	touch $@
 
 demo: $(VENV)/.base

@@ -98,6 +98,11 @@ class StoreError(InputError):
     """The store holds something unreadable or inconsistent (a corrupt fragment, a wrong schema)."""
 
 
+class StorageCapabilityError(StoreError):
+    """The storage location lacks a guarantee the store relies on: exclusive creation (an
+    object store that overwrites on a conditional PUT, a filesystem without hard links)."""
+
+
 class GateDeclined(ItemevalError):
     """The remaining estimate is above `confirm_above_usd` and nobody said yes."""
 

