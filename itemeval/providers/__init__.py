@@ -42,6 +42,11 @@ _EXPORTS: dict[str, str] = {
     "BucketState": "ratebucket",
     "Grant": "ratebucket",
     "RateBucket": "ratebucket",
+    "ConcurrencyPool": "concurrency",
+    "LeasedSlots": "concurrency",
+    "LocalSlotSource": "concurrency",
+    "PermitsUnavailable": "concurrency",
+    "SlotSource": "concurrency",
     "LocalPermitSource": "ratelimiter",
     "Permit": "ratelimiter",
     "PermitSource": "ratelimiter",
@@ -63,6 +68,7 @@ __all__ = [
     "TRANSIENT_CODES",
     "AnthropicMessagesProvider",
     "BucketState",
+    "ConcurrencyPool",
     "EndpointSettings",
     "ErrorCode",
     "FaultSettings",
@@ -70,13 +76,16 @@ __all__ = [
     "Grant",
     "HttpProvider",
     "LatencySettings",
+    "LeasedSlots",
     "LocalPermitSource",
+    "LocalSlotSource",
     "ModelPrice",
     "ModelRequest",
     "ModelResult",
     "OpenAIChatProvider",
     "Permit",
     "PermitSource",
+    "PermitsUnavailable",
     "Pricing",
     "Provider",
     "RateBucket",
@@ -87,6 +96,7 @@ __all__ = [
     "SimProvider",
     "SimSettings",
     "Simulator",
+    "SlotSource",
     "TransientFailure",
     "Usage",
     "estimate_tokens",
@@ -114,6 +124,13 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover
     from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
+    from itemeval.providers.concurrency import (
+        ConcurrencyPool,
+        LeasedSlots,
+        LocalSlotSource,
+        PermitsUnavailable,
+        SlotSource,
+    )
     from itemeval.providers.factory import make_bucket, make_limiter, make_provider
     from itemeval.providers.gemini import GeminiProvider
     from itemeval.providers.openai_chat import OpenAIChatProvider

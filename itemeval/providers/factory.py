@@ -9,6 +9,7 @@ no-Ray case).
 from __future__ import annotations
 
 from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
+from itemeval.providers.concurrency import SlotSource
 from itemeval.providers.gemini import GeminiProvider
 from itemeval.providers.openai_chat import OpenAIChatProvider
 from itemeval.providers.ratebucket import RateBucket
@@ -38,15 +39,22 @@ def make_limiter(
     *,
     permit_source: PermitSource | None = None,
     max_concurrency: int | None = None,
+    slot_source: SlotSource | None = None,
 ) -> RateLimiter:
-    """This process's limiter for the endpoint (concurrency share + permits from the source)."""
+    """This process's limiter for the endpoint: rate permits from the source (a process-local
+    bucket without one), and concurrency leased from `slot_source` (the endpoint's pool shared
+    by every worker and driver) or, without one, `max_concurrency` slots of its own."""
+    rate_limited = settings.requests_per_minute is not None or (
+        settings.tokens_per_minute is not None
+    )
     if permit_source is None:
         bucket = make_bucket(settings)
         permit_source = LocalPermitSource(bucket) if bucket is not None else None
     return RateLimiter(
-        permit_source,
+        permit_source if rate_limited else None,
         max_concurrency=max_concurrency or settings.max_concurrency,
         track_tokens=settings.tokens_per_minute is not None,
+        slots=slot_source,
     )
 
 
@@ -55,11 +63,17 @@ def make_provider(
     *,
     permit_source: PermitSource | None = None,
     max_concurrency: int | None = None,
+    slot_source: SlotSource | None = None,
     field: str | None = None,
 ) -> Provider:
     """A client for the endpoint. Reads the API key and secret headers from the environment
     (a missing variable is a `ConfigError` naming it; `field` says where in the study it was)."""
-    limiter = make_limiter(settings, permit_source=permit_source, max_concurrency=max_concurrency)
+    limiter = make_limiter(
+        settings,
+        permit_source=permit_source,
+        max_concurrency=max_concurrency,
+        slot_source=slot_source,
+    )
     if settings.in_process:
         return SimProvider(settings, limiter=limiter)
     key: Secret | None = None

@@ -4,10 +4,12 @@ There is exactly one bucket per endpoint: in-process (`LocalPermitSource`) or in
 that the runtime owns. Clients never talk to it per request: a `RateLimiter` takes permits in
 batches (`grant`) and hands them out one by one, so a remote bucket costs one call per batch.
 
-Why the limit holds for any 60-second window: the bucket holds at most `burst_s` seconds' worth of
-permits (its capacity C) and refills at (limit - C) / 60 per second, so whatever happens, no 60 s
-window is granted more than C + (limit - C) = limit. It starts empty, so a fresh start does not
-burst either.
+Why the limit holds for any 60-second window of *sends*: the bucket holds at most `burst_s`
+seconds' worth of permits (its capacity C) and refills at (limit - C) / (60 + hold_s) per second,
+where `hold_s` is how long a client may keep a granted permit before it lapses
+(`RateLimiter.max_hold_s`). The sends of any 60 s window used permits granted within a window of
+60 + hold_s seconds, and no such window is granted more than C + (limit - C) = limit. It starts
+empty, so a fresh (or restarted) bucket does not burst either.
 
 Adaptive: a 429 anywhere (`report_429`) empties the bucket, pauses every grant until the
 provider's `Retry-After` / reset time has passed, and halves the rate (at most once per
@@ -64,6 +66,7 @@ class RateBucket:
         tokens_per_minute: float | None = None,
         *,
         burst_s: float = 1.0,
+        hold_s: float = 1.0,
         min_rate_factor: float = 0.05,
         decrease_factor: float = 0.5,
         decrease_cooldown_s: float = 1.0,
@@ -75,8 +78,8 @@ class RateBucket:
         if not 0 < burst_s < 60:
             raise ValueError("burst_s must be between 0 and 60 seconds")
         self._clock = clock
-        self._req = _Dimension(requests_per_minute, burst_s, minimum_capacity=1.0)
-        self._tok = _Dimension(tokens_per_minute, burst_s, minimum_capacity=1.0)
+        self._req = _Dimension(requests_per_minute, burst_s, hold_s, minimum_capacity=1.0)
+        self._tok = _Dimension(tokens_per_minute, burst_s, hold_s, minimum_capacity=1.0)
         self._min_factor = min_rate_factor
         self._decrease = decrease_factor
         self._cooldown = decrease_cooldown_s
@@ -226,7 +229,9 @@ class _Dimension:
 
     __slots__ = ("capacity", "level", "limited", "rate")
 
-    def __init__(self, per_minute: float | None, burst_s: float, minimum_capacity: float):
+    def __init__(
+        self, per_minute: float | None, burst_s: float, hold_s: float, minimum_capacity: float
+    ):
         self.limited = per_minute is not None
         if per_minute is None:
             self.capacity = math.inf
@@ -234,8 +239,9 @@ class _Dimension:
             self.level = math.inf
             return
         self.capacity = max(minimum_capacity, per_minute * burst_s / 60.0)
-        # Capacity plus one minute of refill equals the limit: no 60 s window exceeds it.
-        self.rate = max(per_minute - self.capacity, per_minute * 0.5) / 60.0
+        # Capacity plus (60 + hold) seconds of refill equals the limit: no 60 s window of sends
+        # exceeds it, even when each permit is used `hold_s` after its grant.
+        self.rate = max(per_minute - self.capacity, per_minute * 0.5) / (60.0 + hold_s)
         self.level = 0.0
 
     def refill(self, seconds: float, factor: float) -> None:

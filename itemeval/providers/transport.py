@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 
+from itemeval.providers.concurrency import PermitsUnavailable
 from itemeval.providers.failures import code_for_error, describe, failure
 from itemeval.providers.ratelimiter import RateLimiter
 from itemeval.providers.retry import RetryPolicy, TransientFailure, retry_after_from_headers
@@ -134,6 +135,8 @@ class HttpProvider:
             return await self._retry.run(attempt)
         except asyncio.CancelledError:
             raise
+        except PermitsUnavailable as exc:  # waited long enough for the limiter: not sent
+            return failure(ErrorCode.CONNECTION_ERROR, str(exc))
         except Exception as exc:  # a bug of ours: report it as a result, never raise
             return failure(
                 ErrorCode.INTERNAL,

@@ -1,6 +1,6 @@
 """The call path of one shard: the response cache first, then the budget, then the provider.
 
-    outcome = await calls.run(target, requests, item_ids, epochs, fresh=shard.attempt > 0)
+    outcome = await calls.run(target, requests, item_ids, epochs, fresh=shard.dispatched_before)
 
 1. One vectorised cache lookup for the whole shard, by request content (`store/cache.py`);
    a shard dispatched again after a failure lists the cache afresh, so it finds what its first

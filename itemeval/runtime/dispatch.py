@@ -2,19 +2,23 @@
 
     result = dispatch(executor, shards, cells, progress, stop)
 
-A shard whose worker or store write failed is dispatched again first (keys make a repeat
-harmless, and its paid answers come back from the response cache); after `MAX_SHARD_ATTEMPTS`
-it is reported as failed. A shard that reports calls that did not fit under the budget cap stops
+A shard whose worker died (`WorkerLost`) goes at once to another live worker, and that does not
+count against it: a lost worker costs time, not the run. A shard whose attempt failed (the store
+write, a bug) is dispatched again after a backoff (1, 2, 4 s); after `MAX_SHARD_ATTEMPTS` it is
+reported as failed. Either way keys make a repeat harmless, and its paid answers come back from
+the response cache. A shard that reports calls that did not fit under the budget cap stops
 dispatch: what is in flight finishes, nothing more starts. A stop request (Ctrl-C, SIGTERM) stops
-dispatch at once and gives the shards in flight `GRACE_S` to finish before they are cancelled
-(a cancelled shard still writes the calls that finished).
+dispatch at once and gives the shards in flight a grace period to finish before they are
+cancelled (a cancelled shard still writes the calls that finished).
 """
 
 from __future__ import annotations
 
+import math
+import os
 import signal
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,11 +29,22 @@ from itemeval.runtime.spend import LedgerState
 from itemeval.secrets import redact
 from itemeval.store import SpendRecord, StageCounts
 
-#: A shard is dispatched at most this many times (its worker died, the store failed...).
+#: A shard fails after this many failed attempts (the store failed, a bug...).
 MAX_SHARD_ATTEMPTS = 4
+#: ... or after its worker died under it this many times (a shard that kills its worker).
+MAX_WORKER_LOSSES = 8
+#: With no live worker at all for this long, the stage gives up (the cluster cannot host one).
+WORKER_WAIT_S = 600.0
 #: After Ctrl-C, how long shards in flight may finish before they are cancelled.
 GRACE_S = 10.0
+#: After SIGTERM (`ray job stop`, a pod eviction), the same, shorter: Ray's job supervisor
+#: kills the driver `RAY_JOB_STOP_WAIT_TIME_S` (3 s by default) after its SIGTERM.
+TERM_GRACE_S = 1.0
 POLL_S = 0.2
+
+
+class WorkerLost(Exception):
+    """The worker running a shard died (its process, or its node); not the shard's fault."""
 
 
 class Executor(Protocol):
@@ -49,6 +64,11 @@ class Executor(Protocol):
     def cancel_all(self) -> None: ...
 
     def spend(self) -> LedgerState: ...
+
+    def health(self) -> list[str]:
+        """What is wrong right now (workers down, a limiter not answering), for the progress
+        line; [] when all is well."""
+        ...
 
     def close(self) -> None: ...
 
@@ -76,6 +96,14 @@ class Stop:
         self.requested = True
         self.signal = signal.Signals(signum).name
 
+    @property
+    def grace_s(self) -> float:
+        """How long shards in flight may finish (`ITEMEVAL_STOP_GRACE_S` overrides both)."""
+        override = os.environ.get("ITEMEVAL_STOP_GRACE_S")
+        if override:
+            return float(override)
+        return TERM_GRACE_S if self.signal == "SIGTERM" else GRACE_S
+
 
 @dataclass
 class Cap:
@@ -95,8 +123,10 @@ def dispatch(
 ) -> StageResult:
     result = StageResult()
     result.counts.planned = cells
-    retries: deque[Shard] = deque()  # shards to dispatch again go first
+    retries: list[tuple[float, Shard]] = []  # (not before, shard): shards to dispatch again first
     upcoming: Shard | None = next(shards, None)
+    starved_since: float | None = None
+    told: dict[str, float] = {}
     while retries or upcoming is not None or executor.in_flight():
         if stop.requested:
             break
@@ -107,24 +137,55 @@ def dispatch(
                 "budget: a call did not fit under budget.max_usd; finishing the shards in "
                 "flight, starting no more"
             )
-        while (retries or upcoming is not None) and len(executor.in_flight()) < executor.capacity:
-            if retries:
-                shard = retries.popleft()
-            else:
-                assert upcoming is not None
+        now = time.monotonic()
+        while len(executor.in_flight()) < executor.capacity:
+            ready = next((i for i, (at, _) in enumerate(retries) if at <= now), None)
+            if ready is not None:
+                shard = retries.pop(ready)[1]
+            elif upcoming is not None:
                 shard, upcoming = upcoming, next(shards, None)
+            else:
+                break
             executor.submit(shard)
+        starved_since = _starved(executor, starved_since, now, bool(retries or upcoming))
         collect(executor.poll(POLL_S), retries, result, progress, cap)
+        _report_health(executor, progress, told)
         progress.tick()
     if stop.requested:
-        drain(executor, result, progress, cap)
+        drain(executor, result, progress, cap, stop.grace_s)
     progress.end()
     return result
 
 
+def _starved(executor: Executor, since: float | None, now: float, waiting: bool) -> float | None:
+    """Track how long work has waited with no live worker; give up after `WORKER_WAIT_S`."""
+    if executor.capacity > 0 or not waiting or executor.in_flight():
+        return None
+    if since is None:
+        return now
+    if now - since > WORKER_WAIT_S:
+        raise RuntimeError(
+            f"no live worker for {WORKER_WAIT_S:.0f} s: the cluster cannot host one (its nodes "
+            "are gone or full); run the same command again once it can"
+        )
+    return since
+
+
+def _report_health(executor: Executor, progress: Progress, told: dict[str, float]) -> None:
+    """Problems the executor sees, in the progress line and (every 10 s each) the log."""
+    problems = executor.health()
+    progress.status = "; ".join(problems)
+    now = time.monotonic()
+    for problem in problems:
+        key = problem.split(":", 1)[0]
+        if now - told.get(key, -math.inf) >= 10.0:
+            told[key] = now
+            progress.message(problem)
+
+
 def collect(
     finished: list[tuple[Shard, ShardSummary | BaseException]],
-    queue: deque[Shard],
+    queue: list[tuple[float, Shard]],
     result: StageResult,
     progress: Progress,
     cap: Cap,
@@ -138,28 +199,41 @@ def collect(
                 cap.reached = True
             continue
         reason = redact(f"{type(outcome).__name__}: {outcome}").splitlines()[0][:300]
-        if retry and shard.attempt + 1 < MAX_SHARD_ATTEMPTS:
-            progress.message(f"shard {shard.shard_id} failed ({reason}); dispatching it again")
-            queue.appendleft(shard.retry())
+        if not retry:
+            continue
+        now = time.monotonic()
+        if isinstance(outcome, WorkerLost) and shard.workers_lost + 1 < MAX_WORKER_LOSSES:
+            progress.message(f"shard {shard.shard_id}: its worker was lost; another takes it")
+            queue.insert(0, (now, shard.after_worker_loss()))
             result.redispatched += 1
-        elif retry:
+        elif not isinstance(outcome, WorkerLost) and shard.attempt + 1 < MAX_SHARD_ATTEMPTS:
+            delay = 2.0**shard.attempt
+            progress.message(
+                f"shard {shard.shard_id} failed ({reason}); dispatching it again in {delay:.0f} s"
+            )
+            queue.append((now + delay, shard.retry()))
+            result.redispatched += 1
+        else:
+            times = shard.workers_lost + 1 if isinstance(outcome, WorkerLost) else shard.attempt + 1
             result.failed_shards.append(f"shard {shard.shard_id}: {reason}")
-            progress.message(f"shard {shard.shard_id} failed {MAX_SHARD_ATTEMPTS} times: {reason}")
+            progress.message(f"shard {shard.shard_id} failed {times} times: {reason}")
 
 
-def drain(executor: Executor, result: StageResult, progress: Progress, cap: Cap) -> None:
+def drain(
+    executor: Executor, result: StageResult, progress: Progress, cap: Cap, grace_s: float
+) -> None:
     """After a stop request: let shards in flight finish for a while, then cancel them (a
     cancelled shard still writes the calls that finished)."""
     in_flight = len(executor.in_flight())
     if in_flight:
         progress.message(
-            f"stopping: waiting up to {GRACE_S:.0f}s for {in_flight} shard(s) in flight "
+            f"stopping: waiting up to {grace_s:g}s for {in_flight} shard(s) in flight "
             "(Ctrl-C again to stop at once)"
         )
-    deadline = time.monotonic() + GRACE_S
-    ignored: deque[Shard] = deque()
+    deadline = time.monotonic() + grace_s
+    ignored: list[tuple[float, Shard]] = []
     while executor.in_flight() and time.monotonic() < deadline:
-        collect(executor.poll(POLL_S), ignored, result, progress, cap, retry=False)
+        collect(executor.poll(min(POLL_S, grace_s)), ignored, result, progress, cap, retry=False)
     if executor.in_flight():
         executor.cancel_all()
         deadline = time.monotonic() + 5.0

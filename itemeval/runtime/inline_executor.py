@@ -65,6 +65,9 @@ class InlineExecutor:
     def spend(self) -> LedgerState:
         return self._ledger.state()
 
+    def health(self) -> list[str]:
+        return []
+
     def close(self) -> None:
         asyncio.run_coroutine_threadsafe(self._runner.aclose(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)

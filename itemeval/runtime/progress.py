@@ -1,7 +1,8 @@
 """Progress of a run: a live line on a terminal, periodic log lines otherwise, nothing quiet.
 
 Shown per stage: cells done of total, requests/s, tokens, USD spent against the estimate,
-errors by code, and an ETA from the recent rate.
+errors by code, an ETA from the recent rate, and what is wrong right now (`status`: workers
+down, a rate limiter not answering), so a stalled run says why.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Progress:
         self.usd = 0.0
         self.errors: Counter[str] = Counter()
         self.parse_failures: Counter[str] = Counter()
+        self.status = ""  # what is wrong right now ("" when all is well)
 
     def begin(self, stage: str, total_cells: int, estimate_usd: float) -> None:
         self._stage = stage
@@ -108,6 +110,8 @@ class Progress:
         elif self.done and self._total > self.done:
             eta = (self._total - self.done) * elapsed / self.done
             parts.append(f"ETA {_duration(eta)}")
+        if self.status and not final:
+            parts.append(self.status)
         return " | ".join(parts)
 
 

@@ -50,14 +50,25 @@ class Shard:
     cells: pa.Table
     est_usd: float = 0.0
     gen_condition_id: str | None = None
-    attempt: int = 0
+    attempt: int = 0  # failed attempts (its worker raised: the store failed, a bug...)
+    workers_lost: int = 0  # times its worker died under it (not the shard's fault)
 
     @property
     def size(self) -> int:
         return self.cells.num_rows
 
+    @property
+    def dispatched_before(self) -> bool:
+        """An earlier attempt may have paid for answers (in the cache) or written its fragment."""
+        return self.attempt > 0 or self.workers_lost > 0
+
     def retry(self) -> Shard:
+        """The same cells again after a failed attempt."""
         return replace(self, attempt=self.attempt + 1)
+
+    def after_worker_loss(self) -> Shard:
+        """The same cells again after its worker died (does not count as a failed attempt)."""
+        return replace(self, workers_lost=self.workers_lost + 1)
 
 
 @dataclass(slots=True)

@@ -105,7 +105,7 @@ class ShardRunner:
     async def run(self, shard: Shard) -> ShardSummary:
         started = time.monotonic()
         skipped = 0
-        if shard.attempt > 0:
+        if shard.dispatched_before:
             # An earlier attempt may have written its fragment and died before it could say so.
             shard, skipped = await asyncio.to_thread(self._without_stored, shard)
         if shard.stage == "generate":
@@ -278,7 +278,7 @@ class ShardRunner:
         summary = ShardSummary(shard.shard_id, shard.stage, shard.condition_id, cells=shard.size)
         try:
             outcome = await self.calls.run(
-                target, requests, cells["item_id"], cells["epoch"], fresh=shard.attempt > 0
+                target, requests, cells["item_id"], cells["epoch"], fresh=shard.dispatched_before
             )
         except Interrupted as interrupted:
             summary.interrupted = True

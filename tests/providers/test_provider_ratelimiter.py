@@ -164,20 +164,59 @@ def test_max_concurrency_must_be_positive() -> None:
         RateLimiter(None, max_concurrency=0)
 
 
-def test_a_dead_source_fails_waiters_transiently_instead_of_hanging() -> None:
-    from itemeval.providers import ErrorCode, TransientFailure
+def test_a_dead_source_fails_waiters_once_after_the_bounded_wait() -> None:
+    from itemeval.providers import PermitsUnavailable
 
     class DeadSource(LocalPermitSource):
         async def grant(self, *args: int) -> Grant:
             raise ConnectionError("actor died")
 
-    async def main() -> TransientFailure:
-        limiter = RateLimiter(DeadSource(RateBucket(600)), max_concurrency=4, source_timeout_s=0.3)
-        with pytest.raises(TransientFailure) as info:
+    async def main() -> tuple[PermitsUnavailable, float]:
+        limiter = RateLimiter(DeadSource(RateBucket(600)), max_concurrency=4, source_timeout_s=0.5)
+        started = time.monotonic()
+        with pytest.raises(PermitsUnavailable) as info:
             async with limiter.acquire():
                 pass
+        waited = time.monotonic() - started
         await limiter.aclose()
-        return info.value
+        return info.value, waited
 
-    failure = asyncio.run(asyncio.wait_for(main(), timeout=5))
-    assert failure.code == ErrorCode.CONNECTION_ERROR and "actor died" in failure.message
+    failure, waited = asyncio.run(asyncio.wait_for(main(), timeout=5))
+    assert "actor died" in str(failure) and 0.5 <= waited < 3.0
+
+
+def test_a_source_that_comes_back_serves_the_waiting_requests() -> None:
+    class FlakySource(LocalPermitSource):
+        down_until = time.monotonic() + 0.6
+
+        async def grant(self, *args: int) -> Grant:
+            if time.monotonic() < self.down_until:
+                raise ConnectionError("restarting")
+            return await super().grant(*args)
+
+    async def main() -> float:
+        limiter = RateLimiter(FlakySource(RateBucket(60_000)), max_concurrency=4)
+        started = time.monotonic()
+        async with limiter.acquire():
+            waited = time.monotonic() - started
+        await limiter.aclose()
+        return waited
+
+    assert 0.5 <= asyncio.run(asyncio.wait_for(main(), timeout=10)) < 5.0
+
+
+def test_unused_permits_lapse_batch_by_batch() -> None:
+    async def main() -> RateLimiter:
+        limiter = RateLimiter(
+            LocalPermitSource(RateBucket(60_000)), max_concurrency=4, ahead=20, max_hold_s=0.2
+        )
+        async with limiter.acquire():  # draws a batch of about 20 permits, uses one
+            pass
+        await asyncio.sleep(0.3)
+        async with limiter.acquire():  # the first batch has lapsed: a new one is drawn
+            pass
+        await limiter.aclose()
+        return limiter
+
+    limiter = asyncio.run(main())
+    assert limiter.lapsed >= 10

@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import os
 
+from itemeval.providers.concurrency import PermitsUnavailable
 from itemeval.providers.failures import failure
 from itemeval.providers.ratelimiter import RateLimiter
 from itemeval.providers.retry import RetryPolicy, TransientFailure
@@ -47,6 +48,8 @@ class SimProvider:
             return await self._retry.run(attempt)
         except asyncio.CancelledError:
             raise
+        except PermitsUnavailable as exc:  # waited long enough for the limiter: not sent
+            return failure(ErrorCode.CONNECTION_ERROR, str(exc))
         except Exception as exc:
             return failure(ErrorCode.INTERNAL, f"internal error in the simulator: {exc!r}")
 
