@@ -12,8 +12,8 @@ the endpoint's `max_concurrency`.
   another driver's workers can use them.
 
 A pool that was restarted (its actor was reconstructed after its node died) lets no holder grow
-for its first `ttl_s`: every live holder re-reports what it has in use first, so slots in use
-are never handed out twice.
+for its first `freeze_s` (longer than a holder's renewal interval): every live holder re-reports
+what it has in use first, so slots in use are never handed out twice.
 
 Plain Python; the runtime's limiter actor holds a `ConcurrencyPool`.
 """
@@ -55,6 +55,7 @@ class ConcurrencyPool:
         *,
         ttl_s: float = 15.0,
         restarted: bool = False,
+        freeze_s: float = 6.0,
         clock: Callable[[], float] = time.monotonic,
     ):
         if limit < 1:
@@ -63,7 +64,7 @@ class ConcurrencyPool:
         self.ttl_s = ttl_s
         self._clock = clock
         self._leases: dict[str, _Lease] = {}
-        self._frozen_until = clock() + ttl_s if restarted else -math.inf
+        self._frozen_until = clock() + freeze_s if restarted else -math.inf
 
     def lease(self, holder: str, in_use: int, want: int) -> int:
         """The holder's new lease size, given the slots it has in use and the size it wants."""

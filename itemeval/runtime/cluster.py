@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,9 +23,13 @@ class Cluster:
 
 @contextmanager
 def ray_cluster(address: str | None, *, quiet: bool = False) -> Iterator[Cluster]:
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address is None and "RAY_AUTH_MODE" not in os.environ and "ray" not in sys.modules:
+        # Token auth stays on (Ray's default for a local cluster); saying so explicitly keeps
+        # Ray from warning about it on every run. Ray reads it when imported: set it first.
+        os.environ["RAY_AUTH_MODE"] = "token"
     import ray
 
-    address = address or os.environ.get("RAY_ADDRESS") or None
     started = False
     if not ray.is_initialized():
         options = {
@@ -35,7 +40,9 @@ def ray_cluster(address: str | None, *, quiet: bool = False) -> Iterator[Cluster
         if address:
             ray.init(address=address, **options)
         else:
-            ray.init(include_dashboard=False, **options)
+            # "local": a new Ray of our own. Without it ray.init() attaches to any Ray it finds
+            # running on this machine (another user's, another run's), whatever it is.
+            ray.init(address="local", include_dashboard=False, **options)
         started = True
     try:
         cpus = int(ray.cluster_resources().get("CPU", 1))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -92,13 +92,21 @@ class RunOutcome:
 
 
 @contextlib.contextmanager
-def _signals(stop: Stop) -> Iterator[None]:
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(ValueError):  # not the main thread: no handlers
-            previous[sig] = signal.signal(sig, stop)
+def _signals(stop: Stop) -> Iterator[Callable[[], None]]:
+    """SIGINT and SIGTERM both request a stop (an interruption, exit 130). Yields a function
+    that installs the handlers again: `ray.init` installs its own SIGTERM handler (which exits
+    at once), so the driver reinstalls ours once Ray is up."""
+    previous: dict[int, Any] = {}
+
+    def install() -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread: no handlers
+                handler = signal.signal(sig, stop)
+                previous.setdefault(sig, handler)
+
+    install()
     try:
-        yield
+        yield install
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -137,7 +145,11 @@ def run_study(study: Study, options: RunOptions, *, executor_factory: Any = None
     cap = Cap(study.budget.max_usd)
     error: str | None = None
     try:
-        with _signals(stop), _executor(plan, context, options, executor_factory) as executor:
+        with (
+            _signals(stop) as reinstall,
+            _executor(plan, context, options, executor_factory) as executor,
+        ):
+            reinstall()  # Ray's own SIGTERM handler would exit without recording anything
             try:
                 for stage in stages:
                     shards, cells, usd = _shards(plan, stage, first_id=_next_id(outcome))
@@ -225,13 +237,14 @@ def _executor(
             )
         else:
             from itemeval.runtime.cluster import ray_cluster
-            from itemeval.runtime.ray_executor import RayExecutor
 
             cluster = stack.enter_context(ray_cluster(options.address, quiet=options.quiet))
+            from itemeval.runtime.ray_executor import RayExecutor  # imports ray: after its setup
+
             workers = runtime.workers or cluster.cpus
             in_flight = runtime.shards_in_flight or 2 * workers
             executor = RayExecutor(
-                _with_shares(context, workers),
+                _with_shares(context, 1),  # concurrency is leased from the endpoint's pool
                 workers=workers,
                 per_worker=max(1, -(-in_flight // workers)),
                 shared_limiters=cluster.shared,

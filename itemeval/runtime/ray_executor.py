@@ -1,169 +1,73 @@
-"""The Ray layer: worker actors around `ShardRunner`, one limiter actor per endpoint.
+"""`RayExecutor`: shards to worker actors, and what it takes to survive losing some of them.
 
-This is the only module that imports ray (with `cluster.py`, which connects). It is thin on
-purpose: actors hold the plain-Python objects and forward calls.
+The actors themselves are in `actors.py`. This module keeps the driver's view:
 
-* `WorkerActor`: an async actor; one call runs one shard (its calls run concurrently inside the
-  actor, so a Ray call costs one per shard, not one per request). Restarted by Ray when its
-  process dies; the driver re-dispatches the shard it was running.
-* `LimiterActor`: holds the endpoint's `RateBucket`. Workers draw permits from it in batches
-  through `ActorPermitSource`, so the limits hold for the sum of all workers on all nodes. It is
-  a named actor (`itemeval-limiter-<endpoint identity>`), so two drivers on one cluster that use
-  the same endpoint share it.
-* `BudgetActor`: the run's `SpendLedger` (budget cap and spend), on the driver's node, so it
-  lives exactly as long as the run. Workers exchange with it through `ActorSpendSource`.
+* which workers are alive. A shard whose worker died comes back as `WorkerLost` (dispatch sends
+  it to another worker at once, without counting it against the shard); the dead worker leaves
+  dispatch until a probe (`pid()`) answers, which happens once Ray has restarted it, on its node
+  or on another with room. So a lost node costs time, not the run, and a restarted worker gets
+  work again;
+* the endpoints' limiters: created (or found: another driver on the cluster may use them) and
+  attached to at the start, with a clear error when this study declares other limits than the
+  running limiter; touched while the run lasts; detached at the end. A limiter that does not
+  answer is reported in the progress line;
+* the run's `BudgetActor`, pinned to the driver's node.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayError, TaskCancelledError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, TaskCancelledError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from itemeval.ids import content_hash
-from itemeval.providers.ratebucket import Grant, RateBucket
-from itemeval.providers.settings import EndpointSettings
+from itemeval.errors import ConfigError, Problem
+from itemeval.runtime.actors import (
+    BudgetActor,
+    LimiterSpec,
+    WorkerActor,
+    endpoint_limits,
+    limiter_name,
+)
 from itemeval.runtime.cluster import NAMESPACE
 from itemeval.runtime.context import RunContext
+from itemeval.runtime.dispatch import WorkerLost
 from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.spend import LedgerReply, LedgerState, SpendLedger
-from itemeval.runtime.worker import ShardRunner
+from itemeval.runtime.spend import LedgerState
 
-
-@ray.remote(num_cpus=0)
-class LimiterActor:
-    """The authoritative bucket of one endpoint (single-threaded: an async actor)."""
-
-    def __init__(self, requests_per_minute: float | None, tokens_per_minute: float | None):
-        self._limits = (requests_per_minute, tokens_per_minute)
-        self._bucket = RateBucket(requests_per_minute, tokens_per_minute)
-
-    async def configure(
-        self, requests_per_minute: float | None, tokens_per_minute: float | None
-    ) -> None:
-        if (requests_per_minute, tokens_per_minute) != self._limits:
-            self._limits = (requests_per_minute, tokens_per_minute)
-            self._bucket = RateBucket(requests_per_minute, tokens_per_minute)
-
-    async def exchange(
-        self, requests: int, tokens: int, returned_tokens: int = 0, successes: int = 0
-    ) -> Grant:
-        return self._bucket.exchange(requests, tokens, returned_tokens, successes)
-
-    async def report_429(self, retry_after_s: float | None) -> None:
-        self._bucket.report_429(retry_after_s)
-
-    async def state(self) -> Any:
-        return self._bucket.state()
-
-
-class ActorPermitSource:
-    """`PermitSource` backed by a `LimiterActor` (one actor call per batch of permits)."""
-
-    def __init__(self, handle: Any):
-        self._handle = handle
-
-    async def grant(
-        self, requests: int, tokens: int, returned_tokens: int = 0, successes: int = 0
-    ) -> Grant:
-        return await self._handle.exchange.remote(requests, tokens, returned_tokens, successes)
-
-    async def report_429(self, retry_after_s: float | None) -> None:
-        await self._handle.report_429.remote(retry_after_s)
-
-
-@ray.remote(num_cpus=0)
-class BudgetActor:
-    """The run's ledger (single-threaded: an async actor)."""
-
-    def __init__(self, cap: float | None):
-        self._ledger = SpendLedger(cap)
-
-    async def exchange(
-        self,
-        released: float,
-        spent: float,
-        asks: list[float],
-        settled_calls: int = 0,
-        refused: int = 0,
-    ) -> LedgerReply:
-        return self._ledger.exchange(
-            released, spent, asks, settled_calls=settled_calls, refused=refused
-        )
-
-    async def state(self) -> LedgerState:
-        return self._ledger.state()
-
-
-class ActorSpendSource:
-    """`SpendSource` backed by a `BudgetActor` (one actor call per batch of asks)."""
-
-    def __init__(self, handle: Any):
-        self._handle = handle
-
-    async def run_alive(self, timeout_s: float = 10.0) -> bool:
-        """False once the run's driver is gone: the ledger it owns died with it (or the whole
-        local Ray it started), and a worker Ray has not reaped yet must not write fragments a
-        re-run is writing too. A ledger that does not answer counts as gone: the shard's
-        answers are in the response cache, so a live driver's re-dispatch costs no payment."""
-        try:
-            await asyncio.wait_for(self._handle.state.remote(), timeout_s)
-        except Exception:
-            return False
-        return True
-
-    async def exchange(
-        self,
-        released: float,
-        spent: float,
-        asks: Any,
-        settled_calls: int = 0,
-        refused: int = 0,
-    ) -> LedgerReply:
-        return await self._handle.exchange.remote(
-            released, spent, list(asks), settled_calls, refused
-        )
-
-
-@ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)
-class WorkerActor:
-    def __init__(self, context: RunContext, limiters: dict[str, str], budget: str):
-        # Limiters and the ledger come by name, not as handles: a handle is a reference in a
-        # constructor argument, which Ray cannot restore when it restarts this actor (ray#53727).
-        sources = {
-            endpoint: ActorPermitSource(ray.get_actor(actor_name, namespace=NAMESPACE))
-            for endpoint, actor_name in limiters.items()
-        }
-        spend = ActorSpendSource(ray.get_actor(budget, namespace=NAMESPACE))
-        self._runner = ShardRunner(context, sources, spend)
-
-    async def run(self, shard: Shard) -> ShardSummary:
-        return await self._runner.run(shard)
-
-    async def close(self) -> None:
-        await self._runner.aclose()
-
-    def pid(self) -> int:
-        return os.getpid()
-
-
-def limiter_name(settings: EndpointSettings) -> str:
-    """One limiter per provider endpoint identity (kind, URL, key variable), cluster-wide."""
-    identity = {"kind": settings.kind, "url": settings.url, "key": settings.api_key_env}
-    return f"itemeval-limiter-{content_hash(identity)[:16]}"
+#: A limiter that has not answered a touch for this long is reported as not answering.
+LIMITER_SILENT_S = 5.0
+#: How often the driver touches the limiters it uses (they forget a job after 60 s).
+TOUCH_EVERY_S = 10.0
+#: How often a worker that is down is probed again after a failed probe.
+PROBE_EVERY_S = 1.0
 
 
 @dataclass
 class _Task:
     shard: Shard
     worker: int
+
+
+@dataclass
+class _Worker:
+    actor: Any
+    load: int = 0
+    down_since: float | None = None
+    probe: Any = None  # an outstanding pid() call while the worker is down
+    probe_at: float = 0.0
+
+
+@dataclass
+class _Limiter:
+    endpoint: str
+    handle: Any
+    touch: Any = None  # an outstanding touch() call
+    touched_at: float = field(default_factory=time.monotonic)
 
 
 class RayExecutor:
@@ -180,53 +84,79 @@ class RayExecutor:
     ):
         self.workers = workers
         self.per_worker = per_worker
-        limiters: dict[str, str] = {}
-        self._limiters: list[Any] = []
-        for name, settings in context.endpoints.items():
-            if settings.requests_per_minute is None and settings.tokens_per_minute is None:
-                continue
-            actor_name = limiter_name(settings)
-            options: dict[str, Any] = {"name": actor_name, "namespace": NAMESPACE}
-            options["get_if_exists"] = True
-            if shared_limiters:  # outlive this driver, so later drivers share the same bucket
-                options["lifetime"] = "detached"
-            handle = LimiterActor.options(**options).remote(
-                settings.requests_per_minute, settings.tokens_per_minute
-            )
-            handle.configure.remote(settings.requests_per_minute, settings.tokens_per_minute)
-            limiters[name] = actor_name
-            self._limiters.append(handle)  # keeps a driver-owned limiter alive for the run
-        budget_name = f"itemeval-budget-{context.run_id}"
         here = ray.get_runtime_context().get_node_id()
+        self._job = ray.get_runtime_context().get_job_id()
+        specs = {
+            name: LimiterSpec(
+                name=limiter_name(settings),
+                limits=endpoint_limits(settings),
+                detached=shared_limiters,
+            )
+            for name, settings in context.endpoints.items()
+        }
+        self._limiters = self._attach(specs)
+        budget_name = f"itemeval-budget-{context.run_id}"
         self._budget = BudgetActor.options(
             name=budget_name,
             namespace=NAMESPACE,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
         ).remote(budget_cap)
-        self._actors = [
-            WorkerActor.options(max_concurrency=per_worker + 1).remote(
-                context, limiters, budget_name
+        self._workers = [
+            _Worker(
+                WorkerActor.options(max_concurrency=per_worker + 1).remote(
+                    context, specs, budget_name
+                )
             )
             for _ in range(workers)
         ]
         self._tasks: dict[Any, _Task] = {}
-        self._load = [0] * workers
+
+    def _attach(self, specs: dict[str, LimiterSpec]) -> list[_Limiter]:
+        """Find or create each endpoint's limiter and attach this job to it; refuse limits that
+        differ from the ones a running limiter holds (another job declared them)."""
+        limiters, problems = [], []
+        for endpoint, spec in specs.items():
+            handle = spec.get_or_create()
+            conflict = ray.get(handle.configure.remote(spec.limits, self._job), timeout=60)
+            if conflict:
+                problems.append(
+                    Problem(
+                        conflict,
+                        field=f"endpoints.{endpoint}",
+                        hint="declare the same limits as the running job, or wait for it to "
+                        f"end, or remove the limiter: itemeval limiters --remove {spec.name}",
+                    )
+                )
+            limiters.append(_Limiter(endpoint, handle))
+        if problems:
+            raise ConfigError(problems)
+        return limiters
+
+    # -- capacity ------------------------------------------------------------------------
+    @property
+    def live(self) -> list[int]:
+        return [i for i, w in enumerate(self._workers) if w.down_since is None]
 
     @property
     def capacity(self) -> int:
-        return self.workers * self.per_worker
+        return len(self.live) * self.per_worker
 
     def in_flight(self) -> list[Shard]:
         return [task.shard for task in self._tasks.values()]
 
     def submit(self, shard: Shard) -> None:
-        worker = min(range(self.workers), key=lambda i: self._load[i])
-        ref = self._actors[worker].run.remote(shard)
-        self._tasks[ref] = _Task(shard, worker)
-        self._load[worker] += 1
+        live = self.live
+        if not live:
+            raise RuntimeError("no live worker to submit to (check capacity first)")
+        index = min(live, key=lambda i: self._workers[i].load)
+        ref = self._workers[index].actor.run.remote(shard)
+        self._tasks[ref] = _Task(shard, index)
+        self._workers[index].load += 1
 
+    # -- results -------------------------------------------------------------------------
     def poll(self, timeout: float) -> list[tuple[Shard, ShardSummary | BaseException]]:
         """Shards that finished within `timeout` seconds (a summary, or why they failed)."""
+        self._probe_down_workers()
         if not self._tasks:
             time.sleep(min(timeout, 0.05))
             return []
@@ -234,27 +164,91 @@ class RayExecutor:
         done: list[tuple[Shard, ShardSummary | BaseException]] = []
         for ref in ready:
             task = self._tasks.pop(ref)
-            self._load[task.worker] -= 1
+            worker = self._workers[task.worker]
+            worker.load -= 1
             try:
                 done.append((task.shard, ray.get(ref)))
+            except RayActorError as exc:  # the worker process (or its node) died
+                self._mark_down(task.worker)
+                done.append((task.shard, WorkerLost(f"worker {task.worker}: {exc}")))
             except (RayError, TaskCancelledError) as exc:
                 done.append((task.shard, exc))
         return done
+
+    def _mark_down(self, index: int) -> None:
+        worker = self._workers[index]
+        if worker.down_since is None:
+            worker.down_since = time.monotonic()
+            worker.probe, worker.probe_at = None, 0.0
+
+    def _probe_down_workers(self) -> None:
+        """A worker that is down comes back when its probe answers (Ray restarted it)."""
+        now = time.monotonic()
+        for worker in self._workers:
+            if worker.down_since is None:
+                continue
+            if worker.probe is None:
+                if now >= worker.probe_at:
+                    worker.probe = worker.actor.pid.remote()
+                continue
+            ready, _ = ray.wait([worker.probe], timeout=0)
+            if not ready:
+                continue
+            try:
+                ray.get(worker.probe)
+            except RayError:
+                worker.probe, worker.probe_at = None, now + PROBE_EVERY_S
+                continue
+            worker.down_since, worker.probe = None, None
 
     def cancel_all(self) -> None:
         for ref in list(self._tasks):
             ray.cancel(ref)
 
-    def worker_pids(self) -> list[int]:
-        return ray.get([actor.pid.remote() for actor in self._actors])
+    # -- health and money ----------------------------------------------------------------
+    def health(self) -> list[str]:
+        now = time.monotonic()
+        problems = []
+        down = [w for w in self._workers if w.down_since is not None]
+        if down:
+            longest = max(now - (w.down_since or now) for w in down)
+            problems.append(
+                f"workers: {len(down)} of {len(self._workers)} down for up to {longest:.0f} s "
+                "(Ray restarts them where there is room; their shards went to the others)"
+            )
+        for limiter in self._limiters:
+            if limiter.touch is not None:
+                ready, _ = ray.wait([limiter.touch], timeout=0)
+                if ready:
+                    with contextlib.suppress(RayError):
+                        ray.get(limiter.touch)
+                        limiter.touched_at = now
+                    limiter.touch = None
+            if limiter.touch is None and now - limiter.touched_at >= TOUCH_EVERY_S:
+                limiter.touch = limiter.handle.touch.remote(self._job)
+            silent = now - limiter.touched_at
+            if limiter.touch is not None and silent >= TOUCH_EVERY_S + LIMITER_SILENT_S:
+                problems.append(
+                    f"limiter of endpoint {limiter.endpoint}: not answering for "
+                    f"{silent - TOUCH_EVERY_S:.0f} s (restarting?); its calls wait for it"
+                )
+        return problems
 
     def spend(self) -> LedgerState:
         """The run's ledger: what every worker reported spending, and reservations in flight."""
         return ray.get(self._budget.state.remote(), timeout=30)
 
+    def worker_pids(self) -> list[int]:
+        return ray.get([w.actor.pid.remote() for w in self._workers], timeout=60)
+
     def close(self) -> None:
+        live = [self._workers[i].actor for i in self.live]
         with contextlib.suppress(RayError, GetTimeoutError):
-            ray.get([actor.close.remote() for actor in self._actors], timeout=10)
-        for actor in self._actors:
-            ray.kill(actor)
-        ray.kill(self._budget)
+            ray.get([actor.close.remote() for actor in live], timeout=10)
+        with contextlib.suppress(RayError, GetTimeoutError):
+            ray.get([lim.handle.detach.remote(self._job) for lim in self._limiters], timeout=5)
+        for worker in self._workers:
+            with contextlib.suppress(RayError):
+                ray.kill(worker.actor)
+        with contextlib.suppress(RayError):
+            ray.kill(self._budget)

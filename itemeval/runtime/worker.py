@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from itemeval.design import GenerateCondition, GradeCondition
 from itemeval.errors import StoreError
+from itemeval.providers.concurrency import SlotSource
 from itemeval.providers.factory import make_provider
 from itemeval.providers.ratelimiter import PermitSource
 from itemeval.providers.settings import EndpointSettings
@@ -71,9 +72,14 @@ class ShardRunner:
         context: RunContext,
         permit_sources: Mapping[str, PermitSource] | None = None,
         spend_source: SpendSource | None = None,
+        slot_sources: Mapping[str, SlotSource] | None = None,
     ):
+        """`permit_sources` / `slot_sources`: per endpoint, where rate permits and concurrency
+        slots come from (the endpoint's shared limiter on a cluster); without them this process
+        holds its own bucket and `context.concurrency` slots."""
         self.context = context
         self._permit_sources = dict(permit_sources or {})
+        self._slot_sources = dict(slot_sources or {})
         self.store = StudyStore.open(context.store_url, context.storage_options)
         cache = (
             ResponseCache.open(
@@ -392,6 +398,7 @@ class ShardRunner:
                 settings,
                 permit_source=self._permit_sources.get(endpoint_name),
                 max_concurrency=self.context.concurrency.get(endpoint_name),
+                slot_source=self._slot_sources.get(endpoint_name),
                 field=f"endpoints.{endpoint_name}",
             )
             self._providers[endpoint_name] = provider

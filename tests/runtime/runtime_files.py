@@ -119,13 +119,15 @@ def distinct_calls(store_url: str) -> int:
     return len(seen)
 
 
-def sim_stats(base_url: str) -> dict[str, Any]:
-    """The sim-server's own counts (`/_sim/stats`): what the provider answered."""
+def sim_stats(base_url: str, window_s: float | None = None) -> dict[str, Any]:
+    """The sim-server's own counts (`/_sim/stats`): what the provider answered; with
+    `window_s`, also `max_in_window`, the most requests it admitted in any window that long."""
     import json
     import urllib.request
 
     root = base_url.removesuffix("/v1")
-    with urllib.request.urlopen(f"{root}/_sim/stats", timeout=10) as response:
+    query = f"?window_s={window_s}" if window_s else ""
+    with urllib.request.urlopen(f"{root}/_sim/stats{query}", timeout=10) as response:
         return json.loads(response.read())
 
 

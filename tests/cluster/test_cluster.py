@@ -1,0 +1,259 @@
+"""Survive the cluster: a real multi-node Ray on one machine (`cluster_harness.py`: a head with
+no CPUs and three worker nodes of one CPU, each its own raylet, token auth on), drivers run as a
+user runs them (`itemeval generate --address ...`), and `itemeval sim-server` enforcing an RPM
+limit and counting what it answered.
+
+Cases, each against physical truth:
+(a) a worker's node is lost mid-run;  (b) the limiter's node is lost mid-run;
+(c) the driver gets SIGTERM mid-run (`ray job stop`, a pod eviction);
+(d) two drivers run at once against one endpoint, and a third declares other limits.
+
+Each asserts: the run ends `completed` (or `interrupted`, then one re-run, for (c)); physical
+rows == cells, read without deduplication; calls paid twice within the durability contract's
+bound, counted at the server; no 60-second window at the server above the limit; for (d), the
+server never saw more requests at once than `max_concurrency`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+
+from runtime_files import (
+    distinct_calls,
+    physical_rows,
+    sim_server,
+    sim_stats,
+    write_items,
+    write_study,
+)
+
+from itemeval.config import load_study
+from itemeval.runtime.actors import limiter_name
+from itemeval.store import StudyStore, list_manifests, read_manifest
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+HARNESS = Path(__file__).with_name("cluster_harness.py")
+ITEMS, RPM, CONCURRENCY = 150, 1200, 8
+CELLS = 2 * ITEMS  # two models, one prompt, one epoch
+#: The test cluster's token (Ray 2.60 token auth), for the harness and every driver.
+AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+#: The durability contract per lost process: the calls in flight plus about a second of answers.
+PER_FAULT = CONCURRENCY + RPM / 60
+
+
+class Harness:
+    def __init__(self, proc: subprocess.Popen[str], hello: dict):
+        self.proc = proc
+        self.address: str = hello["address"]
+        self.nodes: list[str] = hello["nodes"]
+
+    def cmd(self, **command: object) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        return _read_reply(self.proc)
+
+    def restore(self, count: int = 3) -> None:
+        """Back to `count` worker nodes after a test removed some."""
+        nodes = self.cmd(cmd="nodes")["nodes"]
+        for _ in range(count - len(nodes)):
+            self.cmd(cmd="add")
+
+
+def _read_reply(proc: subprocess.Popen[str]) -> dict:
+    """The harness's next reply (Ray's own lines on its stdout are skipped)."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("@@harness "):
+            return json.loads(line.removeprefix("@@harness "))
+    raise AssertionError("the cluster harness died")
+
+
+@pytest.fixture(scope="module")
+def harness() -> Iterator[Harness]:
+    env = {**os.environ, **AUTH, "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen(
+        [sys.executable, str(HARNESS), "3"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        hello = _read_reply(proc)
+    except AssertionError:
+        proc.kill()
+        raise
+    harness = Harness(proc, hello)
+    try:
+        yield harness
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(AssertionError, BrokenPipeError, ValueError):
+                harness.cmd(cmd="quit")
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _study(folder: Path, url: str, **overrides: object) -> Path:
+    items = folder.parent / "items" / "sums"
+    if not items.exists():
+        write_items(items, ITEMS)
+    return write_study(
+        folder,
+        **{
+            "datasets": [{"name": "sums", "path": str(items)}],
+            "endpoints.sim.base_url": url,
+            "endpoints.sim.requests_per_minute": RPM,
+            "endpoints.sim.max_concurrency": CONCURRENCY,
+            "endpoints.sim.backoff_initial_s": 0.1,
+            "endpoints.sim.backoff_max_s": 1.0,
+            "facets.grader": [],
+            "facets.prompt": ["builtin:direct"],
+            "facets.replications": 1,
+            "budget.policy": "full",
+            "runtime.workers": 2,
+            "runtime.shard_size": 25,
+            **overrides,
+        },
+    )
+
+
+def _driver(path: Path, harness: Harness, tmp_path: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, **AUTH, "ITEMEVAL_CACHE_DIR": str(tmp_path / "c")}
+    env.pop("RAY_ADDRESS", None)
+    address = harness.address
+    return subprocess.Popen(
+        [sys.executable, "-m", "itemeval", "generate", str(path), "--yes", "--address", address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _wait_answers(url: str, answers: int, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 120
+    while sim_stats(url)["ok"] < answers:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no progress within 120 s"
+        time.sleep(0.05)
+
+
+def _finish(proc: subprocess.Popen[str], timeout: float = 240) -> tuple[int, str]:
+    """The driver's exit code and its stderr (progress, messages, errors)."""
+    _, err = proc.communicate(timeout=timeout)
+    return proc.returncode, err
+
+
+def _check_server(url: str, store_url: str, faults: int) -> dict:
+    stats = sim_stats(url, window_s=60)
+    assert physical_rows(store_url) == CELLS  # physical rows, no duplicate, nothing lost
+    paid_twice = stats["ok"] - distinct_calls(store_url)
+    assert 0 <= paid_twice <= faults * PER_FAULT, paid_twice
+    assert stats["max_in_window"] <= RPM  # no 60-second window above the limit
+    return stats
+
+
+def _outcomes(store_url: str) -> list[str]:
+    store = StudyStore.open(store_url)
+    return [read_manifest(store, run).outcome for run in list_manifests(store)]
+
+
+def test_a_lost_worker_node_costs_time_not_the_run(harness, tmp_path):
+    with sim_server("--latency-ms", "100", "--rpm", str(RPM)) as url:
+        path = _study(tmp_path / "a", url)
+        driver = _driver(path, harness, tmp_path)
+        _wait_answers(url, 60, driver)
+        busy = harness.cmd(cmd="busy")["nodes"]  # nodes whose CPU a worker holds
+        assert len(busy) == 2
+        harness.cmd(cmd="remove", node=busy[0])
+        code, err = _finish(driver)
+        assert code == 0, err[-3000:]
+        store_url = str(load_study(path).store_url)
+        _check_server(url, store_url, faults=1)
+    assert _outcomes(store_url) == ["completed"]
+    harness.restore()
+
+
+def test_a_lost_limiter_node_is_waited_for_and_the_limits_hold(harness, tmp_path):
+    with sim_server("--latency-ms", "100", "--rpm", str(RPM)) as url:
+        path = _study(tmp_path / "b", url)
+        name = limiter_name(load_study(path).endpoints["sim"])
+        spare = harness.cmd(cmd="nodes")["nodes"][-1]
+        placed = harness.cmd(cmd="limiter", name=name, node=spare, limits=[RPM, None, CONCURRENCY])
+        assert placed["node"] == spare
+        driver = _driver(path, harness, tmp_path)
+        _wait_answers(url, 60, driver)
+        harness.cmd(cmd="remove", node=spare)
+        code, err = _finish(driver)
+        assert code == 0, err[-3000:]
+        assert harness.cmd(cmd="where", name=name)["node"] not in (None, spare)  # restarted
+        store_url = str(load_study(path).store_url)
+        _check_server(url, store_url, faults=1)
+    assert _outcomes(store_url) == ["completed"]
+    harness.restore()
+
+
+def test_sigterm_is_an_interruption_that_fits_rays_stop_window(harness, tmp_path):
+    with sim_server("--latency-ms", "100", "--rpm", str(RPM)) as url:
+        path = _study(tmp_path / "c", url)
+        driver = _driver(path, harness, tmp_path)
+        _wait_answers(url, 60, driver)
+        signalled = time.monotonic()
+        driver.send_signal(signal.SIGTERM)
+        code, err = _finish(driver, timeout=60)
+        took = time.monotonic() - signalled
+        assert code == 130, err[-3000:]
+        assert took < 3.0, took  # inside RAY_JOB_STOP_WAIT_TIME_S's default of 3 s
+        store_url = str(load_study(path).store_url)
+        store = StudyStore.open(store_url)
+        (run,) = list_manifests(store)
+        stopped = read_manifest(store, run)
+        assert stopped.outcome == "interrupted" and stopped.spend.usd > 0
+        again = _driver(path, harness, tmp_path)
+        code, err = _finish(again)
+        assert code == 0, err[-3000:]
+        _check_server(url, store_url, faults=1)
+    assert _outcomes(store_url) == ["interrupted", "completed"]
+
+
+def test_two_drivers_share_one_endpoints_limits(harness, tmp_path):
+    with sim_server("--latency-ms", "100", "--rpm", str(RPM)) as url:
+        first = _study(tmp_path / "d1", url, study="first")
+        second = _study(tmp_path / "d2", url, study="second")
+        drivers = [_driver(path, harness, tmp_path / path.parent.name) for path in (first, second)]
+        results = [_finish(driver) for driver in drivers]
+        for code, err in results:
+            assert code == 0, err[-3000:]
+        stats = sim_stats(url, window_s=60)
+        assert stats["max_concurrent"] <= CONCURRENCY  # both drivers together
+        assert stats["max_in_window"] <= RPM
+        for path in (first, second):
+            store_url = str(load_study(path).store_url)
+            assert physical_rows(store_url) == CELLS
+        assert stats["ok"] - 2 * CELLS == 0  # nothing faulted: nothing paid twice
+        # A third driver declaring other limits for the same endpoint is refused, and the
+        # running limiter keeps its own.
+        other = _study(tmp_path / "d3", url, study="third", **{"endpoints.sim.max_concurrency": 4})
+        code, err = _finish(_driver(other, harness, tmp_path / "d3"))
+        assert code == 2, err[-3000:]
+        assert "already runs with max_concurrency 8" in err and "max_concurrency 4" in err
