@@ -1,0 +1,143 @@
+"""Where an Anthropic request marks its prompt-cache breakpoint, and when (`cache_control`).
+
+Anthropic caches a prompt prefix only where the request marks it, bills a write 1.25x the input
+price and a read 0.1x, and keeps an entry 5 minutes after its last use. OpenAI and Gemini cache
+long prefixes on their own, so only the Anthropic client asks this module.
+
+**What is marked: the stable prefix.** Everything before a request's final message: the system
+prompt (for a solver, the item's effective task prompt: a dataset's `taskPrompt`, its few-shot
+examples and instructions, the same for every item of the dataset) and any turns before the
+last one. The final message carries the item (a solver's question; a judge's rubric rendered
+around the item, the response and the reference), so it differs from call to call. A judge's
+prefix is its one-line system message: far below any cache minimum, so judge calls are never
+marked; a rubric's own text is rendered around the item and is no prefix (a long rubric whose
+static text comes first is cached by OpenAI and Gemini automatically).
+
+**When it is marked.** A prefix of fewer than 1,024 UTF-8 bytes cannot hold the 1,024 tokens
+the smallest Anthropic minimum asks for, and is never marked. Otherwise, per prefix (and model):
+
+* the first request sends it unmarked: a prefix seen once may never come again, and a write
+  would cost 25% more for nothing;
+* the next one marks it: it writes the entry. While that write is in flight other requests go
+  unmarked (they could not read it yet, and each would pay for a write of its own);
+* once a response reports the entry read or written, every request marks it (reads, at 10%);
+  an entry unused for longer than its lifetime is written again by the next marked request;
+* a marked request whose response reports nothing read and nothing written shows the prefix is
+  below this model's minimum: that prefix is not marked again.
+
+The state is per client (one per endpoint per worker process), bounded to `MAX_PREFIXES`
+entries, least recently used first out. Marks change only the wire body, never the messages: the
+response cache's keys and the request hashes do not see them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from itemeval.providers.types import ModelResult
+
+#: Fewer bytes than this cannot hold the smallest cacheable prefix (1,024 tokens).
+MIN_PREFIX_BYTES = 1024
+#: How long an entry lives after its last use (Anthropic's default 5 minutes), less a margin
+#: for the time between the provider's refresh and our reading of its response.
+ENTRY_LIFETIME_S = 270.0
+#: A marked request that has not answered after this long no longer blocks another write.
+WRITE_WAIT_S = 120.0
+MAX_PREFIXES = 4096
+
+EPHEMERAL = {"type": "ephemeral"}
+
+
+@dataclass(frozen=True, slots=True)
+class Breakpoint:
+    """A request's marked prefix: its digest, and whether this request is the one writing it."""
+
+    digest: bytes
+    writes: bool
+
+
+@dataclass(slots=True)
+class _Prefix:
+    alive_until: float = 0.0  # a confirmed entry (read or written), until then
+    writing_until: float = 0.0  # a marked request is writing the entry, until then
+    uncacheable: bool = False
+
+
+def stable_prefix_length(messages: Sequence[dict[str, str]]) -> int:
+    """How many leading messages form the stable prefix: all but the final one (none when the
+    final one is a system message: Anthropic moves system text ahead of every turn)."""
+    if not messages or messages[-1].get("role") == "system":
+        return 0
+    return len(messages) - 1
+
+
+class CacheBreakpoints:
+    """Per-client decisions of which requests mark their stable prefix (see the module doc)."""
+
+    def __init__(self, *, max_prefixes: int = MAX_PREFIXES):
+        self._prefixes: OrderedDict[bytes, _Prefix] = OrderedDict()
+        self._max = max_prefixes
+
+    def decide(
+        self, model: str, messages: Sequence[dict[str, str]], now: float | None = None
+    ) -> Breakpoint | None:
+        """The breakpoint this request should mark, or None to send it unmarked."""
+        count = stable_prefix_length(messages)
+        if count == 0:
+            return None
+        texts = [(m.get("content") or "").encode("utf-8", "surrogatepass") for m in messages]
+        if sum(len(t) for t in texts[:count]) < MIN_PREFIX_BYTES:
+            return None
+        digest = _digest(model, messages[:count], texts[:count])
+        now = time.monotonic() if now is None else now
+        state = self._prefixes.get(digest)
+        if state is None:
+            self._remember(digest, _Prefix())
+            return None  # seen once: it may never come again
+        self._prefixes.move_to_end(digest)
+        if state.uncacheable:
+            return None
+        if state.alive_until > now:
+            return Breakpoint(digest, writes=False)
+        if state.writing_until > now:
+            return None  # another request is writing it
+        state.writing_until = now + WRITE_WAIT_S
+        return Breakpoint(digest, writes=True)
+
+    def settle(self, mark: Breakpoint, result: ModelResult, now: float | None = None) -> None:
+        """What the response of a marked request says about its entry."""
+        state = self._prefixes.get(mark.digest)
+        if state is None:
+            return
+        now = time.monotonic() if now is None else now
+        if mark.writes:
+            state.writing_until = 0.0
+        usage = result.usage
+        if usage.cached_input_tokens or usage.cache_write_input_tokens:
+            state.alive_until = now + ENTRY_LIFETIME_S
+        elif result.ok and usage.input_tokens:
+            # Marked, answered, and nothing cached: the prefix is under this model's minimum.
+            state.uncacheable = True
+
+    def _remember(self, digest: bytes, state: _Prefix) -> None:
+        self._prefixes[digest] = state
+        while len(self._prefixes) > self._max:
+            self._prefixes.popitem(last=False)
+
+
+def _digest(model: str, messages: Sequence[dict[str, str]], texts: Sequence[bytes]) -> bytes:
+    h = hashlib.blake2b(model.encode("utf-8", "surrogatepass"), digest_size=16)
+    for message, text in zip(messages, texts, strict=True):
+        h.update(b"\x1e" + str(message.get("role", "")).encode() + b"\x1f")
+        h.update(len(text).to_bytes(8, "little") + text)
+    return h.digest()
+
+
+def marked_blocks(text: str) -> list[dict[str, Any]]:
+    """`text` as one content block carrying the breakpoint."""
+    return [{"type": "text", "text": text, "cache_control": dict(EPHEMERAL)}]
