@@ -8,14 +8,20 @@ condition, or an earlier study making the same calls, counts) and per item modal
 * **input**: `reported input tokens / our chars-4 count` over the same rows (for a judge, the
   count includes the judged solution's visible tokens, from its stored row). Without such rows,
   the same model's ratio over the study's other conditions; else the prior (ratio 1).
-* **output** (hidden reasoning included) and **visible output** (what a judge reads): the
-  condition's scale (observed / prior, summed over its rows) corrects every modality; a modality
-  with rows of its own gets its own factor, shrunk towards that scale by `PSEUDO_ROWS` so a
-  handful of rows cannot swing it. Rows of items outside this study (an earlier study in the
-  cache) give the scale when no item of this study has a row yet.
+* **output**: visible output (what a judge reads) and hidden reasoning are learned apart, since
+  an answer's length scales with what the prompt asks for and reasoning does not. Visible
+  output is scaled (observed / prior), reasoning is a mean per call; both for the condition as
+  a whole and per modality, each modality's own figure shrunk towards the condition's by as
+  much as the modalities differ no more than chance would make them (`_shrunk`). Rows of items
+  outside this study (an earlier study in the cache) give the condition's figure when no item
+  of this study has a row yet.
 * **prompt caching**: the share of input tokens the provider served from its cache.
+* **the response cache**: a call whose answer is cached costs nothing. A generate cell whose
+  answer the cache holds (same condition content, item and epoch) is counted as free; a judge
+  condition's calls are free at the share of its stored rows the cache answered (judge requests
+  repeat when two conditions give byte-identical answers, as short answers often are).
 
-Rows come from this study's store (`solutions/`, `grades/`: the ok row of each cell) and from
+Rows come from this study's store (`solutions/`, `grades/`: the row of each cell) and from
 the response cache (`<cache>/calls/group=<group>/`: every paid answer, this study's and other
 studies'); cache rows of cells the store holds are left out, so a call counts once, and rows
 without usage (a host that reports none) are left out. Only the usage columns are read, never a
@@ -26,7 +32,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -40,7 +46,6 @@ from itemeval.store import (
     GRADES,
     RESPONSE_SCHEMA,
     SOLUTIONS,
-    STATUS_OK,
     STUDY_CACHE_DIR,
     StudyStore,
     cache_group,
@@ -50,10 +55,8 @@ from itemeval.store.cache import RESPONSES
 from itemeval.store.fragments import read_partitions
 from itemeval.store.layout import partition_dir
 
-#: Rows a condition needs before its observed scale replaces the prior.
+#: Rows a condition needs before what they show replaces the prior.
 MIN_ROWS = 3
-#: Weight, in rows, of the condition's overall scale in one modality's factor.
-PSEUDO_ROWS = 2.0
 
 USAGE = ["input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens"]
 CELL = ["item_id", "epoch"]
@@ -104,24 +107,33 @@ class Fit:
     source: Source = Source()
     input_ratio: float | None = None
     input_from: str = "prior"  # "rows" | "model" (the model's other conditions) | "prior"
-    output_scale: float | None = None
-    output_factors: Mapping[int, float] = field(default_factory=dict)  # modality code -> factor
-    visible_scale: float | None = None
-    visible_factors: Mapping[int, float] = field(default_factory=dict)
+    visible_scale: float | None = None  # observed / prior visible output
+    visible_factors: Mapping[int, float] = field(default_factory=dict)  # modality -> factor
+    reasoning_mean: float | None = None  # hidden reasoning tokens per call
+    reasoning_by_modality: Mapping[int, float] = field(default_factory=dict)
+    output_scale: float | None = None  # calibrated / prior output over the study's items (shown)
     cached_fraction: float = 0.0
-
-    @property
-    def calibrated(self) -> bool:
-        return self.input_ratio is not None or self.output_scale is not None
+    #: Per item: cells not in the store whose answer the response cache holds (free).
+    answered: np.ndarray | None = None
+    #: Share of calls the response cache answers (judges: learned from the stored rows).
+    answered_share: float = 0.0
 
     def input(self, prior: np.ndarray) -> np.ndarray:
         return prior * (1.0 if self.input_ratio is None else self.input_ratio)
 
-    def output(self, prior: np.ndarray, modality: np.ndarray) -> np.ndarray:
-        return _apply(prior, modality, self.output_scale, self.output_factors)
+    def visible(self, prior_visible: np.ndarray, modality: np.ndarray) -> np.ndarray:
+        if self.visible_scale is None:
+            return prior_visible.astype(np.float64)
+        return prior_visible * _lookup(modality, self.visible_scale, self.visible_factors)
 
-    def visible(self, prior: np.ndarray, modality: np.ndarray) -> np.ndarray:
-        return _apply(prior, modality, self.visible_scale, self.visible_factors)
+    def output(
+        self, prior_output: np.ndarray, prior_visible: np.ndarray, modality: np.ndarray
+    ) -> np.ndarray:
+        """Calibrated visible output plus calibrated reasoning (the prior's where unknown)."""
+        hidden = prior_output.astype(np.float64) - prior_visible
+        if self.reasoning_mean is not None:
+            hidden = _lookup(modality, self.reasoning_mean, self.reasoning_by_modality)
+        return self.visible(prior_visible, modality) + hidden
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -131,24 +143,23 @@ class Fit:
             "input_ratio": _round(self.input_ratio),
             "input_from": self.input_from,
             "output_scale": _round(self.output_scale),
+            "reasoning_per_call": _round(self.reasoning_mean),
             "cached_fraction": round(self.cached_fraction, 4),
+            "answered_by_cache": int(self.answered.sum()) if self.answered is not None else 0,
+            "answered_share": round(self.answered_share, 4),
         }
+
+
+def _lookup(modality: np.ndarray, default: float, by_code: Mapping[int, float]) -> np.ndarray:
+    """Per item: the value of its modality, `default` for a modality without one."""
+    table = np.full(max([*by_code, int(modality.max(initial=0))]) + 1, default, np.float64)
+    for code, value in by_code.items():
+        table[code] = value
+    return table[modality]
 
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
-
-
-def _apply(
-    prior: np.ndarray, modality: np.ndarray, scale: float | None, factors: Mapping[int, float]
-) -> np.ndarray:
-    if scale is None:
-        return prior.astype(np.float64)
-    size = max([*factors, int(modality.max(initial=0))]) + 1
-    table = np.full(size, scale, dtype=np.float64)
-    for code, factor in factors.items():
-        table[code] = factor
-    return prior * table[modality]
 
 
 @dataclass
@@ -195,7 +206,7 @@ def calibrate(
                 f"the estimate's calibration could not read the response cache at {cache_url} "
                 f"({exc}); it rests on the store alone"
             )
-    empty = _empty_rows()
+    empty = _empty_rows().append_column("cached", pa.array([], pa.bool_()))
 
     rows: dict[str, _Rows] = {}
     for cond in generate:
@@ -214,20 +225,20 @@ def calibrate(
 
     models = {c.id: c.model_id for c in generate} | {j.id: j.model_id or "" for j in judges}
     by_model = _model_ratios(rows, models)
+    items = len(priors.item_ids)
     for cond in generate:
         _, prior_out, prior_visible = priors.generate[cond.id]
-        out.generate[cond.id] = _fit(
-            rows[cond.id],
-            priors.modality,
-            prior_out,
-            prior_visible,
-            by_model.get(cond.model_id),
+        fit = _fit(
+            rows[cond.id], priors.modality, prior_out, prior_visible, by_model.get(cond.model_id)
         )
+        answered = rows[cond.id].answered(items, design.epochs)
+        out.generate[cond.id] = replace(fit, answered=answered if answered.any() else None)
     for judge in judges:
         prior_out = priors.judge_output[judge.id]
-        out.judges[judge.id] = _fit(
-            rows[judge.id], priors.modality, prior_out, None, by_model.get(judge.model_id or "")
-        )
+        r = rows[judge.id]
+        fit = _fit(r, priors.modality, prior_out, prior_out, by_model.get(judge.model_id or ""))
+        share = r.store_answered / r.store_rows if r.store_rows >= MIN_ROWS else 0.0
+        out.judges[judge.id] = replace(fit, answered_share=share)
     return out
 
 
@@ -243,6 +254,8 @@ class _Rows:
     prior_input: np.ndarray  # per row; NaN where unknown (the judged solution is not stored)
     store_rows: int
     cache_rows: int
+    epoch: np.ndarray  # per row
+    store_answered: int  # stored rows that the response cache answered
 
     @classmethod
     def of(
@@ -256,6 +269,7 @@ class _Rows:
     ) -> _Rows:
         """`per_item`: the prior input of each selected item; or `per_stored_row`: of each
         stored row (judges: cache rows have no judged solution to count, so NaN)."""
+        stored = stored.select([*CELL, *USAGE, "cached"])
         table = pa.concat_tables([stored.select([*CELL, *USAGE]), extra.select([*CELL, *USAGE])])
         index = pc.index_in(table.column("item_id"), value_set=item_ids)
         pos = index.fill_null(-1).to_numpy().astype(np.int64)
@@ -275,7 +289,16 @@ class _Rows:
             prior_input=per_row,
             store_rows=stored.num_rows,
             cache_rows=extra.num_rows,
+            epoch=_ints(table, "epoch"),
+            store_answered=int(pc.sum(stored.column("cached")).as_py() or 0),
         )
+
+    def answered(self, items: int, epochs: int) -> np.ndarray:
+        """Per item: cache-only rows of this study's cells (answers the cache holds)."""
+        extra = slice(self.store_rows, None)
+        pos, epoch = self.pos[extra], self.epoch[extra]
+        keep = (pos >= 0) & (epoch < epochs)
+        return np.bincount(pos[keep], minlength=items).astype(np.int64)
 
     @property
     def source(self) -> Source:
@@ -295,7 +318,7 @@ def _fit(
     rows: _Rows,
     modality: np.ndarray,
     prior_out: np.ndarray,
-    prior_visible: np.ndarray | None,
+    prior_visible: np.ndarray,
     model_ratio: float | None,
 ) -> Fit:
     if rows.source.rows == 0 and model_ratio is None:
@@ -307,12 +330,21 @@ def _fit(
         ratio, origin = model_ratio, "model"
     else:
         ratio, origin = None, "prior"
-    output_scale, output_factors = _scale(rows, rows.output, modality, prior_out)
-    visible_scale: float | None = None
-    visible_factors: dict[int, float] = {}
-    if prior_visible is not None:
-        visible = rows.output - rows.reasoning
-        visible_scale, visible_factors = _scale(rows, visible, modality, prior_visible)
+    visible_scale, visible_factors = _scale(
+        rows, rows.output - rows.reasoning, modality, prior_visible
+    )
+    reasoning_mean, reasoning_by_modality = _means(rows, rows.reasoning, modality)
+    fit = Fit(
+        visible_scale=visible_scale,
+        visible_factors=visible_factors,
+        reasoning_mean=reasoning_mean,
+        reasoning_by_modality=reasoning_by_modality,
+    )
+    # What the fit does to this study's output, in one number (shown, never applied).
+    output_scale = None
+    if visible_scale is not None or reasoning_mean is not None:
+        calibrated = float(fit.output(prior_out, prior_visible, modality).sum())
+        output_scale = calibrated / max(float(prior_out.sum()), 1.0)
     total_input = int(rows.input.sum())
     cached_fraction = 0.0
     if rows.source.rows >= MIN_ROWS and total_input:
@@ -321,10 +353,11 @@ def _fit(
         source=rows.source,
         input_ratio=ratio,
         input_from=origin,
-        output_scale=output_scale,
-        output_factors=output_factors,
         visible_scale=visible_scale,
         visible_factors=visible_factors,
+        reasoning_mean=reasoning_mean,
+        reasoning_by_modality=reasoning_by_modality,
+        output_scale=output_scale,
         cached_fraction=cached_fraction,
     )
 
@@ -332,36 +365,62 @@ def _fit(
 def _scale(
     rows: _Rows, observed: np.ndarray, modality: np.ndarray, prior: np.ndarray
 ) -> tuple[float | None, dict[int, float]]:
-    """The condition's scale (observed / prior) and per-modality factors, or (None, {})."""
+    """The condition's scale (observed / prior, summed) and each modality's, or (None, {})."""
     known = rows.pos >= 0
-    if int(known.sum()) >= MIN_ROWS:
-        prior_rows = prior[rows.pos[known]].astype(np.float64)
-        total = float(prior_rows.sum())
-        if total <= 0:
-            return None, {}
-        scale = float(observed[known].sum()) / total
-    elif len(observed) >= MIN_ROWS and len(prior):
-        # Only other studies' items: their mean against this study's mean prior.
-        mean_prior = float(prior.mean())
-        if mean_prior <= 0:
-            return None, {}
-        scale = float(observed.mean()) / mean_prior
-        return scale, {}
-    else:
+    if int(known.sum()) < MIN_ROWS:
+        if len(observed) >= MIN_ROWS and len(prior) and prior.mean() > 0:
+            # Only other studies' items: their mean against this study's mean prior.
+            return float(observed.mean()) / float(prior.mean()), {}
         return None, {}
-    codes = modality[rows.pos[known]]
-    factors: dict[int, float] = {}
-    for code in np.unique(codes):
-        mask = codes == code
-        n = int(mask.sum())
-        mean_prior = float(prior_rows[mask].mean())
-        if mean_prior <= 0:
-            continue
-        observed_sum = float(observed[known][mask].sum())
-        factors[int(code)] = (observed_sum + PSEUDO_ROWS * scale * mean_prior) / (
-            (n + PSEUDO_ROWS) * mean_prior
-        )
-    return scale, factors
+    prior_rows = prior[rows.pos[known]].astype(np.float64)
+    usable = prior_rows > 0
+    if int(usable.sum()) < MIN_ROWS:
+        return None, {}
+    ratios = observed[known][usable] / prior_rows[usable]
+    return _shrunk(ratios, prior_rows[usable], modality[rows.pos[known]][usable])
+
+
+def _means(
+    rows: _Rows, observed: np.ndarray, modality: np.ndarray
+) -> tuple[float | None, dict[int, float]]:
+    """The mean per call and each modality's, or (None, {}) with fewer than `MIN_ROWS` rows."""
+    if len(observed) < MIN_ROWS:
+        return None, {}
+    known = rows.pos >= 0
+    if int(known.sum()) < MIN_ROWS:
+        return float(observed.mean()), {}
+    values = observed[known].astype(np.float64)
+    return _shrunk(values, np.ones(len(values)), modality[rows.pos[known]])
+
+
+def _shrunk(
+    values: np.ndarray, weights: np.ndarray, codes: np.ndarray
+) -> tuple[float, dict[int, float]]:
+    """The weighted mean of `values` and per code the code's own mean, shrunk towards it by as
+    much as the codes' means differ no more than their noise would make them (an empirical
+    Bayes estimate: a modality whose answers really are longer keeps its own mean; differences
+    a handful of rows explain by chance are pooled away)."""
+    overall = float(np.average(values, weights=weights))
+    groups = [(int(code), codes == code) for code in np.unique(codes)]
+    means = {code: float(np.average(values[m], weights=weights[m])) for code, m in groups}
+    counts = {code: int(m.sum()) for code, m in groups}
+    # Within-modality variance, pooled (the noise of one row).
+    dof = sum(n - 1 for n in counts.values())
+    if dof > 0:
+        within = sum(float(((values[m] - means[c]) ** 2).sum()) for c, m in groups) / dof
+    else:
+        within = float(values.var())
+    total = sum(counts.values())
+    between = sum(n * (means[c] - overall) ** 2 for c, n in counts.items()) / total
+    # What `between` would be from noise alone: (modalities - 1) x the variance of one row / rows.
+    noise = within * (len(counts) - 1) / total
+    spread = max(0.0, between - noise)
+    out = {}
+    for code, n in counts.items():
+        error = within / n
+        weight = 1.0 if spread + error == 0 else spread / (spread + error)
+        out[code] = overall + weight * (means[code] - overall)
+    return overall, out
 
 
 def _model_ratios(rows: Mapping[str, _Rows], models: Mapping[str, str]) -> dict[str, float]:
@@ -395,19 +454,16 @@ def _judge_group(cond: GradeCondition) -> str:
 def _store_rows(
     store: StudyStore, generate_ids: Sequence[str], judge_ids: Sequence[str]
 ) -> tuple[dict[str, pa.Table], dict[str, pa.Table]]:
-    """The usage of the ok row of every stored cell, per condition."""
-    solutions = store.read_by_condition(SOLUTIONS, generate_ids, ["status", *CELL, *USAGE])
+    """The usage of every stored cell's row (its best row: ok before error), per condition.
+    Error rows count when the provider reported usage: an empty or filtered answer was billed,
+    and its retry will be too."""
+    solutions = store.read_by_condition(SOLUTIONS, generate_ids, [*CELL, *USAGE, "cached"])
     grades = store.read_by_condition(
-        GRADES, judge_ids, ["status", "gen_condition_id", *CELL, *USAGE]
+        GRADES, judge_ids, ["gen_condition_id", *CELL, *USAGE, "cached"]
     )
-
-    def ok(table: pa.Table) -> pa.Table:
-        table = table.filter(pc.equal(table.column("status"), STATUS_OK))
-        return _reported(table.drop_columns(["status"]))
-
     return (
-        {cid: ok(t) for cid, t in solutions.items()},
-        {cid: ok(t) for cid, t in grades.items()},
+        {cid: _reported(t) for cid, t in solutions.items()},
+        {cid: _reported(t) for cid, t in grades.items()},
     )
 
 
@@ -499,4 +555,4 @@ def _empty_rows() -> pa.Table:
 def _empty_grade_rows() -> pa.Table:
     fields = [pa.field("gen_condition_id", pa.string())]
     fields += [RESPONSE_SCHEMA.field(c) for c in [*CELL, *USAGE]]
-    return pa.schema(fields).empty_table()
+    return pa.schema([*fields, pa.field("cached", pa.bool_())]).empty_table()

@@ -314,8 +314,9 @@ def build_estimate(
             prior_input=counts["input"],
             prior_output=counts["output"],
             input=fit.input(counts["input"]),
-            output=fit.output(counts["output"], modality),
+            output=fit.output(counts["output"], counts["visible"], modality),
             cached_fraction=fit.cached_fraction,
+            answered=fit.answered,
         )
         visible[cond.id] = (counts["visible"], fit.visible(counts["visible"], modality))
         line = EstimateLine("generate", cond.id, cond.slug, cond.model_id)
@@ -336,8 +337,9 @@ def build_estimate(
                     prior_input=base + prior_visible,
                     prior_output=prior_output,
                     input=fit.input(base + calibrated_visible),
-                    output=fit.output(prior_output, modality),
+                    output=fit.output(prior_output, prior_output, modality),
                     cached_fraction=fit.cached_fraction,
+                    answered_share=fit.answered_share,
                 )
                 _fill(part, tokens, design.epochs, pending, pricing, unpriced)
                 line.calibration = fit.as_dict()
@@ -363,6 +365,8 @@ class _Tokens:
     input: np.ndarray
     output: np.ndarray
     cached_fraction: float = 0.0
+    answered: np.ndarray | None = None  # per item: cells the response cache answers (free)
+    answered_share: float = 0.0  # share of the calls the response cache answers (free)
 
 
 def _shape(cond: GenerateCondition) -> tuple[str, int | None, str | None, int | None]:
@@ -391,13 +395,16 @@ def _fill(
         return price.cost(Usage(round(input_tokens), round(output_tokens), round(cached)))
 
     n = len(tokens.input)
-    weights = np.full(n, epochs, np.int64) if pending is None else pending
-    for prefix, w in (("", np.full(n, epochs, np.int64)), ("remaining_", weights)):
-        input_tokens = float(w @ tokens.input)
-        output_tokens = float(w @ tokens.output)
-        prior_input = float(w @ tokens.prior_input)
-        prior_output = float(w @ tokens.prior_output)
-        setattr(line, f"{prefix}cells", int(w.sum()))
+    every = np.full(n, epochs, np.int64)
+    for prefix, cells in (("", every), ("remaining_", every if pending is None else pending)):
+        # What is paid: cells the response cache answers cost nothing.
+        paid = cells if tokens.answered is None else np.maximum(cells - tokens.answered, 0)
+        paid = paid * (1.0 - tokens.answered_share)
+        input_tokens = float(paid @ tokens.input)
+        output_tokens = float(paid @ tokens.output)
+        prior_input = float(cells @ tokens.prior_input)
+        prior_output = float(cells @ tokens.prior_output)
+        setattr(line, f"{prefix}cells", int(cells.sum()))
         setattr(line, f"{prefix}input_tokens", round(input_tokens))
         setattr(line, f"{prefix}output_tokens", round(output_tokens))
         setattr(
