@@ -98,14 +98,15 @@ class AnthropicMessagesProvider(HttpProvider):
         self.breakpoints = CacheBreakpoints()
 
     async def complete(self, request: ModelRequest) -> ModelResult:
-        mark = self.breakpoints.decide(request.model, request.messages)
+        mark = await self.breakpoints.choose(request.model, request.messages)
         token = _BREAKPOINT.set(mark)
+        result: ModelResult | None = None
         try:
             result = await super().complete(request)
         finally:
             _BREAKPOINT.reset(token)
-        if mark is not None:
-            self.breakpoints.settle(mark, result)
+            if mark is not None:  # also when cancelled: a write's waiters must not wait on
+                self.breakpoints.settle(mark, result or ModelResult(ok=False))
         return result
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:

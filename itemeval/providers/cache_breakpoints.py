@@ -18,8 +18,9 @@ the smallest Anthropic minimum asks for, and is never marked. Otherwise, per pre
 
 * the first request sends it unmarked: a prefix seen once may never come again, and a write
   would cost 25% more for nothing;
-* the next one marks it: it writes the entry. While that write is in flight other requests go
-  unmarked (they could not read it yet, and each would pay for a write of its own);
+* the next one marks it: it writes the entry. While that write is in flight, other requests with
+  the prefix wait for its answer (an entry is readable only once its write has answered, so each
+  would otherwise pay for a write of its own), at most `WRITE_WAIT_S`, then mark it and read;
 * once a response reports the entry read or written, every request marks it (reads, at 10%);
   an entry unused for longer than its lifetime is written again by the next marked request;
 * a marked request whose response reports nothing read and nothing written shows the prefix is
@@ -32,6 +33,7 @@ response cache's keys and the request hashes do not see them.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections import OrderedDict
@@ -61,11 +63,19 @@ class Breakpoint:
     writes: bool
 
 
+@dataclass(frozen=True, slots=True)
+class WriteInFlight:
+    """Another request is writing the prefix's entry: wait for `done`, then decide again."""
+
+    done: asyncio.Event
+
+
 @dataclass(slots=True)
 class _Prefix:
     alive_until: float = 0.0  # a confirmed entry (read or written), until then
     writing_until: float = 0.0  # a marked request is writing the entry, until then
     uncacheable: bool = False
+    written: asyncio.Event | None = None  # set when the write in flight has answered
 
 
 def stable_prefix_length(messages: Sequence[dict[str, str]]) -> int:
@@ -83,10 +93,24 @@ class CacheBreakpoints:
         self._prefixes: OrderedDict[bytes, _Prefix] = OrderedDict()
         self._max = max_prefixes
 
+    async def choose(self, model: str, messages: Sequence[dict[str, str]]) -> Breakpoint | None:
+        """The breakpoint this request should mark, or None; waits while another request is
+        writing the prefix's entry (at most `WRITE_WAIT_S`)."""
+        for _ in range(3):
+            decision = self.decide(model, messages)
+            if not isinstance(decision, WriteInFlight):
+                return decision
+            try:
+                await asyncio.wait_for(decision.done.wait(), timeout=WRITE_WAIT_S)
+            except TimeoutError:
+                return None
+        return None
+
     def decide(
         self, model: str, messages: Sequence[dict[str, str]], now: float | None = None
-    ) -> Breakpoint | None:
-        """The breakpoint this request should mark, or None to send it unmarked."""
+    ) -> Breakpoint | WriteInFlight | None:
+        """The breakpoint this request should mark, None to send it unmarked, or the write in
+        flight to wait for."""
         count = stable_prefix_length(messages)
         if count == 0:
             return None
@@ -104,9 +128,12 @@ class CacheBreakpoints:
             return None
         if state.alive_until > now:
             return Breakpoint(digest, writes=False)
-        if state.writing_until > now:
-            return None  # another request is writing it
+        if state.writing_until > now and state.written is not None:
+            return WriteInFlight(state.written)
+        if state.written is not None:
+            state.written.set()  # a write that never answered: release its waiters
         state.writing_until = now + WRITE_WAIT_S
+        state.written = asyncio.Event()
         return Breakpoint(digest, writes=True)
 
     def settle(self, mark: Breakpoint, result: ModelResult, now: float | None = None) -> None:
@@ -115,14 +142,17 @@ class CacheBreakpoints:
         if state is None:
             return
         now = time.monotonic() if now is None else now
-        if mark.writes:
-            state.writing_until = 0.0
         usage = result.usage
         if usage.cached_input_tokens or usage.cache_write_input_tokens:
             state.alive_until = now + ENTRY_LIFETIME_S
         elif result.ok and usage.input_tokens:
             # Marked, answered, and nothing cached: the prefix is under this model's minimum.
             state.uncacheable = True
+        if mark.writes:
+            state.writing_until = 0.0
+            if state.written is not None:
+                state.written.set()  # the waiters decide again: read, or write it themselves
+                state.written = None
 
     def _remember(self, digest: bytes, state: _Prefix) -> None:
         self._prefixes[digest] = state

@@ -23,7 +23,7 @@ from itemeval.providers import (
     Usage,
     make_provider,
 )
-from itemeval.providers.cache_breakpoints import CacheBreakpoints
+from itemeval.providers.cache_breakpoints import CacheBreakpoints, WriteInFlight
 from itemeval.providers.pricing import Pricing
 from itemeval.providers.sim.engine import input_tokens
 
@@ -52,10 +52,12 @@ def test_a_prefix_is_marked_from_its_second_use_and_written_once() -> None:
     assert policy.decide("m", prompt, now=0.0) is None  # seen once: no write premium
     write = policy.decide("m", solver(prompt[0]["content"], "Q2"), now=1.0)
     assert write is not None and write.writes
-    # While that write is in flight, others go unmarked (they could not read it yet).
-    assert policy.decide("m", solver(prompt[0]["content"], "Q3"), now=1.5) is None
+    # While that write is in flight, others wait for it (they could not read it yet).
+    waiting = policy.decide("m", solver(prompt[0]["content"], "Q3"), now=1.5)
+    assert isinstance(waiting, WriteInFlight) and not waiting.done.is_set()
     written = ModelResult(ok=True, usage=Usage(500, 5, cache_write_input_tokens=450))
     policy.settle(write, written, now=2.0)
+    assert waiting.done.is_set()
     read = policy.decide("m", solver(prompt[0]["content"], "Q4"), now=3.0)
     assert read is not None and not read.writes
     # Another model has its own cache.
@@ -181,36 +183,47 @@ def test_the_sim_server_reads_what_our_client_marks(sim_server) -> None:
     assert sum(price.cost(r.usage) for r in rest) < 0.2 * sum(plain)
 
 
-def test_a_burst_of_first_uses_sends_one_write(monkeypatch) -> None:
-    """Anthropic makes an entry readable only once its write has answered, so each of a burst
-    of marked requests would pay for a write of its own: only one of them is marked."""
-    monkeypatch.setenv("ITEMEVAL_TEST_WIRE_KEY", "sk-test")
+def test_a_burst_waits_for_the_one_write_then_reads() -> None:
+    """Anthropic makes an entry readable only once its write has answered: a burst of requests
+    sharing a new prefix sends one write, and the others wait for its answer, then read."""
     system = long_text("burst", 500)
+    policy = CacheBreakpoints()
+    sent: list[tuple[int, bool | None]] = []  # (request, writes) in the order they are sent
 
-    async def main() -> list[dict]:
-        async with WireServer(FIXTURES) as server:
-            provider = make_provider(settings("anthropic", server.url("an_ok")))
-            try:
-                await asyncio.gather(
-                    *(
-                        provider.complete(ModelRequest("m", solver(system, f"Q{i}")))
-                        for i in range(20)
-                    )
-                )
-                # The write answered (the canned body reports one): now every request marks.
-                await asyncio.gather(
-                    *(
-                        provider.complete(ModelRequest("m", solver(system, f"R{i}")))
-                        for i in range(5)
-                    )
-                )
-            finally:
-                await provider.aclose()
-            return [seen.body for seen in server.seen]
+    async def one(i: int) -> None:
+        mark = await policy.choose("m", solver(system, f"Q{i}"))
+        sent.append((i, None if mark is None else mark.writes))
+        await asyncio.sleep(0.01)  # the provider answers
+        if mark is not None:
+            usage = Usage(600, 5, cache_write_input_tokens=550 if mark.writes else 0)
+            usage = usage if mark.writes else Usage(600, 5, cached_input_tokens=550)
+            policy.settle(mark, ModelResult(ok=True, usage=usage))
 
-    bodies = asyncio.run(main())
-    marked = [isinstance(body["system"], list) for body in bodies]
-    assert sum(marked[:20]) == 1 and all(marked[20:])
+    async def main() -> None:
+        await asyncio.gather(*(one(i) for i in range(20)))
+
+    asyncio.run(main())
+    kinds = [writes for _, writes in sent]
+    assert kinds[:2] == [None, True]  # first use unmarked, then the one write
+    assert kinds[2:] == [False] * 18  # the rest waited for it, then read
+
+
+def test_waiters_are_released_when_the_write_fails_or_is_cancelled() -> None:
+    system = long_text("fail", 500)
+    policy = CacheBreakpoints()
+    policy.decide("m", solver(system, "Q0"))
+    write = policy.decide("m", solver(system, "Q1"))
+    assert write is not None and not isinstance(write, WriteInFlight) and write.writes
+
+    async def main() -> object:
+        waiter = asyncio.ensure_future(policy.choose("m", solver(system, "Q2")))
+        await asyncio.sleep(0.01)
+        assert not waiter.done()
+        policy.settle(write, ModelResult(ok=False))  # the write failed (or was cancelled)
+        return await asyncio.wait_for(waiter, timeout=5)
+
+    retry = asyncio.run(main())
+    assert retry is not None and not isinstance(retry, WriteInFlight) and retry.writes
 
 
 def test_a_short_task_prompt_is_never_marked_or_written(sim_server) -> None:
