@@ -189,8 +189,11 @@ def calibrate(
     store: StudyStore,
     cache_url: str | None,
     storage_options: dict[str, Any] | None = None,
+    *,
+    force: bool = False,
 ) -> Calibration:
-    """Fit every generate and judge condition of `design` to the rows stored now."""
+    """Fit every generate and judge condition of `design` to the rows stored now. With `force`
+    (a run that calls again whatever is cached), no call is expected to be answered for free."""
     out = Calibration()
     generate = list(design.generate)
     judges = list(design.judges)
@@ -232,13 +235,16 @@ def calibrate(
             rows[cond.id], priors.modality, prior_out, prior_visible, by_model.get(cond.model_id)
         )
         answered = rows[cond.id].answered(items, design.epochs)
-        out.generate[cond.id] = replace(fit, answered=answered if answered.any() else None)
+        if not force and answered.any():
+            fit = replace(fit, answered=answered)
+        out.generate[cond.id] = fit
     for judge in judges:
         prior_out = priors.judge_output[judge.id]
         r = rows[judge.id]
         fit = _fit(r, priors.modality, prior_out, prior_out, by_model.get(judge.model_id or ""))
-        share = r.store_answered / r.store_rows if r.store_rows >= MIN_ROWS else 0.0
-        out.judges[judge.id] = replace(fit, answered_share=share)
+        if not force and r.store_rows >= MIN_ROWS:
+            fit = replace(fit, answered_share=r.store_answered / r.store_rows)
+        out.judges[judge.id] = fit
     return out
 
 

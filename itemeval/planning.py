@@ -152,7 +152,7 @@ def make_plan(
     pending_gen = pending_gr = calibration = None
     if with_pending:
         pending_gen, pending_gr = _pending(store, design, items, force)
-        calibration = _calibrate(study, design, tables, store)
+        calibration = _calibrate(study, design, tables, store, force)
     estimate = build_estimate(
         design,
         tables,
@@ -187,7 +187,7 @@ def refresh_estimate(plan: Plan) -> Plan:
     and priors (nothing is rendered again). Reads only."""
     assert plan.tokens is not None, "refresh_estimate needs a plan made by make_plan"
     pending_gen, pending_gr = _pending(plan.store, plan.design, plan.items, plan.force)
-    calibration = _calibrate(plan.study, plan.design, plan.tokens, plan.store)
+    calibration = _calibrate(plan.study, plan.design, plan.tokens, plan.store, plan.force)
     estimate = build_estimate(
         plan.design,
         plan.tokens,
@@ -217,12 +217,19 @@ def _pending(
     return pending_gen, pending_gr
 
 
-def _calibrate(study: Study, design: Design, tables: TokenTables, store: StudyStore) -> Calibration:
+def _calibrate(
+    study: Study, design: Design, tables: TokenTables, store: StudyStore, force: bool
+) -> Calibration:
     """Learn the estimate's corrections from the rows stored now (store and response cache)."""
     cache_url = cache_root_url(study.cache.enabled, study.cache_url, store)
-    same_backend = cache_url.split("://")[0] == store.root.url.split("://")[0]
-    options = (study.storage_options or None) if same_backend else None
-    return calibrate(design, tables.priors(design), store, cache_url, options)
+    options = (
+        (study.storage_options or None) if _scheme(cache_url) == _scheme(store.root.url) else None
+    )
+    return calibrate(design, tables.priors(design), store, cache_url, options, force=force)
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0] if "://" in url else "file"
 
 
 def commit_plan(plan: Plan) -> None:

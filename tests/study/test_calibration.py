@@ -199,6 +199,10 @@ def test_cache_rows_calibrate_and_answered_cells_are_free(tmp_path, monkeypatch)
     assert line.remaining_cells == len(ids) * epochs
     paid = epochs * prior_out[3:].sum()
     assert line.remaining_output_tokens == pytest.approx(5 * paid, abs=1)
+    # --force calls again whatever is cached: nothing is free then.
+    forced = generate_line(make_plan(plan.study, force=True))
+    assert forced.calibration["answered_by_cache"] == 0
+    assert forced.remaining_output_tokens == pytest.approx(5 * epochs * prior_out.sum(), abs=1)
 
 
 def test_earlier_studies_rows_of_other_items_give_the_scale(tmp_path, monkeypatch):
