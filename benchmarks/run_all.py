@@ -24,6 +24,11 @@ BENCHMARKS = [
     ("verifiable grading throughput", ["grading_throughput.py"]),
     ("export throughput", ["export_throughput.py"]),
     ("estimate over real GSM8K + MMLU items", ["estimate_real.py"]),
+    (
+        "estimate over real items, calibrating from 36,000 cached answers",
+        ["estimate_real.py", "--cached-epochs", "3"],
+    ),
+    ("estimate accuracy before and after a 5% pilot", ["estimate_accuracy.py"]),
     ("peak memory of driver and workers, 100k and 1M items x 2 models", ["memory_sweep.py"]),
 ]
 

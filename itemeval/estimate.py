@@ -1,11 +1,19 @@
 """The cost estimate and the confirmation gate: cost is visible before anything is spent.
 
-Tokens are estimated from the real prompts: every item is rendered through every prompt template
-and counted at about four characters a token (no tokenizer download, ever). Output tokens follow
-the answer the prompt asks for (a letter is a few tokens, a chain of thought about two hundred),
-plus a reasoning allowance when a reasoning effort or thinking budget is set, capped by
-`max_tokens`. Judge calls are estimated from the rubric rendered with a response of the expected
-length. USD comes from the pricing table; unpriced models count as $0 and are listed as warnings.
+**The prior.** Tokens are estimated from the real prompts: every item is rendered through every
+prompt template and counted at about four characters a token (no tokenizer download, ever).
+Output tokens follow the answer the prompt asks for (a letter is a few tokens, a chain of thought
+about two hundred), plus a reasoning allowance when a reasoning effort or thinking budget is set,
+capped by `max_tokens`. A judge call is the rubric rendered for the item plus the judged answer's
+visible tokens. USD comes from the pricing table; unpriced models count as $0 and are listed as
+warnings.
+
+**The calibrated estimate.** Once answers are stored (in the study's store, or in the response
+cache by this study or an earlier one), `calibration.py` learns from the usage the providers
+reported: an input correction, output per modality (hidden reasoning included), the judged
+answers' lengths and the share of input served from the provider's prompt cache. Each line
+keeps the prior beside the calibrated figures and says where the calibration came from; the
+gate and the run use the calibrated figures (`usd`, `remaining_usd`, the token counts).
 
 "Remaining" is what is not yet stored: generate cells without an `ok` solution, and judge cells
 for every solution not yet graded (including solutions still to be generated).
@@ -24,8 +32,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from itemeval.calibration import Calibration, Fit, Priors
 from itemeval.config import Budget
 from itemeval.design import Design, GenerateCondition, GradeCondition
 from itemeval.errors import BudgetExceeded, GateDeclined
@@ -64,7 +72,8 @@ def message_tokens(messages: Iterable[dict[str, str]]) -> int:
     return sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
 
 
-def expected_output_tokens(prompt: Template, item: WorkItem, params: SamplingParams) -> int:
+def expected_tokens(prompt: Template, item: WorkItem, params: SamplingParams) -> tuple[int, int]:
+    """The prior: (output tokens with hidden reasoning, visible output tokens) of one call."""
     if "ANSWER:" in prompt.text:
         visible = _CHAIN_OF_THOUGHT_OUTPUT
     else:
@@ -75,12 +84,17 @@ def expected_output_tokens(prompt: Template, item: WorkItem, params: SamplingPar
     elif params.thinking_budget:
         hidden = params.thinking_budget // 2
     total = visible + hidden
-    return min(total, params.max_tokens) if params.max_tokens else total
+    if params.max_tokens:  # reasoning comes first: the visible part is what is left
+        return min(total, params.max_tokens), max(0, min(total, params.max_tokens) - hidden)
+    return total, visible
 
 
 @dataclass
 class EstimateLine:
-    """One condition's cells, tokens and USD: all of it, and what remains to be done."""
+    """One condition's cells, tokens and USD: all of it, and what remains to be done.
+
+    The token and USD figures are the calibrated estimate (the prior while nothing is stored);
+    `prior_*` keep the prior; `calibration` says what the calibration rests on."""
 
     stage: str  # "generate" | "grade"
     condition_id: str
@@ -94,7 +108,32 @@ class EstimateLine:
     remaining_input_tokens: int = 0
     remaining_output_tokens: int = 0
     remaining_usd: float = 0.0
+    prior_input_tokens: int = 0
+    prior_output_tokens: int = 0
+    prior_usd: float = 0.0
+    prior_remaining_usd: float = 0.0
     priced: bool = True
+    calibration: dict[str, Any] | None = None  # `Fit.as_dict()`; None for verifiable scorers
+
+    @property
+    def source(self) -> str:
+        return "" if self.calibration is None else str(self.calibration["source"])
+
+
+_SUMMED = (
+    "cells",
+    "input_tokens",
+    "output_tokens",
+    "usd",
+    "remaining_cells",
+    "remaining_input_tokens",
+    "remaining_output_tokens",
+    "remaining_usd",
+    "prior_input_tokens",
+    "prior_output_tokens",
+    "prior_usd",
+    "prior_remaining_usd",
+)
 
 
 @dataclass
@@ -112,15 +151,30 @@ class Estimate:
     def remaining_usd(self) -> float:
         return sum(line.remaining_usd for line in self.lines)
 
+    @property
+    def prior_total_usd(self) -> float:
+        return sum(line.prior_usd for line in self.lines)
+
+    @property
+    def prior_remaining_usd(self) -> float:
+        return sum(line.prior_remaining_usd for line in self.lines)
+
+    @property
+    def calibrated(self) -> bool:
+        return any(
+            line.calibration and line.calibration["source"] != "prior" for line in self.lines
+        )
+
     def by(self, key: str) -> dict[str, dict[str, float]]:
         """Totals grouped by `stage` or `model`."""
         groups: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         for line in self.lines:
             group = groups[getattr(line, key)]
-            for name in ("cells", "input_tokens", "output_tokens", "usd"):
+            for name in ("cells", "input_tokens", "output_tokens", "usd", "prior_usd"):
                 group[name] += getattr(line, name)
             group["remaining_cells"] += line.remaining_cells
             group["remaining_usd"] += line.remaining_usd
+            group["prior_remaining_usd"] += line.prior_remaining_usd
         return {k: dict(v) for k, v in groups.items()}
 
     def to_json(self) -> dict[str, Any]:
@@ -129,6 +183,8 @@ class Estimate:
             "epochs": self.epochs,
             "total_usd": round(self.total_usd, 6),
             "remaining_usd": round(self.remaining_usd, 6),
+            "prior_total_usd": round(self.prior_total_usd, 6),
+            "prior_remaining_usd": round(self.prior_remaining_usd, 6),
             "by_stage": self.by("stage"),
             "by_model": self.by("model"),
             "conditions": [asdict(line) for line in self.lines],
@@ -136,46 +192,64 @@ class Estimate:
         }
 
 
-class _PerItem:
-    """Per-item token estimates of one prompt (or rubric), kept as arrow batches (compact: a
-    million items take tens of megabytes) and read as one table for joins."""
+class _Columns:
+    """Per-item numbers built batch by batch (compact numpy chunks), read as whole arrays."""
 
-    def __init__(self) -> None:
-        self._batches: list[pa.RecordBatch] = []
-        self._table: pa.Table | None = None
+    def __init__(self, *names: str) -> None:
+        self._chunks: dict[str, list[np.ndarray]] = {name: [] for name in names}
+        self._whole: dict[str, np.ndarray] = {}
 
-    def add(self, item_ids: list[str], input_tokens: list[int], output_tokens: list[int]) -> None:
-        self._batches.append(
-            pa.record_batch(
-                [
-                    pa.array(item_ids, pa.string()),
-                    pa.array(input_tokens, pa.int64()),
-                    pa.array(output_tokens, pa.int64()),
-                ],
-                schema=_PER_ITEM_SCHEMA,
-            )
-        )
-        self._table = None
+    def add(self, **values: list[int]) -> None:
+        for name, chunk in values.items():
+            self._chunks[name].append(np.asarray(chunk, dtype=np.int32))
+            self._whole.pop(name, None)
 
-    def table(self) -> pa.Table:
-        if self._table is None:
-            self._table = pa.Table.from_batches(self._batches, schema=_PER_ITEM_SCHEMA)
-        return self._table
-
-
-_PER_ITEM_SCHEMA = pa.schema(
-    [("item_id", pa.string()), ("input_tokens", pa.int64()), ("output_tokens", pa.int64())]
-)
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._whole:
+            chunks = self._chunks[name]
+            self._whole[name] = np.concatenate(chunks) if chunks else np.zeros(0, np.int32)
+        return self._whole[name]
 
 
 @dataclass
 class TokenTables:
-    """Per-item token estimates: one table per distinct solver shape (prompt and output-length
-    parameters) and one per (judge, solver shape). Built in one pass over the items."""
+    """Per-item prior token counts, aligned with the selected items: one set per distinct solver
+    shape (prompt and output-length parameters), the rubric's own tokens per judge, and each
+    item's modality. Built in one pass over the items."""
 
     items: int = 0
-    generate: dict[tuple, _PerItem] = field(default_factory=dict)
-    judge: dict[tuple, _PerItem] = field(default_factory=dict)
+    generate: dict[tuple, _Columns] = field(default_factory=dict)
+    judge: dict[str, _Columns] = field(default_factory=dict)
+    modalities: dict[str, int] = field(default_factory=dict)  # name -> code
+    _meta: _Columns = field(default_factory=lambda: _Columns("modality"))
+    _ids: list[pa.Array] = field(default_factory=list)
+
+    @property
+    def modality(self) -> np.ndarray:
+        return self._meta["modality"]
+
+    @property
+    def item_ids(self) -> pa.Array:
+        if len(self._ids) != 1:
+            whole = pa.concat_arrays(self._ids) if self._ids else pa.array([], pa.string())
+            self._ids = [whole]
+        return self._ids[0]
+
+    def priors(self, design: Design) -> Priors:
+        """The per-item priors by condition id, for `calibration.calibrate`."""
+        generate = {}
+        for cond in design.generate:
+            counts = self.generate[_shape(cond)]
+            generate[cond.id] = (counts["input"], counts["output"], counts["visible"])
+        return Priors(
+            item_ids=self.item_ids,
+            modality=self.modality,
+            generate=generate,
+            judge_input={j.id: self.judge[j.id]["input"] for j in design.judges},
+            judge_output={
+                j.id: np.full(self.items, _JUDGE_OUTPUT, np.int32) for j in design.judges
+            },
+        )
 
 
 def token_tables(design: Design, batches: Iterable[list[WorkItem]]) -> TokenTables:
@@ -184,25 +258,30 @@ def token_tables(design: Design, batches: Iterable[list[WorkItem]]) -> TokenTabl
     # each distinct shape is rendered once per item, whatever the number of models.
     shapes = {_shape(c): c for c in reversed(design.generate)}
     tables = TokenTables(
-        generate={shape: _PerItem() for shape in shapes},
-        judge={(j.id, shape): _PerItem() for j in design.judges for shape in shapes},
+        generate={shape: _Columns("input", "output", "visible") for shape in shapes},
+        judge={j.id: _Columns("input") for j in design.judges},
     )
     for batch in batches:
         tables.items += len(batch)
-        ids = [item.id for item in batch]
+        tables._ids.append(pa.array([item.id for item in batch], pa.string()))
+        codes = tables.modalities
+        tables._meta.add(
+            modality=[codes.setdefault(item.modality or "", len(codes)) for item in batch]
+        )
         for shape, cond in shapes.items():
-            outputs = [expected_output_tokens(cond.prompt, item, cond.params) for item in batch]
-            inputs = [message_tokens(cond.prompt.render_prompt(item)) for item in batch]
-            tables.generate[shape].add(ids, inputs, outputs)
-            for judge in design.judges:
-                assert judge.rubric is not None
-                judged = [
-                    message_tokens(
-                        judge.rubric.render_rubric(item, "x" * int(out * CHARS_PER_TOKEN))
-                    )
-                    for item, out in zip(batch, outputs, strict=True)
-                ]
-                tables.judge[(judge.id, shape)].add(ids, judged, [_JUDGE_OUTPUT] * len(batch))
+            expected = [expected_tokens(cond.prompt, item, cond.params) for item in batch]
+            tables.generate[shape].add(
+                input=[message_tokens(cond.prompt.render_prompt(item)) for item in batch],
+                output=[total for total, _ in expected],
+                visible=[visible for _, visible in expected],
+            )
+        for judge in design.judges:
+            assert judge.rubric is not None
+            # The rubric without the response; the judged answer's tokens are added per
+            # generate condition (prior or calibrated) when the estimate is built.
+            tables.judge[judge.id].add(
+                input=[message_tokens(judge.rubric.render_rubric(item, "")) for item in batch]
+            )
     return tables
 
 
@@ -213,33 +292,60 @@ def build_estimate(
     *,
     pending_generate: CellMasks | None = None,
     pending_grade: CellMasks | None = None,
+    calibration: Calibration | None = None,
 ) -> Estimate:
     """Price every condition. `pending_generate` and `pending_grade` are the store's pending
     cells over the same items, in the same order, as `tables`; when None (no store yet)
-    everything remains."""
+    everything remains. Without `calibration`, the calibrated figures are the prior."""
     n_items = tables.items
     estimate = Estimate(items=n_items, epochs=design.epochs)
+    if calibration is not None:
+        estimate.warnings.extend(calibration.warnings)
     unpriced: set[str] = set()
+    modality = tables.modality
+    fits = calibration.generate if calibration is not None else {}
+    judge_fits = calibration.judges if calibration is not None else {}
+    visible: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # per generate condition
     for cond in design.generate:
-        per_item = tables.generate[_shape(cond)].table()
-        line = _line("generate", cond, cond.model_id, per_item, design.epochs, pricing, unpriced)
-        counts = pending_generate.per_item(cond.id) if pending_generate is not None else None
-        _remaining(line, per_item, pricing, counts)
+        counts = tables.generate[_shape(cond)]
+        fit = fits.get(cond.id, Fit())
+        pending = pending_generate.per_item(cond.id) if pending_generate is not None else None
+        tokens = _Tokens(
+            prior_input=counts["input"],
+            prior_output=counts["output"],
+            input=fit.input(counts["input"]),
+            output=fit.output(counts["output"], counts["visible"], modality),
+            cached_fraction=fit.cached_fraction,
+            answered=fit.answered,
+        )
+        visible[cond.id] = (counts["visible"], fit.visible(counts["visible"], modality))
+        line = EstimateLine("generate", cond.id, cond.slug, cond.model_id)
+        _fill(line, tokens, design.epochs, pending, pricing, unpriced)
+        line.calibration = fit.as_dict()
         estimate.lines.append(line)
     for grader in design.grade:
         line = EstimateLine("grade", grader.id, grader.slug, grader.label)
         for cond in design.generate:
-            counts = _pending_grade_counts(grader, cond, pending_generate, pending_grade)
+            pending = _pending_grade_counts(grader, cond, pending_generate, pending_grade)
+            part = EstimateLine("grade", grader.id, grader.slug, grader.label)
             if grader.kind == "judge":
-                per_item = tables.judge[(grader.id, _shape(cond))].table()
-                part = _line(
-                    "grade", grader, grader.label, per_item, design.epochs, pricing, unpriced
+                fit = judge_fits.get(grader.id, Fit())
+                base = tables.judge[grader.id]["input"]
+                prior_visible, calibrated_visible = visible[cond.id]
+                prior_output = np.full(n_items, _JUDGE_OUTPUT, np.int32)
+                tokens = _Tokens(
+                    prior_input=base + prior_visible,
+                    prior_output=prior_output,
+                    input=fit.input(base + calibrated_visible),
+                    output=fit.output(prior_output, prior_output, modality),
+                    cached_fraction=fit.cached_fraction,
+                    answered_share=fit.answered_share,
                 )
-                _remaining(part, per_item, pricing, counts)
+                _fill(part, tokens, design.epochs, pending, pricing, unpriced)
+                line.calibration = fit.as_dict()
             else:  # verifiable scorers: cells, but no tokens and no cost
-                part = EstimateLine("grade", grader.id, grader.slug, grader.label)
                 part.cells = n_items * design.epochs
-                part.remaining_cells = part.cells if counts is None else int(counts.sum())
+                part.remaining_cells = part.cells if pending is None else int(pending.sum())
             _add(line, part)
         line.priced = grader.kind != "judge" or grader.label not in unpriced
         estimate.lines.append(line)
@@ -250,75 +356,72 @@ def build_estimate(
     return estimate
 
 
+@dataclass
+class _Tokens:
+    """One condition's per-item tokens of one call: the prior and the calibrated estimate."""
+
+    prior_input: np.ndarray
+    prior_output: np.ndarray
+    input: np.ndarray
+    output: np.ndarray
+    cached_fraction: float = 0.0
+    answered: np.ndarray | None = None  # per item: cells the response cache answers (free)
+    answered_share: float = 0.0  # share of the calls the response cache answers (free)
+
+
 def _shape(cond: GenerateCondition) -> tuple[str, int | None, str | None, int | None]:
     params = cond.params
     return (cond.prompt.name, params.max_tokens, params.reasoning_effort, params.thinking_budget)
 
 
-def _cost(pricing: Pricing, model: str, input_tokens: int, output_tokens: int) -> float:
-    price = pricing.price(model)
-    if price is None:
-        return 0.0
-    return price.cost(Usage(input_tokens=input_tokens, output_tokens=output_tokens))
-
-
-def _line(
-    stage: str,
-    cond: GenerateCondition | GradeCondition,
-    model: str,
-    per_item: pa.Table,
+def _fill(
+    line: EstimateLine,
+    tokens: _Tokens,
     epochs: int,
+    pending: np.ndarray | None,
     pricing: Pricing,
     unpriced: set[str],
-) -> EstimateLine:
-    input_tokens = int(pc.sum(per_item["input_tokens"]).as_py() or 0) * epochs
-    output_tokens = int(pc.sum(per_item["output_tokens"]).as_py() or 0) * epochs
-    priced = pricing.price(model) is not None
-    if not priced:
-        unpriced.add(model)
-    return EstimateLine(
-        stage=stage,
-        condition_id=cond.id,
-        condition=cond.slug,
-        model=model,
-        cells=per_item.num_rows * epochs,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        usd=_cost(pricing, model, input_tokens, output_tokens),
-        priced=priced,
-    )
-
-
-def _remaining(
-    line: EstimateLine, per_item: pa.Table, pricing: Pricing, counts: np.ndarray | None
 ) -> None:
-    """Fill the remaining figures from `counts`, the pending cells of each item (aligned with
-    `per_item`'s rows); None means everything remains."""
-    if counts is None:
-        line.remaining_cells = line.cells
-        line.remaining_input_tokens = line.input_tokens
-        line.remaining_output_tokens = line.output_tokens
-        line.remaining_usd = line.usd
-        return
-    line.remaining_cells = int(counts.sum())
-    line.remaining_input_tokens = int(counts @ per_item.column("input_tokens").to_numpy())
-    line.remaining_output_tokens = int(counts @ per_item.column("output_tokens").to_numpy())
-    line.remaining_usd = _cost(
-        pricing, line.model, line.remaining_input_tokens, line.remaining_output_tokens
-    )
+    """Cells, tokens and USD of all cells, and of the pending ones (`pending`: pending cells
+    per item; None means everything remains)."""
+    price = pricing.price(line.model)
+    line.priced = price is not None
+    if price is None:
+        unpriced.add(line.model)
+
+    def usd(input_tokens: float, output_tokens: float, cached: float = 0.0) -> float:
+        if price is None:
+            return 0.0
+        return price.cost(Usage(round(input_tokens), round(output_tokens), round(cached)))
+
+    n = len(tokens.input)
+    every = np.full(n, epochs, np.int64)
+    for prefix, cells in (("", every), ("remaining_", every if pending is None else pending)):
+        # What is paid: cells the response cache answers cost nothing.
+        paid = cells if tokens.answered is None else np.maximum(cells - tokens.answered, 0)
+        paid = paid * (1.0 - tokens.answered_share)
+        input_tokens = float(paid @ tokens.input)
+        output_tokens = float(paid @ tokens.output)
+        prior_input = float(cells @ tokens.prior_input)
+        prior_output = float(cells @ tokens.prior_output)
+        setattr(line, f"{prefix}cells", int(cells.sum()))
+        setattr(line, f"{prefix}input_tokens", round(input_tokens))
+        setattr(line, f"{prefix}output_tokens", round(output_tokens))
+        setattr(
+            line,
+            f"{prefix}usd",
+            usd(input_tokens, output_tokens, tokens.cached_fraction * input_tokens),
+        )
+        if prefix:
+            line.prior_remaining_usd = usd(prior_input, prior_output)
+        else:
+            line.prior_input_tokens = round(prior_input)
+            line.prior_output_tokens = round(prior_output)
+            line.prior_usd = usd(prior_input, prior_output)
 
 
 def _add(total: EstimateLine, part: EstimateLine) -> None:
-    for name in (
-        "cells",
-        "input_tokens",
-        "output_tokens",
-        "usd",
-        "remaining_cells",
-        "remaining_input_tokens",
-        "remaining_output_tokens",
-        "remaining_usd",
-    ):
+    for name in _SUMMED:
         setattr(total, name, getattr(total, name) + getattr(part, name))
 
 

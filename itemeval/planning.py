@@ -15,16 +15,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
 from itemeval.adapters import DatasetHandle, open_source
 from itemeval.adapters.unique import StudyIds
+from itemeval.calibration import Calibration, cache_root_url, calibrate
 from itemeval.config import Study
 from itemeval.design import Design, build_design
 from itemeval.errors import ConfigError, Problem
-from itemeval.estimate import Estimate, build_estimate, token_tables
+from itemeval.estimate import Estimate, TokenTables, build_estimate, token_tables
 from itemeval.locks import check_pins, pin_datasets
 from itemeval.providers.bounds import output_token_bound
 from itemeval.providers.pricing import Pricing
@@ -85,6 +86,8 @@ class Plan:
     force: bool = False
     accept_changed: tuple[str, ...] = ()
     warnings: list[Problem] = field(default_factory=list)
+    tokens: TokenTables | None = field(default=None, repr=False)  # the estimate's priors
+    calibration: Calibration | None = field(default=None, repr=False)
 
     @property
     def item_count(self) -> int:
@@ -146,16 +149,17 @@ def make_plan(
     items = items.unify_dictionaries().combine_chunks()
     _check_prose_has_judge(study, datasets)
 
-    pending_gen = pending_gr = None
+    pending_gen = pending_gr = calibration = None
     if with_pending:
-        item_ids = items.column("item_id").combine_chunks()
-        generate_ids = [c.id for c in design.generate]
-        pending_gen = generate_pending(store, generate_ids, item_ids, design.epochs, force=force)
-        pending_gr = grade_pending(
-            store, [c.id for c in design.grade], generate_ids, item_ids, design.epochs, force=force
-        )
+        pending_gen, pending_gr = _pending(store, design, items, force)
+        calibration = _calibrate(study, design, tables, store, force)
     estimate = build_estimate(
-        design, tables, pricing, pending_generate=pending_gen, pending_grade=pending_gr
+        design,
+        tables,
+        pricing,
+        pending_generate=pending_gen,
+        pending_grade=pending_gr,
+        calibration=calibration,
     )
     warnings = [w for d in datasets for w in d.handle.warnings]
     return Plan(
@@ -172,7 +176,60 @@ def make_plan(
         force=force,
         accept_changed=tuple(accept_changed),
         warnings=warnings,
+        tokens=tables,
+        calibration=calibration,
     )
+
+
+def refresh_estimate(plan: Plan) -> Plan:
+    """The plan re-estimated from what is stored now: pending cells read again, the calibration
+    learned again from the store and the response cache (say, after a pilot run), the same items
+    and priors (nothing is rendered again). Reads only."""
+    assert plan.tokens is not None, "refresh_estimate needs a plan made by make_plan"
+    pending_gen, pending_gr = _pending(plan.store, plan.design, plan.items, plan.force)
+    calibration = _calibrate(plan.study, plan.design, plan.tokens, plan.store, plan.force)
+    estimate = build_estimate(
+        plan.design,
+        plan.tokens,
+        plan.pricing,
+        pending_generate=pending_gen,
+        pending_grade=pending_gr,
+        calibration=calibration,
+    )
+    return replace(
+        plan,
+        estimate=estimate,
+        pending_generate=pending_gen,
+        pending_grade=pending_gr,
+        calibration=calibration,
+    )
+
+
+def _pending(
+    store: StudyStore, design: Design, items: pa.Table, force: bool
+) -> tuple[CellMasks, CellMasks]:
+    item_ids = items.column("item_id").combine_chunks()
+    generate_ids = [c.id for c in design.generate]
+    pending_gen = generate_pending(store, generate_ids, item_ids, design.epochs, force=force)
+    pending_gr = grade_pending(
+        store, [c.id for c in design.grade], generate_ids, item_ids, design.epochs, force=force
+    )
+    return pending_gen, pending_gr
+
+
+def _calibrate(
+    study: Study, design: Design, tables: TokenTables, store: StudyStore, force: bool
+) -> Calibration:
+    """Learn the estimate's corrections from the rows stored now (store and response cache)."""
+    cache_url = cache_root_url(study.cache.enabled, study.cache_url, store)
+    options = (
+        (study.storage_options or None) if _scheme(cache_url) == _scheme(store.root.url) else None
+    )
+    return calibrate(design, tables.priors(design), store, cache_url, options, force=force)
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0] if "://" in url else "file"
 
 
 def commit_plan(plan: Plan) -> None:

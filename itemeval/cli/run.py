@@ -128,10 +128,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     design = plan.design
     per_condition = plan.item_count * design.epochs
     generate = status_counts(
-        plan.store, "solutions", [c.id for c in design.generate], per_condition
+        plan.store, "solutions", [c.id for c in design.generate], per_condition, plan.pricing
     )
     grade = status_counts(
-        plan.store, "grades", [c.id for c in design.grade], per_condition * len(design.generate)
+        plan.store,
+        "grades",
+        [c.id for c in design.grade],
+        per_condition * len(design.generate),
+        plan.pricing,
     )
     slugs = {c.id: c.slug for c in (*design.generate, *design.grade)}
     rows = [s.as_dict() | {"slug": slugs[s.condition_id]} for s in (*generate, *grade)]
@@ -143,6 +147,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "store": plan.store.root.url,
                 "conditions": rows,
                 "runs": spent.model_dump(),
+                "prompt_cache": _prompt_cache(rows),
             }
         )
         return int(ExitCode.OK)
@@ -165,7 +170,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                     f"{r['parse_failures']:,}",
                     f"{r['cached']:,}",
                     f"{r['input_tokens'] + r['output_tokens']:,}",
+                    f"{r['cached_input_tokens']:,}",
                     usd(r["usd_spent"]),
+                    usd(r["prompt_cache_saved_usd"]),
                 ]
                 for r in rows
             ],
@@ -179,14 +186,32 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "parse fail",
                 "cached",
                 "tokens",
+                "prompt-cached",
                 "USD spent",
+                "saved",
             ],
-            right={2, 3, 4, 6, 7, 8, 9},
+            right={2, 3, 4, 6, 7, 8, 9, 10, 11},
         )
     )
     print()
     print(_runs_line(spent))
+    cache = _prompt_cache(rows)
+    if cache["cached_input_tokens"]:
+        print(
+            f"Prompt caching: {cache['cached_input_tokens']:,} of {cache['input_tokens']:,} "
+            f"input tokens read from the providers' caches, which saved "
+            f"{usd(cache['saved_usd'])} (at the pricing table's cached-input prices)"
+        )
     return int(ExitCode.OK)
+
+
+def _prompt_cache(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the providers' prompt caches served and saved, over every condition."""
+    return {
+        "input_tokens": sum(r["input_tokens"] for r in rows),
+        "cached_input_tokens": sum(r["cached_input_tokens"] for r in rows),
+        "saved_usd": sum(r["prompt_cache_saved_usd"] for r in rows),
+    }
 
 
 def _runs_line(spent: RunsSpend) -> str:

@@ -166,7 +166,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def render_estimate(estimate: Estimate) -> str:
-    """The estimate as text: one line per condition, then totals by stage and by model."""
+    """The estimate as text: one line per condition (the prior, the calibrated estimate and what
+    the calibration rests on), then totals by stage and by model."""
     rows = [
         [
             line.stage,
@@ -175,9 +176,11 @@ def render_estimate(estimate: Estimate) -> str:
             f"{line.cells:,}",
             f"{line.input_tokens:,}",
             f"{line.output_tokens:,}",
+            usd(line.prior_usd),
             usd(line.usd),
             f"{line.remaining_cells:,}",
             usd(line.remaining_usd),
+            line.source,
         ]
         for line in estimate.lines
     ]
@@ -191,11 +194,13 @@ def render_estimate(estimate: Estimate) -> str:
                 "cells",
                 "input tok",
                 "output tok",
+                "prior USD",
                 "USD",
                 "remaining cells",
                 "remaining USD",
+                "calibrated from",
             ],
-            right={3, 4, 5, 6, 7, 8},
+            right={3, 4, 5, 6, 7, 8, 9},
         ),
         "",
     ]
@@ -208,10 +213,18 @@ def render_estimate(estimate: Estimate) -> str:
                 for name, v in groups.items()
             )
         )
-    out.append(
-        f"Total {usd(estimate.total_usd)}, remaining {usd(estimate.remaining_usd)} "
-        "(tokens estimated at ~4 characters a token; prices from the pricing table)"
-    )
+    total = f"Total {usd(estimate.total_usd)}, remaining {usd(estimate.remaining_usd)}"
+    if estimate.calibrated:
+        out.append(
+            f"{total}; the prior said {usd(estimate.prior_total_usd)}, remaining "
+            f"{usd(estimate.prior_remaining_usd)} (calibrated from the usage providers reported "
+            "for stored answers; prices from the pricing table)"
+        )
+    else:
+        out.append(
+            f"{total} (the prior: tokens estimated at ~4 characters a token, nothing stored to "
+            "calibrate from yet; prices from the pricing table)"
+        )
     return "\n".join(out)
 
 

@@ -14,18 +14,30 @@ Parameter mapping:
 | reasoning_effort   | without a thinking_budget: minimal = no thinking, low = 1024,         |
 |                    | medium = 4096, high = 16384 thinking tokens                           |
 
+Prompt caching: the stable prefix (everything before the final message: the system prompt, any
+earlier turns) carries `cache_control: {"type": "ephemeral"}` on its last block when it is long
+enough and repeats; `cache_breakpoints.py` says which requests mark it and why.
+
 Parsed: the text blocks of `content` (thinking blocks are skipped), `stop_reason` normalised
 (`end_turn`/`stop_sequence` -> `stop`, `max_tokens` -> `length`, `refusal` -> `content_filter`, a
 failure), usage where input = `input_tokens` + `cache_creation_input_tokens` +
-`cache_read_input_tokens` and cached input = `cache_read_input_tokens` (Anthropic does not report
-thinking tokens separately: `reasoning_tokens` stays 0, they are inside `output_tokens`), the
-`request-id` header (else the body's `id`).
+`cache_read_input_tokens`, cached input = `cache_read_input_tokens` and cache writes =
+`cache_creation_input_tokens` (Anthropic does not report thinking tokens separately:
+`reasoning_tokens` stays 0, they are inside `output_tokens`), the `request-id` header (else the
+body's `id`).
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
+from itemeval.providers.cache_breakpoints import (
+    Breakpoint,
+    CacheBreakpoints,
+    marked_blocks,
+    stable_prefix_length,
+)
 from itemeval.providers.failures import answer, failure
 from itemeval.providers.transport import HttpProvider, MalformedBody
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, SamplingParams, Usage
@@ -66,6 +78,10 @@ def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float) else 0
 
 
+#: The breakpoint of the request being encoded (set around `complete`; task-local).
+_BREAKPOINT: ContextVar[Breakpoint | None] = ContextVar("anthropic_breakpoint", default=None)
+
+
 class AnthropicMessagesProvider(HttpProvider):
     wire_name = "Anthropic messages"
     request_id_header = "request-id"
@@ -79,11 +95,24 @@ class AnthropicMessagesProvider(HttpProvider):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._headers.setdefault("anthropic-version", self.settings.anthropic_version)
+        self.breakpoints = CacheBreakpoints()
+
+    async def complete(self, request: ModelRequest) -> ModelResult:
+        mark = await self.breakpoints.choose(request.model, request.messages)
+        token = _BREAKPOINT.set(mark)
+        result: ModelResult | None = None
+        try:
+            result = await super().complete(request)
+        finally:
+            _BREAKPOINT.reset(token)
+            if mark is not None:  # also when cancelled: a write's waiters must not wait on
+                self.breakpoints.settle(mark, result or ModelResult(ok=False))
+        return result
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         params = request.params
         system = [m.get("content") or "" for m in request.messages if m["role"] == "system"]
-        messages = [
+        messages: list[dict[str, Any]] = [
             {"role": m["role"], "content": m.get("content") or ""}
             for m in request.messages
             if m["role"] != "system"
@@ -91,6 +120,8 @@ class AnthropicMessagesProvider(HttpProvider):
         body: dict[str, Any] = {"model": request.model, "messages": messages}
         if system:
             body["system"] = "\n\n".join(system)
+        if _BREAKPOINT.get() is not None:
+            _mark_prefix(body, request.messages)
         budget = thinking_budget(params)
         if budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
@@ -146,6 +177,18 @@ class AnthropicMessagesProvider(HttpProvider):
         return "", "", str(body.get("message") or "")
 
 
+def _mark_prefix(body: dict[str, Any], messages: tuple[dict[str, str], ...]) -> None:
+    """Put the breakpoint on the last block of the stable prefix (all but the final message):
+    the last earlier turn, else the system prompt."""
+    prefix = messages[: stable_prefix_length(messages)]
+    turns = sum(1 for m in prefix if m["role"] != "system")
+    if turns:
+        target = body["messages"][turns - 1]
+        target["content"] = marked_blocks(target["content"])
+    elif "system" in body:
+        body["system"] = marked_blocks(body["system"])
+
+
 def parse_usage(usage: Any) -> Usage:
     if not isinstance(usage, dict):
         return Usage()
@@ -156,4 +199,5 @@ def parse_usage(usage: Any) -> Usage:
         output_tokens=_int(usage.get("output_tokens")),
         cached_input_tokens=cache_read,
         reasoning_tokens=0,
+        cache_write_input_tokens=cache_write,
     )

@@ -7,8 +7,9 @@
 
 Lookup order: the exact id, the longest key that is a prefix of the id, glob patterns (`sim/*`),
 then all of that again without a leading `vendor/` (OpenRouter-style ids). Reasoning tokens are
-output tokens and are billed as such; cached input tokens are billed at `cached_input` (the input
-price when a model has none).
+output tokens and are billed as such. Input tokens read from the provider's prompt cache are
+billed at `cached_input`, input tokens written to it at `cache_write` (Anthropic charges 1.25x
+the input price for 5-minute entries); either defaults to the input price when a model has none.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class _PriceEntry(BaseModel):
     input: NonNegative
     output: NonNegative
     cached_input: NonNegative | None = None
+    cache_write: NonNegative | None = None
     max_output: Annotated[int, Field(gt=0)] | None = None
 
 
@@ -56,18 +58,35 @@ class ModelPrice:
     output_per_m: float
     cached_input_per_m: float
     max_output_tokens: int | None = None  # the model's own output limit, when known
+    cache_write_per_m: float | None = None  # None: cache writes cost the input price
+
+    @property
+    def cache_write_price(self) -> float:
+        return self.input_per_m if self.cache_write_per_m is None else self.cache_write_per_m
 
     def cost(self, usage: Usage) -> float:
+        """USD of one call: cache reads at `cached_input`, cache writes at `cache_write`, the
+        rest of the input at `input`, output (reasoning included) at `output`."""
         cached = min(usage.cached_input_tokens, usage.input_tokens)
+        written = min(usage.cache_write_input_tokens, usage.input_tokens - cached)
         return (
-            (usage.input_tokens - cached) * self.input_per_m
+            (usage.input_tokens - cached - written) * self.input_per_m
             + cached * self.cached_input_per_m
+            + written * self.cache_write_price
             + usage.output_tokens * self.output_per_m
         ) / 1_000_000
 
     def worst_case(self, input_tokens: int, output_tokens: int) -> float:
-        """USD of a call that uses `input_tokens` uncached and `output_tokens` (a bound)."""
-        return (input_tokens * self.input_per_m + output_tokens * self.output_per_m) / 1_000_000
+        """USD of a call that uses at most `input_tokens` and `output_tokens`: an upper bound
+        whatever the provider's cache does (every input token at the dearer of the input and
+        the cache-write price)."""
+        input_price = max(self.input_per_m, self.cache_write_price, self.cached_input_per_m)
+        return (input_tokens * input_price + output_tokens * self.output_per_m) / 1_000_000
+
+    def read_savings(self, cached_input_tokens: int) -> float:
+        """USD that `cached_input_tokens` read from the prompt cache saved against the input
+        price (what prompt caching saved, before any cache-write premium)."""
+        return cached_input_tokens * (self.input_per_m - self.cached_input_per_m) / 1_000_000
 
 
 class Pricing:
@@ -106,6 +125,7 @@ class Pricing:
                 output_per_m=e.output,
                 cached_input_per_m=e.input if e.cached_input is None else e.cached_input,
                 max_output_tokens=e.max_output,
+                cache_write_per_m=e.cache_write,
             )
             for key, e in entries.items()
         }
@@ -160,7 +180,8 @@ def _parse(text: str, source: str) -> _PriceFile:
                 file=source,
                 field=".".join(str(p) for p in err["loc"]),
                 hint="each model needs input and output (USD per million tokens), "
-                "optionally cached_input and max_output (the model's output limit in tokens)",
+                "optionally cached_input, cache_write and max_output (the model's output limit "
+                "in tokens)",
             )
             for err in exc.errors()
         ]

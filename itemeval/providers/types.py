@@ -87,10 +87,16 @@ class ModelRequest:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens of one call as the provider reported them. `input_tokens` is the whole prompt;
+    `cached_input_tokens` and `cache_write_input_tokens` are parts of it."""
+
     input_tokens: int = 0
     output_tokens: int = 0
-    cached_input_tokens: int = 0  # part of input_tokens served from the provider's prompt cache
+    cached_input_tokens: int = 0  # part of input_tokens read from the provider's prompt cache
     reasoning_tokens: int = 0  # part of output_tokens spent on hidden reasoning
+    # Part of input_tokens written to the provider's prompt cache (Anthropic bills it at a
+    # premium; not stored in rows: the row's `usd` includes what it cost).
+    cache_write_input_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,13 @@ One parallel read of the small columns, one dedup and one `group_by` per partiti
 loop runs over the handful of groups, never over rows. `usd_spent` also counts superseded rows
 (an error that was retried, a duplicate from a re-run): it is what the study paid, while `usd`
 is what its current logical rows cost.
+
+Prompt caching: `cached_input_tokens` sums the input tokens providers served from their prompt
+caches (logical rows, like the other token counts); `prompt_cache_saved_usd` is what those reads
+saved on every paid row (response-cache hits paid nothing and are left out): the cached tokens
+times the difference between the model's input and cached-input prices, at the prices of the
+table given (none given: 0). Anthropic's premium for cache writes is part of `usd`, what was paid;
+it is not netted out here, since the rows keep no count of written tokens.
 """
 
 from __future__ import annotations
@@ -15,12 +22,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval.providers.pricing import Pricing
 from itemeval.store.dedup import deduplicate
 from itemeval.store.fragments import read_partitions
 from itemeval.store.layout import Stage, StudyStore
 from itemeval.store.schemas import STATUS_ERROR, STATUS_OK
 
-_SUMMED = ("input_tokens", "output_tokens", "usd")
+_SUMMED = ("input_tokens", "output_tokens", "cached_input_tokens", "usd")
 
 
 @dataclass(slots=True)
@@ -37,8 +45,10 @@ class ConditionStatus:
     cached: int = 0  # rows answered from the response cache
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0  # part of input_tokens read from providers' prompt caches
     usd: float = 0.0  # cost of the logical rows
     usd_spent: float = 0.0  # cost of every physical row, superseded ones included
+    prompt_cache_saved_usd: float = 0.0  # what prompt-cache reads saved on the paid rows
 
     @property
     def error_count(self) -> int:
@@ -63,8 +73,10 @@ class ConditionStatus:
             "cached": self.cached,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
             "usd": self.usd,
             "usd_spent": self.usd_spent,
+            "prompt_cache_saved_usd": self.prompt_cache_saved_usd,
         }
 
 
@@ -73,8 +85,10 @@ def status_counts(
     stage: Stage | str,
     condition_ids: Sequence[str] | None = None,
     expected: int | Mapping[str, int] | None = None,
+    pricing: Pricing | None = None,
 ) -> list[ConditionStatus]:
-    """One `ConditionStatus` per condition id (all stored ones when None), in the given order."""
+    """One `ConditionStatus` per condition id (all stored ones when None), in the given order;
+    with `pricing`, what prompt caching saved."""
     stage = store.stage(stage)
     if condition_ids is None:
         condition_ids = store.condition_ids(stage)
@@ -82,7 +96,8 @@ def status_counts(
     group_keys = ["status", "error_code", "cached"]
     if "parse_ok" in stage.schema.names:
         group_keys.append("parse_ok")
-    columns = list(dict.fromkeys([*stage.keys, *group_keys, *_SUMMED, "written_at"]))
+    model = "model" if "model" in stage.schema.names else "grader"
+    columns = list(dict.fromkeys([*stage.keys, *group_keys, *_SUMMED, model, "written_at"]))
     partitions = {cid: store.partition(stage, cid) for cid in conditions}
     tables = read_partitions(partitions, stage.schema, columns)
     out = []
@@ -91,6 +106,8 @@ def status_counts(
         wanted = expected.get(cid) if isinstance(expected, Mapping) else expected
         status = ConditionStatus(stage.name, cid, expected=wanted)
         status.usd_spent = float(pc.sum(table.column("usd")).as_py() or 0.0)
+        if pricing is not None:
+            status.prompt_cache_saved_usd = _saved(table, model, pricing)
         logical = deduplicate(table, stage.keys)
         groups = logical.group_by(group_keys).aggregate(
             [(name, "sum") for name in _SUMMED] + [("status", "count")]
@@ -115,7 +132,26 @@ def _fold(status: ConditionStatus, group: Mapping[str, Any]) -> None:
         status.cached += count
     status.input_tokens += int(group["input_tokens_sum"] or 0)
     status.output_tokens += int(group["output_tokens_sum"] or 0)
+    status.cached_input_tokens += int(group["cached_input_tokens_sum"] or 0)
     status.usd += float(group["usd_sum"] or 0.0)
+
+
+def _saved(table: pa.Table, model: str, pricing: Pricing) -> float:
+    """What prompt-cache reads saved on the paid physical rows, per model's prices."""
+    paid = table.filter(pc.invert(table.column("cached")))
+    if paid.num_rows == 0:
+        return 0.0
+    sums = paid.group_by(model).aggregate([("cached_input_tokens", "sum")])
+    saved = 0.0
+    for name, tokens in zip(
+        sums.column(model).to_pylist(),
+        sums.column("cached_input_tokens_sum").to_pylist(),
+        strict=True,
+    ):
+        price = pricing.price(name) if name else None
+        if price is not None and tokens:
+            saved += price.read_savings(int(tokens))
+    return saved
 
 
 def status_table(statuses: Sequence[ConditionStatus]) -> pa.Table:

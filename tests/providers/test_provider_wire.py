@@ -391,7 +391,9 @@ def test_anthropic_success_counts_cache_reads_and_writes_as_input() -> None:
     result = call("anthropic", "an_ok")
     assert result.ok and result.text == "The answer is B."  # the thinking block is skipped
     assert result.finish_reason == "stop"
-    assert result.usage == Usage(1125, 60, cached_input_tokens=1000, reasoning_tokens=0)
+    assert result.usage == Usage(
+        1125, 60, cached_input_tokens=1000, reasoning_tokens=0, cache_write_input_tokens=100
+    )
     assert result.request_id == "req_018EeWyXxfu5pfWkrYcMdjWG"
 
 

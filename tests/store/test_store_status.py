@@ -49,3 +49,27 @@ def test_grade_status_counts_parse_failures(store: StudyStore, grade) -> None:
 def test_status_of_a_condition_without_rows(store: StudyStore) -> None:
     (status,) = status_counts(store, "solutions", ["nothing-yet"], expected=10)
     assert (status.rows, status.done, status.pending, status.usd) == (0, 0, 10, 0.0)
+
+
+def test_prompt_cache_savings_count_paid_rows_at_the_models_prices(store: StudyStore, solution):
+    from itemeval.providers.pricing import Pricing
+
+    pricing = Pricing.load()
+    store.write_solutions(
+        "c1",
+        [
+            solution("q1", input_tokens=5000, cached_input_tokens=4096, model="sim/strong"),
+            solution("q2", input_tokens=5000, cached_input_tokens=1024, model="sim/weak"),
+            # A response-cache hit paid nothing: its prompt-cache reads saved nothing here.
+            solution("q3", input_tokens=5000, cached_input_tokens=4096, cached=True, usd=0.0),
+        ],
+    )
+    (status,) = status_counts(store, "solutions", ["c1"], pricing=pricing)
+    assert status.cached_input_tokens == 4096 + 1024 + 4096
+    strong, weak = pricing.price("sim/strong"), pricing.price("sim/weak")
+    assert strong is not None and weak is not None
+    expected = 4096 * (3.00 - 0.30) / 1e6 + 1024 * (0.10 - 0.01) / 1e6
+    assert status.prompt_cache_saved_usd == pytest.approx(expected)
+    assert status.as_dict()["prompt_cache_saved_usd"] == pytest.approx(expected)
+    (unpriced,) = status_counts(store, "solutions", ["c1"])
+    assert unpriced.prompt_cache_saved_usd == 0.0

@@ -59,6 +59,7 @@ class ReportData:
     graded: int  # valid grades, every grader
     solutions: int  # logical solution rows
     usd: float  # generation + grading, logical rows
+    prompt_cache_saved_usd: float = 0.0  # what providers' prompt caches saved on them
     last_run: dict[str, str] = field(default_factory=dict)
     version: str = __version__
 
@@ -83,6 +84,7 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
             )
         }
 
+    cost_lines = costs(cells, plan.pricing)
     manifest = latest_manifest(plan.store)
     last_run = (
         {
@@ -109,12 +111,13 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         ),
         by_dataset=facet_table(cells, "dataset", bootstrap),
         agreement=grader_agreement(cells),
-        costs=costs(cells),
+        costs=cost_lines,
         errors=errors(cells),
         difficulty=item_difficulty(cells, item_text),
         graded=cells.valid_grades().num_rows,
         solutions=cells.solutions.num_rows,
         usd=_total_usd(cells),
+        prompt_cache_saved_usd=sum(c.prompt_cache_saved_usd for c in cost_lines),
         last_run=last_run,
     )
 

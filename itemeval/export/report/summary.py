@@ -11,7 +11,10 @@ Definitions (the report and `docs/results.md` state them too):
 * the headline grader is the first verifiable scorer, else the first judge
   (`conditions.primary_grader`); every grader's accuracy is shown next to it;
 * cost per correct answer = (generation USD + grading USD of every grader, of the condition's
-  logical rows) / correct answers under the headline grader.
+  logical rows) / correct answers under the headline grader;
+* saved by prompt caching = input tokens the providers served from their prompt caches, on the
+  condition's paid rows (generation and grading; response-cache answers paid nothing), times
+  the model's input minus cached-input price, at the pricing table's prices.
 
 Everything works on the integer codes of `StudyCells` (vectorised group-bys and joins) and maps
 codes back to names only for the few result rows.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -38,6 +42,7 @@ from itemeval.export.stats import (
 )
 from itemeval.export.table.cells import StudyCells
 from itemeval.export.table.conditions import GenerateFacets, GradeFacets, primary_grader
+from itemeval.providers.pricing import Pricing
 
 
 @dataclass(frozen=True)
@@ -245,6 +250,8 @@ class Cost:
     correct: int
     graded: int
     tokens: int
+    prompt_cached_tokens: int = 0  # input tokens served from providers' prompt caches
+    prompt_cache_saved_usd: float = 0.0
 
     @property
     def usd(self) -> float:
@@ -255,8 +262,9 @@ class Cost:
         return self.usd / self.correct if self.correct else None
 
 
-def costs(cells: StudyCells) -> list[Cost]:
-    """Per generate condition: what its answers and their grading cost, per correct answer."""
+def costs(cells: StudyCells, pricing: Pricing | None = None) -> list[Cost]:
+    """Per generate condition: what its answers and their grading cost, per correct answer, and
+    (with `pricing`) what prompt caching saved on them."""
     generation = _sums(cells.solutions, "gen", ["usd", "input_tokens", "output_tokens"])
     grading = _sums(cells.grades, "gen", ["usd"])
     code = headline_code(cells)
@@ -264,6 +272,7 @@ def costs(cells: StudyCells) -> list[Cost]:
     headline = headline.append_column("c", pc.cast(headline.column("correct"), pa.int64()))
     headline = headline.append_column("n", pa.repeat(pa.scalar(1, pa.int64()), headline.num_rows))
     tallies = _sums(headline, "gen", ["c", "n"])
+    cached, saved = _prompt_cache(cells, pricing)
     out = []
     for c, g in enumerate(cells.facets.generate):
         gen = generation.get(c, {})
@@ -275,9 +284,47 @@ def costs(cells: StudyCells) -> list[Cost]:
                 correct=int(tallies.get(c, {}).get("c", 0)),
                 graded=int(tallies.get(c, {}).get("n", 0)),
                 tokens=int(gen.get("input_tokens", 0) + gen.get("output_tokens", 0)),
+                prompt_cached_tokens=cached.get(c, 0),
+                prompt_cache_saved_usd=saved.get(c, 0.0),
             )
         )
     return out
+
+
+def _prompt_cache(
+    cells: StudyCells, pricing: Pricing | None
+) -> tuple[dict[int, int], dict[int, float]]:
+    """Per generate condition code: prompt-cached input tokens of its paid generation and
+    grading rows, and what they saved at the models' prices (0 without `pricing`)."""
+    tokens: dict[int, int] = defaultdict(int)
+    saved: dict[int, float] = defaultdict(float)
+    parts: list[tuple[pa.Table, str | None]] = [(cells.solutions, None), (cells.grades, "grade")]
+    for table, by in parts:
+        if table.num_rows == 0:
+            continue
+        paid = table.filter(pc.invert(table.column("cached")))
+        keys = ["gen"] if by is None else ["gen", by]
+        sums = _sums_by(paid, keys, "cached_input_tokens")
+        for key, value in sums.items():
+            gen = key[0]
+            tokens[gen] += value
+            if by is None:
+                model = cells.facets.generate[gen].model
+            else:
+                model = cells.facets.grade[key[1]].grader_model or ""
+            price = pricing.price(model) if pricing is not None and model else None
+            if price is not None:
+                saved[gen] += price.read_savings(value)
+    return dict(tokens), dict(saved)
+
+
+def _sums_by(table: pa.Table, keys: list[str], column: str) -> dict[tuple[int, ...], int]:
+    if table.num_rows == 0:
+        return {}
+    grouped = table.group_by(keys, use_threads=False).aggregate([(column, "sum")])
+    columns = [grouped.column(k).to_pylist() for k in keys]
+    values = grouped.column(f"{column}_sum").to_pylist()
+    return {tuple(parts): int(v or 0) for *parts, v in zip(*columns, values, strict=True) if v}
 
 
 def _sums(table: pa.Table, key: str, columns: list[str]) -> dict[int, dict[str, float]]:

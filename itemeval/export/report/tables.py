@@ -70,6 +70,14 @@ def overview(data: ReportData) -> list[tuple[str, str, str]]:
         ),
         ("Spent", usd(data.usd), "generation and grading of the current rows"),
     ]
+    if data.prompt_cache_saved_usd > 0:
+        facts.append(
+            (
+                "Saved by prompt caching",
+                usd(data.prompt_cache_saved_usd),
+                "input the providers served from their prompt caches, at cached-input prices",
+            )
+        )
     board = data.leaderboard
     if board.conditions and board.primary is not None:
         best = board.conditions[0]
@@ -172,6 +180,8 @@ def cost_table(data: ReportData) -> TextTable:
                 f"{cost.tokens:,}",
                 f"{cost.correct:,} / {cost.graded:,}",
                 usd(cost.per_correct),
+                f"{cost.prompt_cached_tokens:,}",
+                usd(cost.prompt_cache_saved_usd),
             ]
         )
     header = [
@@ -182,8 +192,10 @@ def cost_table(data: ReportData) -> TextTable:
         "generation tokens",
         "correct / graded",
         "USD per correct answer",
+        "prompt-cached tokens",
+        "saved by prompt caching",
     ]
-    return TextTable(header, rows, {2, 3, 4, 5, 6})
+    return TextTable(header, rows, {2, 3, 4, 5, 6, 7, 8})
 
 
 def coverage_table(data: ReportData) -> TextTable:
@@ -316,6 +328,10 @@ METHOD = [
     "graders gave a single identical verdict to everything.",
     "Cost per correct answer = (USD of the condition's generations + USD of every grade of "
     "them) / correct answers under the headline grader. Response-cache hits cost 0.",
+    "Saved by prompt caching = input tokens the providers served from their prompt caches "
+    "(on paid calls of the condition's generations and grades) x (input price - cached-input "
+    "price), at the pricing table's prices. Anthropic bills cache writes at 1.25x the input "
+    "price; that premium is in the USD paid, not netted out of the saving.",
     "Item accuracy pools every condition and epoch under the headline grader. Items that no "
     "answer got right are often broken (a wrong target, an ambiguous question): check them.",
 ]

@@ -9,10 +9,11 @@ integer code:
 * `item`: position in `items` (the plan's selected items), `dataset`: position in `datasets`.
 
 grades: `grade, gen, item, dataset, epoch, ok, error_code, score, correct, parse_ok,
-parse_code, usd, stale, valid`, where `valid` marks a final grade of the current answer (status
-ok, parsed, a verdict, not stale): the only grades accuracy counts.
+parse_code, usd, cached, cached_input_tokens, stale, valid`, where `valid` marks a final grade
+of the current answer (status ok, parsed, a verdict, not stale): the only grades accuracy counts.
 solutions: `gen, item, dataset, epoch, ok, error_code, usd, input_tokens, output_tokens,
-latency_ms, cached`.
+cached_input_tokens, latency_ms, cached`. `cached` marks a response-cache answer (nothing paid);
+`cached_input_tokens` what the provider served from its prompt cache.
 
 About 40 bytes a grade: ten million grades fit in half a gigabyte.
 """
@@ -38,6 +39,8 @@ _GRADE_EXTRA = [
     "parse_ok",
     "parse_code",
     "usd",
+    "cached",
+    "cached_input_tokens",
     "solution_hash",
 ]
 _SOLUTION_COLUMNS = [
@@ -48,6 +51,7 @@ _SOLUTION_COLUMNS = [
     "usd",
     "input_tokens",
     "output_tokens",
+    "cached_input_tokens",
     "latency_ms",
     "cached",
     "text_hash",
@@ -115,6 +119,7 @@ def read_cells(plan: Plan) -> StudyCells:
                     "usd": table.column("usd"),
                     "input_tokens": table.column("input_tokens"),
                     "output_tokens": table.column("output_tokens"),
+                    "cached_input_tokens": table.column("cached_input_tokens"),
                     "latency_ms": table.column("latency_ms"),
                     "cached": table.column("cached"),
                     "text_hash": table.column("text_hash"),
@@ -148,6 +153,8 @@ def read_cells(plan: Plan) -> StudyCells:
                     "parse_ok": table.column("parse_ok"),
                     "parse_code": table.column("parse_code"),
                     "usd": table.column("usd"),
+                    "cached": table.column("cached"),
+                    "cached_input_tokens": table.column("cached_input_tokens"),
                     "solution_hash": table.column("solution_hash"),
                 }
             )
@@ -183,6 +190,7 @@ _SOLUTIONS_SCHEMA = pa.schema(
         ("usd", pa.float64()),
         ("input_tokens", pa.int64()),
         ("output_tokens", pa.int64()),
+        ("cached_input_tokens", pa.int64()),
         ("latency_ms", pa.float64()),
         ("cached", pa.bool_()),
         ("text_hash", pa.string()),
@@ -202,6 +210,8 @@ _GRADES_SCHEMA = pa.schema(
         ("parse_ok", pa.bool_()),
         ("parse_code", pa.string()),
         ("usd", pa.float64()),
+        ("cached", pa.bool_()),
+        ("cached_input_tokens", pa.int64()),
         ("stale", pa.bool_()),
         ("valid", pa.bool_()),
     ]

@@ -1,0 +1,564 @@
+"""Calibration of the estimate: token counts learned from the usage providers reported.
+
+The prior (`estimate.py`) counts input at four characters a token and guesses output from the
+answer a prompt asks for. Once answers are stored, what the providers reported replaces it, per
+condition content (model, params and template: the response cache's group, so a renamed
+condition, or an earlier study making the same calls, counts) and per item modality:
+
+* **input**: `reported input tokens / our chars-4 count` over the same rows (for a judge, the
+  count includes the judged solution's visible tokens, from its stored row). Without such rows,
+  the same model's ratio over the study's other conditions; else the prior (ratio 1).
+* **output**: visible output (what a judge reads) and hidden reasoning are learned apart, since
+  an answer's length scales with what the prompt asks for and reasoning does not. Visible
+  output is scaled (observed / prior), reasoning is a mean per call; both for the condition as
+  a whole and per modality, each modality's own figure shrunk towards the condition's by as
+  much as the modalities differ no more than chance would make them (`_shrunk`). Rows of items
+  outside this study (an earlier study in the cache) give the condition's figure when no item
+  of this study has a row yet.
+* **prompt caching**: the share of input tokens the provider served from its cache.
+* **the response cache**: a call whose answer is cached costs nothing. A generate cell whose
+  answer the cache holds (same condition content, item and epoch) is counted as free; a judge
+  condition's calls are free at the share of its stored rows the cache answered (judge requests
+  repeat when two conditions give byte-identical answers, as short answers often are).
+
+Rows come from this study's store (`solutions/`, `grades/`: the row of each cell) and from
+the response cache (`<cache>/calls/group=<group>/`: every paid answer, this study's and other
+studies'); cache rows of cells the store holds are left out, so a call counts once, and rows
+without usage (a host that reports none) are left out. Only the usage columns are read, never a
+text.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from itemeval.design import Design, GenerateCondition, GradeCondition
+from itemeval.errors import StoreError
+from itemeval.storage import Location, resolve
+from itemeval.store import (
+    GRADES,
+    RESPONSE_SCHEMA,
+    SOLUTIONS,
+    STUDY_CACHE_DIR,
+    StudyStore,
+    cache_group,
+    default_cache_url,
+)
+from itemeval.store.cache import RESPONSES
+from itemeval.store.fragments import read_partitions
+from itemeval.store.layout import partition_dir
+
+#: Rows a condition needs before what they show replaces the prior.
+MIN_ROWS = 3
+
+USAGE = ["input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens"]
+CELL = ["item_id", "epoch"]
+
+
+# -- what calibration works on and gives back -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Priors:
+    """The estimate's prior per item (arrays aligned with `item_ids`, the selected items)."""
+
+    item_ids: pa.Array
+    modality: np.ndarray  # small int codes
+    generate: Mapping[
+        str, tuple[np.ndarray, np.ndarray, np.ndarray]
+    ]  # id -> input, output, visible
+    judge_input: Mapping[str, np.ndarray]  # judge id -> rubric tokens without the response
+    judge_output: Mapping[str, np.ndarray]  # judge id -> prior output
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a calibration came from: rows of this study's store and of the response cache."""
+
+    store_rows: int = 0
+    cache_rows: int = 0
+
+    @property
+    def rows(self) -> int:
+        return self.store_rows + self.cache_rows
+
+    def describe(self) -> str:
+        if not self.rows:
+            return "prior"
+        parts = []
+        if self.store_rows:
+            parts.append(f"store {self.store_rows:,}")
+        if self.cache_rows:
+            parts.append(f"cache {self.cache_rows:,}")
+        return " + ".join(parts) + (" row" if self.rows == 1 else " rows")
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How one condition's prior token counts become calibrated ones (the default: the prior)."""
+
+    source: Source = Source()
+    input_ratio: float | None = None
+    input_from: str = "prior"  # "rows" | "model" (the model's other conditions) | "prior"
+    visible_scale: float | None = None  # observed / prior visible output
+    visible_factors: Mapping[int, float] = field(default_factory=dict)  # modality -> factor
+    reasoning_mean: float | None = None  # hidden reasoning tokens per call
+    reasoning_by_modality: Mapping[int, float] = field(default_factory=dict)
+    output_scale: float | None = None  # calibrated / prior output over the study's items (shown)
+    cached_fraction: float = 0.0
+    #: Per item: cells not in the store whose answer the response cache holds (free).
+    answered: np.ndarray | None = None
+    #: Share of calls the response cache answers (judges: learned from the stored rows).
+    answered_share: float = 0.0
+
+    def input(self, prior: np.ndarray) -> np.ndarray:
+        return prior * (1.0 if self.input_ratio is None else self.input_ratio)
+
+    def visible(self, prior_visible: np.ndarray, modality: np.ndarray) -> np.ndarray:
+        if self.visible_scale is None:
+            return prior_visible.astype(np.float64)
+        return prior_visible * _lookup(modality, self.visible_scale, self.visible_factors)
+
+    def output(
+        self, prior_output: np.ndarray, prior_visible: np.ndarray, modality: np.ndarray
+    ) -> np.ndarray:
+        """Calibrated visible output plus calibrated reasoning (the prior's where unknown)."""
+        hidden = prior_output.astype(np.float64) - prior_visible
+        if self.reasoning_mean is not None:
+            hidden = _lookup(modality, self.reasoning_mean, self.reasoning_by_modality)
+        return self.visible(prior_visible, modality) + hidden
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source.describe(),
+            "store_rows": self.source.store_rows,
+            "cache_rows": self.source.cache_rows,
+            "input_ratio": _round(self.input_ratio),
+            "input_from": self.input_from,
+            "output_scale": _round(self.output_scale),
+            "reasoning_per_call": _round(self.reasoning_mean),
+            "cached_fraction": round(self.cached_fraction, 4),
+            "answered_by_cache": int(self.answered.sum()) if self.answered is not None else 0,
+            "answered_share": round(self.answered_share, 4),
+        }
+
+
+def _lookup(modality: np.ndarray, default: float, by_code: Mapping[int, float]) -> np.ndarray:
+    """Per item: the value of its modality, `default` for a modality without one."""
+    table = np.full(max([*by_code, int(modality.max(initial=0))]) + 1, default, np.float64)
+    for code, value in by_code.items():
+        table[code] = value
+    return table[modality]
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+@dataclass
+class Calibration:
+    """Fits by generate condition id and by judge condition id; what could not be read."""
+
+    generate: dict[str, Fit] = field(default_factory=dict)
+    judges: dict[str, Fit] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def cache_root_url(enabled: bool, location: str | None, store: StudyStore) -> str:
+    """Where a study's runs journal their paid answers (as the driver decides it): the cache at
+    `cache.location` or the user cache directory, or with `cache.enabled: false` the study's own
+    `response_cache/`."""
+    if enabled:
+        return location or default_cache_url()
+    return store.root.join(STUDY_CACHE_DIR).url
+
+
+# -- the fit -----------------------------------------------------------------------------------
+
+
+def calibrate(
+    design: Design,
+    priors: Priors,
+    store: StudyStore,
+    cache_url: str | None,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    force: bool = False,
+) -> Calibration:
+    """Fit every generate and judge condition of `design` to the rows stored now. With `force`
+    (a run that calls again whatever is cached), no call is expected to be answered for free."""
+    out = Calibration()
+    generate = list(design.generate)
+    judges = list(design.judges)
+    solutions, grades = _store_rows(store, [c.id for c in generate], [j.id for j in judges])
+    groups = {c.id: _generate_group(c) for c in generate} | {j.id: _judge_group(j) for j in judges}
+    cached: dict[str, pa.Table] = {}
+    if cache_url is not None:
+        try:
+            root = resolve(cache_url, storage_options)
+            cached = _cache_rows(root, set(groups.values()))
+        except (StoreError, OSError, ValueError) as exc:
+            out.warnings.append(
+                f"the estimate's calibration could not read the response cache at {cache_url} "
+                f"({exc}); it rests on the store alone"
+            )
+    empty = _empty_rows().append_column("cached", pa.array([], pa.bool_()))
+
+    rows: dict[str, _Rows] = {}
+    for cond in generate:
+        stored = solutions.get(cond.id, empty)
+        extra = _cache_only(cached.get(groups[cond.id]), stored)
+        prior_in, _, _ = priors.generate[cond.id]
+        rows[cond.id] = _Rows.of(stored, extra, priors.item_ids, per_item=prior_in)
+    # A judge's input covers the judged solution: its visible tokens come from its stored row.
+    visible = _visible_by_cell(solutions)
+    for judge in judges:
+        stored = grades.get(judge.id, _empty_grade_rows())
+        extra = _cache_only(cached.get(groups[judge.id]), stored.select([*CELL, *USAGE]))
+        base = priors.judge_input[judge.id]
+        prior_in = _judge_prior_input(stored, visible, priors.item_ids, base)
+        rows[judge.id] = _Rows.of(stored, extra, priors.item_ids, per_stored_row=prior_in)
+
+    models = {c.id: c.model_id for c in generate} | {j.id: j.model_id or "" for j in judges}
+    by_model = _model_ratios(rows, models)
+    items = len(priors.item_ids)
+    for cond in generate:
+        _, prior_out, prior_visible = priors.generate[cond.id]
+        fit = _fit(
+            rows[cond.id], priors.modality, prior_out, prior_visible, by_model.get(cond.model_id)
+        )
+        answered = rows[cond.id].answered(items, design.epochs)
+        if not force and answered.any():
+            fit = replace(fit, answered=answered)
+        out.generate[cond.id] = fit
+    for judge in judges:
+        prior_out = priors.judge_output[judge.id]
+        r = rows[judge.id]
+        fit = _fit(r, priors.modality, prior_out, prior_out, by_model.get(judge.model_id or ""))
+        if not force and r.store_rows >= MIN_ROWS:
+            fit = replace(fit, answered_share=r.store_answered / r.store_rows)
+        out.judges[judge.id] = fit
+    return out
+
+
+@dataclass
+class _Rows:
+    """One condition's usage rows: store rows first, then cache-only rows."""
+
+    pos: np.ndarray  # position in the selected items, -1 for an item outside this study
+    input: np.ndarray
+    output: np.ndarray
+    cached: np.ndarray
+    reasoning: np.ndarray
+    prior_input: np.ndarray  # per row; NaN where unknown (the judged solution is not stored)
+    store_rows: int
+    cache_rows: int
+    epoch: np.ndarray  # per row
+    store_answered: int  # stored rows that the response cache answered
+
+    @classmethod
+    def of(
+        cls,
+        stored: pa.Table,
+        extra: pa.Table,
+        item_ids: pa.Array,
+        *,
+        per_item: np.ndarray | None = None,
+        per_stored_row: np.ndarray | None = None,
+    ) -> _Rows:
+        """`per_item`: the prior input of each selected item; or `per_stored_row`: of each
+        stored row (judges: cache rows have no judged solution to count, so NaN)."""
+        stored = stored.select([*CELL, *USAGE, "cached"])
+        table = pa.concat_tables([stored.select([*CELL, *USAGE]), extra.select([*CELL, *USAGE])])
+        index = pc.index_in(table.column("item_id"), value_set=item_ids)
+        pos = index.fill_null(-1).to_numpy().astype(np.int64)
+        known = pos >= 0
+        if per_stored_row is not None:
+            per_row = np.concatenate([per_stored_row, np.full(extra.num_rows, np.nan)])
+        else:
+            assert per_item is not None
+            per_row = np.full(len(pos), np.nan)
+            per_row[known] = per_item[pos[known]]
+        return cls(
+            pos=pos,
+            input=_ints(table, "input_tokens"),
+            output=_ints(table, "output_tokens"),
+            cached=_ints(table, "cached_input_tokens"),
+            reasoning=_ints(table, "reasoning_tokens"),
+            prior_input=per_row,
+            store_rows=stored.num_rows,
+            cache_rows=extra.num_rows,
+            epoch=_ints(table, "epoch"),
+            store_answered=int(pc.sum(stored.column("cached")).as_py() or 0),
+        )
+
+    def answered(self, items: int, epochs: int) -> np.ndarray:
+        """Per item: cache-only rows of this study's cells (answers the cache holds)."""
+        extra = slice(self.store_rows, None)
+        pos, epoch = self.pos[extra], self.epoch[extra]
+        keep = (pos >= 0) & (epoch < epochs)
+        return np.bincount(pos[keep], minlength=items).astype(np.int64)
+
+    @property
+    def source(self) -> Source:
+        return Source(self.store_rows, self.cache_rows)
+
+    def input_sums(self) -> tuple[float, float, int]:
+        """Reported and prior input over the rows where both are known, and their number."""
+        usable = ~np.isnan(self.prior_input)
+        return (
+            float(self.input[usable].sum()),
+            float(self.prior_input[usable].sum()),
+            int(usable.sum()),
+        )
+
+
+def _fit(
+    rows: _Rows,
+    modality: np.ndarray,
+    prior_out: np.ndarray,
+    prior_visible: np.ndarray,
+    model_ratio: float | None,
+) -> Fit:
+    if rows.source.rows == 0 and model_ratio is None:
+        return Fit()
+    reported, prior, usable = rows.input_sums()
+    if usable >= MIN_ROWS and prior > 0:
+        ratio, origin = reported / prior, "rows"
+    elif model_ratio is not None:
+        ratio, origin = model_ratio, "model"
+    else:
+        ratio, origin = None, "prior"
+    visible_scale, visible_factors = _scale(
+        rows, rows.output - rows.reasoning, modality, prior_visible
+    )
+    reasoning_mean, reasoning_by_modality = _means(rows, rows.reasoning, modality)
+    fit = Fit(
+        visible_scale=visible_scale,
+        visible_factors=visible_factors,
+        reasoning_mean=reasoning_mean,
+        reasoning_by_modality=reasoning_by_modality,
+    )
+    # What the fit does to this study's output, in one number (shown, never applied).
+    output_scale = None
+    if visible_scale is not None or reasoning_mean is not None:
+        calibrated = float(fit.output(prior_out, prior_visible, modality).sum())
+        output_scale = calibrated / max(float(prior_out.sum()), 1.0)
+    total_input = int(rows.input.sum())
+    cached_fraction = 0.0
+    if rows.source.rows >= MIN_ROWS and total_input:
+        cached_fraction = min(1.0, float(rows.cached.sum()) / total_input)
+    return Fit(
+        source=rows.source,
+        input_ratio=ratio,
+        input_from=origin,
+        visible_scale=visible_scale,
+        visible_factors=visible_factors,
+        reasoning_mean=reasoning_mean,
+        reasoning_by_modality=reasoning_by_modality,
+        output_scale=output_scale,
+        cached_fraction=cached_fraction,
+    )
+
+
+def _scale(
+    rows: _Rows, observed: np.ndarray, modality: np.ndarray, prior: np.ndarray
+) -> tuple[float | None, dict[int, float]]:
+    """The condition's scale (observed / prior, summed) and each modality's, or (None, {})."""
+    known = rows.pos >= 0
+    if int(known.sum()) < MIN_ROWS:
+        if len(observed) >= MIN_ROWS and len(prior) and prior.mean() > 0:
+            # Only other studies' items: their mean against this study's mean prior.
+            return float(observed.mean()) / float(prior.mean()), {}
+        return None, {}
+    prior_rows = prior[rows.pos[known]].astype(np.float64)
+    usable = prior_rows > 0
+    if int(usable.sum()) < MIN_ROWS:
+        return None, {}
+    ratios = observed[known][usable] / prior_rows[usable]
+    return _shrunk(ratios, prior_rows[usable], modality[rows.pos[known]][usable])
+
+
+def _means(
+    rows: _Rows, observed: np.ndarray, modality: np.ndarray
+) -> tuple[float | None, dict[int, float]]:
+    """The mean per call and each modality's, or (None, {}) with fewer than `MIN_ROWS` rows."""
+    if len(observed) < MIN_ROWS:
+        return None, {}
+    known = rows.pos >= 0
+    if int(known.sum()) < MIN_ROWS:
+        return float(observed.mean()), {}
+    values = observed[known].astype(np.float64)
+    return _shrunk(values, np.ones(len(values)), modality[rows.pos[known]])
+
+
+def _shrunk(
+    values: np.ndarray, weights: np.ndarray, codes: np.ndarray
+) -> tuple[float, dict[int, float]]:
+    """The weighted mean of `values` and per code the code's own mean, shrunk towards it by as
+    much as the codes' means differ no more than their noise would make them (an empirical
+    Bayes estimate: a modality whose answers really are longer keeps its own mean; differences
+    a handful of rows explain by chance are pooled away)."""
+    overall = float(np.average(values, weights=weights))
+    groups = [(int(code), codes == code) for code in np.unique(codes)]
+    means = {code: float(np.average(values[m], weights=weights[m])) for code, m in groups}
+    counts = {code: int(m.sum()) for code, m in groups}
+    # Within-modality variance, pooled (the noise of one row).
+    dof = sum(n - 1 for n in counts.values())
+    if dof > 0:
+        within = sum(float(((values[m] - means[c]) ** 2).sum()) for c, m in groups) / dof
+    else:
+        within = float(values.var())
+    total = sum(counts.values())
+    between = sum(n * (means[c] - overall) ** 2 for c, n in counts.items()) / total
+    # What `between` would be from noise alone: (modalities - 1) x the variance of one row / rows.
+    noise = within * (len(counts) - 1) / total
+    spread = max(0.0, between - noise)
+    out = {}
+    for code, n in counts.items():
+        error = within / n
+        weight = 1.0 if spread + error == 0 else spread / (spread + error)
+        out[code] = overall + weight * (means[code] - overall)
+    return overall, out
+
+
+def _model_ratios(rows: Mapping[str, _Rows], models: Mapping[str, str]) -> dict[str, float]:
+    """Each model's input ratio over all its conditions' usable rows (at least `MIN_ROWS`)."""
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for cid, r in rows.items():
+        reported, prior, usable = r.input_sums()
+        total = sums[models[cid]]
+        total[0] += reported
+        total[1] += prior
+        total[2] += usable
+    return {
+        model: reported / prior
+        for model, (reported, prior, usable) in sums.items()
+        if usable >= MIN_ROWS and prior > 0
+    }
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def _generate_group(cond: GenerateCondition) -> str:
+    return cache_group(cond.model_id, cond.params.as_dict(), cond.prompt.sha256)
+
+
+def _judge_group(cond: GradeCondition) -> str:
+    assert cond.model_id is not None and cond.params is not None and cond.rubric is not None
+    return cache_group(cond.model_id, cond.params.as_dict(), cond.rubric.sha256)
+
+
+def _store_rows(
+    store: StudyStore, generate_ids: Sequence[str], judge_ids: Sequence[str]
+) -> tuple[dict[str, pa.Table], dict[str, pa.Table]]:
+    """The usage of every stored cell's row (its best row: ok before error), per condition.
+    Error rows count when the provider reported usage: an empty or filtered answer was billed,
+    and its retry will be too."""
+    solutions = store.read_by_condition(SOLUTIONS, generate_ids, [*CELL, *USAGE, "cached"])
+    grades = store.read_by_condition(
+        GRADES, judge_ids, ["gen_condition_id", *CELL, *USAGE, "cached"]
+    )
+    return (
+        {cid: _reported(t) for cid, t in solutions.items()},
+        {cid: _reported(t) for cid, t in grades.items()},
+    )
+
+
+def _cache_rows(root: Location, groups: Iterable[str]) -> dict[str, pa.Table]:
+    partitions = {g: root.join(RESPONSES.name, partition_dir(RESPONSES, g)) for g in groups}
+    if not partitions:
+        return {}
+    tables = read_partitions(partitions, RESPONSE_SCHEMA, [*CELL, *USAGE])
+    return {g: _reported(t.select([*CELL, *USAGE])) for g, t in tables.items()}
+
+
+def _reported(table: pa.Table) -> pa.Table:
+    """Rows with usage: a call always has input, so 0 means the host reported none (some
+    OpenAI-compatible servers omit usage); such rows would teach the estimate zeros."""
+    return table.filter(pc.greater(table.column("input_tokens"), 0))
+
+
+def _cache_only(cached: pa.Table | None, stored: pa.Table) -> pa.Table:
+    """Cache rows of cells the store does not hold, one per cell."""
+    if cached is None or cached.num_rows == 0:
+        return _empty_rows()
+    if stored.num_rows:
+        keys = stored.select(CELL)
+        cached = cached.join(keys, keys=CELL, join_type="left anti", use_threads=False)
+        if cached.num_rows == 0:
+            return _empty_rows()
+    numbered = cached.append_column("_row", pa.array(np.arange(cached.num_rows)))
+    first = numbered.group_by(CELL, use_threads=False).aggregate([("_row", "min")])
+    return cached.take(first.column("_row_min")).select([*CELL, *USAGE])
+
+
+def _visible_by_cell(solutions: Mapping[str, pa.Table]) -> pa.Table:
+    """Visible output tokens of every stored solution, keyed by generate condition and cell."""
+    parts = []
+    for cid, table in solutions.items():
+        visible = pc.subtract(table.column("output_tokens"), table.column("reasoning_tokens"))
+        parts.append(
+            pa.table(
+                {
+                    "gen_condition_id": pa.repeat(pa.scalar(cid), table.num_rows),
+                    "item_id": table.column("item_id"),
+                    "epoch": table.column("epoch"),
+                    "visible": visible,
+                }
+            )
+        )
+    if not parts:
+        return pa.table(
+            {
+                "gen_condition_id": pa.array([], pa.string()),
+                "item_id": pa.array([], pa.string()),
+                "epoch": pa.array([], pa.int32()),
+                "visible": pa.array([], pa.int64()),
+            }
+        )
+    return pa.concat_tables(parts)
+
+
+def _judge_prior_input(
+    grades: pa.Table, visible: pa.Table, item_ids: pa.Array, base: np.ndarray
+) -> np.ndarray:
+    """Per stored grade row: the rubric's tokens for its item plus the judged solution's visible
+    tokens (NaN where the item or the solution is unknown)."""
+    if grades.num_rows == 0:
+        return np.zeros(0)
+    numbered = grades.select(["gen_condition_id", *CELL]).append_column(
+        "_row", pa.array(np.arange(grades.num_rows))
+    )
+    joined = numbered.join(
+        visible, keys=["gen_condition_id", *CELL], join_type="left outer", use_threads=False
+    ).sort_by("_row")
+    index = pc.index_in(joined.column("item_id"), value_set=item_ids)
+    pos = index.fill_null(-1).to_numpy().astype(np.int64)
+    seen = joined.column("visible").to_numpy(zero_copy_only=False).astype(np.float64)
+    out = np.full(grades.num_rows, np.nan)
+    known = (pos >= 0) & ~np.isnan(seen)
+    out[known] = base[pos[known]] + seen[known]
+    return out
+
+
+def _ints(table: pa.Table, column: str) -> np.ndarray:
+    return table.column(column).to_numpy().astype(np.int64)
+
+
+def _empty_rows() -> pa.Table:
+    return pa.schema([RESPONSE_SCHEMA.field(c) for c in [*CELL, *USAGE]]).empty_table()
+
+
+def _empty_grade_rows() -> pa.Table:
+    fields = [pa.field("gen_condition_id", pa.string())]
+    fields += [RESPONSE_SCHEMA.field(c) for c in [*CELL, *USAGE]]
+    return pa.schema([*fields, pa.field("cached", pa.bool_())]).empty_table()
