@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from itemeval.config import Study, resolve_sampling
+from itemeval.config import StudyConfig, resolve_sampling
 from itemeval.errors import InputError, Problem
 from itemeval.ids import condition_id, slugify
 from itemeval.providers.types import SamplingParams
@@ -147,7 +147,7 @@ class Design:
         )
 
 
-def build_design(study: Study) -> Design:
+def build_design(study: StudyConfig) -> Design:
     """Expand the study's facets into the full grid of conditions."""
     generate: list[GenerateCondition] = []
     prompts = [

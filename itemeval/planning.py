@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from itemeval.adapters import DatasetHandle, open_source
 from itemeval.adapters.unique import StudyIds
-from itemeval.config import Study
+from itemeval.config import StudyConfig
 from itemeval.design import Design, build_design
 from itemeval.errors import ConfigError, Problem
 from itemeval.estimate import Estimate, build_estimate, token_tables
@@ -72,7 +72,7 @@ class DatasetPlan:
 
 @dataclass
 class Plan:
-    study: Study
+    study: StudyConfig
     design: Design
     store: StudyStore
     datasets: list[DatasetPlan]
@@ -91,7 +91,7 @@ class Plan:
         return self.items.num_rows
 
 
-def selection_limit(study: Study, limit: int | None) -> int | None:
+def selection_limit(study: StudyConfig, limit: int | None) -> int | None:
     """Items per dataset this run uses: `--limit`, else `dev_items` under the dev policy."""
     if limit is not None:
         if limit < 1:
@@ -101,7 +101,7 @@ def selection_limit(study: Study, limit: int | None) -> int | None:
 
 
 def make_plan(
-    study: Study,
+    study: StudyConfig,
     *,
     store_url: str | None = None,
     limit: int | None = None,
@@ -217,7 +217,7 @@ def _dataset_batches(plan: DatasetPlan) -> Iterator[list[WorkItem]]:
             yield table_to_items(table.slice(offset, SCAN_BATCH))
 
 
-def _check_prose_has_judge(study: Study, datasets: list[DatasetPlan]) -> None:
+def _check_prose_has_judge(study: StudyConfig, datasets: list[DatasetPlan]) -> None:
     if study.facets.grader:
         return
     prose = [

@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from itemeval.cli.options import print_json
-from itemeval.config import Study, load_study
+from itemeval.config import StudyConfig, load_study
 from itemeval.errors import ConfigError, Problem
 from itemeval.planning import make_plan
 from itemeval.runtime.driver import RunOptions, run_study
@@ -79,7 +79,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _sim_servers(study: Study) -> Iterator[Study]:
+def _sim_servers(study: StudyConfig) -> Iterator[StudyConfig]:
     """Start one sim-server per sim endpoint that names a base_url; yield the study pointing
     at them (a busy port is replaced by a free one)."""
     endpoints = dict(study.endpoints)

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from itemeval.config import Study, load_study
+from itemeval.config import StudyConfig, load_study
 
 
 def add_study(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +43,7 @@ def add_output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
 
 
-def study_from(args: argparse.Namespace) -> Study:
+def study_from(args: argparse.Namespace) -> StudyConfig:
     return load_study(args.study)
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from itemeval.config import Study, check_keys
+from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode
 from itemeval.estimate import gate
 from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan
@@ -104,7 +104,9 @@ def _signals(stop: Stop) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def run_study(study: Study, options: RunOptions, *, executor_factory: Any = None) -> RunOutcome:
+def run_study(
+    study: StudyConfig, options: RunOptions, *, executor_factory: Any = None
+) -> RunOutcome:
     """Run the requested stages of `study`; returns how it ended (never raises for cell errors)."""
     progress = Progress(quiet=options.quiet)
     plan = make_plan(
