@@ -34,8 +34,8 @@ from itemeval.store import (
     CellMasks,
     SnapshotInfo,
     StudyStore,
-    generate_pending,
-    grade_pending,
+    pending_generate,
+    pending_grade,
     read_items_part,
     read_snapshot_info,
     write_items_snapshot,
@@ -150,8 +150,8 @@ def make_plan(
     if with_pending:
         item_ids = items.column("item_id").combine_chunks()
         generate_ids = [c.id for c in design.generate]
-        pending_gen = generate_pending(store, generate_ids, item_ids, design.epochs, force=force)
-        pending_gr = grade_pending(
+        pending_gen = pending_generate(store, generate_ids, item_ids, design.epochs, force=force)
+        pending_gr = pending_grade(
             store, [c.id for c in design.grade], generate_ids, item_ids, design.epochs, force=force
         )
     estimate = build_estimate(

@@ -42,7 +42,7 @@ from itemeval.store import (
     RunManifest,
     SpendRecord,
     default_cache_url,
-    grade_pending,
+    pending_grade,
     write_manifest_end,
     write_manifest_start,
 )
@@ -275,7 +275,7 @@ def _shards(plan: Plan, stage: StageName, first_id: int) -> tuple[Iterator[Shard
     else:
         # Grade what is stored now (this run's solutions included), for the selected items.
         assert plan.pending_generate is not None
-        pending = grade_pending(
+        pending = pending_grade(
             plan.store,
             [c.id for c in plan.design.grade],
             [c.id for c in plan.design.generate],
