@@ -18,6 +18,10 @@ exactly the content that defines the condition and nothing else:
 Readable names (the model's `name`, a model config's `name`, a grader's key) only enter the slug.
 Execution knobs (endpoints, retries, timeouts, limits, concurrency, budget, store, runtime) never
 enter a payload, so changing them never changes an id.
+
+`Design` is the one place conditions are looked up: by id (`condition`, `generate_by_id`,
+`grade_by_id`) and by what a user typed (`select`, with the matching rules of
+`store.select_conditions`, which `compact` also applies to stored partitions).
 """
 
 from __future__ import annotations
@@ -103,6 +107,18 @@ class Design:
     generate: tuple[GenerateCondition, ...]
     grade: tuple[GradeCondition, ...]
     epochs: int
+
+    @property
+    def conditions(self) -> tuple[GenerateCondition | GradeCondition, ...]:
+        """Every condition: generate, then grade, in design order."""
+        return (*self.generate, *self.grade)
+
+    def condition(self, condition_id: str) -> GenerateCondition | GradeCondition:
+        """The condition with exactly this id (`KeyError` when the design has none)."""
+        for cond in self.conditions:
+            if cond.id == condition_id:
+                return cond
+        raise KeyError(condition_id)
 
     def generate_by_id(self) -> dict[str, GenerateCondition]:
         return {c.id: c for c in self.generate}
