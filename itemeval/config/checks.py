@@ -14,7 +14,9 @@ import os
 from itemeval.config.models import StudyConfig
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import slugify
-from itemeval.scoring import SCORERS
+from itemeval.plugins import PROVIDER_GROUP, load_plugin
+from itemeval.providers.settings import BUILTIN_KINDS
+from itemeval.scoring import scorer_identity
 
 
 def check_keys(study: StudyConfig, endpoints: set[str] | None = None) -> None:
@@ -90,8 +92,13 @@ def cross_check(study: StudyConfig) -> list[Problem]:
             )
         )
     for index, scorer in enumerate(study.scorers):
-        if scorer not in SCORERS:
-            unknown("scorer", scorer, sorted(SCORERS), f"facets.scorer[{index}]")
+        try:
+            scorer_identity(scorer, field=f"facets.scorer[{index}]")
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    for name, endpoint in study.endpoints.items():
+        if endpoint.kind not in BUILTIN_KINDS:
+            problems.extend(_provider_problems(endpoint.kind, f"endpoints.{name}.kind"))
     if not study.scorers and not study.facets.grader:
         problems.append(
             Problem(
@@ -135,3 +142,23 @@ def _check_unique(names: list[str], kind: str, field: str, problems: list[Proble
         if key in seen:
             problems.append(Problem(f"duplicate {kind} {name!r}", field=field.format(index)))
         seen.add(key)
+
+
+def _provider_problems(kind: str, field: str) -> list[Problem]:
+    """A provider plugin must load and be callable (it is called like a client class)."""
+    try:
+        plugin = load_plugin(
+            PROVIDER_GROUP, kind, what="provider", field=field, builtin=BUILTIN_KINDS
+        )
+    except ConfigError as exc:
+        return exc.problems
+    if not callable(plugin.obj):
+        return [
+            Problem(
+                f"provider {kind!r} is a {type(plugin.obj).__name__}, not a class or function",
+                field=field,
+                hint="point it at a Provider class (e.g. an HttpProvider subclass) or a "
+                "function with the same arguments",
+            )
+        ]
+    return []
