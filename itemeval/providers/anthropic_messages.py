@@ -5,6 +5,8 @@ Parameter mapping:
 | SamplingParams     | body field                                                            |
 | ------------------ | --------------------------------------------------------------------- |
 | system messages    | top-level `system` (joined with blank lines)                          |
+| user, assistant    | `messages` in order (few-shot turns); consecutive turns of one role   |
+|                    | are joined with blank lines, so user and assistant alternate          |
 | temperature, top_p | `temperature`, `top_p` (newer models reject both at once; set one)    |
 | max_tokens         | `max_tokens` (required by the API: 4096 when not set)                 |
 | seed               | not sent: the Messages API has no seed                                |
@@ -24,6 +26,7 @@ thinking tokens separately: `reasoning_tokens` stays 0, they are inside `output_
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from itemeval.providers.failures import answer, failure
@@ -62,6 +65,21 @@ def wire_max_tokens(params: SamplingParams) -> int:
     return max_tokens
 
 
+def alternating(messages: Iterable[Mapping[str, str]]) -> list[tuple[str, str]]:
+    """The conversation without system messages, consecutive turns of one role joined with
+    blank lines: user and assistant alternate, as Anthropic's and Gemini's APIs want."""
+    turns: list[tuple[str, str]] = []
+    for message in messages:
+        role, content = message["role"], message.get("content") or ""
+        if role == "system":
+            continue
+        if turns and turns[-1][0] == role:
+            turns[-1] = (role, turns[-1][1] + "\n\n" + content)
+        else:
+            turns.append((role, content))
+    return turns
+
+
 def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float) else 0
 
@@ -84,9 +102,7 @@ class AnthropicMessagesProvider(HttpProvider):
         params = request.params
         system = [m.get("content") or "" for m in request.messages if m["role"] == "system"]
         messages = [
-            {"role": m["role"], "content": m.get("content") or ""}
-            for m in request.messages
-            if m["role"] != "system"
+            {"role": role, "content": content} for role, content in alternating(request.messages)
         ]
         body: dict[str, Any] = {"model": request.model, "messages": messages}
         if system:
