@@ -20,6 +20,12 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
+    "Study": "itemeval.api",
+    "PlanSummary": "itemeval.api",
+    "EstimateSummary": "itemeval.api",
+    "RunSummary": "itemeval.api",
+    "StatusSummary": "itemeval.api",
+    "StudyConfig": "itemeval.config",
     "Score": "itemeval.scoring",
     "scorer": "itemeval.scoring",
     "ConfigError": "itemeval.errors",
@@ -30,10 +36,16 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "ConfigError",
+    "EstimateSummary",
     "ExitCode",
     "InputError",
     "ItemevalError",
+    "PlanSummary",
+    "RunSummary",
     "Score",
+    "StatusSummary",
+    "Study",
+    "StudyConfig",
     "__version__",
     "scorer",
 ]
@@ -53,5 +65,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
+    from itemeval.api import EstimateSummary, PlanSummary, RunSummary, StatusSummary, Study
+    from itemeval.config import StudyConfig
     from itemeval.errors import ConfigError, ExitCode, InputError, ItemevalError
     from itemeval.scoring import Score, scorer
