@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import copy
+import hashlib
 import importlib
+import json
+import subprocess
+import sys
 import textwrap
+import urllib.request
 import uuid
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +62,71 @@ def write_module(folder: Path, source: str, name: str | None = None) -> str:
     (folder / f"{name}.py").write_text(textwrap.dedent(source))
     importlib.invalidate_caches()
     return name
+
+
+@contextlib.contextmanager
+def sim_server(*args: str) -> Iterator[str]:
+    """`itemeval sim-server --port 0 ARGS` on 127.0.0.1; yields its root URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "itemeval.cli.sim", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if "listening on" not in line:
+            raise RuntimeError(f"sim-server did not start: {line!r}")
+        yield line.split("listening on", 1)[1].strip()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def sim_stats(root: str) -> dict[str, Any]:
+    """What the sim-server itself counted (`/_sim/stats`)."""
+    with urllib.request.urlopen(f"{root}/_sim/stats", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def write_wheel(
+    folder: Path,
+    distribution: str,
+    version: str,
+    files: dict[str, str],
+    entry_points: dict[str, dict[str, str]],
+) -> Path:
+    """A pure-Python wheel (the zip `pip install` takes, PEP 427) with `files` (path -> text)
+    and `entry_points` (group -> name -> `module:attribute`). Written by hand so that installing
+    it needs no build backend and no network."""
+    name = distribution.replace("-", "_")
+    info = f"{name}-{version}.dist-info"
+    groups = "".join(
+        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in names.items()) + "\n"
+        for group, names in entry_points.items()
+    )
+    contents = {
+        **files,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: itemeval-tests\n"
+        "Root-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": groups,
+    }
+    record = []
+    for path, text in contents.items():
+        data = text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(data)}")
+    record.append(f"{info}/RECORD,,")
+    contents[f"{info}/RECORD"] = "\n".join(record) + "\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, text in contents.items():
+            archive.writestr(path, text)
+    return wheel
