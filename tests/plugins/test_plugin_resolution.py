@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from plugin_files import write_module, write_study
 
+import itemeval
 from itemeval.config import load_study
 from itemeval.design import build_design
 from itemeval.errors import ConfigError
@@ -140,3 +141,18 @@ def test_an_unknown_entry_point_lists_what_is_installed():
         load_plugin(SCORER_GROUP, "nothing-installed-by-this-name", what="scorer")
     assert "unknown scorer" in str(caught.value)
     assert "itemeval.scorers" in str(caught.value) or "installed plugins" in str(caught.value)
+
+
+def test_a_scorer_that_raises_fails_the_run_naming_it(tmp_path, monkeypatch):
+    name = _module(
+        tmp_path / "code",
+        monkeypatch,
+        "def fussy(text, target, modality):\n    raise ValueError('cannot read ' + text[:5])\n",
+    )
+    path = write_study(tmp_path / "s", **{"facets.scorer": [f"{name}:fussy"]})
+    study = itemeval.Study.from_yaml(path)
+    outcome = study.run(in_process=True, quiet=True)
+    assert outcome.status == "failed" and outcome.exit_code == 1
+    assert outcome.stages["generate"].counts.done == 2 * 4
+    failed = " ".join(outcome.stages["grade"].failed_shards)
+    assert f"scorer '{name}:fussy' raised ValueError: cannot read" in failed
