@@ -201,7 +201,7 @@ def measure(rows: int, conditions: int, fragment_rows: int, runs: int, do_compac
     _, graded = timed(
         "pending_grade (1 grade x all gen conditions)",
         runs,
-        lambda: pending_grade(store, ["judge_default--00000000abcd"], cids),
+        lambda: pending_grade(store, ["judge_default--00000000abcd"], cids, items, EPOCHS),
     )
     print(f"    -> {graded.num_rows:,} pending grade cells")
     timed(

@@ -1,3 +1,71 @@
-"""itemeval: distributed, resumable, budget-safe LLM benchmark evaluations on Ray."""
+"""itemeval: distributed, resumable, budget-safe LLM benchmark evaluations on Ray.
+
+The Python API (docs/python-api.md):
+
+    import itemeval
+    study = itemeval.Study.from_yaml("study.yaml")
+    study.estimate().total_usd
+    study.run(limit=20)
+    table = study.results()          # the long table, a pyarrow Table
+
+and what plugins use: `itemeval.Score` and `@itemeval.scorer` for custom scorers. Names are
+imported on first use, so `import itemeval` stays light (the CLI starts fast).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "Study": "itemeval.api",
+    "PlanSummary": "itemeval.api",
+    "EstimateSummary": "itemeval.api",
+    "RunSummary": "itemeval.api",
+    "StatusSummary": "itemeval.api",
+    "StudyConfig": "itemeval.config",
+    "Score": "itemeval.scoring",
+    "scorer": "itemeval.scoring",
+    "ConfigError": "itemeval.errors",
+    "ExitCode": "itemeval.errors",
+    "InputError": "itemeval.errors",
+    "ItemevalError": "itemeval.errors",
+}
+
+__all__ = [
+    "ConfigError",
+    "EstimateSummary",
+    "ExitCode",
+    "InputError",
+    "ItemevalError",
+    "PlanSummary",
+    "RunSummary",
+    "Score",
+    "StatusSummary",
+    "Study",
+    "StudyConfig",
+    "__version__",
+    "scorer",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'itemeval' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from itemeval.api import EstimateSummary, PlanSummary, RunSummary, StatusSummary, Study
+    from itemeval.config import StudyConfig
+    from itemeval.errors import ConfigError, ExitCode, InputError, ItemevalError
+    from itemeval.scoring import Score, scorer

@@ -13,11 +13,17 @@ exactly the content that defines the condition and nothing else:
   "prompt": {"name": <template name>, "sha256": <template hash>}}`
 * judge: `{"stage": "grade", "grader": {"model": <judge model id>, "params": <judge params>},
   "rubric": {"name": <rubric name>, "sha256": <rubric hash>}}`
-* verifiable: `{"stage": "grade", "scorer": <name>, "version": <scorer version>}`
+* verifiable: `{"stage": "grade", "scorer": <name>, "version": <scorer version>}`; a custom
+  scorer's names where its function is defined and its version or source hash instead
+  (`scoring/custom.py`)
 
 Readable names (the model's `name`, a model config's `name`, a grader's key) only enter the slug.
 Execution knobs (endpoints, retries, timeouts, limits, concurrency, budget, store, runtime) never
 enter a payload, so changing them never changes an id.
+
+`Design` is the one place conditions are looked up: by id (`condition`, `generate_by_id`,
+`grade_by_id`) and by what a user typed (`select`, with the matching rules of
+`store.select_conditions`, which `compact` also applies to stored partitions).
 """
 
 from __future__ import annotations
@@ -26,11 +32,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from itemeval.config import Study, resolve_sampling
+from itemeval.config import StudyConfig, resolve_sampling
 from itemeval.errors import InputError, Problem
 from itemeval.ids import condition_id, slugify
 from itemeval.providers.types import SamplingParams
-from itemeval.scoring import SCORER_VERSION
+from itemeval.scoring import SCORERS, scorer_identity
 from itemeval.store.selection import select_conditions
 from itemeval.templates import Template
 
@@ -73,7 +79,7 @@ class GradeCondition:
     endpoint: str | None = None
     rubric: Template | None = None
     params: SamplingParams | None = None
-    # verifiable scorers
+    # verifiable scorers: the name the study uses (built-in, entry point or module:function)
     scorer: str | None = None
 
     @property
@@ -94,7 +100,10 @@ class GradeCondition:
                 "params": self.params.as_dict(),
             }
         else:
-            out |= {"scorer": self.scorer, "version": SCORER_VERSION}
+            out["scorer"] = self.scorer
+            if self.scorer not in SCORERS:  # a custom scorer: where its function is defined
+                out["function"] = self.payload["scorer"]
+            out |= {k: v for k, v in self.payload.items() if k not in ("stage", "scorer")}
         return out
 
 
@@ -103,6 +112,18 @@ class Design:
     generate: tuple[GenerateCondition, ...]
     grade: tuple[GradeCondition, ...]
     epochs: int
+
+    @property
+    def conditions(self) -> tuple[GenerateCondition | GradeCondition, ...]:
+        """Every condition: generate, then grade, in design order."""
+        return (*self.generate, *self.grade)
+
+    def condition(self, condition_id: str) -> GenerateCondition | GradeCondition:
+        """The condition with exactly this id (`KeyError` when the design has none)."""
+        for cond in self.conditions:
+            if cond.id == condition_id:
+                return cond
+        raise KeyError(condition_id)
 
     def generate_by_id(self) -> dict[str, GenerateCondition]:
         return {c.id: c for c in self.generate}
@@ -147,7 +168,7 @@ class Design:
         )
 
 
-def build_design(study: Study) -> Design:
+def build_design(study: StudyConfig) -> Design:
     """Expand the study's facets into the full grid of conditions."""
     generate: list[GenerateCondition] = []
     prompts = [
@@ -207,14 +228,14 @@ def build_design(study: Study) -> Design:
                     params=params,
                 )
             )
-    for scorer in study.scorers:
-        payload = {"stage": "grade", "scorer": scorer, "version": SCORER_VERSION}
+    for index, scorer in enumerate(study.scorers):
+        identity = scorer_identity(scorer, field=f"facets.scorer[{index}]")
         grade.append(
             GradeCondition(
-                id=condition_id(scorer, payload),
-                slug=scorer,
+                id=condition_id(identity.slug, identity.payload),
+                slug=identity.slug,
                 kind="scorer",
-                payload=payload,
+                payload=identity.payload,
                 scorer=scorer,
             )
         )

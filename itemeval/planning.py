@@ -22,7 +22,7 @@ import pyarrow as pa
 from itemeval.adapters import DatasetHandle, open_source
 from itemeval.adapters.unique import StudyIds
 from itemeval.calibration import Calibration, cache_root_url, calibrate
-from itemeval.config import Study
+from itemeval.config import StudyConfig
 from itemeval.design import Design, build_design
 from itemeval.errors import ConfigError, Problem
 from itemeval.estimate import Estimate, TokenTables, build_estimate, token_tables
@@ -35,8 +35,8 @@ from itemeval.store import (
     CellMasks,
     SnapshotInfo,
     StudyStore,
-    generate_pending,
-    grade_pending,
+    pending_generate,
+    pending_grade,
     read_items_part,
     read_snapshot_info,
     write_items_snapshot,
@@ -73,7 +73,7 @@ class DatasetPlan:
 
 @dataclass
 class Plan:
-    study: Study
+    study: StudyConfig
     design: Design
     store: StudyStore
     datasets: list[DatasetPlan]
@@ -94,7 +94,7 @@ class Plan:
         return self.items.num_rows
 
 
-def selection_limit(study: Study, limit: int | None) -> int | None:
+def selection_limit(study: StudyConfig, limit: int | None) -> int | None:
     """Items per dataset this run uses: `--limit`, else `dev_items` under the dev policy."""
     if limit is not None:
         if limit < 1:
@@ -104,7 +104,7 @@ def selection_limit(study: Study, limit: int | None) -> int | None:
 
 
 def make_plan(
-    study: Study,
+    study: StudyConfig,
     *,
     store_url: str | None = None,
     limit: int | None = None,
@@ -210,15 +210,15 @@ def _pending(
 ) -> tuple[CellMasks, CellMasks]:
     item_ids = items.column("item_id").combine_chunks()
     generate_ids = [c.id for c in design.generate]
-    pending_gen = generate_pending(store, generate_ids, item_ids, design.epochs, force=force)
-    pending_gr = grade_pending(
+    pending_gen = pending_generate(store, generate_ids, item_ids, design.epochs, force=force)
+    pending_gr = pending_grade(
         store, [c.id for c in design.grade], generate_ids, item_ids, design.epochs, force=force
     )
     return pending_gen, pending_gr
 
 
 def _calibrate(
-    study: Study, design: Design, tables: TokenTables, store: StudyStore, force: bool
+    study: StudyConfig, design: Design, tables: TokenTables, store: StudyStore, force: bool
 ) -> Calibration:
     """Learn the estimate's corrections from the rows stored now (store and response cache)."""
     cache_url = cache_root_url(study.cache.enabled, study.cache_url, store)
@@ -274,7 +274,7 @@ def _dataset_batches(plan: DatasetPlan) -> Iterator[list[WorkItem]]:
             yield table_to_items(table.slice(offset, SCAN_BATCH))
 
 
-def _check_prose_has_judge(study: Study, datasets: list[DatasetPlan]) -> None:
+def _check_prose_has_judge(study: StudyConfig, datasets: list[DatasetPlan]) -> None:
     if study.facets.grader:
         return
     prose = [

@@ -18,11 +18,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from itemeval.api import Study
 from itemeval.cli.options import print_json
-from itemeval.config import Study, load_study
+from itemeval.config import StudyConfig, load_study
 from itemeval.errors import ConfigError, Problem
-from itemeval.planning import make_plan
-from itemeval.runtime.driver import RunOptions, run_study
 
 DEFAULT_STUDY = "configs/demo.yaml"
 SERVER_FLAGS = (
@@ -55,23 +54,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 hint="run `make demo` or `itemeval demo` from the repository root",
             )
         )
-    study = load_study(args.study)
-    with _sim_servers(study) as study:
-        options = RunOptions(yes=True, no_ray=args.no_ray, quiet=args.quiet or args.json)
-        outcome = run_study(study, options)
+    config = load_study(args.study)
+    with _sim_servers(config) as config:
+        study = Study(config)
+        quiet = args.quiet or args.json
+        outcome = study.run(yes=True, in_process=args.no_ray, quiet=quiet, argv=[])
     if args.json:
-        from itemeval.cli.run import outcome_json
-
-        print_json(outcome_json(outcome))
+        print_json(outcome.to_json())
         return int(outcome.exit_code)
-    from itemeval.export import leaderboard_text
-
     print()
     print(outcome.message)
     print()
-    print(leaderboard_text(make_plan(study, with_pending=False)))
+    print(study.leaderboard())
     print()
-    print(f"Results: {outcome.store_url}")
+    print(f"Results: {outcome.store}")
     print(f"Next:    itemeval status {args.study}")
     print(f"         itemeval report {args.study}    (HTML and Markdown report)")
     print(f"         itemeval export {args.study}    (long table, Every Eval Ever records)")
@@ -79,7 +75,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _sim_servers(study: Study) -> Iterator[Study]:
+def _sim_servers(study: StudyConfig) -> Iterator[StudyConfig]:
     """Start one sim-server per sim endpoint that names a base_url; yield the study pointing
     at them (a busy port is replaced by a free one)."""
     endpoints = dict(study.endpoints)

@@ -1,4 +1,5 @@
-"""Arguments shared by several commands, defined once so they read the same everywhere."""
+"""Arguments shared by several commands, defined once so they read the same everywhere; the
+study they name, as the API's `Study`; text tables and amounts."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from itemeval.config import Study, load_study
+from itemeval.api import Study, format_usd
 
 
 def add_study(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +45,7 @@ def add_output(parser: argparse.ArgumentParser) -> None:
 
 
 def study_from(args: argparse.Namespace) -> Study:
-    return load_study(args.study)
+    return Study.from_yaml(args.study)
 
 
 def print_json(payload: Any) -> None:
@@ -67,7 +68,7 @@ def table(rows: list[list[str]], header: list[str], right: set[int] | None = Non
 
 
 def usd(value: float) -> str:
-    return f"${value:,.2f}" if value >= 0.01 or value == 0 else f"${value:,.4f}"
+    return format_usd(value)
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:

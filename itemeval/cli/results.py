@@ -2,11 +2,13 @@
 
 Both read the study's store (never the model endpoints), cover the study's selection like
 `itemeval status`, and write under `--out` (any fsspec URL; default `<store>/exports/`).
+Thin: arguments to `Study.export` / `Study.report`, their results to text (or `--json`).
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from itemeval.cli.options import add_output, add_study, print_json, study_from
 from itemeval.errors import ExitCode, InputError, Problem
@@ -15,13 +17,9 @@ from itemeval.export import (
     FORMATS,
     RELATIONSHIPS,
     Bootstrap,
-    ExportOptions,
-    export_study,
     format_leaderboard,
     parse_formats,
-    write_report,
 )
-from itemeval.planning import Plan, make_plan
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -102,31 +100,25 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _plan(args: argparse.Namespace) -> Plan:
-    return make_plan(
-        study_from(args),
-        store_url=args.store,
-        limit=args.limit,
-        condition=args.condition,
-        with_pending=False,
-    )
+def _selection(args: argparse.Namespace) -> dict[str, Any]:
+    return {"store": args.store, "limit": args.limit, "condition": args.condition}
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    options = ExportOptions(
-        out=args.out,
-        formats=parse_formats(args.format),
+    formats = parse_formats(args.format)
+    result = study_from(args).export(
+        args.out,
+        formats=formats,
         eee_version=args.eee_version,
         include_ungraded=args.include_ungraded,
         organization=args.organization,
         relationship=args.evaluator_relationship,
+        **_selection(args),
     )
-    options.check()  # before reading anything: a typo in --format costs nothing
-    result = export_study(_plan(args), options)
     if args.json:
         print_json(result.as_dict())
         return int(ExitCode.OK)
-    what = "rows (grading events)" if not options.include_ungraded else "rows"
+    what = "rows (grading events)" if not args.include_ungraded else "rows"
     print(f"Exported {result.rows:,} {what} of study {result.study} in {result.seconds:.1f} s")
     for kind, url in result.files.items():
         line = f"  {kind:<8} {url}"
@@ -156,7 +148,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.resamples < 1:
         raise InputError(Problem("must be at least 1", field="--resamples"))
     bootstrap = Bootstrap(resamples=args.resamples, seed=args.seed)
-    result = write_report(_plan(args), args.out, bootstrap)
+    result = study_from(args).report(
+        args.out, resamples=bootstrap.resamples, seed=bootstrap.seed, **_selection(args)
+    )
     if args.json:
         print_json(
             {

@@ -1,10 +1,11 @@
-"""`itemeval generate | grade | run | status`: do the work, and see where it stands."""
+"""`itemeval generate | grade | run | status`: do the work, and see where it stands.
+
+Thin: arguments to `Study.run` / `Study.status`, their summaries to text (or `--json`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from itemeval.cli.options import (
     add_output,
@@ -17,9 +18,7 @@ from itemeval.cli.options import (
     usd,
 )
 from itemeval.errors import ExitCode
-from itemeval.planning import make_plan
-from itemeval.runtime.driver import RunOptions, RunOutcome, run_study
-from itemeval.store import RunsSpend, runs_spend, status_counts
+from itemeval.store import RunsSpend
 
 _STAGES = {"generate": ("generate",), "grade": ("grade",), "run": ("generate", "grade")}
 _HELP = {
@@ -75,87 +74,35 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    options = RunOptions(
-        stages=args.stages,
-        command=args.command,
-        store_url=args.store,
+    summary = study_from(args).run(
+        args.stages,
+        store=args.store,
         condition=args.condition,
         limit=args.limit,
         force=args.force,
         yes=args.yes,
         address=args.address,
-        no_ray=args.no_ray,
-        accept_changed=tuple(args.accept_dataset_change),
+        in_process=args.no_ray,
+        accept_dataset_change=args.accept_dataset_change,
         quiet=args.quiet or args.json,
         argv=sys.argv,
     )
-    outcome = run_study(study_from(args), options)
     if args.json:
-        print_json(outcome_json(outcome))
-    elif not args.quiet or outcome.exit_code != ExitCode.OK:
-        print(outcome.message)
-    return int(outcome.exit_code)
-
-
-def outcome_json(outcome: RunOutcome) -> dict[str, Any]:
-    return {
-        "status": outcome.status,
-        "exit_code": int(outcome.exit_code),
-        "run_id": outcome.run_id,
-        "store": outcome.store_url,
-        "spent_usd": outcome.spent_usd,
-        "stages": {
-            stage: {
-                **result.counts.model_dump(),
-                "errors_by_code": dict(result.errors),
-                "spend": result.spend.model_dump(),
-                "failed_shards": result.failed_shards,
-            }
-            for stage, result in outcome.stages.items()
-        },
-        "message": outcome.message,
-    }
+        print_json(summary.to_json())
+    elif not args.quiet or summary.exit_code != ExitCode.OK:
+        print(summary.message)
+    return int(summary.exit_code)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    plan = make_plan(
-        study_from(args),
-        store_url=args.store,
-        limit=args.limit,
-        condition=args.condition,
-        with_pending=False,
-    )
-    design = plan.design
-    per_condition = plan.item_count * design.epochs
-    generate = status_counts(
-        plan.store, "solutions", [c.id for c in design.generate], per_condition, plan.pricing
-    )
-    grade = status_counts(
-        plan.store,
-        "grades",
-        [c.id for c in design.grade],
-        per_condition * len(design.generate),
-        plan.pricing,
-    )
-    slugs = {c.id: c.slug for c in (*design.generate, *design.grade)}
-    rows = [s.as_dict() | {"slug": slugs[s.condition_id]} for s in (*generate, *grade)]
-    spent = runs_spend(plan.store)
+    status = study_from(args).status(store=args.store, limit=args.limit, condition=args.condition)
     if args.json:
-        print_json(
-            {
-                "study": plan.study.study,
-                "store": plan.store.root.url,
-                "conditions": rows,
-                "runs": spent.model_dump(),
-                "prompt_cache": _prompt_cache(rows),
-            }
-        )
+        print_json(status.to_json())
         return int(ExitCode.OK)
     print(
-        f"Study {plan.study.study}: {counted(plan.item_count, 'item')} x "
-        f"{counted(design.epochs, 'epoch')}"
+        f"Study {status.study}: {counted(status.items, 'item')} x {counted(status.epochs, 'epoch')}"
     )
-    print(f"Store: {plan.store.root.url}")
+    print(f"Store: {status.store}")
     print()
     print(
         table(
@@ -174,7 +121,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                     usd(r["usd_spent"]),
                     usd(r["prompt_cache_saved_usd"]),
                 ]
-                for r in rows
+                for r in status.conditions
             ],
             [
                 "stage",
@@ -194,8 +141,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
     )
     print()
-    print(_runs_line(spent))
-    cache = _prompt_cache(rows)
+    print(_runs_line(status.runs))
+    cache = status.prompt_cache
     if cache["cached_input_tokens"]:
         print(
             f"Prompt caching: {cache['cached_input_tokens']:,} of {cache['input_tokens']:,} "
@@ -203,15 +150,6 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{usd(cache['saved_usd'])} (at the pricing table's cached-input prices)"
         )
     return int(ExitCode.OK)
-
-
-def _prompt_cache(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the providers' prompt caches served and saved, over every condition."""
-    return {
-        "input_tokens": sum(r["input_tokens"] for r in rows),
-        "cached_input_tokens": sum(r["cached_input_tokens"] for r in rows),
-        "saved_usd": sum(r["prompt_cache_saved_usd"] for r in rows),
-    }
 
 
 def _runs_line(spent: RunsSpend) -> str:

@@ -1,12 +1,14 @@
-"""`itemeval init`, `itemeval plan` and `itemeval estimate`: look before you spend."""
+"""`itemeval init`, `itemeval plan` and `itemeval estimate`: look before you spend.
+
+Thin: arguments to `Study.plan` / `Study.estimate`, their summaries to text (or `--json`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from importlib import resources
-from pathlib import Path
+from typing import Any
 
+from itemeval.api import Selection, write_starter_study
 from itemeval.cli.options import (
     add_output,
     add_selection,
@@ -17,9 +19,8 @@ from itemeval.cli.options import (
     table,
     usd,
 )
-from itemeval.errors import ConfigError, ExitCode, Problem
+from itemeval.errors import ExitCode
 from itemeval.estimate import Estimate
-from itemeval.planning import Plan, make_plan
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,124 +45,83 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    target = Path(args.path)
-    if target.exists() and not args.force:
-        raise ConfigError(
-            Problem("file exists", file=str(target), hint="choose another path or pass --force")
-        )
-    text = resources.files("itemeval").joinpath("starter_study.yaml").read_text("utf-8")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    target = write_starter_study(args.path, force=args.force)
     print(
         f"wrote {target}: edit it, then `itemeval plan {target}` and `itemeval estimate {target}`"
     )
     return int(ExitCode.OK)
 
 
-def _plan(args: argparse.Namespace) -> Plan:
-    return make_plan(
-        study_from(args),
-        store_url=args.store,
-        limit=args.limit,
-        condition=args.condition,
-        force=args.force,
-        accept_changed=args.accept_dataset_change,
-    )
+def _selection(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "store": args.store,
+        "limit": args.limit,
+        "condition": args.condition,
+        "force": args.force,
+        "accept_dataset_change": args.accept_dataset_change,
+    }
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    plan = _plan(args)
-    design = plan.design
-    counts = design.cell_counts(plan.item_count)
+    plan = study_from(args).plan(**_selection(args))
     if args.json:
-        print_json(
-            {
-                "study": plan.study.study,
-                "store": plan.store.root.url,
-                "items": plan.item_count,
-                "epochs": design.epochs,
-                "datasets": [
-                    {
-                        "name": d.name,
-                        "fingerprint": d.fingerprint,
-                        "items": d.items,
-                        "selected": d.selected,
-                        "modalities": dict(d.modalities),
-                    }
-                    for d in plan.datasets
-                ],
-                "generate": [c.describe() | {"slug": c.slug} for c in design.generate],
-                "grade": [c.describe() | {"slug": c.slug} for c in design.grade],
-                "cells": counts,
-                "pending": _pending_counts(plan),
-            }
-        )
+        print_json(plan.to_json())
         return int(ExitCode.OK)
-    print(_header(plan))
+    counts = plan.cells
+    epochs = plan.selection.epochs
+    print(_header(plan.selection))
     print()
-    print(f"Generate conditions ({len(design.generate)}): models x prompts x model configs")
+    print(f"Generate conditions ({len(plan.generate)}): models x prompts x model configs")
     print(
         table(
             [
-                [c.id, c.model_id, c.prompt.name, c.config_name, _params(c.params.as_dict())]
-                for c in design.generate
+                [c["id"], c["model"], c["prompt"], c["model_config"], _params(c["params"])]
+                for c in plan.generate
             ],
             ["condition id", "model", "prompt", "model config", "params"],
         )
     )
     print()
-    print(f"Grade conditions ({len(design.grade)}): graders x rubrics, plus verifiable scorers")
+    print(f"Grade conditions ({len(plan.grade)}): graders x rubrics, plus verifiable scorers")
     print(
         table(
             [
-                [c.id, "judge", c.model_id or "", c.rubric.name if c.rubric else ""]
-                if c.kind == "judge"
-                else [c.id, "scorer", c.scorer or "", ""]
-                for c in design.grade
+                [c["id"], "judge", c["model"] or "", c["rubric"] or ""]
+                if c["kind"] == "judge"
+                else [c["id"], "scorer", c["scorer"] or "", ""]
+                for c in plan.grade
             ],
             ["condition id", "kind", "grader", "rubric"],
         )
     )
     print()
     print(
-        f"Cells: generate {counted(len(design.generate), 'condition')} x "
-        f"{counted(plan.item_count, 'item')} x {counted(design.epochs, 'epoch')} = "
+        f"Cells: generate {counted(len(plan.generate), 'condition')} x "
+        f"{counted(plan.selection.items, 'item')} x {counted(epochs, 'epoch')} = "
         f"{counts['generate']:,}; judge grades {counts['grade_judge']:,}; "
         f"scorer grades {counts['grade_scorer']:,}"
     )
-    pending = _pending_counts(plan)
-    if pending is not None:
+    if plan.pending is not None:
         total_grade = counts["grade_judge"] + counts["grade_scorer"]
         print(
-            f"Still to do: generate {pending['generate']:,} of {counts['generate']:,}; "
-            f"grade {pending['grade']:,} of {total_grade:,}"
+            f"Still to do: generate {plan.pending['generate']:,} of {counts['generate']:,}; "
+            f"grade {plan.pending['grade']:,} of {total_grade:,}"
         )
-    _print_warnings(plan)
+    _print_warnings(plan.warnings)
     return int(ExitCode.OK)
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    plan = _plan(args)
-    estimate = plan.estimate
-    budget = plan.study.budget
-    verdict = gate_verdict(estimate, plan)
+    summary = study_from(args).estimate(**_selection(args))
     if args.json:
-        print_json(
-            estimate.to_json()
-            | {
-                "study": plan.study.study,
-                "budget": budget.model_dump(),
-                "gate": verdict,
-                "prices_as_of": plan.pricing.prices_as_of,
-            }
-        )
+        print_json(summary.to_json())
         return int(ExitCode.OK)
-    print(_header(plan))
+    print(_header(summary.selection))
     print()
-    print(render_estimate(estimate))
+    print(render_estimate(summary.estimate))
     print()
-    print(f"Gate: {verdict}")
-    _print_warnings(plan)
+    print(f"Gate: {summary.gate}")
+    _print_warnings(summary.warnings)
     return int(ExitCode.OK)
 
 
@@ -228,48 +188,22 @@ def render_estimate(estimate: Estimate) -> str:
     return "\n".join(out)
 
 
-def gate_verdict(estimate: Estimate, plan: Plan) -> str:
-    budget = plan.study.budget
-    remaining = estimate.remaining_usd
-    if budget.max_usd is not None and remaining > budget.max_usd:
-        return (
-            f"over budget: remaining {usd(remaining)} > max_usd {usd(budget.max_usd)}; "
-            "a run would stop with exit code 4"
-        )
-    if budget.confirm_above_usd is not None and remaining > budget.confirm_above_usd:
-        return (
-            f"needs confirmation: remaining {usd(remaining)} > confirm_above_usd "
-            f"{usd(budget.confirm_above_usd)}; a run asks, or pass --yes"
-        )
-    return "ok: a run would start without asking"
-
-
-def _header(plan: Plan) -> str:
-    study = plan.study
-    selection = f"first {plan.limit} of each dataset" if plan.limit is not None else "all items"
-    datasets = ", ".join(f"{d.name} {d.selected}/{d.items}" for d in plan.datasets)
+def _header(selection: Selection) -> str:
+    limit = selection.limit
+    chosen = f"first {limit} of each dataset" if limit is not None else "all items"
+    datasets = ", ".join(f"{d['name']} {d['selected']}/{d['items']}" for d in selection.datasets)
     return (
-        f"Study {study.study}: {counted(plan.item_count, 'item')} ({selection}: {datasets}), "
-        f"{counted(plan.design.epochs, 'epoch')}\n"
-        f"Store: {plan.store.root.url}"
+        f"Study {selection.study}: {counted(selection.items, 'item')} ({chosen}: {datasets}), "
+        f"{counted(selection.epochs, 'epoch')}\n"
+        f"Store: {selection.store}"
     )
-
-
-def _pending_counts(plan: Plan) -> dict[str, int] | None:
-    """Cells still to do; grade cells include those of solutions not generated yet."""
-    if plan.pending_generate is None or plan.pending_grade is None:
-        return None
-    generate = plan.pending_generate.num_rows
-    grade = plan.pending_grade.num_rows + generate * len(plan.design.grade)
-    return {"generate": generate, "grade": grade}
 
 
 def _params(params: dict[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items()) or "(provider defaults)"
 
 
-def _print_warnings(plan: Plan) -> None:
-    warnings = [str(w) for w in plan.warnings] + plan.estimate.warnings
+def _print_warnings(warnings: list[str]) -> None:
     if warnings:
         print(file=sys.stderr)
         for warning in warnings[:20]:

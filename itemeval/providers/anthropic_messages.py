@@ -5,6 +5,8 @@ Parameter mapping:
 | SamplingParams     | body field                                                            |
 | ------------------ | --------------------------------------------------------------------- |
 | system messages    | top-level `system` (joined with blank lines)                          |
+| user, assistant    | `messages` in order (few-shot turns); consecutive turns of one role   |
+|                    | are joined with blank lines, so user and assistant alternate          |
 | temperature, top_p | `temperature`, `top_p` (newer models reject both at once; set one)    |
 | max_tokens         | `max_tokens` (required by the API: 4096 when not set)                 |
 | seed               | not sent: the Messages API has no seed                                |
@@ -29,6 +31,7 @@ body's `id`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -74,6 +77,21 @@ def wire_max_tokens(params: SamplingParams) -> int:
     return max_tokens
 
 
+def alternating(messages: Iterable[Mapping[str, str]]) -> list[tuple[str, str]]:
+    """The conversation without system messages, consecutive turns of one role joined with
+    blank lines: user and assistant alternate, as Anthropic's and Gemini's APIs want."""
+    turns: list[tuple[str, str]] = []
+    for message in messages:
+        role, content = message["role"], message.get("content") or ""
+        if role == "system":
+            continue
+        if turns and turns[-1][0] == role:
+            turns[-1] = (role, turns[-1][1] + "\n\n" + content)
+        else:
+            turns.append((role, content))
+    return turns
+
+
 def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float) else 0
 
@@ -113,9 +131,7 @@ class AnthropicMessagesProvider(HttpProvider):
         params = request.params
         system = [m.get("content") or "" for m in request.messages if m["role"] == "system"]
         messages: list[dict[str, Any]] = [
-            {"role": m["role"], "content": m.get("content") or ""}
-            for m in request.messages
-            if m["role"] != "system"
+            {"role": role, "content": content} for role, content in alternating(request.messages)
         ]
         body: dict[str, Any] = {"model": request.model, "messages": messages}
         if system:
@@ -181,7 +197,9 @@ def _mark_prefix(body: dict[str, Any], messages: tuple[dict[str, str], ...]) -> 
     """Put the breakpoint on the last block of the stable prefix (all but the final message):
     the last earlier turn, else the system prompt."""
     prefix = messages[: stable_prefix_length(messages)]
-    turns = sum(1 for m in prefix if m["role"] != "system")
+    turns = len(alternating(prefix))
+    if turns == len(body["messages"]):  # the final message was joined to the prefix's last turn
+        turns -= 1
     if turns:
         target = body["messages"][turns - 1]
         target["content"] = marked_blocks(target["content"])

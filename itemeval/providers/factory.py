@@ -4,17 +4,28 @@ The runtime calls it once per endpoint per worker process, passing the permit so
 the limits hold across the cluster (its Ray actor adapter) and this worker's share of the
 endpoint's concurrency. Without a source, a process-local `RateBucket` enforces the limits (the
 no-Ray case).
+
+A provider plugin (an endpoint whose `kind` is not built in, see `itemeval.plugins`) is called
+exactly as the built-in client classes are, so it gets what they get:
+
+    plugin(settings, limiter=limiter, api_key=key_or_None, extra_headers={name: Secret | str})
+
+`limiter` is this process's `RateLimiter` (its permit source and concurrency share already
+attached): the endpoint's limits hold only if every request goes through `limiter.acquire`,
+which `HttpProvider` subclasses do. It must return a `Provider` (`complete`, `aclose`).
 """
 
 from __future__ import annotations
 
+from itemeval.errors import ConfigError, Problem
+from itemeval.plugins import PROVIDER_GROUP, load_plugin
 from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
 from itemeval.providers.concurrency import SlotSource
 from itemeval.providers.gemini import GeminiProvider
 from itemeval.providers.openai_chat import OpenAIChatProvider
 from itemeval.providers.ratebucket import RateBucket
 from itemeval.providers.ratelimiter import LocalPermitSource, PermitSource, RateLimiter
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers.settings import BUILTIN_KINDS, EndpointSettings
 from itemeval.providers.sim.provider import SimProvider
 from itemeval.providers.transport import HttpProvider
 from itemeval.providers.types import Provider
@@ -93,9 +104,24 @@ def make_provider(
             extra_headers=secret_headers,
             send_sim_hints=True,
         )
-    return _WIRES[settings.kind](
-        settings, limiter=limiter, api_key=key, extra_headers=secret_headers
+    if settings.kind in _WIRES:
+        return _WIRES[settings.kind](
+            settings, limiter=limiter, api_key=key, extra_headers=secret_headers
+        )
+    where = _join(field, "kind")
+    plugin = load_plugin(
+        PROVIDER_GROUP, settings.kind, what="provider", field=where, builtin=BUILTIN_KINDS
     )
+    provider = plugin.obj(settings, limiter=limiter, api_key=key, extra_headers=secret_headers)
+    if not isinstance(provider, Provider):
+        raise ConfigError(
+            Problem(
+                f"provider plugin {settings.kind!r} made a {type(provider).__name__}, which is "
+                "not a Provider (it needs async complete(request) and aclose())",
+                field=where,
+            )
+        )
+    return provider
 
 
 def _join(prefix: str | None, name: str) -> str:

@@ -6,6 +6,8 @@ Parameter mapping:
 | SamplingParams     | body field                                                            |
 | ------------------ | --------------------------------------------------------------------- |
 | system messages    | `systemInstruction` (joined); `assistant` turns become role `model`   |
+| user, assistant    | `contents` in order (few-shot turns); consecutive turns of one role   |
+|                    | are joined with blank lines, so user and model alternate              |
 | temperature, top_p | `generationConfig.temperature`, `generationConfig.topP`               |
 | max_tokens         | `generationConfig.maxOutputTokens`                                    |
 | seed               | `generationConfig.seed`                                               |
@@ -27,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from itemeval.providers.anthropic_messages import thinking_budget
+from itemeval.providers.anthropic_messages import alternating, thinking_budget
 from itemeval.providers.failures import answer, failure
 from itemeval.providers.transport import HttpProvider, MalformedBody
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Usage
@@ -57,12 +59,8 @@ class GeminiProvider(HttpProvider):
         params = request.params
         system = [m.get("content") or "" for m in request.messages if m["role"] == "system"]
         contents = [
-            {
-                "role": "model" if m["role"] == "assistant" else "user",
-                "parts": [{"text": m.get("content") or ""}],
-            }
-            for m in request.messages
-            if m["role"] != "system"
+            {"role": "model" if role == "assistant" else "user", "parts": [{"text": content}]}
+            for role, content in alternating(request.messages)
         ]
         body: dict[str, Any] = {"contents": contents}
         if system:

@@ -5,6 +5,8 @@ Groq, ...). Parameter mapping:
 
 | SamplingParams     | body field                                                        |
 | ------------------ | ----------------------------------------------------------------- |
+| messages           | `messages` as given: system messages (several are kept as they    |
+|                    | are), then the user and assistant turns (few-shot examples)       |
 | temperature, top_p | `temperature`, `top_p`                                            |
 | max_tokens         | `max_completion_tokens` on api.openai.com, `max_tokens` elsewhere |
 |                    | (endpoint setting `max_tokens_param` overrides)                   |

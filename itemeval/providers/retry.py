@@ -12,17 +12,14 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 
 from tenacity import (
-    DoAttempt,
-    DoSleep,
+    AsyncRetrying,
     RetryCallState,
-    Retrying,
     retry_if_exception_type,
     stop_after_attempt,
     wait_random_exponential,
@@ -89,9 +86,9 @@ class RetryPolicy:
         self.max_attempts = max_attempts
         self.max_retry_after_s = max_retry_after_s
         self._jitter = wait_random_exponential(multiplier=backoff_initial_s, max=backoff_max_s)
-        # Driven step by step in `run` (tenacity's iteration protocol), so the policy is
-        # tenacity's while the sleeping is asyncio's.
-        self._template = Retrying(
+        # Copied per retried call (`AsyncRetrying` keeps its iteration state on the object).
+        self._template = AsyncRetrying(
+            sleep=asyncio.sleep,
             stop=stop_after_attempt(max_attempts) | self._retry_after_too_long,
             wait=self._wait,
             retry=retry_if_exception_type(TransientFailure),
@@ -132,25 +129,22 @@ class RetryPolicy:
     async def _retry(
         self, first: TransientFailure, attempt: Callable[[], Awaitable[ModelResult]]
     ) -> tuple[ModelResult, int]:
-        retrying = self._template.copy()
-        retrying.begin()
-        state = RetryCallState(retrying, fn=None, args=(), kwargs={})
-        state.set_exception((type(first), first, first.__traceback__))
-        while True:
-            try:
-                action = retrying.iter(state)
-            except TransientFailure as last:  # the policy gave up (reraise=True)
-                return last.to_result(), state.attempt_number
-            if isinstance(action, DoAttempt):
-                try:
-                    state.set_result(await attempt())
-                except TransientFailure:
-                    state.set_exception(sys.exc_info())  # type: ignore[arg-type]
-            elif isinstance(action, DoSleep):
-                state.prepare_for_next_attempt()
-                await asyncio.sleep(float(action))
-            else:
-                return action, state.attempt_number
+        """tenacity's public `AsyncRetrying` from attempt 1 on, that attempt being the failure
+        already seen (replayed, not sent again)."""
+        attempts = 0
+
+        async def replaying_the_first() -> ModelResult:
+            nonlocal attempts
+            attempts += 1
+            if attempts == 1:
+                raise first
+            return await attempt()
+
+        try:
+            result = await self._template.copy()(replaying_the_first)
+        except TransientFailure as last:  # the policy gave up (reraise=True)
+            return last.to_result(), attempts
+        return result, attempts
 
 
 # --------------------------------------------------------------------------- header parsing

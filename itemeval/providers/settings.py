@@ -6,18 +6,25 @@ model answers, so none of it enters a condition id. Keys are never stored: `api_
 
 The simulated provider's settings (`SimSettings`) live here too, because an endpoint of kind `sim`
 without a `base_url` embeds them.
+
+`kind` is a built-in wire format (`openai`, `anthropic`, `gemini`, `sim`) or a provider plugin:
+an entry-point name of the group `itemeval.providers`, or `package.module:attribute`
+(`itemeval.plugins`). Only the syntax is checked here; the study's cross-checks load the plugin.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-EndpointKind = Literal["openai", "anthropic", "gemini", "sim"]
+from itemeval.plugins import syntax_problem
+
+#: The wire formats itemeval speaks itself; any other `kind` names a provider plugin.
+BUILTIN_KINDS = frozenset({"openai", "anthropic", "gemini", "sim"})
 
 #: Where each kind of endpoint lives when `base_url` is not given (each SDK's own convention:
 #: OpenAI's includes `/v1`, Anthropic's does not, Gemini's includes the API version).
@@ -183,7 +190,10 @@ class SimSettings(_Strict):
 class EndpointSettings(_Strict):
     """One model endpoint (a study's `endpoints:` entry)."""
 
-    kind: EndpointKind
+    kind: str = Field(
+        description="openai, anthropic, gemini or sim; or a provider plugin (an entry-point "
+        "name of itemeval.providers, or package.module:attribute)"
+    )
     base_url: str | None = Field(
         None,
         description="default per kind; for `sim`, no base_url means the in-process simulator "
@@ -214,6 +224,24 @@ class EndpointSettings(_Strict):
         "max_completion_tokens on api.openai.com, max_tokens elsewhere (vLLM, Ollama, ...)",
     )
     sim: SimSettings | None = None
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="settings a provider plugin reads (plugin kinds only); like every endpoint "
+        "setting they must not change what a model answers",
+    )
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value in BUILTIN_KINDS:
+            return value
+        problem = syntax_problem(value)
+        if problem is not None:
+            raise ValueError(
+                f"{problem}; built-in kinds: {', '.join(sorted(BUILTIN_KINDS))}, or a provider "
+                "plugin (an entry-point name, or package.module:attribute)"
+            )
+        return value
 
     @field_validator("base_url")
     @classmethod
@@ -268,7 +296,11 @@ class EndpointSettings(_Strict):
     def _consistent(self) -> EndpointSettings:
         if self.kind != "sim" and self.sim is not None:
             raise ValueError("`sim` settings are only allowed on endpoints of kind 'sim'")
-        if self.kind != "sim" and self.api_key_env is None and not self.is_loopback:
+        if self.options and not self.is_plugin:
+            raise ValueError(
+                f"`options` are for provider plugins; a {self.kind} endpoint takes none"
+            )
+        if self.kind in DEFAULT_BASE_URLS and self.api_key_env is None and not self.is_loopback:
             raise ValueError(
                 f"api_key_env is required for a {self.kind} endpoint at {self.url} "
                 "(name the environment variable that holds the key, e.g. "
@@ -286,6 +318,11 @@ class EndpointSettings(_Strict):
         if self.base_url is not None:
             return self.base_url
         return DEFAULT_BASE_URLS.get(self.kind, "")
+
+    @property
+    def is_plugin(self) -> bool:
+        """True when a provider plugin serves this endpoint (`kind` is not built in)."""
+        return self.kind not in BUILTIN_KINDS
 
     @property
     def in_process(self) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from itemeval.config import Study, check_keys
+from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode
 from itemeval.estimate import gate
 from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan
@@ -42,7 +42,7 @@ from itemeval.store import (
     RunManifest,
     SpendRecord,
     default_cache_url,
-    grade_pending,
+    pending_grade,
     write_manifest_end,
     write_manifest_start,
 )
@@ -112,7 +112,9 @@ def _signals(stop: Stop) -> Iterator[Callable[[], None]]:
             signal.signal(sig, handler)
 
 
-def run_study(study: Study, options: RunOptions, *, executor_factory: Any = None) -> RunOutcome:
+def run_study(
+    study: StudyConfig, options: RunOptions, *, executor_factory: Any = None
+) -> RunOutcome:
     """Run the requested stages of `study`; returns how it ended (never raises for cell errors)."""
     progress = Progress(quiet=options.quiet)
     plan = make_plan(
@@ -286,7 +288,7 @@ def _shards(plan: Plan, stage: StageName, first_id: int) -> tuple[Iterator[Shard
     else:
         # Grade what is stored now (this run's solutions included), for the selected items.
         assert plan.pending_generate is not None
-        pending = grade_pending(
+        pending = pending_grade(
             plan.store,
             [c.id for c in plan.design.grade],
             [c.id for c in plan.design.generate],

@@ -1,8 +1,23 @@
-"""Scoring: answer extraction, verifiable scorers and the judge-output parser (pure functions)."""
+"""Scoring: answer extraction, verifiable scorers, custom scorers and the judge-output parser.
 
+* `extract`     the answer span (`ANSWER:` line) and its reading by modality
+* `verifiable`  the built-in scorers (`exact_match`, `multiple_choice`, `numeric`, `token_f1`,
+                `auto`)
+* `custom`      scorer plugins, their identity in condition ids, and `score` (any scorer)
+* `judge`       the strict judge-output parser and its guards
+"""
+
+from itemeval.scoring.custom import (
+    ScorerError,
+    ScorerIdentity,
+    ScorerSpec,
+    score,
+    scorer,
+    scorer_identity,
+)
 from itemeval.scoring.extract import answer_span, extract_answer
 from itemeval.scoring.judge import JudgeVerdict, ParseCode, parse_judge_output
-from itemeval.scoring.verifiable import SCORER_VERSION, SCORERS, Score, auto_scorer_for, score
+from itemeval.scoring.verifiable import SCORER_VERSION, SCORERS, Score, auto_scorer_for
 
 __all__ = [
     "SCORERS",
@@ -10,9 +25,14 @@ __all__ = [
     "JudgeVerdict",
     "ParseCode",
     "Score",
+    "ScorerError",
+    "ScorerIdentity",
+    "ScorerSpec",
     "answer_span",
     "auto_scorer_for",
     "extract_answer",
     "parse_judge_output",
     "score",
+    "scorer",
+    "scorer_identity",
 ]

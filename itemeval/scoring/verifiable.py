@@ -123,9 +123,4 @@ SCORERS: dict[str, Scorer] = {
 }
 
 
-def score(scorer: str, text: str, target: str, modality: str | None) -> Score:
-    """Score one solution text; unknown scorer names are a programming error (config checks)."""
-    return SCORERS[scorer](text, target, modality)
-
-
-__all__ = ["SCORERS", "SCORER_VERSION", "Score", "auto_scorer_for", "extract_answer", "score"]
+__all__ = ["SCORERS", "SCORER_VERSION", "Score", "auto_scorer_for", "extract_answer"]

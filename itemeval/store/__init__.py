@@ -7,8 +7,7 @@ The map, one module per concern:
 * `fragments` immutable parquet fragments: atomic writes, listing, parallel re-listing reads
 * `dedup`     one logical row per key (ok beats error, then the latest write)
 * `items`     the items snapshot that workers read part by part
-* `pending`   resume sets: pending generate and grade cells, as tables
-* `cell_masks` the same as boolean matrices over the selected items (planning at scale)
+* `pending`   resume sets: pending generate and grade cells as boolean masks over the items
 * `selection` `--condition` selections
 * `status`    counts per condition for `itemeval status`
 * `compact`   rewrite a partition into one fragment, safely while others read and write
@@ -26,13 +25,6 @@ from itemeval.store.cache import (
     legacy_cache_key,
     request_content,
     request_hash,
-)
-from itemeval.store.cell_masks import (
-    CellMasks,
-    SolutionIndex,
-    generate_pending,
-    grade_pending,
-    solution_index,
 )
 from itemeval.store.compact import CompactionResult, compact, compact_partition
 from itemeval.store.dedup import deduplicate
@@ -65,9 +57,11 @@ from itemeval.store.manifest import (
 from itemeval.store.pending import (
     GENERATE_CELL_SCHEMA,
     GRADE_CELL_SCHEMA,
-    ok_solutions,
+    CellMasks,
+    SolutionIndex,
     pending_generate,
     pending_grade,
+    solution_index,
 )
 from itemeval.store.schemas import (
     GRADE_SCHEMA,
@@ -120,12 +114,9 @@ __all__ = [
     "compact_partition",
     "deduplicate",
     "default_cache_url",
-    "generate_pending",
-    "grade_pending",
     "latest_manifest",
     "legacy_cache_key",
     "list_manifests",
-    "ok_solutions",
     "pending_generate",
     "pending_grade",
     "read_item_ids",

@@ -1,29 +1,40 @@
-"""Resume sets: which cells still need work, as vectorised arrow/numpy set operations.
+"""Resume sets: which cells still need work, as boolean masks over the selected items.
 
-* generate: a cell `(condition_id, item_id, epoch)` is pending iff it has no `ok` row;
-* grade: a cell `(grade_condition_id, gen_condition_id, item_id, epoch)` is pending iff its
-  solution is `ok` and there is no `ok` grade row whose `solution_hash` equals the solution's
-  current `text_hash` (judge parse failures are `ok` rows: final; provider errors are `error`
-  rows: pending; a solution whose text changed is graded again).
+A run's cells are `(condition, item, epoch)`; the driver must know which are pending without a
+row per cell. `CellMasks` holds, per condition (or per grade x generate condition pair), one
+`bool[items, epochs]` matrix: one byte per cell instead of a row of strings, and slices of it
+become the cells of a shard only when the shard is dispatched (`cells(key, start, stop)`).
 
-`force=True` selects every cell. Planning reads only the key, status and hash columns of the
-partitions named, never the text.
+* `pending_generate`: a generate cell `(condition_id, item_id, epoch)` is pending iff it has no
+  `ok` row;
+* `pending_grade`: a grade cell `(grade_condition_id, gen_condition_id, item_id, epoch)` is
+  pending iff its solution is `ok` and no `ok` grade row has the solution's current `text_hash`
+  (judge parse failures are `ok` rows: final; provider errors are `error` rows: pending; a
+  solution whose text changed is graded again);
+* `SolutionIndex`: where one generate condition's `ok` solutions are (hash and fragment per
+  cell), so grade shards can name the fragment a worker reads.
+
+`force=True` selects every cell (for grades: every `ok` solution). Rows of items or epochs
+outside the request are ignored. Partitions are read one condition at a time, and only their
+key, status and hash columns, so planning memory is bounded by the largest partition's key
+columns, not by the study.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.errors import InputError, Problem
-from itemeval.store.cell_masks import generate_pending
 from itemeval.store.fragments import FRAGMENT_NAME
 from itemeval.store.layout import GRADES, SOLUTIONS, StudyStore
 from itemeval.store.schemas import STATUS_OK
 
+#: `CellMasks.to_table()` of generate masks (keyed by condition id).
 GENERATE_CELL_SCHEMA = pa.schema(
     [
         pa.field("condition_id", pa.string()),
@@ -31,19 +42,79 @@ GENERATE_CELL_SCHEMA = pa.schema(
         pa.field("epoch", pa.int32()),
     ]
 )
+#: `CellMasks.to_table()` of grade masks (keyed by grade and generate condition id).
 GRADE_CELL_SCHEMA = pa.schema(
     [
         pa.field("grade_condition_id", pa.string()),
         pa.field("gen_condition_id", pa.string()),
         pa.field("item_id", pa.string()),
         pa.field("epoch", pa.int32()),
-        pa.field("solution_hash", pa.string()),
     ]
 )
-_GRADE_KEY = ["gen_condition_id", "item_id", "epoch", "solution_hash"]
+
+ItemIds = pa.Array | pa.ChunkedArray | Sequence[str]
 
 
-def as_item_ids(item_ids: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Array:
+class CellMasks:
+    """Pending flags of `keys x items x epochs` (see the module doc)."""
+
+    def __init__(self, item_ids: pa.Array, epochs: int, masks: dict[Hashable, np.ndarray]):
+        self.item_ids = item_ids
+        self.epochs = epochs
+        self.masks = masks
+
+    @property
+    def num_rows(self) -> int:
+        """All pending cells."""
+        return int(sum(int(mask.sum()) for mask in self.masks.values()))
+
+    def count(self, key: Hashable) -> int:
+        mask = self.masks.get(key)
+        return 0 if mask is None else int(mask.sum())
+
+    def per_item(self, key: Hashable) -> np.ndarray:
+        """Pending epochs of each item (aligned with `item_ids`)."""
+        mask = self.masks.get(key)
+        if mask is None:
+            return np.zeros(len(self.item_ids), dtype=np.int64)
+        return mask.sum(axis=1, dtype=np.int64)
+
+    def cells(self, key: Hashable, start: int = 0, stop: int | None = None) -> pa.Table:
+        """`item_id, epoch` of the pending cells of items `start:stop`, items in order."""
+        mask = self.masks.get(key)
+        stop = len(self.item_ids) if stop is None else stop
+        if mask is None:
+            rows = np.zeros(0, dtype=np.int64)
+            epochs = np.zeros(0, dtype=np.int32)
+        else:
+            rows, epochs = np.nonzero(mask[start:stop])
+        return pa.table(
+            {
+                "item_id": self.item_ids.take(pa.array(rows + start, pa.int64())),
+                "epoch": pa.array(epochs.astype(np.int32), pa.int32()),
+            }
+        )
+
+    def to_table(self) -> pa.Table:
+        """Every pending cell as a row, key by key, items in order, epochs ascending
+        (`GENERATE_CELL_SCHEMA`, or `GRADE_CELL_SCHEMA` for grade masks). For inspection and
+        tests: the runtime reads slices with `cells`."""
+        grade = any(isinstance(key, tuple) for key in self.masks)
+        schema = GRADE_CELL_SCHEMA if grade else GENERATE_CELL_SCHEMA
+        parts = []
+        for key in self.masks:
+            cells = self.cells(key)
+            names = key if isinstance(key, tuple) else (key,)
+            for position, value in reversed(list(enumerate(names))):
+                column = pa.repeat(value, cells.num_rows)
+                cells = cells.add_column(0, schema.field(position), column)
+            parts.append(cells)
+        if not parts:
+            return schema.empty_table()
+        return pa.concat_tables(parts).cast(schema)
+
+
+def as_item_ids(item_ids: ItemIds) -> pa.Array:
     """`item_ids` as one string array; duplicates are an `InputError` (ids are keys)."""
     if isinstance(item_ids, pa.ChunkedArray):
         array = item_ids.combine_chunks()
@@ -68,167 +139,131 @@ def as_item_ids(item_ids: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Arra
     return array
 
 
+def _checked(item_ids: ItemIds, epochs: int) -> pa.Array:
+    if epochs < 1:
+        raise InputError(Problem(f"epochs must be at least 1, not {epochs}", field="epochs"))
+    return as_item_ids(item_ids)
+
+
+def _positions(table: pa.Table, items: pa.Array, epochs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of `table` that name a selected item and epoch, and their cell positions
+    (`item index * epochs + epoch`)."""
+    index = pc.index_in(table.column("item_id"), value_set=items)
+    epoch = table.column("epoch")
+    keep = pc.and_(pc.is_valid(index), pc.less(epoch, epochs)).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(keep)
+    item = pc.fill_null(index, 0).to_numpy(zero_copy_only=False).astype(np.int64)[rows]
+    return rows, item * epochs + epoch.to_numpy().astype(np.int64)[rows]
+
+
 def pending_generate(
     store: StudyStore,
     condition_ids: Sequence[str],
-    item_ids: pa.Array | pa.ChunkedArray | Sequence[str],
+    item_ids: ItemIds,
     epochs: int,
     *,
     force: bool = False,
-) -> pa.Table:
-    """The generate cells of `condition_ids x item_ids x range(epochs)` without an `ok` row.
+) -> CellMasks:
+    """Generate cells of `condition_ids x item_ids x range(epochs)` without an `ok` row
+    (keyed by condition id)."""
+    items = _checked(item_ids, epochs)
+    n = len(items)
+    masks: dict[Hashable, np.ndarray] = {}
+    for cid in dict.fromkeys(condition_ids):
+        pending = np.ones(n * epochs, dtype=bool)
+        if not force and n:
+            table = store.read_by_condition(
+                SOLUTIONS, [cid], ["item_id", "epoch", "status"], dedup=False
+            )[cid]
+            ok = table.filter(pc.equal(table.column("status"), STATUS_OK))
+            _, positions = _positions(ok, items, epochs)
+            pending[positions] = False
+        masks[cid] = pending.reshape(n, epochs)
+    return CellMasks(items, epochs, masks)
 
-    Columns `condition_id, item_id, epoch` (`GENERATE_CELL_SCHEMA`), per condition in the
-    order of `item_ids`, epochs ascending within an item.
-    """
-    items = as_item_ids(item_ids)
-    masks = generate_pending(store, condition_ids, items, epochs, force=force)
-    parts = []
-    for cid in masks.masks:
-        cells = masks.cells(cid)
-        parts.append(cells.add_column(0, "condition_id", pa.repeat(cid, cells.num_rows)))
-    if not parts:
-        return GENERATE_CELL_SCHEMA.empty_table()
-    return pa.concat_tables(parts).cast(GENERATE_CELL_SCHEMA)
+
+@dataclass
+class SolutionIndex:
+    """One generate condition's `ok` solutions among the selected items, by cell position."""
+
+    positions: np.ndarray  # sorted cell positions (item index * epochs + epoch)
+    hashes: pa.Array  # text_hash of each, aligned with `positions`
+    fragments: pa.Array | None  # the fragment holding each, when asked for
+
+    def rows_between(self, low: int, high: int) -> slice:
+        """The rows whose positions lie in `[low, high)`."""
+        start, stop = np.searchsorted(self.positions, [low, high])
+        return slice(int(start), int(stop))
 
 
-def ok_solutions(
+def solution_index(
     store: StudyStore,
-    gen_condition_ids: Sequence[str],
-    item_ids: pa.Array | pa.ChunkedArray | Sequence[str] | None = None,
-) -> pa.Table:
-    """`gen_condition_id, item_id, epoch, solution_hash` of every `ok` logical solution."""
-    by_gen = _ok_solutions_by_gen(store, list(dict.fromkeys(gen_condition_ids)), item_ids)
-    parts = [
-        table.add_column(0, "gen_condition_id", pa.repeat(gen, table.num_rows))
-        for gen, table in by_gen.items()
-    ]
-    if not parts:
-        return GRADE_CELL_SCHEMA.remove(0).empty_table()
-    return pa.concat_tables(parts)
-
-
-def _ok_solutions_by_gen(
-    store: StudyStore,
-    gens: list[str],
-    item_ids: pa.Array | pa.ChunkedArray | Sequence[str] | None,
+    gen_condition_id: str,
+    item_ids: pa.Array,
+    epochs: int,
+    *,
     fragment_names: bool = False,
-) -> dict[str, pa.Table]:
-    """Per generate condition: `item_id, epoch, solution_hash` of its `ok` logical rows (and
-    `fragment`, the file holding each, with `fragment_names`)."""
-    tables = store.read_by_condition(
+) -> SolutionIndex:
+    """Where the `ok` solutions of one generate condition are, for the selected items."""
+    table = store.read_by_condition(
         SOLUTIONS,
-        gens,
+        [gen_condition_id],
         ["item_id", "epoch", "status", "text_hash"],
         fragment_names=fragment_names,
+    )[gen_condition_id]
+    ok = table.filter(pc.equal(table.column("status"), STATUS_OK))
+    rows, positions = _positions(ok, item_ids, epochs)
+    order = np.argsort(positions, kind="stable")
+    take = pa.array(rows[order])
+    fragments = None
+    if fragment_names:
+        fragments = ok.column(FRAGMENT_NAME).take(take).cast(pa.string()).combine_chunks()
+    return SolutionIndex(
+        positions=positions[order],
+        hashes=ok.column("text_hash").take(take).combine_chunks(),
+        fragments=fragments,
     )
-    wanted = as_item_ids(item_ids) if item_ids is not None else None
-    out = {}
-    for gen, table in tables.items():
-        keep = pc.equal(table.column("status"), STATUS_OK)
-        if wanted is not None:
-            keep = pc.and_(keep, pc.is_in(table.column("item_id"), value_set=wanted))
-        ok = table.filter(keep)
-        columns = {
-            "item_id": ok.column("item_id"),
-            "epoch": ok.column("epoch"),
-            "solution_hash": ok.column("text_hash"),
-        }
-        if fragment_names:
-            columns["fragment"] = ok.column(FRAGMENT_NAME).cast(pa.string())
-        out[gen] = pa.table(columns)
-    return out
 
 
 def pending_grade(
     store: StudyStore,
     grade_condition_ids: Sequence[str],
     gen_condition_ids: Sequence[str],
+    item_ids: ItemIds,
+    epochs: int,
     *,
     force: bool = False,
-    item_ids: pa.Array | pa.ChunkedArray | Sequence[str] | None = None,
-    fragment_names: bool = False,
-) -> pa.Table:
-    """The grade cells of `grade_condition_ids x` every `ok` solution of `gen_condition_ids`
-    that have no `ok` grade of the solution's current text (`GRADE_CELL_SCHEMA`).
-
-    `item_ids`, when given, narrows the solutions to those items. Per grade condition, per
-    generate condition, in the solutions' key order. With `fragment_names`, a last column
-    `fragment` names the solutions fragment holding each cell's solution (what a grading
-    worker reads).
-    """
-    gens = list(dict.fromkeys(gen_condition_ids))
+) -> CellMasks:
+    """Grade cells still to grade: every grade condition crossed with every generate condition
+    given (keyed `(grade_condition_id, gen_condition_id)`)."""
+    items = _checked(item_ids, epochs)
+    n = len(items)
     grade_ids = list(dict.fromkeys(grade_condition_ids))
-    solutions = _ok_solutions_by_gen(store, gens, item_ids, fragment_names)
-    schema = GRADE_CELL_SCHEMA
-    if fragment_names:
-        schema = schema.append(pa.field("fragment", pa.string()))
     graded: dict[str, pa.Table] = {}
-    if not force and any(t.num_rows for t in solutions.values()):
-        graded = store.read_by_condition(GRADES, grade_ids, [*_GRADE_KEY, "status"], dedup=False)
-    parts = []
-    for gid in grade_ids:
-        table = graded.get(gid)
-        grades_by_gen = _ok_grades_by_gen(table) if table is not None else {}
-        for gen in gens:
-            cells = solutions[gen]
-            done = grades_by_gen.get(gen)
-            if done is not None and cells.num_rows:
-                cells = cells.filter(pa.array(~_graded_mask(cells, done)))
-            cells = cells.add_column(0, "gen_condition_id", pa.repeat(gen, cells.num_rows))
-            parts.append(cells.add_column(0, "grade_condition_id", pa.repeat(gid, cells.num_rows)))
-    if not parts:
-        return schema.empty_table()
-    return pa.concat_tables(parts).cast(schema)
-
-
-def _ok_grades_by_gen(table: pa.Table) -> dict[str, pa.Table]:
-    """The `ok` grade rows per `gen_condition_id`: one pass to group, one take, zero-copy
-    slices (not one filter over the whole table per generate condition)."""
-    if table.num_rows == 0:
-        return {}
-    encoded = pc.dictionary_encode(table.column("gen_condition_id")).combine_chunks()
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    ok_rows = np.flatnonzero(
-        pc.equal(table.column("status"), STATUS_OK).to_numpy(zero_copy_only=False)
-    )
-    order = ok_rows[np.argsort(codes[ok_rows], kind="stable")]
-    grouped = table.select(["item_id", "epoch", "solution_hash"]).take(pa.array(order))
-    counts = np.bincount(codes[ok_rows], minlength=len(encoded.dictionary))
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    return {
-        gen: grouped.slice(int(starts[i]), int(counts[i]))
-        for i, gen in enumerate(encoded.dictionary.to_pylist())
-        if counts[i]
-    }
-
-
-def _graded_mask(cells: pa.Table, grades: pa.Table) -> np.ndarray:
-    """For each solution cell, whether some grade row has its key and its `solution_hash`.
-
-    Vectorised: solution cells are unique per (item, epoch), so a dense map from
-    `item index * epochs + epoch` to the cell's row finds each grade's solution in O(1).
-    """
-    encoded = pc.dictionary_encode(cells.column("item_id")).combine_chunks()
-    n_epochs = int(pc.max(cells.column("epoch")).as_py()) + 1
-    cell_code = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64) * n_epochs
-    cell_code += cells.column("epoch").to_numpy()
-    row_of = np.full(len(encoded.dictionary) * n_epochs, -1, dtype=np.int64)
-    row_of[cell_code] = np.arange(cells.num_rows)
-
-    item_index = pc.index_in(grades.column("item_id"), value_set=encoded.dictionary)
-    grade_epoch = grades.column("epoch")
-    known = pc.and_(pc.is_valid(item_index), pc.less(grade_epoch, n_epochs))
-    known_np = known.to_numpy(zero_copy_only=False)
-    index_np = pc.fill_null(item_index, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    epoch_np = grade_epoch.to_numpy().astype(np.int64)
-    rows = np.where(known_np, row_of[index_np * n_epochs + np.where(known_np, epoch_np, 0)], -1)
-    found = rows >= 0
-    candidate_rows = rows[found]
-    same = pc.equal(
-        cells.column("solution_hash").take(pa.array(candidate_rows)),
-        grades.column("solution_hash").filter(pa.array(found)),
-    ).to_numpy(zero_copy_only=False)
-    mask = np.zeros(cells.num_rows, dtype=bool)
-    mask[candidate_rows[same]] = True
-    return mask
+    if not force:
+        columns = ["gen_condition_id", "item_id", "epoch", "solution_hash", "status"]
+        for gid in grade_ids:
+            table = store.read_by_condition(GRADES, [gid], columns, dedup=False)[gid]
+            graded[gid] = table.filter(pc.equal(table.column("status"), STATUS_OK))
+    masks: dict[Hashable, np.ndarray] = {}
+    for gen in dict.fromkeys(gen_condition_ids):
+        solutions = solution_index(store, gen, items, epochs)
+        has_solution = np.zeros(n * epochs, dtype=bool)
+        has_solution[solutions.positions] = True
+        row_of = np.full(n * epochs, -1, dtype=np.int64)
+        row_of[solutions.positions] = np.arange(len(solutions.positions))
+        for gid in grade_ids:
+            pending = has_solution.copy()
+            grades = graded.get(gid)
+            if grades is not None and grades.num_rows and len(solutions.positions):
+                mine = grades.filter(pc.equal(grades.column("gen_condition_id"), gen))
+                rows, positions = _positions(mine, items, epochs)
+                solution_rows = row_of[positions]
+                found = solution_rows >= 0
+                same = pc.equal(
+                    solutions.hashes.take(pa.array(solution_rows[found])),
+                    mine.column("solution_hash").take(pa.array(rows[found])),
+                ).to_numpy(zero_copy_only=False)
+                pending[positions[found][same]] = False
+            masks[(gid, gen)] = pending.reshape(n, epochs)
+    return CellMasks(items, epochs, masks)

@@ -4,14 +4,19 @@ Two namespaces that never collide:
 
 * `builtin:NAME`: shipped in the package (`itemeval/templates/builtin/{prompts,rubrics}/NAME.txt`);
 * `NAME`: a local file `<prompts_dir>/NAME.txt` or `<rubrics_dir>/NAME.txt` next to the study
-  (`.md` is accepted too).
+  (`.md` is accepted too); a prompt may also be `NAME.yaml` (or `.yml`) with several messages, a
+  system message and few-shot turns (`templates/messages.py`).
 
 A rubric may start with a front-matter block (`---`, `max_score: 10`, `pass_score: 5`, `---`;
 also `min_score`, default 0) that says how its scores read: a judge score outside
 `[min_score, max_score]` fails as `score_out_of_range`. Templates use `itemeval.render`
 (`{{ name }}`, brace-safe). Each template carries a `sha256` over everything that reaches the
-model through it (its text, and for prompts the answer-instruction texts, for rubrics the judge
-format suffix), which enters condition ids.
+model through it (its file's text, and for prompts the answer-instruction texts, for rubrics the
+judge format suffix), which enters condition ids.
+
+An item's task prompt is sent as the first system message. A text prompt always does so; a
+messages prompt does so unless it places `{{ task_prompt }}` itself (then it is where the
+template puts it, and a system message that renders empty is left out).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from itemeval.templates.answer_formats import (
     answer_instructions,
     choice_letters,
 )
+from itemeval.templates.messages import MessageTemplates, display_text, parse_messages
 from itemeval.workitem import WorkItem
 
 Kind = Literal["prompt", "rubric"]
@@ -102,6 +108,8 @@ class Template:
     max_score: float = 1.0
     pass_score: float = 1.0
     min_score: float = 0.0
+    #: A messages prompt's (role, template) pairs; empty for a text template (one user message).
+    messages: MessageTemplates = ()
 
     @property
     def short_name(self) -> str:
@@ -124,6 +132,8 @@ class Template:
             "answer_format": answer_format(item.modality, item.target),
             "choice_letters": choice_letters(item.modality),
         }
+        if self.messages:
+            return self._render_messages(item, values)
         user = render(self.text, values).strip()
         if item.task_prompt:
             return (
@@ -131,6 +141,24 @@ class Template:
                 {"role": "user", "content": user},
             )
         return ({"role": "user", "content": user},)
+
+    def _render_messages(
+        self, item: WorkItem, values: dict[str, Any]
+    ) -> tuple[dict[str, str], ...]:
+        out: list[dict[str, str]] = []
+        if item.task_prompt and not self.places_task_prompt:
+            out.append({"role": "system", "content": item.task_prompt})
+        for role, text in self.messages:
+            content = render(text, values).strip()
+            if role == "system" and not content:
+                continue  # e.g. `{{ task_prompt }}` alone, for an item without one
+            out.append({"role": role, "content": content})
+        return tuple(out)
+
+    @property
+    def places_task_prompt(self) -> bool:
+        """A messages prompt that says where the item's task prompt goes."""
+        return any("task_prompt" in placeholders(text) for _, text in self.messages)
 
     def render_rubric(self, item: WorkItem, response: str) -> tuple[dict[str, str], ...]:
         """Chat messages for a judge: the rendered rubric followed by the judge format suffix."""
@@ -198,12 +226,31 @@ def load_template(
             raise ConfigError(
                 Problem(f"local {kind} template {name!r} needs a study file", field=field)
             )
-        candidates = [local_dir / f"{name}.txt", local_dir / f"{name}.md"]
-        path = next((c for c in candidates if c.is_file()), None)
+        suffixes = (".txt", ".md", ".yaml", ".yml") if kind == "prompt" else (".txt", ".md")
+        candidates = [local_dir / f"{name}{suffix}" for suffix in suffixes]
+        found = [c for c in candidates if c.is_file()]
+        if kind == "rubric" and not found and (local_dir / f"{name}.yaml").is_file():
+            raise ConfigError(
+                Problem(
+                    f"rubric {name!r} is a YAML file: rubrics are text files (.txt or .md)",
+                    file=str(local_dir / f"{name}.yaml"),
+                    field=field,
+                )
+            )
+        if len(found) > 1 and any(c.suffix in (".yaml", ".yml") for c in found):
+            raise ConfigError(
+                Problem(
+                    f"{kind} template {name!r} is ambiguous: " + ", ".join(str(c) for c in found),
+                    field=field,
+                    hint="keep one file per name",
+                )
+            )
+        path = found[0] if found else None
         if path is None:
             raise ConfigError(
                 Problem(
-                    f"{kind} template {name!r} not found: looked for {candidates[0]}",
+                    f"{kind} template {name!r} not found: looked for {candidates[0]}"
+                    + (" (or .md, .yaml, .yml)" if kind == "prompt" else " (or .md)"),
                     field=field,
                     hint="create that file, or use a built-in one: "
                     + ", ".join(builtin_names(kind)),
@@ -217,8 +264,18 @@ def load_template(
             ) from None
         source = str(path)
 
-    meta, body = _split_front_matter(raw, source)
     allowed = PROMPT_FIELDS if kind == "prompt" else RUBRIC_FIELDS
+    if source.endswith((".yaml", ".yml")):
+        messages = parse_messages(raw, source, allowed, field)
+        return Template(
+            name=name,
+            kind=kind,
+            text=display_text(messages),
+            sha256=sha256_hex(raw + "\x00" + ANSWER_TEXTS_HASH),
+            source=source,
+            messages=messages,
+        )
+    meta, body = _split_front_matter(raw, source)
     unknown = check(body, allowed)
     if unknown:
         raise ConfigError(

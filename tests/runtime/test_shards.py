@@ -7,7 +7,7 @@ import pyarrow as pa
 
 from itemeval.planning import ITEM_INDEX_SCHEMA
 from itemeval.runtime.shards import generate_shards, grade_shards, part_runs
-from itemeval.store import StudyStore, generate_pending, grade_pending
+from itemeval.store import StudyStore, pending_generate, pending_grade
 
 
 def _index(rows: list[tuple[str, str, int]]) -> pa.Table:
@@ -38,7 +38,7 @@ def test_part_runs_cut_where_dataset_or_part_changes():
 def test_generate_shards_cover_every_cell_once_interleaved(tmp_path):
     store = StudyStore.open(str(tmp_path / "s"))
     items = INDEX.column("item_id").combine_chunks()
-    pending = generate_pending(store, ["c1", "c2"], items, 3)
+    pending = pending_generate(store, ["c1", "c2"], items, 3)
     shards = generate_shards(
         pending, part_runs(INDEX), shard_size=4, usd_per_cell={"c1": 0.5}, first_id=100
     )
@@ -73,7 +73,7 @@ def test_grade_shards_name_the_solution_fragments(tmp_path):
         "gen", [{**row, "item_id": i, "epoch": 0, "text": i} for i in ("a1", "a3", "b2")]
     )
     second = store.write_solutions("gen", [{**row, "item_id": "b1", "epoch": 0, "text": "x"}])
-    pending = grade_pending(store, ["judge", "auto"], ["gen"], items, 1)
+    pending = pending_grade(store, ["judge", "auto"], ["gen"], items, 1)
     made = list(
         grade_shards(
             store,

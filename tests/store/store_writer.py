@@ -36,7 +36,7 @@ def main() -> int:
     print(f"pending {pending.num_rows}", flush=True)
     written = 0
     for cid in args.conditions.split(","):
-        mine = pending.filter(pa.compute.equal(pending["condition_id"], cid))
+        mine = pending.cells(cid)
         for start in range(0, mine.num_rows, args.chunk):
             chunk = mine.slice(start, args.chunk).to_pylist()
             rows = [
@@ -44,7 +44,7 @@ def main() -> int:
                     "item_id": cell["item_id"],
                     "epoch": cell["epoch"],
                     "status": "ok",
-                    "text": _text(cell, args.text_bytes),
+                    "text": _text(cid, cell, args.text_bytes),
                     "request_hash": f"req-{cell['item_id']}-{cell['epoch']}",
                     "model": "sim/model-a",
                     "run_id": args.run_id,
@@ -61,8 +61,8 @@ def main() -> int:
     return 0
 
 
-def _text(cell: dict, size: int) -> str:
-    seed = f"{cell['condition_id']}/{cell['item_id']}/{cell['epoch']}".encode()
+def _text(condition_id: str, cell: dict, size: int) -> str:
+    seed = f"{condition_id}/{cell['item_id']}/{cell['epoch']}".encode()
     out = b""
     while len(out) < size:
         seed = hashlib.sha256(seed).digest()

@@ -1,4 +1,5 @@
-"""Resume sets: which generate and grade cells are still pending, and `--force`."""
+"""Resume sets: which generate and grade cells are still pending (as masks over the items),
+`--force`, and where each solution is (the fragment a grading worker reads)."""
 
 from __future__ import annotations
 
@@ -8,24 +9,34 @@ import pytest
 from itemeval.errors import InputError
 from itemeval.store import (
     GENERATE_CELL_SCHEMA,
+    GRADE_CELL_SCHEMA,
     StudyStore,
     pending_generate,
     pending_grade,
+    solution_index,
     text_hash,
 )
 
 ITEMS = pa.array(["q1", "q2", "q3"])
+GRADED = pa.array(["a", "b", "c", "d", "e", "f"])
 
 
 def _cells(table: pa.Table) -> list[tuple]:
     return [tuple(row.values()) for row in table.to_pylist()]
 
 
+def _of(masks, key) -> set[tuple[str, int]]:
+    table = masks.cells(key)
+    return set(zip(table["item_id"].to_pylist(), table["epoch"].to_pylist(), strict=True))
+
+
 def test_empty_store_everything_pending(store: StudyStore) -> None:
     pending = pending_generate(store, ["c1", "c2"], ITEMS, 2)
-    assert pending.schema.equals(GENERATE_CELL_SCHEMA)
     assert pending.num_rows == 12
-    assert _cells(pending)[:3] == [("c1", "q1", 0), ("c1", "q1", 1), ("c1", "q2", 0)]
+    table = pending.to_table()
+    assert table.schema.equals(GENERATE_CELL_SCHEMA)
+    assert _cells(table)[:3] == [("c1", "q1", 0), ("c1", "q1", 1), ("c1", "q2", 0)]
+    assert pending.per_item("c1").tolist() == [2, 2, 2]
 
 
 def test_missing_and_errored_cells_are_pending(store: StudyStore, solution) -> None:
@@ -42,10 +53,14 @@ def test_missing_and_errored_cells_are_pending(store: StudyStore, solution) -> N
         ],
     )
     pending = pending_generate(store, ["c1"], ITEMS, 2)
-    assert _cells(pending) == [("c1", "q1", 1), ("c1", "q2", 1), ("c1", "q3", 0)]
+    assert _cells(pending.to_table()) == [("c1", "q1", 1), ("c1", "q2", 1), ("c1", "q3", 0)]
+    assert pending.per_item("c1").tolist() == [1, 1, 1]
+    part = pending.cells("c1", 1, 3)  # a shard's slice: items 1 and 2
+    assert part["item_id"].to_pylist() == ["q2", "q3"] and part["epoch"].to_pylist() == [1, 0]
     # An ok row followed by an error row stays done (ok beats error).
     store.write_solutions("c1", [solution("q1", 0, ok=False)])
-    assert _cells(pending_generate(store, ["c1"], ITEMS, 2)) == _cells(pending)
+    again = pending_generate(store, ["c1"], ITEMS, 2)
+    assert _cells(again.to_table()) == _cells(pending.to_table())
 
 
 def test_force_selects_everything(store: StudyStore, solution) -> None:
@@ -59,6 +74,8 @@ def test_item_ids_must_be_unique(store: StudyStore) -> None:
         pending_generate(store, ["c1"], ["q1", "q1"], 1)
     with pytest.raises(InputError, match="epochs"):
         pending_generate(store, ["c1"], ITEMS, 0)
+    with pytest.raises(InputError, match="not unique"):
+        pending_grade(store, ["g"], ["c1"], ["q1", "q1"], 1)
 
 
 def test_grade_pending_rules(store: StudyStore, solution, grade) -> None:
@@ -83,38 +100,43 @@ def test_grade_pending_rules(store: StudyStore, solution, grade) -> None:
             grade("other-gen", "e", solution_hash=text_hash("E")),  # another gen condition
         ],
     )
-    pending = pending_grade(store, ["judge"], ["gen"])
-    assert _cells(pending) == [
-        ("judge", "gen", "c", 0, text_hash("C")),
-        ("judge", "gen", "d", 0, text_hash("D-new")),
-        ("judge", "gen", "e", 0, text_hash("E")),
+    pending = pending_grade(store, ["judge"], ["gen"], GRADED, 1)
+    table = pending.to_table()
+    assert table.schema.equals(GRADE_CELL_SCHEMA)
+    assert _cells(table) == [
+        ("judge", "gen", "c", 0),
+        ("judge", "gen", "d", 0),
+        ("judge", "gen", "e", 0),
     ]
     # A second grade condition has graded nothing yet: every ok solution is pending.
-    both = pending_grade(store, ["judge", "scorer"], ["gen"])
-    assert both.filter(pa.compute.equal(both["grade_condition_id"], "scorer")).num_rows == 5
+    both = pending_grade(store, ["judge", "scorer"], ["gen"], GRADED, 1)
+    assert both.count(("scorer", "gen")) == 5 and both.count(("judge", "gen")) == 3
     # --force re-grades every ok solution, parse failures included.
-    assert pending_grade(store, ["judge"], ["gen"], force=True).num_rows == 5
+    assert pending_grade(store, ["judge"], ["gen"], GRADED, 1, force=True).num_rows == 5
     # Narrowed to some items.
-    narrowed = pending_grade(store, ["judge"], ["gen"], item_ids=pa.array(["a", "e"]))
-    assert narrowed.column("item_id").to_pylist() == ["e"]
+    narrowed = pending_grade(store, ["judge"], ["gen"], ["a", "e"], 1)
+    assert narrowed.to_table().column("item_id").to_pylist() == ["e"]
 
 
 def test_grade_follows_the_current_solution(store: StudyStore, solution, grade) -> None:
+    items = ["a"]
     store.write_solutions("gen", [solution("a", text="first", at=1)])
     store.write_grades("judge", [grade("gen", "a", solution_hash=text_hash("first"))])
-    assert pending_grade(store, ["judge"], ["gen"]).num_rows == 0
+    assert pending_grade(store, ["judge"], ["gen"], items, 1).num_rows == 0
     # A forced re-generation produced a different text: its grade is pending again.
     store.write_solutions("gen", [solution("a", text="second", at=2)])
-    pending = pending_grade(store, ["judge"], ["gen"])
-    assert pending.column("solution_hash").to_pylist() == [text_hash("second")]
+    assert _of(pending_grade(store, ["judge"], ["gen"], items, 1), ("judge", "gen")) == {("a", 0)}
+    index = solution_index(store, "gen", pa.array(items), 1)
+    assert index.hashes.to_pylist() == [text_hash("second")]
 
 
-def test_grade_cells_name_the_fragment_holding_their_solution(store: StudyStore, solution) -> None:
-    first = store.write_solutions("c1", [solution("q1", 0), solution("q2", 0, ok=False)])
-    second = store.write_solutions("c1", [solution("q2", 0), solution("q3", 0)])
-    cells = pending_grade(store, ["g1"], ["c1"], fragment_names=True)
-    where = {row["item_id"]: row["fragment"] for row in cells.to_pylist()}
-    assert where == {"q1": first, "q2": second, "q3": second}
-    plain = pending_grade(store, ["g1"], ["c1"])
-    assert "fragment" not in plain.column_names
-    assert plain.num_rows == cells.num_rows
+def test_solution_index_names_hashes_and_fragments(store: StudyStore, solution) -> None:
+    items = pa.array(["q1", "q2", "q3", "q4"])
+    first = store.write_solutions("gen", [solution("q3", 0, text="a"), solution("q1", 1, text="b")])
+    second = store.write_solutions("gen", [solution("q2", 0, text="c")])
+    index = solution_index(store, "gen", items, 2, fragment_names=True)
+    assert index.positions.tolist() == [1, 2, 4]  # q1/1, q2/0, q3/0 as item * epochs + epoch
+    assert index.hashes.to_pylist() == [text_hash("b"), text_hash("c"), text_hash("a")]
+    assert index.fragments.to_pylist() == [first, second, first]
+    assert index.rows_between(2, 4) == slice(1, 2)
+    assert solution_index(store, "gen", items, 2).fragments is None

@@ -7,6 +7,8 @@ template, the model config and the resolved sampling parameters; for a grade con
 
 `primary_grader` says which grade condition the headline accuracy comes from: the first
 verifiable scorer when the study has one (exact and free), else the first judge.
+
+Facets are views in design order; conditions are looked up by id in `itemeval.design.Design`.
 """
 
 from __future__ import annotations
@@ -112,12 +114,6 @@ class DesignFacets:
             grade=tuple(GradeFacets.of(c) for c in design.grade),
             epochs=design.epochs,
         )
-
-    def generate_by_id(self) -> dict[str, GenerateFacets]:
-        return {f.id: f for f in self.generate}
-
-    def grade_by_id(self) -> dict[str, GradeFacets]:
-        return {f.id: f for f in self.grade}
 
     @property
     def models(self) -> list[str]:

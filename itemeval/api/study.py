@@ -1,0 +1,335 @@
+"""`Study`: a study in Python, doing everything the command line does (docs/python-api.md).
+
+    study = Study.from_yaml("study.yaml")         # or Study.from_dict({...})
+    study.plan()                                  # the grid and the cells (`itemeval plan`)
+    study.estimate().remaining_usd                # tokens and USD (`itemeval estimate`)
+    study.run(limit=20)                           # generate, then grade (`itemeval run`)
+    study.status()                                # per condition (`itemeval status`)
+    study.results().to_pandas()                   # the long table
+    study.export(), study.report()                # files (`itemeval export`, `report`)
+
+Every method takes the selection options of its command (`store`, `condition`, `limit`, ...) as
+keyword arguments with the same meaning, raises the same errors (`ConfigError` and the other
+`ItemevalError`s, whose `exit_code` is the CLI's) and returns the object the CLI prints. The CLI
+is a thin layer over this class.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from itemeval.api.summaries import (
+    EstimateSummary,
+    PlanSummary,
+    RunSummary,
+    StatusSummary,
+)
+from itemeval.config import StudyConfig, load_study, study_from_mapping
+from itemeval.design import Design, build_design
+from itemeval.errors import ConfigError, InputError, Problem
+from itemeval.export import (
+    FORMATS,
+    LONG_TABLE_SCHEMA,
+    Bootstrap,
+    ExportOptions,
+    ExportResult,
+    LongTableScan,
+    ReportResult,
+    export_study,
+    leaderboard_text,
+    write_report,
+)
+from itemeval.planning import Plan, make_plan
+from itemeval.store import runs_spend, status_counts
+
+Conditions = str | Sequence[str] | None
+STAGES = ("generate", "grade")
+
+
+class Study:
+    """A validated study and what can be done with it. Build one with `from_yaml` or
+    `from_dict`; `config` is the validated study file (`itemeval.config.StudyConfig`)."""
+
+    def __init__(self, config: StudyConfig):
+        self.config = config
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike[str]) -> Study:
+        """Read a study file, with the CLI's validation and errors (`ConfigError` naming the
+        file, the line and the field)."""
+        return cls(load_study(path))
+
+    @classmethod
+    def from_dict(
+        cls, mapping: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None
+    ) -> Study:
+        """A study from a mapping with the content of a study file. Errors name the field path
+        (there is no file); relative dataset, prompt and pricing paths resolve against
+        `base_dir` (default: the working directory)."""
+        return cls(study_from_mapping(mapping, base_dir=base_dir))
+
+    def __repr__(self) -> str:
+        where = self.config.path or self.config.base_dir
+        return f"Study({self.config.study!r}, {str(where)!r})"
+
+    # -- what it is ------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.config.study
+
+    @property
+    def path(self) -> Path | None:
+        """The study file (None for a study from a mapping)."""
+        return self.config.path
+
+    @property
+    def store_url(self) -> str:
+        """Where results go unless a method is given another `store`."""
+        return self.config.store_url
+
+    def design(self, *, condition: Conditions = None) -> Design:
+        """The conditions and their ids (no data is read)."""
+        return build_design(self.config).select(_selectors(condition))
+
+    # -- look before you spend -------------------------------------------------------------
+    def plan(
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        force: bool = False,
+        accept_dataset_change: Sequence[str] = (),
+    ) -> PlanSummary:
+        """The grid, the cells and what is still to do. Reads the datasets and the store,
+        writes nothing."""
+        return PlanSummary.of(
+            self._plan(store, limit, condition, force=force, accept=accept_dataset_change)
+        )
+
+    def estimate(
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        force: bool = False,
+        accept_dataset_change: Sequence[str] = (),
+    ) -> EstimateSummary:
+        """Tokens and USD per condition, stage and model, total and remaining, and what the
+        gate would say. Writes nothing."""
+        return EstimateSummary.of(
+            self._plan(store, limit, condition, force=force, accept=accept_dataset_change)
+        )
+
+    # -- do the work -----------------------------------------------------------------------
+    def run(
+        self,
+        stages: str | Sequence[str] = STAGES,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: str | None = None,
+        force: bool = False,
+        yes: bool = False,
+        address: str | None = None,
+        in_process: bool = False,
+        accept_dataset_change: Sequence[str] = (),
+        quiet: bool = False,
+        interactive: bool | None = None,
+        argv: Sequence[str] | None = None,
+    ) -> RunSummary:
+        """Run `stages` ("generate", "grade", or both, the default) over the pending cells.
+
+        `address` names a Ray cluster (default `$RAY_ADDRESS`, else a local Ray for this run);
+        `in_process=True` runs the shards in this process without Ray (`--no-ray`). `yes`
+        confirms a cost above `budget.confirm_above_usd`; `interactive` says whether to ask
+        instead (default: when stdin is a terminal). `argv` is recorded in the run's manifest
+        (default `sys.argv`). Raises for bad input, a declined gate (exit 3) or a cap the
+        estimate already exceeds (exit 4); how the run itself ended is in the result.
+        """
+        from itemeval.runtime.driver import RunOptions, run_study
+
+        chosen = _stages(stages)
+        options = RunOptions(
+            stages=chosen,  # type: ignore[arg-type]
+            command="run" if len(chosen) == 2 else chosen[0],
+            store_url=store,
+            condition=condition,
+            limit=limit,
+            force=force,
+            yes=yes,
+            address=address,
+            no_ray=in_process,
+            accept_changed=tuple(accept_dataset_change),
+            quiet=quiet,
+            interactive=interactive,
+            argv=list(sys.argv if argv is None else argv),
+        )
+        return RunSummary.of(run_study(self.config, options))
+
+    # -- see where it stands -----------------------------------------------------------------
+    def status(
+        self, *, store: str | None = None, limit: int | None = None, condition: Conditions = None
+    ) -> StatusSummary:
+        """Per condition: expected, done, pending, errors by code, parse failures, cached,
+        tokens and USD; and what the runs paid. Reads the store only."""
+        plan = self._plan(store, limit, condition, with_pending=False)
+        design = plan.design
+        per_condition = plan.item_count * design.epochs
+        generate = status_counts(
+            plan.store, "solutions", [c.id for c in design.generate], per_condition, plan.pricing
+        )
+        grade = status_counts(
+            plan.store,
+            "grades",
+            [c.id for c in design.grade],
+            per_condition * len(design.generate),
+            plan.pricing,
+        )
+        rows = [
+            s.as_dict() | {"slug": design.condition(s.condition_id).slug}
+            for s in (*generate, *grade)
+        ]
+        return StatusSummary(
+            study=plan.study.study,
+            store=plan.store.root.url,
+            items=plan.item_count,
+            epochs=design.epochs,
+            conditions=rows,
+            runs=runs_spend(plan.store),
+        )
+
+    def results(
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        include_ungraded: bool = False,
+    ) -> pa.Table:
+        """The long table (one row per grading event: item fields, every facet, solution,
+        grade, tokens, USD, latency, error codes; docs/results.md) as one arrow table, read
+        from the store. `.to_pandas()` gives a DataFrame when pandas is installed. It is held
+        in memory: for very large studies, `export` streams it to parquet instead."""
+        scan = LongTableScan(
+            self._plan(store, limit, condition, with_pending=False),
+            include_ungraded=include_ungraded,
+        )
+        batches = [batch for _, batch in scan]
+        return pa.Table.from_batches(batches, schema=LONG_TABLE_SCHEMA)
+
+    def leaderboard(
+        self, *, store: str | None = None, limit: int | None = None, condition: Conditions = None
+    ) -> str:
+        """The headline leaderboard as text, with 95% bootstrap intervals (what `itemeval demo`
+        prints after its run)."""
+        return leaderboard_text(self._plan(store, limit, condition, with_pending=False))
+
+    def export(
+        self,
+        out: str | None = None,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        formats: Sequence[str] = FORMATS,
+        eee_version: str = "0.2.0",
+        include_ungraded: bool = False,
+        organization: str = "unknown",
+        relationship: str = "third_party",
+    ) -> ExportResult:
+        """Write the long table (parquet, CSV) and Every Eval Ever records under `out` (any
+        fsspec URL; default `<store>/exports`)."""
+        options = ExportOptions(
+            out=out,
+            formats=tuple(formats),
+            eee_version=eee_version,
+            include_ungraded=include_ungraded,
+            organization=organization,
+            relationship=relationship,
+        )
+        options.check()  # before reading anything: a typo in a format costs nothing
+        return export_study(self._plan(store, limit, condition, with_pending=False), options)
+
+    def report(
+        self,
+        out: str | None = None,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        resamples: int = Bootstrap().resamples,
+        seed: int = Bootstrap().seed,
+    ) -> ReportResult:
+        """Write report.html (with plots) and report.md under `out` (default
+        `<store>/exports`): leaderboard with bootstrap intervals, sensitivity, agreement,
+        cost, errors, item difficulty."""
+        if resamples < 1:
+            raise InputError(Problem("must be at least 1", field="resamples"))
+        bootstrap = Bootstrap(resamples=resamples, seed=seed)
+        return write_report(self._plan(store, limit, condition, with_pending=False), out, bootstrap)
+
+    # -- inside ------------------------------------------------------------------------------
+    def _plan(
+        self,
+        store: str | None,
+        limit: int | None,
+        condition: Conditions,
+        *,
+        force: bool = False,
+        accept: Sequence[str] = (),
+        with_pending: bool = True,
+    ) -> Plan:
+        return make_plan(
+            self.config,
+            store_url=store,
+            limit=limit,
+            condition=_selectors(condition),  # type: ignore[arg-type]
+            force=force,
+            accept_changed=accept,
+            with_pending=with_pending,
+        )
+
+
+def write_starter_study(path: str | os.PathLike[str], *, force: bool = False) -> Path:
+    """Write the commented starter study file (`itemeval init`); refuses to overwrite a file
+    unless `force`."""
+    target = Path(path)
+    if target.exists() and not force:
+        raise ConfigError(
+            Problem("file exists", file=str(target), hint="choose another path or pass --force")
+        )
+    text = resources.files("itemeval").joinpath("starter_study.yaml").read_text("utf-8")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    return target
+
+
+def _selectors(condition: Conditions) -> list[str] | None:
+    if condition is None:
+        return None
+    return [condition] if isinstance(condition, str) else list(condition)
+
+
+def _stages(stages: str | Sequence[str]) -> tuple[str, ...]:
+    wanted = [stages] if isinstance(stages, str) else list(stages)
+    if "run" in wanted:
+        wanted = [s for s in wanted if s != "run"] + list(STAGES)
+    unknown = [s for s in wanted if s not in STAGES]
+    if unknown or not wanted:
+        raise InputError(
+            Problem(
+                f"unknown stage(s) {', '.join(map(repr, unknown)) or '(none given)'}",
+                field="stages",
+                hint="generate, grade, or both (the default)",
+            )
+        )
+    return tuple(s for s in STAGES if s in wanted)

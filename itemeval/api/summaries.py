@@ -1,0 +1,259 @@
+"""What `Study.plan`, `estimate`, `run` and `status` return: the objects behind the CLI's output.
+
+Each is plain data (what the CLI prints as text, and as JSON with `--json`: `to_json()` is that
+JSON exactly), plus the internal object it was made from for callers who want more (`plan`,
+`outcome`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from itemeval.design import Design
+from itemeval.errors import ExitCode
+from itemeval.estimate import Estimate
+from itemeval.planning import Plan
+from itemeval.runtime.dispatch import StageResult
+from itemeval.runtime.driver import RunOutcome
+from itemeval.store import RunsSpend
+
+
+def format_usd(value: float) -> str:
+    """`$1,234.56`, or four decimals under a cent (`$0.0042`)."""
+    return f"${value:,.2f}" if value >= 0.01 or value == 0 else f"${value:,.4f}"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a plan covers: the study, its store, the items selected from each dataset."""
+
+    study: str
+    store: str
+    items: int
+    epochs: int
+    limit: int | None  # items per dataset (None: all)
+    datasets: list[dict[str, Any]]  # name, fingerprint, items, selected, modalities
+
+    @classmethod
+    def of(cls, plan: Plan) -> Selection:
+        return cls(
+            study=plan.study.study,
+            store=plan.store.root.url,
+            items=plan.item_count,
+            epochs=plan.design.epochs,
+            limit=plan.limit,
+            datasets=[
+                {
+                    "name": d.name,
+                    "fingerprint": d.fingerprint,
+                    "items": d.items,
+                    "selected": d.selected,
+                    "modalities": dict(d.modalities),
+                }
+                for d in plan.datasets
+            ],
+        )
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """The design grid, the cells and what is still to do (`itemeval plan`)."""
+
+    selection: Selection
+    generate: list[dict[str, Any]]  # each condition's description and slug
+    grade: list[dict[str, Any]]
+    cells: dict[str, int]  # generate, grade_judge, grade_scorer
+    pending: dict[str, int] | None  # generate, grade (None: not computed)
+    warnings: list[str]
+    design: Design = field(repr=False)
+    plan: Plan = field(repr=False)
+
+    @classmethod
+    def of(cls, plan: Plan) -> PlanSummary:
+        design = plan.design
+        return cls(
+            selection=Selection.of(plan),
+            generate=[c.describe() | {"slug": c.slug} for c in design.generate],
+            grade=[c.describe() | {"slug": c.slug} for c in design.grade],
+            cells=design.cell_counts(plan.item_count),
+            pending=_pending_counts(plan),
+            warnings=_warnings(plan),
+            design=design,
+            plan=plan,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """What `itemeval plan --json` prints."""
+        s = self.selection
+        return {
+            "study": s.study,
+            "store": s.store,
+            "items": s.items,
+            "epochs": s.epochs,
+            "datasets": s.datasets,
+            "generate": self.generate,
+            "grade": self.grade,
+            "cells": self.cells,
+            "pending": self.pending,
+        }
+
+
+@dataclass(frozen=True)
+class EstimateSummary:
+    """Tokens and USD per condition, stage and model, and what the gate would say
+    (`itemeval estimate`)."""
+
+    selection: Selection
+    estimate: Estimate  # the lines, totals and remaining amounts
+    budget: dict[str, Any]
+    gate: str  # the gate's verdict for a run, in words
+    prices_as_of: str | None
+    warnings: list[str]
+    plan: Plan = field(repr=False)
+
+    @classmethod
+    def of(cls, plan: Plan) -> EstimateSummary:
+        return cls(
+            selection=Selection.of(plan),
+            estimate=plan.estimate,
+            budget=plan.study.budget.model_dump(),
+            gate=gate_verdict(plan),
+            prices_as_of=plan.pricing.prices_as_of,
+            warnings=_warnings(plan),
+            plan=plan,
+        )
+
+    @property
+    def total_usd(self) -> float:
+        return self.estimate.total_usd
+
+    @property
+    def remaining_usd(self) -> float:
+        """What the cells not stored yet would cost."""
+        return self.estimate.remaining_usd
+
+    def to_json(self) -> dict[str, Any]:
+        """What `itemeval estimate --json` prints."""
+        return self.estimate.to_json() | {
+            "study": self.selection.study,
+            "budget": self.budget,
+            "gate": self.gate,
+            "prices_as_of": self.prices_as_of,
+        }
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """How a run ended (`itemeval run`, `generate`, `grade`): exit code 0 all done, 1 some cells
+    ended in error, 4 budget cap, 130 interrupted."""
+
+    status: str  # completed | interrupted | budget_cap | failed | nothing_to_do
+    exit_code: ExitCode
+    run_id: str | None
+    store: str
+    spent_usd: float  # every dollar paid, also by shards that failed afterwards
+    stages: dict[str, StageResult]  # counts, errors by code, spend, failed shards
+    message: str  # the one-line summary the CLI prints
+    outcome: RunOutcome = field(repr=False)
+
+    @classmethod
+    def of(cls, outcome: RunOutcome) -> RunSummary:
+        return cls(
+            status=outcome.status,
+            exit_code=outcome.exit_code,
+            run_id=outcome.run_id,
+            store=outcome.store_url,
+            spent_usd=outcome.spent_usd,
+            stages=dict(outcome.stages),
+            message=outcome.message,
+            outcome=outcome,
+        )
+
+    @property
+    def ok(self) -> bool:
+        """Everything selected is done without a cell error."""
+        return self.exit_code == ExitCode.OK
+
+    def to_json(self) -> dict[str, Any]:
+        """What `itemeval run --json` prints."""
+        return {
+            "status": self.status,
+            "exit_code": int(self.exit_code),
+            "run_id": self.run_id,
+            "store": self.store,
+            "spent_usd": self.spent_usd,
+            "stages": {
+                stage: {
+                    **result.counts.model_dump(),
+                    "errors_by_code": dict(result.errors),
+                    "spend": result.spend.model_dump(),
+                    "failed_shards": result.failed_shards,
+                }
+                for stage, result in self.stages.items()
+            },
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class StatusSummary:
+    """Per condition: expected, done, pending, errors, parse failures, cached, tokens, USD; and
+    what the runs paid (`itemeval status`)."""
+
+    study: str
+    store: str
+    items: int
+    epochs: int
+    conditions: list[dict[str, Any]]  # `store.ConditionStatus.as_dict()` and the slug
+    runs: RunsSpend
+
+    @property
+    def prompt_cache(self) -> dict[str, Any]:
+        """What the providers' prompt caches served and saved, over every condition."""
+        rows = self.conditions
+        return {
+            "input_tokens": sum(r["input_tokens"] for r in rows),
+            "cached_input_tokens": sum(r["cached_input_tokens"] for r in rows),
+            "saved_usd": sum(r["prompt_cache_saved_usd"] for r in rows),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """What `itemeval status --json` prints."""
+        return {
+            "study": self.study,
+            "store": self.store,
+            "conditions": self.conditions,
+            "runs": self.runs.model_dump(),
+            "prompt_cache": self.prompt_cache,
+        }
+
+
+def gate_verdict(plan: Plan) -> str:
+    """What the gate would do with this plan's remaining estimate, in words."""
+    budget = plan.study.budget
+    remaining = plan.estimate.remaining_usd
+    if budget.max_usd is not None and remaining > budget.max_usd:
+        return (
+            f"over budget: remaining {format_usd(remaining)} > max_usd "
+            f"{format_usd(budget.max_usd)}; a run would stop with exit code 4"
+        )
+    if budget.confirm_above_usd is not None and remaining > budget.confirm_above_usd:
+        return (
+            f"needs confirmation: remaining {format_usd(remaining)} > confirm_above_usd "
+            f"{format_usd(budget.confirm_above_usd)}; a run asks, or pass --yes"
+        )
+    return "ok: a run would start without asking"
+
+
+def _pending_counts(plan: Plan) -> dict[str, int] | None:
+    """Cells still to do; grade cells include those of solutions not generated yet."""
+    if plan.pending_generate is None or plan.pending_grade is None:
+        return None
+    generate = plan.pending_generate.num_rows
+    grade = plan.pending_grade.num_rows + generate * len(plan.design.grade)
+    return {"generate": generate, "grade": grade}
+
+
+def _warnings(plan: Plan) -> list[str]:
+    return [str(w) for w in plan.warnings] + plan.estimate.warnings

@@ -1,0 +1,223 @@
+"""The study file as strict pydantic models (`StudyConfig` and its sections), and where paths go.
+
+A study YAML is the user's whole interface to an experiment, so it is strict: every model
+forbids unknown keys. Input paths (datasets, local templates, a pricing file) resolve relative
+to the study file (or a given folder, for a study built from a mapping); outputs (the store, the
+cache) resolve relative to the working directory.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+from itemeval.adapters import DatasetSource
+from itemeval.ids import slugify
+from itemeval.providers.settings import EndpointSettings
+from itemeval.providers.types import SamplingParams
+from itemeval.templates import Template, load_template
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Sampling(StrictModel):
+    """Sampling parameters (all optional: unset means the provider's default)."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int | None = Field(default=None, gt=0)
+    seed: int | None = None
+    stop: list[str] | None = None
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    thinking_budget: int | None = Field(default=None, ge=0)
+
+    def values(self) -> dict[str, Any]:
+        return {
+            name: getattr(self, name)
+            for name in Sampling.model_fields
+            if getattr(self, name) is not None
+        }
+
+
+def resolve_sampling(*layers: Sampling) -> SamplingParams:
+    """Later layers override earlier ones, field by field."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update(layer.values())
+    if "stop" in merged:
+        merged["stop"] = tuple(merged["stop"])
+    return SamplingParams(**merged)
+
+
+class ModelEntry(StrictModel):
+    """A solver model: the id the endpoint knows, which endpoint, a readable name, params."""
+
+    id: str = Field(min_length=1)
+    endpoint: str
+    name: str | None = None
+    params: Sampling = Sampling()
+
+    @property
+    def label(self) -> str:
+        return self.name or self.id
+
+
+class ModelConfig(Sampling):
+    """One entry of the `model_config` facet: a named set of sampling parameters."""
+
+    name: str = Field(min_length=1)
+
+
+class Facets(StrictModel):
+    prompt: list[str] = Field(default_factory=lambda: ["builtin:direct"], min_length=1)
+    model_configs: list[ModelConfig] = Field(
+        default_factory=lambda: [ModelConfig(name="default")], alias="model_config", min_length=1
+    )
+    grader: list[str] = Field(default_factory=list)
+    rubric: list[str] | None = None  # None: builtin:correctness when there are graders
+    scorer: list[str] | None = None  # None: ["auto"]; []: no verifiable condition
+    replications: int = Field(default=1, ge=1, le=1000)
+
+
+class Grader(StrictModel):
+    """An LLM judge. Judges always run at temperature 0 (a contract), so it is not settable."""
+
+    model: str = Field(min_length=1)
+    endpoint: str
+    max_tokens: int = Field(default=1024, gt=0)
+    seed: int | None = None
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    thinking_budget: int | None = Field(default=None, ge=0)
+
+    def params(self) -> SamplingParams:
+        return SamplingParams(
+            temperature=0.0,
+            max_tokens=self.max_tokens,
+            seed=self.seed,
+            reasoning_effort=self.reasoning_effort,
+            thinking_budget=self.thinking_budget,
+        )
+
+
+class Budget(StrictModel):
+    policy: Literal["dev", "full"] = "full"
+    dev_items: int = Field(default=20, ge=1)
+    confirm_above_usd: float | None = Field(default=None, ge=0)
+    max_usd: float | None = Field(default=None, ge=0)
+
+
+class Cache(StrictModel):
+    enabled: bool = True
+    location: str | None = None  # default: the user cache directory (see itemeval.store.cache)
+
+
+class Runtime(StrictModel):
+    """Execution knobs: how the work is cut and spread. They never change a result or an id."""
+
+    shard_size: int = Field(default=256, ge=1, le=100_000)
+    workers: int | None = Field(default=None, ge=1)  # default: one per CPU of the cluster
+    shards_in_flight: int | None = Field(default=None, ge=1)  # default: 2 per worker
+
+
+class StudyConfig(StrictModel):
+    """A whole study file (the `itemeval.Study` API object wraps one)."""
+
+    study: str = Field(min_length=1, description="the study's name")
+    description: str | None = None
+    store: str | None = None
+    storage_options: dict[str, Any] = Field(default_factory=dict)
+    datasets: list[DatasetSource] = Field(min_length=1)
+    endpoints: dict[str, EndpointSettings] = Field(min_length=1)
+    models: list[ModelEntry] = Field(min_length=1)
+    sampling: Sampling = Sampling()
+    facets: Facets = Facets()
+    graders: dict[str, Grader] = Field(default_factory=dict)
+    budget: Budget = Budget()
+    cache: Cache = Cache()
+    pricing: str | None = None
+    prompts_dir: str = "prompts"
+    rubrics_dir: str = "rubrics"
+    runtime: Runtime = Runtime()
+
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _path: Path | None = PrivateAttr(default=None)
+    _content_hash: str = PrivateAttr(default="")
+
+    @field_validator("study")
+    @classmethod
+    def _name_is_sluggable(cls, value: str) -> str:
+        if slugify(value) != value.lower():
+            raise ValueError(
+                f"use letters, digits, '.', '_' and '-' only (for example {slugify(value)!r})"
+            )
+        return value
+
+    # -- where things are ----------------------------------------------------------------
+    @property
+    def base_dir(self) -> Path:
+        """The folder of the study file: input paths resolve against it."""
+        return self._base_dir
+
+    @property
+    def path(self) -> Path | None:
+        """The study file, or None for a study built from a mapping."""
+        return self._path
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 of the study file's bytes, or of a mapping's canonical JSON (in manifests)."""
+        return self._content_hash
+
+    @property
+    def store_url(self) -> str:
+        """The store root URL: as given (relative to the working directory) or the default."""
+        return _output_url(self.store or f"./studies/{self.study}")
+
+    @property
+    def cache_url(self) -> str | None:
+        if not self.cache.enabled:
+            return None
+        return _output_url(self.cache.location) if self.cache.location else None
+
+    @property
+    def pricing_path(self) -> Path | None:
+        return self.base_dir / self.pricing if self.pricing else None
+
+    def input_path(self, path: str) -> str:
+        """An input path or URL resolved against the study file's folder."""
+        if "://" in path or os.path.isabs(path):
+            return path
+        return str((self.base_dir / path).resolve())
+
+    # -- templates -----------------------------------------------------------------------
+    def prompt_template(self, name: str, field: str = "facets.prompt") -> Template:
+        return load_template(name, "prompt", self.base_dir / self.prompts_dir, field=field)
+
+    def rubric_template(self, name: str, field: str = "facets.rubric") -> Template:
+        return load_template(name, "rubric", self.base_dir / self.rubrics_dir, field=field)
+
+    @property
+    def rubrics(self) -> list[str]:
+        if self.facets.rubric is not None:
+            return self.facets.rubric
+        return ["builtin:correctness"] if self.facets.grader else []
+
+    @property
+    def scorers(self) -> list[str]:
+        return ["auto"] if self.facets.scorer is None else self.facets.scorer
+
+    def used_endpoints(self) -> dict[str, EndpointSettings]:
+        names = {m.endpoint for m in self.models}
+        names |= {self.graders[g].endpoint for g in self.facets.grader if g in self.graders}
+        return {name: self.endpoints[name] for name in sorted(names) if name in self.endpoints}
+
+
+def _output_url(path: str) -> str:
+    if "://" in path:
+        return path
+    return str(Path(path).expanduser().resolve())
