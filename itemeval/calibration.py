@@ -276,7 +276,12 @@ class _Rows:
         """`per_item`: the prior input of each selected item; or `per_stored_row`: of each
         stored row (judges: cache rows have no judged solution to count, so NaN)."""
         stored = stored.select([*CELL, *USAGE, "cached"])
-        table = pa.concat_tables([stored.select([*CELL, *USAGE]), extra.select([*CELL, *USAGE])])
+        # The store's columns are non-nullable and an empty cache read's are not: the same
+        # columns either way, so let arrow unify their nullability.
+        table = pa.concat_tables(
+            [stored.select([*CELL, *USAGE]), extra.select([*CELL, *USAGE])],
+            promote_options="permissive",
+        )
         index = pc.index_in(table.column("item_id"), value_set=item_ids)
         pos = index.fill_null(-1).to_numpy().astype(np.int64)
         known = pos >= 0

@@ -257,3 +257,23 @@ def test_two_drivers_share_one_endpoints_limits(harness, tmp_path):
         code, err = _finish(_driver(other, harness, tmp_path / "d3"))
         assert code == 2, err[-3000:]
         assert "already runs with max_concurrency 8" in err and "max_concurrency 4" in err
+    # The shared limiter outlives the jobs; `itemeval limiters` shows it and removes it.
+    name = limiter_name(load_study(first).endpoints["sim"])
+    listed = _limiters_cli(harness, "--json")
+    assert any(entry["name"] == name for entry in listed), listed
+    assert _limiters_cli(harness, "--remove", name, "--json") == {"removed": [name]}
+    assert all(entry["name"] != name for entry in _limiters_cli(harness, "--json"))
+
+
+def _limiters_cli(harness: Harness, *args: str) -> object:
+    env = {**os.environ, **AUTH}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "itemeval", "limiters", "--address", harness.address, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)

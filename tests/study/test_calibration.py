@@ -403,3 +403,23 @@ def test_an_unreadable_cache_is_a_warning_not_a_failure(tmp_path, monkeypatch):
     assert any("could not read the response cache" in w for w in again.estimate.warnings)
     assert generate_line(again).calibration["source"] == "prior"
     assert np.isfinite(again.estimate.remaining_usd)
+
+
+def test_rows_from_the_store_and_the_cache_join_whatever_their_nullability():
+    """Store columns are non-nullable, the cache's read may not be (a second run hit this)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from itemeval.calibration import CELL, USAGE, _Rows
+
+    values = {"item_id": ["a"], "epoch": [0], **{name: [10] for name in USAGE}}
+    types = {"item_id": pa.string(), "epoch": pa.int32()}
+    strict = pa.schema(
+        [pa.field(n, types.get(n, pa.int64()), nullable=False) for n in [*CELL, *USAGE]]
+        + [pa.field("cached", pa.bool_(), nullable=False)]
+    )
+    stored = pa.table({**values, "cached": [False]}, schema=strict)
+    loose = pa.schema([pa.field(n, types.get(n, pa.int64())) for n in [*CELL, *USAGE]])
+    extra = pa.table({**values, "item_id": ["b"]}, schema=loose)
+    rows = _Rows.of(stored, extra, pa.array(["a", "b"]), per_item=np.array([5.0, 5.0]))
+    assert len(rows.pos) == 2
