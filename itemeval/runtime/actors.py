@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +50,9 @@ class LimiterActor:
     """One endpoint's limits for every caller on the cluster (an async actor)."""
 
     def __init__(self, limits: EndpointLimits, idle_exit_s: float | None):
-        restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        with warnings.catch_warnings():  # Ray's own property uses a deprecated API inside
+            warnings.simplefilter("ignore")
+            restarted = ray.get_runtime_context().was_current_actor_reconstructed
         self._limiter = EndpointLimiter(limits, restarted=restarted)
         self._idle_exit_s = idle_exit_s
         self._watchdog: asyncio.Task[None] | None = None

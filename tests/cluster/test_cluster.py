@@ -188,6 +188,9 @@ def test_a_lost_worker_node_costs_time_not_the_run(harness, tmp_path):
         harness.cmd(cmd="remove", node=busy[0])
         code, err = _finish(driver)
         assert code == 0, err[-3000:]
+        # Its shards went to the other worker at once, never counted as failed attempts.
+        assert "its worker was lost; another takes it" in err
+        assert "dispatching it again" not in err and "failed" not in err
         store_url = str(load_study(path).store_url)
         _check_server(url, store_url, faults=1)
     assert _outcomes(store_url) == ["completed"]
