@@ -293,10 +293,13 @@ def build_estimate(
     pending_generate: CellMasks | None = None,
     pending_grade: CellMasks | None = None,
     calibration: Calibration | None = None,
+    self_hosted: frozenset[str] = frozenset(),
 ) -> Estimate:
     """Price every condition. `pending_generate` and `pending_grade` are the store's pending
     cells over the same items, in the same order, as `tables`; when None (no store yet)
-    everything remains. Without `calibration`, the calibrated figures are the prior."""
+    everything remains. Without `calibration`, the calibrated figures are the prior.
+    `self_hosted`: models served by the user's own servers: $0 when unpriced, without a
+    warning."""
     n_items = tables.items
     estimate = Estimate(items=n_items, epochs=design.epochs)
     if calibration is not None:
@@ -350,8 +353,9 @@ def build_estimate(
         line.priced = grader.kind != "judge" or grader.label not in unpriced
         estimate.lines.append(line)
     estimate.warnings.extend(
-        f"no price for model {model!r}: counted as $0 (add it to a pricing file)"
-        for model in sorted(unpriced)
+        f"no price for model {model!r}: counted as $0 (add it to a pricing file, or mark its "
+        "endpoint self_hosted: true)"
+        for model in sorted(unpriced - self_hosted)
     )
     return estimate
 

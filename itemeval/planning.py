@@ -160,6 +160,7 @@ def make_plan(
         pending_generate=pending_gen,
         pending_grade=pending_gr,
         calibration=calibration,
+        self_hosted=self_hosted_models(study, design),
     )
     warnings = [w for d in datasets for w in d.handle.warnings]
     return Plan(
@@ -195,6 +196,7 @@ def refresh_estimate(plan: Plan) -> Plan:
         pending_generate=pending_gen,
         pending_grade=pending_gr,
         calibration=calibration,
+        self_hosted=self_hosted_models(plan.study, plan.design),
     )
     return replace(
         plan,
@@ -293,6 +295,17 @@ def _check_prose_has_judge(study: StudyConfig, datasets: list[DatasetPlan]) -> N
                 "(verifiable scorers cannot grade free text reliably)",
             )
         )
+
+
+def self_hosted_models(study: StudyConfig, design: Design) -> frozenset[str]:
+    """Models whose endpoints are the user's own servers (loopback or `self_hosted: true`)."""
+    models = {c.model_id for c in design.generate if study.endpoints[c.endpoint].free_unless_priced}
+    models |= {
+        c.label
+        for c in design.judges
+        if c.endpoint and study.endpoints[c.endpoint].free_unless_priced
+    }
+    return frozenset(models)
 
 
 def check_cap_bounds(plan: Plan, stages: Sequence[str]) -> None:

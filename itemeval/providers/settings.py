@@ -223,6 +223,12 @@ class EndpointSettings(_Strict):
         description="OpenAI wire only: the body field for max_tokens; default "
         "max_completion_tokens on api.openai.com, max_tokens elsewhere (vLLM, Ollama, ...)",
     )
+    self_hosted: bool = Field(
+        False,
+        description="a server you run yourself (vLLM, Ollama, TGI...): its models cost $0 "
+        "unless a pricing file prices them, and the estimate does not warn about them "
+        "(loopback URLs count as self-hosted)",
+    )
     sim: SimSettings | None = None
     options: dict[str, Any] = Field(
         default_factory=dict,
@@ -300,12 +306,14 @@ class EndpointSettings(_Strict):
             raise ValueError(
                 f"`options` are for provider plugins; a {self.kind} endpoint takes none"
             )
-        if self.kind in DEFAULT_BASE_URLS and self.api_key_env is None and not self.is_loopback:
-            raise ValueError(
-                f"api_key_env is required for a {self.kind} endpoint at {self.url} "
-                "(name the environment variable that holds the key, e.g. "
-                f"{self.kind.upper()}_API_KEY); only loopback servers may go without"
-            )
+        if self.kind in DEFAULT_BASE_URLS and self.api_key_env is None:
+            if not self.free_unless_priced:
+                raise ValueError(
+                    f"api_key_env is required for the {self.kind} endpoint at {self.url} "
+                    "(name the environment variable that holds the key, e.g. "
+                    f"{self.kind.upper()}_API_KEY); only loopback servers and your own "
+                    "(self_hosted: true) may go without"
+                )
         if self.backoff_max_s < self.backoff_initial_s:
             raise ValueError("backoff_max_s must be at least backoff_initial_s")
         return self
@@ -338,6 +346,11 @@ class EndpointSettings(_Strict):
             return ipaddress.ip_address(host).is_loopback
         except ValueError:
             return False
+
+    @property
+    def free_unless_priced(self) -> bool:
+        """Its models cost $0 without a warning when the pricing table does not know them."""
+        return self.self_hosted or self.is_loopback
 
     @property
     def sim_settings(self) -> SimSettings:

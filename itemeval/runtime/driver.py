@@ -77,6 +77,7 @@ class RunOutcome:
     stages: dict[str, StageResult] = field(default_factory=dict)
     message: str = ""
     ledger: LedgerState | None = None  # the run's ledger at the end (None: nothing ran)
+    cache_url: str | None = None  # the response cache the run used
 
     @property
     def spent_usd(self) -> float:
@@ -143,6 +144,7 @@ def run_study(
     write_manifest_start(plan.store, manifest)
     outcome = RunOutcome("completed", ExitCode.OK, store_url, run_id=manifest.run_id)
     context = _context(plan, manifest.run_id, options)
+    outcome.cache_url = context.cache_url
     stop = Stop()
     cap = Cap(study.budget.max_usd)
     error: str | None = None
@@ -448,4 +450,13 @@ def _summary_line(outcome: RunOutcome, plan: Plan) -> str:
             f"call{'s' if not_sent != 1 else ''} did not fit and were not sent (their cells stay "
             "pending: raise budget.max_usd, or run again for a new allowance)"
         )
-    return f"{how}. " + "; ".join(parts) + f"; {spent}. Store: {outcome.store_url}"
+    line = f"{how}. " + "; ".join(parts) + f"; {spent}. Store: {outcome.store_url}"
+    cached = sum(r.counts.cached for r in outcome.stages.values())
+    if cached:
+        line += (
+            f"\n{cached:,} cell{'s' if cached != 1 else ''} came from the response cache "
+            f"({outcome.cache_url}): identical calls made before, by this study or another, are "
+            "answered free. `--force` calls the providers again; `cache.enabled: false` answers "
+            "only this study's own calls."
+        )
+    return line

@@ -104,7 +104,10 @@ def test_cache_answers_a_second_study_and_never_mixes_replications(tmp_path):
             },
         )
     )
-    run_study(second, INLINE)
+    outcome = run_study(second, INLINE)
+    # The summary says where those cells came from, and how to bypass the cache.
+    assert f"came from the response cache ({tmp_path / 'cache'})" in outcome.message
+    assert "`--force` calls the providers again" in outcome.message
     rows = _solutions(second.store_url)
     cached = rows.filter(rows.column("cached"))
     fresh = rows.filter(pc.invert(rows.column("cached")))

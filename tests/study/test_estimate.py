@@ -130,3 +130,33 @@ def test_init_writes_a_study_that_plans(tmp_path, monkeypatch, capsys):
     assert main(["init", str(target)]) == 0
     assert main(["init", str(target)]) == 2  # refuses to overwrite
     assert main(["plan", str(target)]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "warned"),
+    [
+        ({"kind": "openai", "base_url": "http://127.0.0.1:8000/v1"}, False),  # loopback
+        (
+            {"kind": "openai", "base_url": "https://vllm.lab:8000/v1", "self_hosted": True},
+            False,
+        ),
+        ({"kind": "openai", "base_url": "https://api.example.com/v1", "api_key_env": "K"}, True),
+    ],
+)
+def test_unpriced_models_of_own_servers_cost_nothing_without_a_warning(
+    tmp_path, monkeypatch, endpoint, warned
+):
+    monkeypatch.chdir(tmp_path)
+    data = variant(
+        **{
+            "endpoints": {"own": endpoint, "sim": {"kind": "sim"}},
+            "models": [{"id": "mock-model", "endpoint": "own"}],
+        }
+    )
+    estimate = make_plan(load_study(write_study(tmp_path, data))).estimate
+    warnings = [w for w in estimate.warnings if "mock-model" in w]
+    assert bool(warnings) is warned
+    if warned:
+        assert "self_hosted: true" in warnings[0]
+    generate = [line for line in estimate.lines if line.stage == "generate"]
+    assert all(line.usd == 0 for line in generate)
