@@ -306,14 +306,14 @@ class EndpointSettings(_Strict):
             raise ValueError(
                 f"`options` are for provider plugins; a {self.kind} endpoint takes none"
             )
-        if self.kind in DEFAULT_BASE_URLS and self.api_key_env is None:
-            if not self.free_unless_priced:
-                raise ValueError(
-                    f"api_key_env is required for the {self.kind} endpoint at {self.url} "
-                    "(name the environment variable that holds the key, e.g. "
-                    f"{self.kind.upper()}_API_KEY); only loopback servers and your own "
-                    "(self_hosted: true) may go without"
-                )
+        keyless = self.api_key_env is None and not self.free_unless_priced
+        if self.kind in DEFAULT_BASE_URLS and keyless:
+            raise ValueError(
+                f"api_key_env is required for the {self.kind} endpoint at {self.url} "
+                "(name the environment variable that holds the key, e.g. "
+                f"{self.kind.upper()}_API_KEY); only loopback servers and your own "
+                "(self_hosted: true) may go without"
+            )
         if self.backoff_max_s < self.backoff_initial_s:
             raise ValueError("backoff_max_s must be at least backoff_initial_s")
         return self
