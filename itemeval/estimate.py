@@ -452,9 +452,11 @@ def gate(
     yes: bool,
     interactive: bool | None = None,
     ask: Callable[[str], str] = input,
+    always_ask: str | None = None,
 ) -> str:
     """Allow the run (saying how: `below-threshold`, `--yes` or `prompt`), or raise
-    `BudgetExceeded` (exit 4) / `GateDeclined` (exit 3)."""
+    `BudgetExceeded` (exit 4) / `GateDeclined` (exit 3). `always_ask`: ask whatever the
+    threshold (after a pilot), with this text saying why."""
     if budget.max_usd is not None and remaining_usd > budget.max_usd:
         raise BudgetExceeded(
             f"the estimated remaining cost ${remaining_usd:,.2f} is above budget.max_usd "
@@ -462,12 +464,20 @@ def gate(
             "budget.policy: dev, --condition) or raise budget.max_usd in the study file."
         )
     threshold = budget.confirm_above_usd
-    if threshold is None or remaining_usd <= threshold:
+    if always_ask is None and (threshold is None or remaining_usd <= threshold):
         return "below-threshold"
     if yes:
         return "--yes"
     if interactive is None:
         interactive = sys.stdin.isatty()
+    if always_ask is not None:
+        if interactive and ask(f"{always_ask} Proceed? [y/N] ").strip().lower() in ("y", "yes"):
+            return "prompt"
+        raise GateDeclined(
+            f"{always_ask} Not confirmed: run the same command with --yes to go on (the pilot's "
+            "cells are stored and will not be paid again)"
+        )
+    assert threshold is not None
     question = (
         f"The estimated remaining cost is ${remaining_usd:,.2f} "
         f"(confirmation needed above ${threshold:,.2f}). Proceed? [y/N] "

@@ -145,6 +145,7 @@ class Study:
         quiet: bool = False,
         interactive: bool | None = None,
         argv: Sequence[str] | None = None,
+        pilot: float | None = None,
     ) -> RunSummary:
         """Run `stages` ("generate", "grade", or both, the default) over the pending cells.
 
@@ -152,7 +153,9 @@ class Study:
         `in_process=True` runs the shards in this process without Ray (`--no-ray`). `yes`
         confirms a cost above `budget.confirm_above_usd`; `interactive` says whether to ask
         instead (default: when stdin is a terminal). `argv` is recorded in the run's manifest
-        (default `sys.argv`). Raises for bad input, a declined gate (exit 3) or a cap the
+        (default `sys.argv`). `pilot`: run the first N items of each dataset first (or that
+        share of them, 0 < N < 1), estimate the rest from what they cost, and ask the gate again
+        (`yes` answers it). Raises for bad input, a declined gate (exit 3) or a cap the
         estimate already exceeds (exit 4); how the run itself ended is in the result.
         """
         from itemeval.runtime.driver import RunOptions, run_study
@@ -172,6 +175,7 @@ class Study:
             quiet=quiet,
             interactive=interactive,
             argv=list(sys.argv if argv is None else argv),
+            pilot=pilot,
         )
         return RunSummary.of(run_study(self.config, options))
 

@@ -71,6 +71,25 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="run the shards in this process (debugging and tiny studies)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument(
+        "--pilot",
+        type=_pilot,
+        metavar="N",
+        help="run the first N items of each dataset first (or that share of them: 0.05), "
+        "estimate the rest from what they cost, and ask again before going on",
+    )
+
+
+def _pilot(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0 or (value > 1 and not value.is_integer()):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a number of items (10) or a share of them (0.05)"
+        )
+    return value
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -86,6 +105,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         accept_dataset_change=args.accept_dataset_change,
         quiet=args.quiet or args.json,
         argv=sys.argv,
+        pilot=args.pilot,
     )
     if args.json:
         print_json(summary.to_json())

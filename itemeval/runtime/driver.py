@@ -66,6 +66,11 @@ class RunOptions:
     quiet: bool = False
     interactive: bool | None = None
     argv: list[str] = field(default_factory=list)
+    #: Run a pilot first: the first N items of each dataset (N >= 1), or that share of them
+    #: (0 < N < 1); then estimate the rest from what it stored and ask the gate again.
+    pilot: float | None = None
+    #: Set for the run after a pilot: the gate asks whatever its threshold, with this text.
+    ask_again: str | None = None
 
 
 @dataclass
@@ -116,7 +121,12 @@ def _signals(stop: Stop) -> Iterator[Callable[[], None]]:
 def run_study(
     study: StudyConfig, options: RunOptions, *, executor_factory: Any = None
 ) -> RunOutcome:
-    """Run the requested stages of `study`; returns how it ended (never raises for cell errors)."""
+    """Run the requested stages of `study`; returns how it ended (never raises for cell errors).
+    With `options.pilot`, a pilot first, then the rest after the gate agreed again."""
+    if options.pilot is not None:
+        from itemeval.runtime.pilot import run_with_pilot
+
+        return run_with_pilot(study, options, run_study, executor_factory=executor_factory)
     progress = Progress(quiet=options.quiet)
     plan = make_plan(
         study,
@@ -138,7 +148,13 @@ def run_study(
     check_keys(study, _endpoints_for(plan, stages))
     check_cap_bounds(plan, stages)
     remaining = sum(line.remaining_usd for line in plan.estimate.lines if line.stage in stages)
-    approved_by = gate(remaining, study.budget, yes=options.yes, interactive=options.interactive)
+    approved_by = gate(
+        remaining,
+        study.budget,
+        yes=options.yes,
+        interactive=options.interactive,
+        always_ask=options.ask_again and options.ask_again.format(remaining=remaining),
+    )
     commit_plan(plan)
     manifest = _manifest(plan, options, remaining, approved_by)
     write_manifest_start(plan.store, manifest)

@@ -4,6 +4,7 @@ manifests. The same `ShardRunner` runs on Ray (see test_ray_faults.py)."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 
 import pyarrow.compute as pc
@@ -12,7 +13,7 @@ from runtime_files import write_study
 
 from itemeval.cli.main import main
 from itemeval.config import load_study
-from itemeval.errors import ExitCode
+from itemeval.errors import ExitCode, GateDeclined
 from itemeval.planning import commit_plan, make_plan
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.driver import RunOptions, run_study
@@ -211,3 +212,24 @@ def test_a_cancelled_shard_writes_the_calls_that_finished(tmp_path):
     rows = _solutions(study.store_url)
     assert 4 <= rows.num_rows < shard.size  # what finished in 0.2 s at 2 x 40 ms, not more
     assert pc.all(pc.equal(rows.column("status"), "ok")).as_py()
+
+
+def test_a_pilot_runs_first_then_asks_again_before_the_rest(tmp_path, monkeypatch, capsys):
+    study = load_study(write_study(tmp_path, **{"facets.grader": []}))
+    # Without --yes and without a terminal, the pilot runs, then the gate stops the rest.
+    with pytest.raises(GateDeclined) as info:
+        run_study(study, RunOptions(no_ray=True, quiet=True, pilot=2, interactive=False))
+    assert "The pilot (2 item(s) of each dataset) spent $" in str(info.value)
+    assert "--yes" in str(info.value) and info.value.exit_code == ExitCode.GATE_DECLINED
+    pilot_rows = _solutions(study.store_url).num_rows
+    assert pilot_rows == 4 * 2 * 2 * 2  # 4 conditions x 2 datasets x 2 items x 2 epochs
+    # Asked and answered yes: the rest runs; the pilot's cells are not called again.
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    outcome = run_study(study, RunOptions(no_ray=True, quiet=True, pilot=0.1, interactive=True))
+    assert outcome.exit_code == ExitCode.OK, outcome.message
+    assert "estimated at $" in capsys.readouterr().out  # the question the gate asked
+    store = StudyStore.open(study.store_url)
+    rows = store.read("solutions", columns=["item_id"], dedup=False)
+    assert rows.num_rows == 4 * 24 * 2  # every cell once: the pilots' cells were not redone
+    outcomes = [read_manifest(store, run).outcome for run in list_manifests(store)]
+    assert outcomes == ["completed", "completed"]  # the pilot, then the rest
