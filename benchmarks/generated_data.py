@@ -10,7 +10,9 @@ import yaml
 
 def write_dataset(folder: Path, items: int, *, kind: str = "mixed") -> None:
     """`items` items in the item format under `folder`: `mixed` alternates choiceof4 and
-    single-value numeric items; `arithmetic` is single-value sums only."""
+    single-value numeric items; `arithmetic` is single-value sums only (prompts repeat every
+    8,633 items, so the response cache answers repeats); `unique` is sums whose every prompt
+    differs (every item is a call)."""
     name = folder.name
     folder.mkdir(parents=True)
     meta = {
@@ -36,6 +38,13 @@ def write_dataset(folder: Path, items: int, *, kind: str = "mixed") -> None:
                     "prompt": f"Which number is {i % 7}?\nA. {i % 7}\nB. {i % 7 + 1}\n"
                     f"C. {i % 7 + 2}\nD. {i % 7 + 3}",
                     "response": "A",
+                }
+            elif kind == "unique":
+                item = {
+                    "identifier": f"{name}.{i}",
+                    "modality": "single-value",
+                    "prompt": f"What is {i} plus {i % 89}?",
+                    "response": str(i + i % 89),
                 }
             else:
                 a, b = i % 97, (i * 7) % 89

@@ -101,7 +101,8 @@ def sweep(items: int) -> dict[str, float]:
         sampler.start()
         try:
             t0 = time.perf_counter()
-            outcome = run_study(load_study(path), RunOptions(yes=True, quiet=True))
+            address = ray.get_runtime_context().gcs_address  # the Ray path: name the cluster
+            outcome = run_study(load_study(path), RunOptions(yes=True, quiet=True, address=address))
             seconds = time.perf_counter() - t0
         finally:
             sampler.finish()

@@ -73,9 +73,10 @@ def main() -> None:
             path.write_text(yaml.safe_dump(study))
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
             try:
+                address = ray.get_runtime_context().gcs_address  # the Ray path
                 outcome = run_study(
                     load_study(path),
-                    RunOptions(yes=True, quiet=True, stages=("generate",)),
+                    RunOptions(yes=True, quiet=True, stages=("generate",), address=address),
                 )
             finally:
                 ray.shutdown()

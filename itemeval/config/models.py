@@ -122,6 +122,10 @@ class Runtime(StrictModel):
     shard_size: int = Field(default=256, ge=1, le=100_000)
     workers: int | None = Field(default=None, ge=1)  # default: one per CPU of the cluster
     shards_in_flight: int | None = Field(default=None, ge=1)  # default: 2 per worker
+    #: A local run (no cluster address): its first shards run in its own process; Ray's
+    #: workers join when they would help (`auto`: CPU-bound, more than 2 CPUs, long work),
+    #: at once (`always`), or never (`never`, as `--no-ray`).
+    local_ray: Literal["auto", "always", "never"] = "auto"
 
 
 class StudyConfig(StrictModel):

@@ -189,6 +189,19 @@ class RateLimiter:
             with contextlib.suppress(Exception):  # a limiter restarting: it starts paused anyway
                 await self._source.report_429(retry_after_s)
 
+    def switch_source(self, source: PermitSource) -> None:
+        """Draw rate permits from `source` from now on (a local run whose Ray workers joined:
+        the endpoint's shared limiter). Permits held locally are dropped."""
+        self._source = source
+        self._pool.clear()
+        self._pool_requests = 0
+        self._pool_tokens = 0
+
+    @property
+    def slots_in_use(self) -> int:
+        """Concurrency slots held by requests of this limiter right now."""
+        return self._slots.in_use
+
     @property
     def waiting_for_source_s(self) -> float:
         """How long the limiter's source has not answered (0 when it answers)."""
@@ -382,12 +395,15 @@ class _FixedSlots:
 
     def __init__(self, slots: int):
         self._semaphore = asyncio.Semaphore(slots)
+        self.in_use = 0
         self.unavailable_since: float | None = None
 
     async def acquire(self) -> None:
         await self._semaphore.acquire()
+        self.in_use += 1
 
     def release(self) -> None:
+        self.in_use -= 1
         self._semaphore.release()
 
     async def aclose(self) -> None:

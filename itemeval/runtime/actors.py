@@ -174,8 +174,8 @@ class ActorLimiterSource:
 class BudgetActor:
     """The run's ledger (single-threaded: an async actor)."""
 
-    def __init__(self, cap: float | None):
-        self._ledger = SpendLedger(cap)
+    def __init__(self, cap: float | None, start: LedgerState | None = None):
+        self._ledger = SpendLedger(cap, start)
 
     async def exchange(
         self,

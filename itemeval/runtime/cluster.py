@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from itemeval.runtime.timeline import TIMELINE
+
 #: The Ray namespace of every named actor itemeval creates (limiters, ledgers).
 NAMESPACE = "itemeval"
 
@@ -44,6 +46,7 @@ def ray_cluster(address: str | None, *, quiet: bool = False) -> Iterator[Cluster
             # running on this machine (another user's, another run's), whatever it is.
             ray.init(address="local", include_dashboard=False, **options)
         started = True
+    TIMELINE.mark("ray up")
     try:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         yield Cluster(cpus=max(1, cpus), address=address, shared=bool(address))

@@ -32,4 +32,7 @@ class RunContext:
     #: Under --force, only answers paid since this moment (by this run) are reused.
     reuse_since: datetime | None = None
     capped: bool = False  # budget.max_usd is set: every call reserves its worst case first
+    #: Verifiable scorer conditions whose grades generate shards write with their solutions
+    #: (the run grades too, without --force): the grade stage then has nothing left for them.
+    score_inline: tuple[str, ...] = ()
     concurrency: dict[str, int] = field(default_factory=dict)  # endpoint -> this worker's share

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Shard, ShardSummary
 from itemeval.runtime.spend import LedgerState
+from itemeval.runtime.timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import SpendRecord, StageCounts
 
@@ -81,6 +82,8 @@ class StageResult:
     failed_shards: list[str] = field(default_factory=list)
     redispatched: int = 0  # shards dispatched again after their worker or the store failed
     not_sent: int = 0  # calls that did not fit under budget.max_usd
+    submitted: int = 0  # shards handed to the executor (re-dispatches included)
+    graded_inline: int = 0  # verifiable grades written with the solutions (generate shards)
 
 
 class Stop:
@@ -146,8 +149,14 @@ def dispatch(
                 shard, upcoming = upcoming, next(shards, None)
             else:
                 break
+            if not result.submitted:
+                TIMELINE.mark("first shard submitted")
+            result.submitted += 1
             executor.submit(shard)
         starved_since = _starved(executor, starved_since, now, bool(retries or upcoming))
+        hint = getattr(executor, "progress", None)
+        if hint is not None:  # a local run decides about Ray from the progress so far
+            hint(progress.done, cells)
         collect(executor.poll(POLL_S), retries, result, progress, cap)
         _report_health(executor, progress, told)
         progress.tick()
@@ -249,6 +258,7 @@ def fold(result: StageResult, summary: ShardSummary) -> None:
     counts.parse_failures += sum(summary.parse_failures.values())
     result.errors.update(summary.errors)
     result.not_sent += summary.not_sent
+    result.graded_inline += summary.graded_inline
     spend.usd += summary.usd
     spend.input_tokens += summary.input_tokens
     spend.output_tokens += summary.output_tokens

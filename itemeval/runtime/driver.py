@@ -18,6 +18,7 @@ failed after paying.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from itemeval.runtime.dispatch import Cap, Executor, StageResult, Stop, dispatch
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Shard, generate_shards, grade_shards, part_runs
 from itemeval.runtime.spend import LedgerState
+from itemeval.runtime.timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import (
     STUDY_CACHE_DIR,
@@ -83,6 +85,7 @@ class RunOutcome:
     message: str = ""
     ledger: LedgerState | None = None  # the run's ledger at the end (None: nothing ran)
     cache_url: str | None = None  # the response cache the run used
+    executor_note: str = ""  # where the shards ran (a local run: this process, Ray workers)
 
     @property
     def spent_usd(self) -> float:
@@ -128,6 +131,7 @@ def run_study(
 
         return run_with_pilot(study, options, run_study, executor_factory=executor_factory)
     progress = Progress(quiet=options.quiet)
+    TIMELINE.mark("run_study")
     plan = make_plan(
         study,
         store_url=options.store_url,
@@ -145,6 +149,7 @@ def run_study(
             store_url,
             message=f"Nothing left to do: every selected cell is stored in {store_url}",
         )
+    TIMELINE.mark("planned")
     check_keys(study, _endpoints_for(plan, stages))
     check_cap_bounds(plan, stages)
     remaining = sum(line.remaining_usd for line in plan.estimate.lines if line.stage in stages)
@@ -156,6 +161,7 @@ def run_study(
         always_ask=options.ask_again and options.ask_again.format(remaining=remaining),
     )
     commit_plan(plan)
+    TIMELINE.mark("committed (pins, items snapshot)")
     manifest = _manifest(plan, options, remaining, approved_by)
     write_manifest_start(plan.store, manifest)
     outcome = RunOutcome("completed", ExitCode.OK, store_url, run_id=manifest.run_id)
@@ -170,16 +176,23 @@ def run_study(
             _executor(plan, context, options, executor_factory) as executor,
         ):
             reinstall()  # Ray's own SIGTERM handler would exit without recording anything
+            TIMELINE.mark("executor ready")
             try:
                 for stage in stages:
                     shards, cells, usd = _shards(plan, stage, first_id=_next_id(outcome))
                     progress.begin(stage, cells, usd)
                     outcome.stages[stage] = dispatch(executor, shards, cells, progress, stop, cap)
+                    if stage == "grade" and "generate" in outcome.stages:
+                        _count_inline_grades(outcome)
+                    TIMELINE.mark(f"{stage} dispatched")
                     if stop.requested or cap.reached:
                         break
             finally:
                 with contextlib.suppress(Exception):
                     outcome.ledger = executor.spend()
+                where = getattr(executor, "summary", None)
+                outcome.executor_note = where() if where is not None else ""
+        TIMELINE.mark("executor closed")
     except KeyboardInterrupt:
         stop.requested = True
     except BaseException as exc:
@@ -187,7 +200,18 @@ def run_study(
         raise
     finally:
         _finish(outcome, manifest, plan, stop, cap, error)
+        TIMELINE.mark("manifest written")
+        TIMELINE.report()
     return outcome
+
+
+def _count_inline_grades(outcome: RunOutcome) -> None:
+    """The verifiable grades generate shards wrote with their solutions belong to the grade
+    stage's counts (they are the cells it did not have to do)."""
+    inline = outcome.stages["generate"].graded_inline
+    counts = outcome.stages["grade"].counts
+    counts.planned += inline
+    counts.done += inline
 
 
 def _has_work(plan: Plan, stages: tuple[StageName, ...]) -> bool:
@@ -231,6 +255,11 @@ def _context(plan: Plan, run_id: str, options: RunOptions) -> RunContext:
         cache_storage_options=(study.storage_options or None) if same_backend else None,
         reuse_since=datetime.now(UTC) if options.force else None,
         capped=study.budget.max_usd is not None,
+        score_inline=(
+            tuple(c.id for c in plan.design.scorers)
+            if "grade" in options.stages and not options.force
+            else ()
+        ),
     )
 
 
@@ -255,7 +284,7 @@ def _executor(
             executor = InlineExecutor(
                 _with_shares(context, 1), per_worker=per_worker, budget_cap=budget_cap
             )
-        else:
+        elif options.address or os.environ.get("RAY_ADDRESS"):
             from itemeval.runtime.cluster import ray_cluster
 
             cluster = stack.enter_context(ray_cluster(options.address, quiet=options.quiet))
@@ -269,6 +298,18 @@ def _executor(
                 per_worker=max(1, -(-in_flight // workers)),
                 shared_limiters=cluster.shared,
                 budget_cap=budget_cap,
+            )
+        else:
+            from itemeval.runtime.local_executor import LocalExecutor
+
+            executor = LocalExecutor(
+                _with_shares(context, 1),
+                per_worker=runtime.shards_in_flight or 4,
+                budget_cap=budget_cap,
+                mode=runtime.local_ray,
+                workers=runtime.workers,
+                shards_in_flight=runtime.shards_in_flight,
+                quiet=options.quiet,
             )
         stack.callback(executor.close)
         yield executor
@@ -467,6 +508,8 @@ def _summary_line(outcome: RunOutcome, plan: Plan) -> str:
             "pending: raise budget.max_usd, or run again for a new allowance)"
         )
     line = f"{how}. " + "; ".join(parts) + f"; {spent}. Store: {outcome.store_url}"
+    if outcome.executor_note:
+        line += f"\n{outcome.executor_note[0].upper()}{outcome.executor_note[1:]}."
     cached = sum(r.counts.cached for r in outcome.stages.values())
     if cached:
         line += (

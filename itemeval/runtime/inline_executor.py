@@ -28,6 +28,7 @@ class InlineExecutor:
         self._thread.start()
         self._runner = ShardRunner(context, spend_source=LocalSpendSource(self._ledger))
         self._futures: dict[concurrent.futures.Future[Any], Shard] = {}
+        self._handed_over: Any = None
 
     @property
     def capacity(self) -> int:
@@ -63,7 +64,23 @@ class InlineExecutor:
         return []
 
     def spend(self) -> LedgerState:
-        return self._ledger.state()
+        return self._ledger.state() if self._handed_over is None else self._handed_over()
+
+    def share_limits(self, permit_sources: dict[str, Any]) -> None:
+        """Draw rate permits from the endpoints' shared limiters from now on."""
+        self._loop.call_soon_threadsafe(self._runner.share_limits, permit_sources)
+
+    def slots_in_use(self) -> dict[str, int]:
+        future = asyncio.run_coroutine_threadsafe(_on_loop(self._runner.slots_in_use), self._loop)
+        return future.result(timeout=10)
+
+    def hand_ledger_over(self, make_source: Any, state: Any) -> None:
+        """Move this runner's spend to another ledger: `make_source(ledger_state)` creates it
+        from this process's ledger (while no exchange is in flight) and returns its source;
+        `state()` reads it from then on."""
+        coroutine = self._runner.account.hand_over(lambda: make_source(self._ledger.state()))
+        asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=300)
+        self._handed_over = state
 
     def health(self) -> list[str]:
         return []
@@ -72,3 +89,7 @@ class InlineExecutor:
         asyncio.run_coroutine_threadsafe(self._runner.aclose(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+
+
+async def _on_loop(function: Any) -> Any:
+    return function()

@@ -81,7 +81,10 @@ class RayExecutor:
         per_worker: int,
         shared_limiters: bool,
         budget_cap: float | None = None,
+        ledger_start: LedgerState | None = None,
     ):
+        """`ledger_start`: the run's ledger so far, when it moves from the driver's process to
+        this executor's `BudgetActor` (a local run whose Ray workers join it)."""
         self.workers = workers
         self.per_worker = per_worker
         here = ray.get_runtime_context().get_node_id()
@@ -94,13 +97,14 @@ class RayExecutor:
             )
             for name, settings in context.endpoints.items()
         }
+        self.limiter_specs = specs
         self._limiters = self._attach(specs)
         budget_name = f"itemeval-budget-{context.run_id}"
         self._budget = BudgetActor.options(
             name=budget_name,
             namespace=NAMESPACE,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
-        ).remote(budget_cap)
+        ).remote(budget_cap, ledger_start)
         self._workers = [
             _Worker(
                 WorkerActor.options(max_concurrency=per_worker + 1).remote(
@@ -233,6 +237,23 @@ class RayExecutor:
                     f"{silent - TOUCH_EVERY_S:.0f} s (restarting?); its calls wait for it"
                 )
         return problems
+
+    def lease_for(self, holder: str, in_use: dict[str, int]) -> None:
+        """Hold `in_use` slots of each endpoint's pool for `holder` (the driver's own runner
+        while it finishes its shards beside the workers): never more than the limit in sum."""
+        refs = [
+            limiter.handle.lease.remote(
+                holder, in_use.get(limiter.endpoint, 0), in_use.get(limiter.endpoint, 0)
+            )
+            for limiter in self._limiters
+        ]
+        with contextlib.suppress(RayError, GetTimeoutError):
+            ray.get(refs, timeout=10)
+
+    @property
+    def budget(self) -> Any:
+        """The run's `BudgetActor`."""
+        return self._budget
 
     def spend(self) -> LedgerState:
         """The run's ledger: what every worker reported spending, and reservations in flight."""

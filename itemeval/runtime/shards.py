@@ -93,6 +93,7 @@ class ShardSummary:
     interrupted: bool = False
     not_sent: int = 0  # calls not sent because their worst case did not fit under max_usd
     already_stored: int = 0  # cells a re-dispatched shard found written by an earlier attempt
+    graded_inline: int = 0  # verifiable grades written with the solutions (generate shards)
     skipped: int = 0  # cells whose solution changed or vanished since planning
 
     @property

@@ -31,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 #: Reservations below this many dollars are rounding noise.
 _EPSILON = 1e-12
@@ -65,12 +65,14 @@ class LedgerState:
 class SpendLedger:
     """The run's authoritative spend and reservations (thread-safe; see the module doc)."""
 
-    def __init__(self, cap: float | None):
+    def __init__(self, cap: float | None, start: LedgerState | None = None):
+        """`start`: take over another ledger's state (a local run whose Ray workers join: the
+        ledger moves from the driver's process to an actor, reservations in flight included)."""
         self.cap = cap
-        self._spent = 0.0
-        self._reserved = 0.0
-        self._calls = 0
-        self._refused = 0
+        self._spent = start.spent if start else 0.0
+        self._reserved = start.reserved if start else 0.0
+        self._calls = start.calls if start else 0
+        self._refused = start.refused if start else 0
         self._lock = threading.Lock()
 
     def exchange(
@@ -177,6 +179,7 @@ class SpendAccount:
         self._task: asyncio.Task[None] | None = None
         self._reported_at = time.monotonic()
         self.last_reply: LedgerReply | None = None
+        self._exchanging: asyncio.Lock | None = None
 
     @property
     def unreported(self) -> bool:
@@ -284,7 +287,22 @@ class SpendAccount:
                     future.set_exception(exc)
             return None
 
+    async def hand_over(self, make_source: Any) -> None:
+        """Move to another ledger: with no exchange in flight, `make_source()` (called in a
+        thread) takes the current ledger's state over and returns its source; settlements and
+        asks from now on go there."""
+        if self._exchanging is None:
+            self._exchanging = asyncio.Lock()
+        async with self._exchanging:
+            self._source = await asyncio.to_thread(make_source)
+
     async def _exchange(self, asks: list[float]) -> LedgerReply:
+        if self._exchanging is None:
+            self._exchanging = asyncio.Lock()
+        async with self._exchanging:
+            return await self._exchange_now(asks)
+
+    async def _exchange_now(self, asks: list[float]) -> LedgerReply:
         assert self._source is not None
         released, spent = self._released, self._spent
         calls, refused = self._settled_calls, self._refused

@@ -48,6 +48,7 @@ from itemeval.store import (
     cache_group,
     read_items_part,
     read_snapshot_info,
+    text_hash,
 )
 from itemeval.store.fragments import list_fragments, read_fragments
 from itemeval.workitem import WorkItem, table_to_items
@@ -186,8 +187,39 @@ class ShardRunner:
         def to_row(call: Call) -> dict[str, Any]:
             return solution_row(call, model=condition.model_id, run_id=self.context.run_id)
 
+        def scores(calls: Sequence[Call]) -> dict[str, list[dict[str, Any]]]:
+            return self._inline_scores(shard, items, calls)
+
         target = generate_target(condition)
-        return await self._call_and_write(shard, SOLUTIONS, target, requests, cells, to_row)
+        return await self._call_and_write(
+            shard, SOLUTIONS, target, requests, cells, to_row, then=scores
+        )
+
+    def _inline_scores(
+        self, shard: Shard, items: Mapping[str, WorkItem], calls: Sequence[Call]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The verifiable scorers' grades of a generate shard's fresh solutions, made at once
+        (the text is at hand; scorers are pure functions), when the run grades too: rows per
+        scorer grade condition. They are what the grade stage would write for these cells."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        ok = [c for c in calls if c.result.ok]
+        for condition_id in self.context.score_inline:
+            scorer = self.context.grade[condition_id].scorer
+            assert scorer is not None
+            out[condition_id] = [
+                scorer_row(
+                    call.item_id,
+                    call.epoch,
+                    score(scorer, call.result.text, item.target, item.modality),
+                    gen_condition_id=shard.condition_id,
+                    solution_hash=text_hash(call.result.text),
+                    scorer=scorer,
+                    run_id=self.context.run_id,
+                )
+                for call in ok
+                for item in (items[call.item_id],)
+            ]
+        return out
 
     # -- judges ----------------------------------------------------------------------------
     async def _judge(self, shard: Shard, condition: GradeCondition) -> ShardSummary:
@@ -280,7 +312,10 @@ class ShardRunner:
         requests: Sequence[ModelRequest],
         cells: Mapping[str, list[Any]],
         to_row: Any,
+        then: Any = None,
     ) -> ShardSummary:
+        """`then(calls)`: rows of other partitions to write once the fragment is written
+        (`{grade condition id: rows}`: verifiable grades made with the solutions)."""
         summary = ShardSummary(shard.shard_id, shard.stage, shard.condition_id, cells=shard.size)
         try:
             outcome = await self.calls.run(
@@ -288,9 +323,9 @@ class ShardRunner:
             )
         except Interrupted as interrupted:
             summary.interrupted = True
-            await self._write(shard, stage, interrupted.outcome, to_row, summary)
+            await self._write(shard, stage, interrupted.outcome, to_row, summary, then)
             raise
-        await self._write(shard, stage, outcome, to_row, summary)
+        await self._write(shard, stage, outcome, to_row, summary, then)
         return summary
 
     async def _write(
@@ -300,9 +335,11 @@ class ShardRunner:
         outcome: CallOutcome,
         to_row: Any,
         summary: ShardSummary,
+        then: Any = None,
     ) -> None:
-        """Journal first (every paid answer in the cache), spend reported, then the fragment:
-        all off the event loop and shielded, so a cancellation cannot cut them short."""
+        """Journal first (every paid answer in the cache), spend reported, then the fragment
+        (and the grades made with it): all off the event loop and shielded, so a cancellation
+        cannot cut them short."""
         ordered = [outcome.calls[i] for i in sorted(outcome.calls)]
         rows = [to_row(call) for call in ordered]
         summary.not_sent = outcome.not_sent
@@ -318,6 +355,35 @@ class ShardRunner:
             summary.fragment = await asyncio.shield(
                 asyncio.to_thread(self.store.write, stage, shard.condition_id, rows)
             )
+        if rows and then is not None and self.context.score_inline:
+            summary.graded_inline = await asyncio.shield(
+                asyncio.to_thread(self._write_grades, then, ordered)
+            )
+
+    def _write_grades(self, then: Any, calls: Sequence[Call]) -> int:
+        written = 0
+        for condition_id, grade_rows in then(calls).items():
+            if grade_rows:
+                self.store.write(GRADES, condition_id, grade_rows)
+                written += len(grade_rows)
+        return written
+
+    def share_limits(self, permit_sources: Mapping[str, PermitSource]) -> None:
+        """Draw rate permits from these sources (the endpoints' shared limiters) from now on,
+        for the providers already built and those to come."""
+        self._permit_sources.update(permit_sources)
+        for endpoint, provider in self._providers.items():
+            limiter = getattr(provider, "limiter", None)
+            if limiter is not None and endpoint in permit_sources:
+                limiter.switch_source(permit_sources[endpoint])
+
+    def slots_in_use(self) -> dict[str, int]:
+        """Concurrency slots held right now, per endpoint."""
+        return {
+            endpoint: provider.limiter.slots_in_use
+            for endpoint, provider in self._providers.items()
+            if getattr(provider, "limiter", None) is not None
+        }
 
     async def _run_alive(self) -> bool:
         probe = getattr(self._spend_source, "run_alive", None)
