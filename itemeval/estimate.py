@@ -222,18 +222,12 @@ class TokenTables:
     judge: dict[str, _Columns] = field(default_factory=dict)
     modalities: dict[str, int] = field(default_factory=dict)  # name -> code
     _meta: _Columns = field(default_factory=lambda: _Columns("modality"))
-    _ids: list[pa.Array] = field(default_factory=list)
+    #: The selected items' ids, in the same order: the planner's item index lends its column.
+    item_ids: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
 
     @property
     def modality(self) -> np.ndarray:
         return self._meta["modality"]
-
-    @property
-    def item_ids(self) -> pa.Array:
-        if len(self._ids) != 1:
-            whole = pa.concat_arrays(self._ids) if self._ids else pa.array([], pa.string())
-            self._ids = [whole]
-        return self._ids[0]
 
     def priors(self, design: Design) -> Priors:
         """The per-item priors by condition id, for `calibration.calibrate`."""
@@ -263,7 +257,6 @@ def token_tables(design: Design, batches: Iterable[list[WorkItem]]) -> TokenTabl
     )
     for batch in batches:
         tables.items += len(batch)
-        tables._ids.append(pa.array([item.id for item in batch], pa.string()))
         codes = tables.modalities
         tables._meta.add(
             modality=[codes.setdefault(item.modality or "", len(codes)) for item in batch]

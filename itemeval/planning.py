@@ -129,8 +129,9 @@ def make_plan(
     ids = StudyIds()
 
     def selected_batches() -> Iterator[list[WorkItem]]:
-        for plan in datasets:
-            for batch in ids.track(plan.name, _dataset_batches(plan)):
+        for number, plan in enumerate(datasets, 1):
+            last = number == len(datasets)
+            for batch in ids.track(plan.name, _dataset_batches(plan), last=last):
                 start = plan.items
                 plan.items += len(batch)
                 for item in batch:
@@ -147,6 +148,9 @@ def make_plan(
     tables = token_tables(design, selected_batches())
     items = pa.Table.from_batches(index_batches, schema=ITEM_INDEX_SCHEMA)
     items = items.unify_dictionaries().combine_chunks()
+    index_batches.clear()  # combined into `items`: not twice in memory
+    if items.num_rows:
+        tables.item_ids = items.column("item_id").chunk(0)
     _check_prose_has_judge(study, datasets)
 
     pending_gen = pending_gr = calibration = None
@@ -212,9 +216,13 @@ def _pending(
 ) -> tuple[CellMasks, CellMasks]:
     item_ids = items.column("item_id").combine_chunks()
     generate_ids = [c.id for c in design.generate]
-    pending_gen = pending_generate(store, generate_ids, item_ids, design.epochs, force=force)
+    # ids were checked unique while the datasets were read
+    pending_gen = pending_generate(
+        store, generate_ids, item_ids, design.epochs, force=force, unique_ids=True
+    )
+    grade_ids = [c.id for c in design.grade]
     pending_gr = pending_grade(
-        store, [c.id for c in design.grade], generate_ids, item_ids, design.epochs, force=force
+        store, grade_ids, generate_ids, item_ids, design.epochs, force=force, unique_ids=True
     )
     return pending_gen, pending_gr
 

@@ -65,17 +65,17 @@ class MappedHandle(DatasetHandle):
                 log.extend(problems)
                 if result is not None:
                     item_id = result.id if isinstance(result, WorkItem) else result.identifier
-                    duplicate = ids.check(item_id, where.at(item=item_id))
-                    if duplicate:
-                        log.add(duplicate)
-                    else:
-                        if counts is not None:  # every good row counts, also after an error
-                            modality = result.modality
-                            counts[str(modality) if modality else "(no modality)"] += 1
-                        if not log.error_count:
-                            yield result
+                    modality = result.modality
+                    counted_as = str(modality) if modality else "(no modality)"
+                    log.extend(ids.check(item_id, where.at(item=item_id), counted_as))
+                    if counts is not None:  # every good row counts, also after an error
+                        counts[counted_as] += 1
+                    if not log.error_count:
+                        yield result
             if log.full:
                 return
+        log.extend(ids.finish())
+        ids.uncount(counts)
 
     def _mapping_hash(self) -> str:
         return content_hash(self.mapping.content())

@@ -1,8 +1,8 @@
 """Item identifiers unique across all datasets of a study, compared case-insensitively.
 
-`StudyIds` keeps every dataset's casefolded identifiers as arrow arrays (tens of bytes per item,
-so a million identifiers take tens of megabytes) and checks each batch against the datasets
-seen before with one vectorised membership test. Duplicates within one dataset are the
+`StudyIds` keeps the identifiers of the datasets read so far as sorted `id_keys` (18 bytes per
+item with the dataset it came from, so a million identifiers take 18 MB) and checks each batch
+of the next dataset against them with one binary search. Duplicates within one dataset are the
 dataset's own error (its handle reports them with line numbers); this module reports
 identifiers that two datasets share.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-import pyarrow as pa
-import pyarrow.compute as pc
+import numpy as np
 
 from itemeval.adapters.handle import DatasetHandle
 from itemeval.errors import DatasetError, Problem
+from itemeval.spec.directory import ID_KEY, find_keys, id_keys
 from itemeval.workitem import WorkItem
 
 MAX_REPORTED = 10
@@ -26,50 +26,54 @@ class StudyIds:
 
     def __init__(self) -> None:
         self._datasets: list[str] = []
-        self._ids: list[pa.Array] = []  # casefolded ids of each finished dataset, one array each
+        self._keys = np.zeros(0, dtype=ID_KEY)  # every earlier dataset's ids, sorted
+        self._owners = np.zeros(0, dtype=np.int16)  # which dataset each key came from
 
-    def track(self, dataset: str, batches: Iterable[list[WorkItem]]) -> Iterator[list[WorkItem]]:
+    def track(
+        self, dataset: str, batches: Iterable[list[WorkItem]], *, last: bool = False
+    ) -> Iterator[list[WorkItem]]:
         """Yield `batches` unchanged; once they are exhausted, raise `DatasetError` if any id
-        was already used by another dataset (naming both datasets and the ids)."""
+        was already used by another dataset (naming both datasets and the ids). `last`: no
+        dataset comes after, so this one's ids need not be kept."""
         if dataset in self._datasets:
             raise ValueError(f"dataset {dataset!r} is tracked twice")
-        earlier = pa.chunked_array(self._ids, pa.string()).combine_chunks() if self._ids else None
-        mine: list[pa.Array] = []
-        clashes: list[str] = []
+        mine: list[np.ndarray] = []
+        clashes: list[tuple[str, str]] = []  # (id, the earlier dataset that has it)
         clash_count = 0
         for batch in batches:
-            folded = pa.array([item.id.casefold() for item in batch], pa.string())
-            mine.append(folded)
-            if earlier is not None and len(earlier):
-                shared = pc.is_in(folded, value_set=earlier).to_numpy(zero_copy_only=False)
-                if shared.any():
-                    clash_count += int(shared.sum())
-                    for index in shared.nonzero()[0][: MAX_REPORTED - len(clashes)]:
-                        clashes.append(batch[int(index)].id)
+            keys = id_keys([item.id for item in batch])
+            if not last:
+                mine.append(keys)
+            at = find_keys(self._keys, keys)
+            shared = np.flatnonzero(at >= 0)
+            clash_count += len(shared)
+            for index in shared[: MAX_REPORTED - len(clashes)]:
+                owner = self._datasets[int(self._owners[at[index]])]
+                clashes.append((batch[int(index)].id, owner))
             yield batch
         self._datasets.append(dataset)
-        self._ids.append(pa.chunked_array(mine, pa.string()).combine_chunks())
+        if mine:
+            keys = np.concatenate([self._keys, *mine])
+            owners = np.concatenate(
+                [self._owners, np.full(len(keys) - len(self._keys), len(self._datasets) - 1)]
+            )
+            order = np.argsort(keys, kind="stable")
+            self._keys, self._owners = keys[order], owners[order].astype(np.int16)
         if clashes:
             raise DatasetError(self._problems(dataset, clashes, clash_count))
 
-    def _owner(self, item_id: str) -> str:
-        folded = pa.array([item_id.casefold()], pa.string())
-        for name, ids in zip(self._datasets, self._ids, strict=True):
-            if pc.any(pc.is_in(ids, value_set=folded)).as_py():
-                return name
-        return "another dataset"
-
-    def _problems(self, dataset: str, clashes: list[str], count: int) -> list[Problem]:
+    @staticmethod
+    def _problems(dataset: str, clashes: list[tuple[str, str]], count: int) -> list[Problem]:
         problems = [
             Problem(
                 f"item id {item_id!r} of dataset {dataset!r} is also an id of dataset "
-                f"{self._owner(item_id)!r} (ids are compared case-insensitively)",
+                f"{owner!r} (ids are compared case-insensitively)",
                 item=item_id,
                 field="identifier",
                 hint="item ids must be unique across all datasets of a study; give one "
                 'dataset an id prefix (e.g. id_template: "<name>.{{ _index }}")',
             )
-            for item_id in clashes
+            for item_id, owner in clashes
         ]
         if count > len(clashes):
             problems.append(Problem(f"... {count - len(clashes)} more shared ids"))

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import yaml
 
 from itemeval.errors import DatasetError, Problem
@@ -54,31 +55,128 @@ class DatasetReport:
         return self.log.error_count == 0
 
 
+#: Two 64-bit hashes of a casefolded identifier, as one sortable record.
+ID_KEY = np.dtype([("a", np.int64), ("b", np.int64)])
+
+
+def id_keys(identifiers: list[str]) -> np.ndarray:
+    """Case-insensitive keys of `identifiers` (`ID_KEY` records; equal for equal ids, and a
+    collision of both hashes is about 1 in 10**26 for a million ids). Hashes are this
+    process's: keys are compared within one process only."""
+    folded = [identifier.casefold() for identifier in identifiers]
+    pairs = [(hash(key), hash(key + "\x00")) for key in folded]
+    return np.array(pairs, dtype=np.int64).reshape(-1, 2).view(ID_KEY).reshape(-1)
+
+
+def find_keys(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """For each of `keys`, its index in `sorted_keys`, or -1 when absent."""
+    if not len(sorted_keys) or not len(keys):
+        return np.full(len(keys), -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return np.where(sorted_keys[at] == keys, at, -1)
+
+
 class DuplicateIds:
-    """Case-insensitive identifier uniqueness with the place of the first occurrence."""
+    """Case-insensitive identifier uniqueness, naming the first occurrence of a duplicate.
+
+    Lean enough for a million identifiers (about 24 bytes each, not a Python dict entry each):
+    each identifier is kept as its `id_keys` key and the place it was read, in sorted runs that
+    are merged as they grow. Identifiers are checked in batches of `BATCH`: `check` returns the
+    duplicates found so far, `finish` the rest, so a duplicate is reported a few thousand items
+    after it was read, never lost.
+    """
+
+    BATCH = 8192
+    MERGED = 1 << 17
 
     def __init__(self) -> None:
         self._files: list[str] = []
-        self._first: dict[str, int] = {}  # casefolded id -> file number * 2**40 + line
+        # (identifier, packed place, where, what the caller counted it as)
+        self._pending: list[tuple[str, int, Where, str | None]] = []
+        self._counted_duplicates: Counter[str] = Counter()
+        self._runs: list[tuple[np.ndarray, np.ndarray]] = []  # (hashes [n, 2] sorted, places)
 
-    def check(self, identifier: str, where: Where) -> Problem | None:
-        key = identifier.casefold()
+    def check(self, identifier: str, where: Where, counted_as: str | None = None) -> list[Problem]:
+        """Note `identifier`; the duplicates found so far (usually none). `counted_as` is the
+        key under which the caller counted the item, for `uncount`."""
         file = where.file or ""
         if file not in self._files[-1:]:
             self._files.append(file)
         packed = (len(self._files) - 1) * 2**40 + (where.line or 0)
-        first = self._first.get(key)
-        if first is None:
-            self._first[key] = packed
-            return None
-        file, line = self._files[first // 2**40], first % 2**40
-        place = f"{file}:{line}" if line else file
-        return where.error(
-            f"duplicate identifier {identifier!r}: already used at {place} "
-            "(identifiers are compared case-insensitively)",
-            field="identifier",
-            hint="give every item its own identifier",
-        )
+        self._pending.append((identifier, packed, where, counted_as))
+        return self._flush() if len(self._pending) >= self.BATCH else []
+
+    def finish(self) -> list[Problem]:
+        """The duplicates among the identifiers not checked yet."""
+        return self._flush()
+
+    def uncount(self, counts: Counter[str] | None) -> None:
+        """Take the duplicates found so far back out of `counts` (only first copies count)."""
+        if counts is not None:
+            for key, number in self._counted_duplicates.items():
+                counts[key] -= number
+                if counts[key] <= 0:
+                    del counts[key]
+        self._counted_duplicates.clear()
+
+    def _flush(self) -> list[Problem]:
+        if not self._pending:
+            return []
+        pending, self._pending = self._pending, []
+        keys = id_keys([entry[0] for entry in pending])
+        places = np.array([entry[1] for entry in pending], dtype=np.int64)
+        problems = []
+        # Against every batch before: the first occurrence is there.
+        earlier: dict[int, int] = {}  # index in batch -> packed place of the first occurrence
+        for run_keys, run_places in self._runs:
+            at = find_keys(run_keys, keys)
+            for index in np.flatnonzero(at >= 0):
+                earlier.setdefault(int(index), int(run_places[at[index]]))
+        # Within the batch: a later copy duplicates the batch's first copy, or what that one
+        # duplicates.
+        duplicates = dict(earlier)
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        starts = np.ones(len(order), dtype=bool)
+        starts[1:] = sorted_keys[1:] != sorted_keys[:-1]
+        group_start = np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))
+        for position in np.flatnonzero(~starts):
+            later, first = int(order[position]), int(order[group_start[position]])
+            duplicates[later] = earlier.get(first, int(places[first]))
+        for index in sorted(duplicates):
+            identifier, _, where, counted_as = pending[index]
+            if counted_as is not None:
+                self._counted_duplicates[counted_as] += 1
+            first = duplicates[index]
+            file, line = self._files[first // 2**40], first % 2**40
+            place = f"{file}:{line}" if line else file
+            problems.append(
+                where.error(
+                    f"duplicate identifier {identifier!r}: already used at {place} "
+                    "(identifiers are compared case-insensitively)",
+                    field="identifier",
+                    hint="give every item its own identifier",
+                )
+            )
+        fresh = np.setdiff1d(np.arange(len(keys)), np.fromiter(duplicates, int, len(duplicates)))
+        if len(fresh):
+            self._add_run(keys[fresh], places[fresh])
+        return problems
+
+    def _add_run(self, keys: np.ndarray, places: np.ndarray) -> None:
+        order = np.argsort(keys, kind="stable")
+        self._runs.append((keys[order], places[order]))
+        # Merge runs of similar size (a binary counter) up to `MERGED`: fewer runs to search,
+        # while a merge's transient copies stay a few megabytes.
+        while (
+            len(self._runs) > 1
+            and len(self._runs[-2][0]) <= 2 * len(self._runs[-1][0])
+            and len(self._runs[-2][0]) + len(self._runs[-1][0]) <= self.MERGED
+        ):
+            (k2, p2), (k1, p1) = self._runs.pop(), self._runs.pop()
+            merged = np.concatenate([k1, k2])
+            order = np.argsort(merged, kind="stable")
+            self._runs.append((merged[order], np.concatenate([p1, p2])[order]))
 
 
 class DatasetReader:
@@ -144,21 +242,19 @@ class DatasetReader:
         ids = DuplicateIds()
         for item in self.meta.items or ():
             # inline items were parsed with the metadata; only uniqueness is left to check
-            problem = ids.check(
-                item.identifier, Where(self.meta_location.url, item=item.identifier)
-            )
-            if problem:
-                log.add(problem)
-                continue
+            where = Where(self.meta_location.url, item=item.identifier)
+            log.extend(ids.check(item.identifier, where, item.modality.value))
             if counts is not None:
                 counts[item.modality.value] += 1
             if not log.error_count:
                 yield item
         for name, part in zip(self.meta.has_part, self.parts, strict=True):
             attributes = self.attribute_files.get(name)
-            yield from scan_item_file(part, log, counts, ids, attributes=attributes)
+            yield from scan_item_file(part, log, counts, ids, attributes=attributes, finish=False)
             if log.full:
                 return
+        log.extend(ids.finish())
+        ids.uncount(counts)
 
     def file_hashes(self) -> dict[str, str]:
         """sha256 of the metadata file and of every part and attributes file, by file name
@@ -180,10 +276,12 @@ def scan_item_file(
     ids: DuplicateIds | None = None,
     *,
     attributes: Location | None = None,
+    finish: bool = True,
 ) -> Iterator[Item]:
     """The items of one item file (JSON Lines, or a JSON/YAML list), checked like a part of a
     dataset: yields good items while no error was logged, logs every finding. `attributes` is
-    the part's attributes file, whose records join their items."""
+    the part's attributes file, whose records join their items. `finish=False` leaves the last
+    identifiers' check to the caller (`ids.finish()`, after the dataset's last part)."""
     ids = ids if ids is not None else DuplicateIds()
     join = AttributeJoin(attributes, log, location.name, _ITEM_KEYS) if attributes else None
     for where, record in iter_records(location):
@@ -198,18 +296,19 @@ def scan_item_file(
                 if extra and item is not None:
                     _add_attributes(item, extra, where.at(item=item.identifier), log)
             if item is not None:
-                duplicate = ids.check(item.identifier, where.at(item=item.identifier))
-                if duplicate:
-                    log.add(duplicate)
-                else:
-                    if counts is not None:  # every good item counts, also after an error
-                        counts[item.modality.value] += 1
-                    if not log.error_count:
-                        yield item
+                at = where.at(item=item.identifier)
+                log.extend(ids.check(item.identifier, at, item.modality.value))
+                if counts is not None:  # every good item counts, also after an error
+                    counts[item.modality.value] += 1
+                if not log.error_count:
+                    yield item
         if log.full:
             return
     if join is not None:
         join.finish()
+    if finish:
+        log.extend(ids.finish())
+        ids.uncount(counts)
 
 
 def _raw_identifier(record: object) -> str | None:

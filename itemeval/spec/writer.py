@@ -74,9 +74,9 @@ def write_dataset(
             if not isinstance(item, Item):
                 raise TypeError(f"items[{index}] is a {type(item).__name__}, not an Item")
             at = Where("items to write", line=index + 1, item=item.identifier)
-            duplicate = ids.check(item.identifier, at)
-            if duplicate:
-                raise DatasetError(duplicate)
+            duplicates = ids.check(item.identifier, at)
+            if duplicates:
+                raise DatasetError(duplicates)
             written, problems = item_record(item, dialect, at)
             _raise_errors(problems)
             assert written is not None
@@ -87,6 +87,9 @@ def write_dataset(
             if count == items_per_part:
                 writer.add(part.getvalue(), attributes.getvalue())
                 part, attributes, count = io.BytesIO(), io.BytesIO(), 0
+        duplicates = ids.finish()
+        if duplicates:
+            raise DatasetError(duplicates)
         if count:
             writer.add(part.getvalue(), attributes.getvalue())
         names, attribute_files = writer.finish()

@@ -114,8 +114,10 @@ class CellMasks:
         return pa.concat_tables(parts).cast(schema)
 
 
-def as_item_ids(item_ids: ItemIds) -> pa.Array:
-    """`item_ids` as one string array; duplicates are an `InputError` (ids are keys)."""
+def as_item_ids(item_ids: ItemIds, *, unique: bool = False) -> pa.Array:
+    """`item_ids` as one string array; duplicates are an `InputError` (ids are keys).
+    `unique=True`: the caller checked them already (the planner does, while reading), which
+    saves a hash table of every id."""
     if isinstance(item_ids, pa.ChunkedArray):
         array = item_ids.combine_chunks()
     elif isinstance(item_ids, pa.Array):
@@ -126,7 +128,7 @@ def as_item_ids(item_ids: ItemIds) -> pa.Array:
         array = array.cast(pa.string())
     if array.null_count:
         raise InputError(Problem("item ids contain a null", field="item_id"))
-    if pc.count_distinct(array).as_py() != len(array):
+    if not unique and pc.count_distinct(array).as_py() != len(array):
         counts = pc.value_counts(array)
         repeated = counts.filter(pc.greater(counts.field("counts"), 1)).field("values")
         raise InputError(
@@ -139,21 +141,37 @@ def as_item_ids(item_ids: ItemIds) -> pa.Array:
     return array
 
 
-def _checked(item_ids: ItemIds, epochs: int) -> pa.Array:
+def _checked(item_ids: ItemIds, epochs: int, unique: bool) -> pa.Array:
     if epochs < 1:
         raise InputError(Problem(f"epochs must be at least 1, not {epochs}", field="epochs"))
-    return as_item_ids(item_ids)
+    return as_item_ids(item_ids, unique=unique)
+
+
+#: Selected items per hash table when placing stored rows: arrow's `index_in` builds a table of
+#: its value set at about 100 bytes per id, so a million ids are placed in four slices.
+ITEM_SLICE = 1 << 18
+
+
+def item_positions(values: pa.Array | pa.ChunkedArray, items: pa.Array) -> np.ndarray:
+    """The position in `items` of each of `values` (int64; -1 where it is not an item)."""
+    found = np.full(len(values), -1, dtype=np.int64)
+    if not len(values) or not len(items):
+        return found
+    for start in range(0, len(items), ITEM_SLICE):
+        index = pc.index_in(values, value_set=items.slice(start, ITEM_SLICE))
+        at = index.fill_null(-1).to_numpy().astype(np.int64)
+        hit = at >= 0
+        found[hit] = at[hit] + start
+    return found
 
 
 def _positions(table: pa.Table, items: pa.Array, epochs: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows of `table` that name a selected item and epoch, and their cell positions
     (`item index * epochs + epoch`)."""
-    index = pc.index_in(table.column("item_id"), value_set=items)
-    epoch = table.column("epoch")
-    keep = pc.and_(pc.is_valid(index), pc.less(epoch, epochs)).to_numpy(zero_copy_only=False)
-    rows = np.flatnonzero(keep)
-    item = pc.fill_null(index, 0).to_numpy(zero_copy_only=False).astype(np.int64)[rows]
-    return rows, item * epochs + epoch.to_numpy().astype(np.int64)[rows]
+    item = item_positions(table.column("item_id"), items)
+    epoch = table.column("epoch").to_numpy().astype(np.int64)
+    rows = np.flatnonzero((item >= 0) & (epoch < epochs))
+    return rows, item[rows] * epochs + epoch[rows]
 
 
 def pending_generate(
@@ -163,10 +181,11 @@ def pending_generate(
     epochs: int,
     *,
     force: bool = False,
+    unique_ids: bool = False,
 ) -> CellMasks:
     """Generate cells of `condition_ids x item_ids x range(epochs)` without an `ok` row
-    (keyed by condition id)."""
-    items = _checked(item_ids, epochs)
+    (keyed by condition id). `unique_ids=True` skips checking that `item_ids` are unique."""
+    items = _checked(item_ids, epochs, unique_ids)
     n = len(items)
     masks: dict[Hashable, np.ndarray] = {}
     for cid in dict.fromkeys(condition_ids):
@@ -233,10 +252,12 @@ def pending_grade(
     epochs: int,
     *,
     force: bool = False,
+    unique_ids: bool = False,
 ) -> CellMasks:
     """Grade cells still to grade: every grade condition crossed with every generate condition
-    given (keyed `(grade_condition_id, gen_condition_id)`)."""
-    items = _checked(item_ids, epochs)
+    given (keyed `(grade_condition_id, gen_condition_id)`). `unique_ids` as for
+    `pending_generate`."""
+    items = _checked(item_ids, epochs, unique_ids)
     n = len(items)
     grade_ids = list(dict.fromkeys(grade_condition_ids))
     graded: dict[str, pa.Table] = {}

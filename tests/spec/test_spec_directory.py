@@ -1,6 +1,7 @@
 """Reading and writing dataset directories, on local disk and on the moto S3 server."""
 
 import json
+from collections import Counter
 
 import pytest
 from spec_files import META, item, jsonl, put
@@ -150,3 +151,33 @@ def test_yaml_and_json_parts_are_read(root_url, write_raw):
     )
     items = list(read_dataset(root_url + "/mixed").iter_items())
     assert [i.identifier for i in items] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("batch", [3, 8192])
+def test_duplicate_ids_name_every_later_copy_and_its_first_place(monkeypatch, batch):
+    """The batched checker agrees with a plain dict: every later copy (case-insensitive) is
+    reported once, naming the place of the first copy, across batches and files."""
+    import random
+
+    from itemeval.spec.directory import DuplicateIds
+    from itemeval.spec.findings import Where
+
+    monkeypatch.setattr(DuplicateIds, "BATCH", batch)
+    rng = random.Random(7)
+    names = [rng.choice(["q", "Q"]) + str(rng.randrange(40)) for _ in range(200)]
+    ids, found, expected, first = DuplicateIds(), [], [], {}
+    for line, name in enumerate(names, 1):
+        where = Where(f"part{line // 50}.jsonl", line=line)
+        found += ids.check(name, where, "boolean")
+        key = name.casefold()
+        if key in first:
+            expected.append((line, first[key]))
+        else:
+            first[key] = f"part{line // 50}.jsonl:{line}"
+    found += ids.finish()
+    assert [(p.line, p.message.split("already used at ")[1].split(" ")[0]) for p in found] == (
+        expected
+    )
+    counts = Counter({"boolean": len(names)})
+    ids.uncount(counts)
+    assert counts == Counter({"boolean": len(first)})
