@@ -134,9 +134,7 @@ class StudyConfig(StrictModel):
     #: fsspec options of the store, and of every other URL with the store's protocol.
     storage_options: dict[str, Any] = Field(default_factory=dict, repr=False)
     #: fsspec options of the URLs under a prefix (the longest matching prefix wins).
-    storage_options_by_prefix: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, repr=False
-    )
+    storage_options_by_prefix: dict[str, dict[str, Any]] = Field(default_factory=dict, repr=False)
     datasets: list[DatasetSource] = Field(min_length=1)
     endpoints: dict[str, EndpointSettings] = Field(min_length=1)
     models: list[ModelEntry] = Field(min_length=1)
