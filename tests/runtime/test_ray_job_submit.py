@@ -40,16 +40,19 @@ def _free_port() -> int:
 
 
 def _node_env(**extra: str) -> dict[str, str]:
-    """The environment of a node's `ray start` or of a client: this one without an S3 endpoint
-    or a Ray address, with token authentication on, running this virtualenv's python (as a
-    cluster image would)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ENDPOINT_URL", "RAY_ADDRESS")}
+    """The environment of a node's `ray start` or of a client: this one without an S3 endpoint,
+    a Ray address or a token, with token authentication on, running this virtualenv's python
+    (as a cluster image would)."""
+    env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
     env |= {
         "RAY_AUTH_MODE": "token",
         "RAY_USAGE_STATS_ENABLED": "0",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     return env | extra
+
+
+_NOT_INHERITED = ("AWS_ENDPOINT_URL", "RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
 def _home_with_token(folder: Path, token: str) -> str:
@@ -143,8 +146,6 @@ def test_a_head_without_a_token_refuses_to_start(tmp_path):
     """`RAY_AUTH_MODE=token` and no token anywhere: `ray start --head` fails at once (what
     happens on a node the token was not given to), before starting any process."""
     env = _node_env(HOME=str(tmp_path / "empty-home"))
-    env.pop("RAY_AUTH_TOKEN", None)
-    env.pop("RAY_AUTH_TOKEN_PATH", None)
     started = subprocess.Popen(
         [RAY, "start", "--head", "--block", f"--port={_free_port()}", "--include-dashboard=false"],
         env=env,
@@ -211,6 +212,9 @@ def test_the_hand_started_cluster_flow_reaches_s3_through_the_study(tmp_path, s3
                 worker,
                 tmp_path,
             )
+            # A client without the token is refused.
+            tokenless = _node_env(HOME=str(tmp_path / "client-home"))
+            assert not _succeeds([RAY, "job", "list", "--address", url], tokenless)
             submit = [RAY, "job", "submit", "--address", url, "--working-dir", str(REPO)]
             job = subprocess.run(
                 [*submit, "--", "python", "jobs/sweep.py", str(study), "--yes"],
