@@ -87,11 +87,14 @@ def test_every_aws_node_starts_ray_with_the_token_and_the_env_file(commands, tmp
         "OPENAI_API_KEY": "sk-test-key",
         "AWS_ENDPOINT_URL": "https://minio.example.org:9000",
     }
-    # A node without the mounted folder does not start Ray at all (never without auth).
-    (folder / "env").unlink()
+    # Without the token file, Ray's check stops the start (never a node without auth) ...
     (folder / "auth_token").unlink()
-    missing = subprocess.run(["bash", "-c", script], env=env, capture_output=True, timeout=60)
-    assert missing.returncode != 0
+    no_token = subprocess.run(["bash", "-c", script], env=env, capture_output=True, timeout=60)
+    assert no_token.returncode != 0 and b"RAY_AUTH_TOKEN_PATH" in no_token.stderr
+    # ... and without the mounted folder the command stops before `ray start`.
+    (folder / "env").unlink()
+    no_folder = subprocess.run(["bash", "-c", script], env=env, capture_output=True, timeout=60)
+    assert no_folder.returncode != 0 and b"No such file" in no_folder.stderr
 
 
 def _kuberay() -> dict:
