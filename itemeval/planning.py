@@ -116,10 +116,12 @@ def make_plan(
     """Read datasets, pins, store and prices; build the grid, pending sets and estimate."""
     pricing = Pricing.load(study.pricing_path)
     design = build_design(study).select(condition)
-    store = StudyStore.open(store_url or study.store_url, study.storage_options or None)
+    root_url = store_url or study.store_url
+    storage = study.options_by_url(root_url)
+    store = StudyStore.open(root_url, storage.for_url(root_url))
     per_dataset = selection_limit(study, limit)
 
-    handles = [open_source(source, study.base_dir) for source in study.datasets]
+    handles = [open_source(source, study.base_dir, storage) for source in study.datasets]
     check_pins(store.root, handles, accept_changed=accept_changed)
     datasets = [
         DatasetPlan(h, h.fingerprint(), read_snapshot_info(store, h.name, h.fingerprint()))
@@ -232,14 +234,8 @@ def _calibrate(
 ) -> Calibration:
     """Learn the estimate's corrections from the rows stored now (store and response cache)."""
     cache_url = cache_root_url(study.cache.enabled, study.cache_url, store)
-    options = (
-        (study.storage_options or None) if _scheme(cache_url) == _scheme(store.root.url) else None
-    )
+    options = study.options_by_url(store.root.url).for_url(cache_url)
     return calibrate(design, tables.priors(design), store, cache_url, options, force=force)
-
-
-def _scheme(url: str) -> str:
-    return url.split("://", 1)[0] if "://" in url else "file"
 
 
 def commit_plan(plan: Plan) -> None:

@@ -14,8 +14,9 @@ manifests) goes through `Location`, so the guarantees below hold for all of it:
   (`FileExistsError`) or its S3 error code/status (`PreconditionFailed`, 412), never by text.
 
 S3 credentials and endpoints come from the usual AWS environment (`AWS_ACCESS_KEY_ID`,
-`AWS_ENDPOINT_URL`, profiles) or from explicit `storage_options`; they never appear in a URL
-that itemeval prints or writes.
+`AWS_ENDPOINT_URL`, profiles) or from explicit fsspec options, which `OptionsByUrl` hands to
+each URL (a study's `storage_options` and `storage_options_by_prefix`); they never appear in a
+URL that itemeval prints or writes.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import IO, Any
 import fsspec
 from fsspec.asyn import AsyncFileSystem
 from fsspec.implementations.local import LocalFileSystem
+from fsspec.registry import known_implementations
 
 from itemeval.errors import Problem, StorageCapabilityError
 from itemeval.ids import new_sortable_id
@@ -417,6 +419,49 @@ def resolve(url: str | os.PathLike[str], storage_options: dict[str, Any] | None 
         path = os.path.abspath(path)
         text = path
     return Location(url=text.rstrip("/") if text != "/" else text, fs=fs, path=path.rstrip("/"))
+
+
+@dataclass(frozen=True)
+class OptionsByUrl:
+    """Which fsspec options each URL is opened with: one rule for every location of a study
+    (store, response cache, datasets, exports, reports), on the driver and in the workers.
+
+    A URL takes the options of the longest prefix in `by_prefix` that it starts with (a prefix
+    ends at a `/`: `s3://bench` covers `s3://bench/x`, not `s3://bench2`; `s3://` covers the
+    whole protocol); else `default` when it has the protocol of `default_url` (the store's, so
+    that one S3-compatible endpoint named once serves everything on `s3://`); else none, and
+    fsspec uses its own defaults and the environment (`AWS_ENDPOINT_URL`, profiles).
+    """
+
+    default: dict[str, Any] = field(default_factory=dict, repr=False)
+    default_url: str | None = None
+    by_prefix: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    def for_url(self, url: str | os.PathLike[str]) -> dict[str, Any] | None:
+        text = os.fspath(url)
+        matches = [p for p in self.by_prefix if url_under(text, p)]
+        if matches:
+            return dict(self.by_prefix[max(matches, key=len)]) or None
+        if not self.default or self.default_url is None:
+            return None
+        same_protocol = filesystem_family(text) == filesystem_family(self.default_url)
+        return dict(self.default) if same_protocol else None
+
+
+def url_under(url: str, prefix: str) -> bool:
+    """True if `url` is `prefix` or below it (path components, not characters)."""
+    if prefix.endswith("://"):
+        return url.startswith(prefix)
+    base = prefix.rstrip("/")
+    return url == base or url.startswith(base + "/")
+
+
+def filesystem_family(url: str) -> str:
+    """The fsspec implementation behind `url`'s protocol (`s3://` and `s3a://` are one, as are
+    local paths and `file://`), or the protocol itself when fsspec does not know it."""
+    protocol = fsspec.core.split_protocol(url)[0] or "file"
+    known = known_implementations.get(protocol)
+    return str(known["class"]) if known else protocol
 
 
 def unique_name(prefix: str = "", suffix: str = "") -> str:

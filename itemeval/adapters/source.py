@@ -10,7 +10,9 @@ into a `DatasetHandle` of the right format.
         path: data/mmlu/test/*.csv                # a glob (or a directory) of files
         mapping: {columns: [question, A, B, C, D, answer], input: question, ...}
 
-Relative paths (the data and a mapping file) resolve against the study file's folder.
+Relative paths (the data and a mapping file) resolve against the study file's folder. fsspec
+options: an entry's own `storage_options`, else what the study's rules give each URL
+(`storage.OptionsByUrl`: `storage_options` of the store's protocol, `storage_options_by_prefix`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from itemeval.adapters.mapping import (
 from itemeval.errors import ConfigError, DatasetError, Problem
 from itemeval.ids import slugify
 from itemeval.spec.directory import is_dataset_directory, read_dataset
-from itemeval.storage import Location, resolve
+from itemeval.storage import Location, OptionsByUrl, resolve
 
 DatasetFormat = Literal["items", "jsonl", "csv", "parquet", "hf"]
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -107,16 +109,23 @@ def default_name(path: str) -> str:
     return slugify(last)
 
 
-def open_source(source: DatasetSource, base_dir: str | Path | None = None) -> DatasetHandle:
-    """Open `source` (relative paths resolve against `base_dir`, the study file's folder).
+def open_source(
+    source: DatasetSource,
+    base_dir: str | Path | None = None,
+    storage: OptionsByUrl | None = None,
+) -> DatasetHandle:
+    """Open `source` (relative paths resolve against `base_dir`, the study file's folder; a URL
+    without the entry's own `storage_options` takes what `storage` gives it).
 
     Raises `ConfigError` when the entry cannot work (no mapping, unknown format, a Hub dataset
     without a revision) and `DatasetError` when the data or its metadata is invalid."""
     name = source.name or default_name(source.path)
+    url = resolve_relative(source.path, base_dir)
+    mapping_storage = storage if not source.storage_options else None
+    source = _with_options(source, url, storage)
     options = source.storage_options or None
     if source.format == "hf":
-        return _open_hf(source, name, base_dir)
-    url = resolve_relative(source.path, base_dir)
+        return _open_hf(source, name, base_dir, mapping_storage)
     directory, pattern = _split_glob(url)
     location = resolve(directory, options)
     location.invalidate()  # object stores cache listings; another process may have written
@@ -127,7 +136,7 @@ def open_source(source: DatasetSource, base_dir: str | Path | None = None) -> Da
                 _problem(name, "path", "an item-format dataset is a directory, not a glob")
             )
         return ItemsHandle(source, name, read_dataset(location.url, options))
-    mapping = _load_mapping(source, name, base_dir, fmt)
+    mapping = _load_mapping(source, name, base_dir, fmt, mapping_storage)
     if fmt == "hf":
         return HFHandle(source, name, mapping, local=location, hub_id=None)
     files = list_files(location, pattern, fmt)
@@ -195,8 +204,21 @@ def list_files(location: Location, pattern: str | None, fmt: str) -> list[Locati
     return [location.join(p[len(prefix) :]) for p in sorted(paths) if p.startswith(prefix)]
 
 
-def _open_hf(source: DatasetSource, name: str, base_dir: str | Path | None) -> DatasetHandle:
-    mapping = _load_mapping(source, name, base_dir, "hf")
+def _with_options(source: DatasetSource, url: str, storage: OptionsByUrl | None) -> DatasetSource:
+    """`source` with the options `storage` gives its URL, unless it names its own."""
+    if source.storage_options or storage is None:
+        return source
+    options = storage.for_url(url)
+    return source.model_copy(update={"storage_options": options}) if options else source
+
+
+def _open_hf(
+    source: DatasetSource,
+    name: str,
+    base_dir: str | Path | None,
+    mapping_storage: OptionsByUrl | None,
+) -> DatasetHandle:
+    mapping = _load_mapping(source, name, base_dir, "hf", mapping_storage)
     candidate = resolve_relative(source.path, base_dir)
     local = resolve(candidate, source.storage_options or None)
     if "://" in source.path or source.path.startswith(("/", ".", "~")) or local.exists():
@@ -217,8 +239,14 @@ def _open_hf(source: DatasetSource, name: str, base_dir: str | Path | None) -> D
 
 
 def _load_mapping(
-    source: DatasetSource, name: str, base_dir: str | Path | None, fmt: str
+    source: DatasetSource,
+    name: str,
+    base_dir: str | Path | None,
+    fmt: str,
+    storage: OptionsByUrl | None = None,
 ) -> MappingSpec:
+    """The entry's mapping; a mapping file is read with the entry's own options, else with
+    what `storage` gives the file's URL (it may live elsewhere than the data)."""
     if source.mapping is None:
         raise ConfigError(
             _problem(
@@ -230,9 +258,9 @@ def _load_mapping(
         )
     if isinstance(source.mapping, MappingSpec):
         return source.mapping
-    spec, _ = load_mapping_file(
-        resolve_relative(source.mapping, base_dir), source.storage_options or None
-    )
+    path = resolve_relative(source.mapping, base_dir)
+    options = storage.for_url(path) if storage is not None else source.storage_options or None
+    spec, _ = load_mapping_file(path, options)
     return spec
 
 

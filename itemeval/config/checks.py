@@ -17,6 +17,7 @@ from itemeval.ids import slugify
 from itemeval.plugins import PROVIDER_GROUP, load_plugin
 from itemeval.providers.settings import BUILTIN_KINDS
 from itemeval.scoring import scorer_identity
+from itemeval.storage import url_under
 
 
 def check_keys(study: StudyConfig, endpoints: set[str] | None = None) -> None:
@@ -118,6 +119,17 @@ def cross_check(study: StudyConfig) -> list[Problem]:
             study.rubric_template(name, field=f"facets.rubric[{index}]")
         except ConfigError as exc:
             problems.extend(exc.problems)
+    covering = [p for p in study.storage_options_by_prefix if url_under(study.store or "", p)]
+    if study.storage_options and covering:
+        problems.append(
+            Problem(
+                f"the store {study.store} gets `storage_options` and also the options of "
+                f"prefix {max(covering, key=len)!r}",
+                field="storage_options_by_prefix",
+                hint="keep one of them: `storage_options` are the store's (and the default of "
+                "every URL with its protocol)",
+            )
+        )
     if study.pricing and not study.pricing_path.is_file():  # type: ignore[union-attr]
         problems.append(Problem(f"pricing file not found: {study.pricing_path}", field="pricing"))
     if (

@@ -18,6 +18,7 @@ from itemeval.adapters import DatasetSource
 from itemeval.ids import slugify
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import SamplingParams
+from itemeval.storage import OptionsByUrl
 from itemeval.templates import Template, load_template
 
 
@@ -134,7 +135,10 @@ class StudyConfig(StrictModel):
     study: str = Field(min_length=1, description="the study's name")
     description: str | None = None
     store: str | None = None
-    storage_options: dict[str, Any] = Field(default_factory=dict)
+    #: fsspec options of the store, and of every other URL with the store's protocol.
+    storage_options: dict[str, Any] = Field(default_factory=dict, repr=False)
+    #: fsspec options of the URLs under a prefix (the longest matching prefix wins).
+    storage_options_by_prefix: dict[str, dict[str, Any]] = Field(default_factory=dict, repr=False)
     datasets: list[DatasetSource] = Field(min_length=1)
     endpoints: dict[str, EndpointSettings] = Field(min_length=1)
     models: list[ModelEntry] = Field(min_length=1)
@@ -159,6 +163,17 @@ class StudyConfig(StrictModel):
             raise ValueError(
                 f"use letters, digits, '.', '_' and '-' only (for example {slugify(value)!r})"
             )
+        return value
+
+    @field_validator("storage_options_by_prefix")
+    @classmethod
+    def _prefixes_are_urls(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for prefix in value:
+            if "://" not in prefix and not prefix.startswith("/"):
+                raise ValueError(
+                    f"{prefix!r} is not a URL prefix: use a URL such as 's3://bucket/' or "
+                    "'gs://', or an absolute path"
+                )
         return value
 
     # -- where things are ----------------------------------------------------------------
@@ -187,6 +202,17 @@ class StudyConfig(StrictModel):
         if not self.cache.enabled:
             return None
         return _output_url(self.cache.location) if self.cache.location else None
+
+    def options_by_url(self, store_url: str | None = None) -> OptionsByUrl:
+        """The fsspec options of every URL the study reads or writes (`storage.OptionsByUrl`):
+        `storage_options` go to the store at `store_url` (default: the study's) and to every
+        other URL with its protocol, unless a prefix in `storage_options_by_prefix` covers the
+        URL."""
+        return OptionsByUrl(
+            default=dict(self.storage_options),
+            default_url=store_url or self.store_url,
+            by_prefix={k: dict(v) for k, v in self.storage_options_by_prefix.items()},
+        )
 
     @property
     def pricing_path(self) -> Path | None:

@@ -7,7 +7,8 @@ wholly written or not at all.
   completes on close) and `discard` aborts it, so no partial object ever appears.
 
 The default output directory of `itemeval export` and `itemeval report` is `<store>/exports`,
-next to the data they describe (also on S3).
+next to the data they describe (also on S3). Any other `--out` URL is opened with the fsspec
+options the study gives it (`StudyConfig.options_by_url`), like the store, cache and datasets.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import contextlib
 import os
 import shutil
 import tempfile
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from itemeval.storage import Location, resolve, unique_name
-from itemeval.store import StudyStore
+
+if TYPE_CHECKING:
+    from itemeval.planning import Plan
 
 EXPORTS_DIR = "exports"
 
@@ -110,9 +113,12 @@ class OutputDir:
         return cls(resolve(url, storage_options))
 
     @classmethod
-    def for_store(cls, store: StudyStore, url: str | None) -> OutputDir:
-        """`url` when given, else `<store>/exports` (with the store's filesystem options)."""
-        return cls.at(url) if url else cls(store.root.join(EXPORTS_DIR))
+    def for_plan(cls, plan: Plan, url: str | None) -> OutputDir:
+        """`url` when given, opened with the options the study gives it, else
+        `<store>/exports` (on the store's filesystem)."""
+        if not url:
+            return cls(plan.store.root.join(EXPORTS_DIR))
+        return cls.at(url, plan.study.options_by_url(plan.store.root.url).for_url(url))
 
     @property
     def url(self) -> str:

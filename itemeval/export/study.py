@@ -223,7 +223,7 @@ def export_study(plan: Plan, options: ExportOptions | None = None) -> ExportResu
     options = options or ExportOptions()
     options.check()
     started = time.monotonic()
-    out = OutputDir.for_store(plan.store, options.out)
+    out = OutputDir.for_plan(plan, options.out)
     scan = LongTableScan(
         plan, include_ungraded=options.include_ungraded, batch_rows=options.batch_rows
     )

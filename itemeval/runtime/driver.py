@@ -239,20 +239,20 @@ def _context(plan: Plan, run_id: str, options: RunOptions) -> RunContext:
         # No answers from other studies, but paid answers must still be durable: the study's
         # own journal in its store answers only its own calls.
         cache_url = plan.store.root.join(STUDY_CACHE_DIR).url
-    same_backend = _scheme(cache_url) == _scheme(plan.store.root.url)
+    storage = study.options_by_url(plan.store.root.url)  # workers open store and cache alike
     used = {c.endpoint for c in plan.design.generate} | {
         c.endpoint for c in plan.design.judges if c.endpoint
     }
     return RunContext(
         run_id=run_id,
         store_url=plan.store.root.url,
-        storage_options=study.storage_options or None,
+        storage_options=storage.for_url(plan.store.root.url),
         endpoints={name: study.endpoints[name] for name in sorted(used)},
         generate=plan.design.generate_by_id(),
         grade=plan.design.grade_by_id(),
         pricing=plan.pricing,
         cache_url=cache_url,
-        cache_storage_options=(study.storage_options or None) if same_backend else None,
+        cache_storage_options=storage.for_url(cache_url),
         reuse_since=datetime.now(UTC) if options.force else None,
         capped=study.budget.max_usd is not None,
         score_inline=(
@@ -261,10 +261,6 @@ def _context(plan: Plan, run_id: str, options: RunOptions) -> RunContext:
             else ()
         ),
     )
-
-
-def _scheme(url: str) -> str:
-    return url.split("://", 1)[0] if "://" in url else "file"
 
 
 @contextlib.contextmanager

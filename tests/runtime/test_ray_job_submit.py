@@ -1,8 +1,15 @@
-"""`ray job submit --working-dir . -- python jobs/sweep.py STUDY` against a head node started
-by this test on 127.0.0.1 (token authentication on); the test stops only the cluster it started."""
+"""docs/cluster.md's cluster started by hand, followed step by step on 127.0.0.1: a head with
+token authentication (`ray start --head`), a worker node joining it (`ray start --address`),
+`ray job submit --working-dir . -- python jobs/sweep.py STUDY` from a client, then `itemeval
+status`, `export --out s3://` and `report --out s3://` from the client. The store, the response
+cache and a dataset are on moto's S3 server, whose endpoint is named only in the study file
+(`storage_options`): no process of the cluster or the client has `AWS_ENDPOINT_URL`. The tests
+stop only the Ray processes they started (each node is its own process group)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -10,14 +17,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
-from runtime_files import REPO, assert_complete, write_study
+import s3fs
+from runtime_files import DATASETS, REPO, assert_complete, distinct_calls, write_study
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 RAY = str(Path(sys.executable).with_name("ray"))
+ITEMEVAL = [sys.executable, "-m", "itemeval"]
 
 
 def _free_port() -> int:
@@ -28,91 +39,226 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def head_node(tmp_path):
-    """A Ray head on 127.0.0.1 with every port chosen free and token auth; yields (dashboard
-    URL, environment for clients)."""
-    ports = {name: _free_port() for name in ("gcs", "dashboard", "agent", "client", "metrics")}
-    env = {
-        **os.environ,
+def _node_env(**extra: str) -> dict[str, str]:
+    """The environment of a node's `ray start` or of a client: this one without an S3 endpoint,
+    a Ray address or a token, with token authentication on, running this virtualenv's python
+    (as a cluster image would)."""
+    env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
+    env |= {
         "RAY_AUTH_MODE": "token",
-        "RAY_AUTH_TOKEN": secrets.token_hex(16),
         "RAY_USAGE_STATS_ENABLED": "0",
-        # the cluster's nodes run this virtualenv's python, as a cluster image would
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    env.pop("RAY_ADDRESS", None)
+    return env | extra
+
+
+_NOT_INHERITED = ("AWS_ENDPOINT_URL", "RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+def _home_with_token(folder: Path, token: str) -> str:
+    """A home directory holding the token where Ray looks by default (`~/.ray/auth_token`),
+    as `cluster/aws.yaml`'s file mount puts it on every node."""
+    path = folder / ".ray" / "auth_token"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(token)
+    path.chmod(0o600)
+    return str(folder)
+
+
+@contextlib.contextmanager
+def _ray_node(args: list[str], env: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen]:
+    """`ray start ARGS --block` in its own process group; on exit that group (and only it) is
+    stopped: SIGTERM, then SIGKILL after 10 s (a head drains for up to 30 s)."""
+    log = open(log_path, "w")  # noqa: SIM115 - closed below
+    node = subprocess.Popen(
+        [RAY, "start", "--block", "--node-ip-address=127.0.0.1", *args],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        yield node
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(node.pid, signal.SIGTERM)
+        try:
+            node.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node.pid, signal.SIGKILL)
+            node.wait(timeout=10)
+        log.close()
+
+
+@contextlib.contextmanager
+def _head(tmp_path: Path, env: dict[str, str], num_cpus: int) -> Iterator[tuple[str, str]]:
+    """A head on 127.0.0.1 with every port chosen free; yields (GCS address, dashboard URL)."""
+    ports = {name: _free_port() for name in ("gcs", "dashboard", "agent", "client", "metrics")}
     temp = Path("/tmp") / f"ray-test-{secrets.token_hex(3)}"  # short: unix socket path limits
-    command = [
-        RAY,
-        "start",
+    args = [
         "--head",
-        "--block",
-        "--node-ip-address=127.0.0.1",
         f"--port={ports['gcs']}",
         "--dashboard-host=127.0.0.1",
         f"--dashboard-port={ports['dashboard']}",
         f"--dashboard-agent-listen-port={ports['agent']}",
         f"--ray-client-server-port={ports['client']}",
         f"--metrics-export-port={ports['metrics']}",
-        "--num-cpus=2",
+        f"--num-cpus={num_cpus}",
         "--include-dashboard=true",
         f"--temp-dir={temp}",
     ]
-    log = open(tmp_path / "head.log", "w")  # noqa: SIM115 - closed in teardown
-    head = subprocess.Popen(
-        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    url = f"http://127.0.0.1:{ports['dashboard']}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            probe = subprocess.run(
-                [RAY, "job", "list", "--address", url], env=env, capture_output=True, text=True
-            )
-            if probe.returncode == 0:
-                break
-            if head.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    "head node did not start:\n" + (tmp_path / "head.log").read_text()[-3000:]
-                )
-            time.sleep(1)
-        yield url, env
+        with _ray_node(args, env, tmp_path / "head.log") as head:
+            url = f"http://127.0.0.1:{ports['dashboard']}"
+            probe = [RAY, "job", "list", "--address", url]
+            _wait_until(lambda: _succeeds(probe, env), "the head's job server", head, tmp_path)
+            yield f"127.0.0.1:{ports['gcs']}", url
     finally:
-        os.killpg(head.pid, signal.SIGTERM)  # only this cluster's process group
-        try:
-            head.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait(timeout=10)
-        log.close()
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def test_ray_job_submit_runs_a_study_on_the_cluster(tmp_path, head_node):
-    url, env = head_node
-    path = write_study(tmp_path, **{"budget.dev_items": 6, "facets.replications": 1})
-    job = subprocess.run(
-        [
-            RAY,
-            "job",
-            "submit",
-            "--address",
-            url,
-            "--working-dir",
-            str(REPO),
-            "--",
-            "python",
-            "jobs/sweep.py",
-            str(path),
-            "--yes",
-        ],
-        env=env | {"ITEMEVAL_CACHE_DIR": str(tmp_path / "job-cache")},
-        capture_output=True,
+def _succeeds(command: list[str], env: dict[str, str]) -> bool:
+    return subprocess.run(command, env=env, capture_output=True, text=True).returncode == 0
+
+
+def _wait_until(
+    ready: Callable[[], bool], what: str, node: subprocess.Popen, tmp_path: Path
+) -> None:
+    deadline = time.monotonic() + 90
+    while not ready():
+        if node.poll() is not None or time.monotonic() > deadline:
+            logs = "".join(p.read_text()[-2000:] for p in sorted(tmp_path.glob("*.log")))
+            raise RuntimeError(f"{what} did not come up:\n{logs}")
+        time.sleep(1)
+
+
+@pytest.fixture
+def head_node(tmp_path):
+    """A head with two CPUs and token auth, the token in `RAY_AUTH_TOKEN` (the Kubernetes
+    route: a Secret as an environment variable); yields (dashboard URL, client environment)."""
+    env = _node_env(RAY_AUTH_TOKEN=secrets.token_hex(16))
+    with _head(tmp_path, env, num_cpus=2) as (_, url):
+        yield url, env
+
+
+def test_a_head_without_a_token_refuses_to_start(tmp_path):
+    """`RAY_AUTH_MODE=token` and no token anywhere: `ray start --head` fails at once (what
+    happens on a node the token was not given to), before starting any process."""
+    env = _node_env(HOME=str(tmp_path / "empty-home"))
+    started = subprocess.Popen(
+        [RAY, "start", "--head", "--block", f"--port={_free_port()}", "--include-dashboard=false"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=600,
+        start_new_session=True,
     )
+    try:
+        output, _ = started.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(started.pid, signal.SIGKILL)
+        started.wait(timeout=10)
+        pytest.fail("a head without a token started")
+    assert started.returncode != 0
+    assert "no authentication token was found" in output
+
+
+def test_the_hand_started_cluster_flow_reaches_s3_through_the_study(tmp_path, s3_server, s3_bucket):
+    token = secrets.token_hex(16)
+    bucket = s3_bucket
+    fs = s3fs.S3FileSystem(endpoint_url=s3_server, skip_instance_cache=True)
+    fs.put(str(DATASETS / "arithmetic"), f"{bucket}/data/", recursive=True)
+    study = write_study(
+        tmp_path / "client",
+        **{
+            "store": f"{bucket}/studies/sweep",
+            "storage_options": {"endpoint_url": s3_server},
+            "cache.location": f"{bucket}/cache",
+            "datasets": [
+                {"name": "arithmetic", "path": f"{bucket}/data/arithmetic"},  # S3: the options
+                {"name": "science-mc", "path": str(DATASETS / "science-mc")},  # local: none
+            ],
+            "budget.dev_items": 6,
+            "facets.replications": 1,
+        },
+    )
+    # Nodes find the token in ~/.ray/auth_token; the client has it in RAY_AUTH_TOKEN.
+    head_env = _node_env(HOME=_home_with_token(tmp_path / "head-home", token))
+    worker_env = _node_env(HOME=_home_with_token(tmp_path / "worker-home", token))
+    client = _node_env(RAY_AUTH_TOKEN=token)
+
+    # The head has no CPUs, so every worker actor runs on the node that joins it. That node
+    # has its own temporary directory, as another machine would (two nodes sharing one unpack
+    # the job's working directory over each other).
+    worker_temp = Path("/tmp") / f"ray-test-{secrets.token_hex(3)}"
+    with _head(tmp_path, head_env, num_cpus=0) as (gcs, url), contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, worker_temp, ignore_errors=True)
+        worker_args = [
+            f"--address={gcs}",
+            "--num-cpus=2",
+            f"--dashboard-agent-listen-port={_free_port()}",
+            f"--metrics-export-port={_free_port()}",
+            f"--temp-dir={worker_temp}",
+        ]
+        with _ray_node(worker_args, worker_env, tmp_path / "worker.log") as worker:
+            status = [RAY, "status", f"--address={gcs}"]
+            _wait_until(
+                lambda: (
+                    "/2.0 CPU"
+                    in subprocess.run(status, env=client, capture_output=True, text=True).stdout
+                ),
+                "the worker node",
+                worker,
+                tmp_path,
+            )
+            # A client without the token is refused.
+            tokenless = _node_env(HOME=str(tmp_path / "client-home"))
+            assert not _succeeds([RAY, "job", "list", "--address", url], tokenless)
+            submit = [RAY, "job", "submit", "--address", url, "--working-dir", str(REPO)]
+            job = subprocess.run(
+                [*submit, "--", "python", "jobs/sweep.py", str(study), "--yes"],
+                env=client,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
     output = job.stdout + job.stderr
     assert job.returncode == 0, output[-4000:]
     assert "succeeded" in output.lower()
-    assert_complete(str(tmp_path / "store"), generate=4, grade=2, epochs=1, items=12)
+
+    # The store on S3: every cell exactly once (physical rows, read without deduplication).
+    store_url = f"{bucket}/studies/sweep"
+    assert_complete(store_url, generate=4, grade=2, epochs=1, items=12)
+    # The response cache on S3, written by the workers: one answer per call the store needed.
+    cached = {
+        key
+        for path in fs.glob(f"{bucket}/cache/calls/*/*.parquet")
+        for key in pq.read_table(fs.open(path), columns=["key"]).column("key").to_pylist()
+    }
+    assert len(cached) == distinct_calls(store_url) > 0
+
+    # The client: status, export and report against the S3 store, the endpoint from the study.
+    def client_command(*args: str) -> dict:
+        done = subprocess.run(
+            [*ITEMEVAL, *args, "--json"], env=client, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout)
+
+    conditions = client_command("status", str(study))["conditions"]
+    assert len(conditions) == 4 + 2  # generate conditions, then grade conditions
+    assert all(c["pending"] == 0 and c["done"] == c["expected"] > 0 for c in conditions)
+
+    exported = client_command("export", str(study), "--out", f"{bucket}/exports/sweep")
+    grading_events = 2 * 4 * 12
+    assert exported["rows"] == grading_events
+    long_table = exported["files"]["parquet"]
+    assert long_table == f"{bucket}/exports/sweep/long_table.parquet"
+    assert pq.read_table(fs.open(long_table)).num_rows == grading_events
+    assert fs.exists(f"{bucket}/exports/sweep/long_table.csv")
+
+    reported = client_command("report", str(study), "--out", f"{bucket}/reports/sweep")
+    assert reported["html"] == f"{bucket}/reports/sweep/report.html"
+    assert "sim/strong" in fs.cat_file(reported["html"]).decode("utf-8")
+    assert fs.exists(reported["markdown"])

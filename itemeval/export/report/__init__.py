@@ -42,7 +42,7 @@ def write_report(
     """Compute the report of `plan`'s store and write `report.html` and `report.md`."""
     started = time.monotonic()
     data = report_data(plan, bootstrap)
-    target = OutputDir.for_store(plan.store, out)
+    target = OutputDir.for_plan(plan, out)
     html = target.write_bytes(HTML_FILE, report_html(data).encode("utf-8"))
     markdown = target.write_bytes(MARKDOWN_FILE, report_markdown(data).encode("utf-8"))
     return ReportResult(html, markdown, time.monotonic() - started, data)
