@@ -65,6 +65,10 @@ class InlineExecutor:
     def spend(self) -> LedgerState:
         return self._ledger.state()
 
+    def spend_source(self) -> LocalSpendSource:
+        """The run's ledger for the driver's own calls (the batch tier's reservations)."""
+        return LocalSpendSource(self._ledger)
+
     def health(self) -> list[str]:
         return []
 
