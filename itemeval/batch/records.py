@@ -222,3 +222,25 @@ class BatchLog:
     def cells(self, local_id: str) -> pa.Table:
         table = read_parquet_file(self._dir(local_id).join("cells.parquet"))
         return table.cast(CELL_SCHEMA)
+
+
+def open_batches(root: Location) -> list[dict[str, object]]:
+    """The store's batches not collected yet, for `itemeval status`."""
+    out: list[dict[str, object]] = []
+    for record in BatchLog(root).open_records():
+        out.append(
+            {
+                "local_id": record.local_id,
+                "stage": record.stage,
+                "condition_id": record.condition_id,
+                "endpoint": record.endpoint,
+                "state": record.state,
+                "batch_id": record.batch_id,
+                "requests": record.requests,
+                "cells": record.cells,
+                "run_id": record.owner.run_id,
+                "owner_alive": not record.stale(),
+                "deadline": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.deadline)),
+            }
+        )
+    return out
