@@ -11,12 +11,14 @@ a thread.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
 
 from itemeval.batch.records import BatchRecord
+from itemeval.providers.batch_client import BatchResult, BatchStatus
 from itemeval.providers.pricing import ModelPrice
 from itemeval.providers.types import ModelResult
 from itemeval.runtime.context import RunContext
@@ -40,6 +42,27 @@ class Collected:
     usd: float = 0.0  # what the batch's answers cost
     paid: int = 0  # requests that were answered (ok or a final failure): billed
     counts: dict[str, int] = field(default_factory=dict)
+
+
+def match_results(
+    local_id: str, fetched: Sequence[tuple[BatchStatus, Sequence[BatchResult]]]
+) -> tuple[BatchStatus | None, dict[int, ModelResult | None]]:
+    """The batch (of one, or of the candidates a restarted driver found) that holds the
+    record's requests, and its results by request index. Custom ids are `<local id>-<index>`:
+    a batch whose results hold none of them is another program's and is never read. A batch
+    without results (failed as a whole) matches: its cells have no answer."""
+    prefix = f"{local_id}-"
+    for status, lines in fetched:
+        ours = [line for line in lines if line.custom_id.startswith(prefix)]
+        if lines and not ours:
+            continue
+        results: dict[int, ModelResult | None] = {}
+        for line in ours:
+            suffix = line.custom_id[len(prefix) :]
+            if suffix.isdigit():
+                results[int(suffix)] = line.result
+        return status, results
+    return None, {}
 
 
 def collect_rows(

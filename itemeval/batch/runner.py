@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,9 +40,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from itemeval.batch.collect import CELL_PLACE, Collected, collect_rows
+from itemeval.batch.collect import CELL_PLACE, Collected, collect_rows, match_results
+from itemeval.batch.prepare import Buffer, cells_table, chunks, prepare_shard, shards_of
 from itemeval.batch.records import (
-    CELL_SCHEMA,
     HEARTBEAT_S,
     BatchLog,
     BatchRecord,
@@ -54,56 +52,24 @@ from itemeval.batch.records import (
 from itemeval.providers.batch_client import (
     BatchApiError,
     BatchClient,
-    BatchResult,
     BatchStatus,
     UncertainCreate,
     make_batch_client,
 )
-from itemeval.providers.types import ModelRequest
-from itemeval.runtime.calls import CallTarget, worst_case_usd
+from itemeval.runtime.calls import worst_case_usd
 from itemeval.runtime.context import RunContext
-from itemeval.runtime.requests import generate_requests, judge_requests
-from itemeval.runtime.rows import judge_row, solution_row
 from itemeval.runtime.shards import Shard, ShardSummary
 from itemeval.runtime.spend import SpendSource
-from itemeval.runtime.worker import ShardRunner, fold_rows, generate_target, judge_target
-from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, cache_key, request_hash
-
-log = logging.getLogger("itemeval.batch")
+from itemeval.runtime.worker import ShardRunner, generate_target, judge_target
+from itemeval.store import GRADES, SOLUTIONS
 
 #: After a cancel at the deadline, how long a batch may take to end before it is left to a
 #: later run (OpenAI's `cancelling` can take up to 10 minutes).
 CANCEL_WAIT_S = 900.0
 #: The most often a batch is polled, whatever `poll_interval_s` says.
 MIN_POLL_S = 0.05
-#: A record found by `find` this many times in a row unchanged ... is looked for this often.
+#: A lookup for a batch whose create was unclear (`BatchClient.find`) is tried this often.
 FIND_ATTEMPTS = 3
-#: Bytes a request takes in a batch, beyond its messages (the body's other fields).
-_REQUEST_OVERHEAD = 2048
-
-
-@dataclass
-class Pending:
-    """One request to submit and the cells it answers (the first one pays)."""
-
-    request: ModelRequest
-    request_hash: str
-    key: str
-    cells: list[dict[str, Any]]
-    size: int  # bytes it takes in a batch, about
-
-
-@dataclass
-class Buffer:
-    """Requests of one condition and attempt, waiting to fill a batch (or for budget)."""
-
-    condition_id: str
-    attempt: int
-    requests: dict[str, Pending] = field(default_factory=dict)  # by key
-
-    @property
-    def size(self) -> int:
-        return sum(p.size for p in self.requests.values())
 
 
 @dataclass
@@ -218,106 +184,16 @@ class BatchStage:
 
     async def _prepare(self, shard: Shard) -> None:
         """Render the shard's requests; write what the cache answers; buffer the rest."""
-        stage = shard.stage
-        if stage == "generate":
-            condition = self.context.generate[shard.condition_id]
-            target = generate_target(condition)
-            endpoint = self.context.endpoints[condition.endpoint]
-            items = await asyncio.to_thread(self.runner.read_items, shard)
-            cells = shard.cells.to_pydict()
-            requests = generate_requests(
-                condition, endpoint, items, cells["item_id"], cells["epoch"]
-            )
-            kept = cells
-            judged: dict[tuple[str, int], tuple[str, str]] = {}
-            fragments: dict[tuple[str, int], str | None] = {}
-        else:
-            grader = self.context.grade[shard.condition_id]
-            target = judge_target(grader)
-            endpoint = self.context.endpoints[str(grader.endpoint)]
-            items = await asyncio.to_thread(self.runner.read_items, shard)
-            texts = await asyncio.to_thread(self.runner.solution_texts, shard)
-            cells = shard.cells.to_pydict()
-            requests, kept, judged = judge_requests(grader, endpoint, items, texts, cells)
-            places = zip(cells["item_id"], cells["epoch"], strict=True)
-            fragments = dict(zip(places, cells["fragment"], strict=True))
-        if not requests:
-            return
-        hashes = [request_hash(r) for r in requests]
-        keys = [cache_key(h, e) for h, e in zip(hashes, kept["epoch"], strict=True)]
-        hits = await asyncio.to_thread(
-            self.runner.calls.cached_calls,
-            target,
-            requests,
-            hashes,
-            keys,
-            kept["item_id"],
-            kept["epoch"],
-            shard.attempt > 0,
-            TIER_BATCH,
-        )
-        if hits:
-            await self._write_hits(shard, target, hits, judged)
+        attempt = shard.attempt + 1
         buffer = self._buffers.setdefault(
-            (shard.condition_id, shard.attempt + 1), Buffer(shard.condition_id, shard.attempt + 1)
+            (shard.condition_id, attempt), Buffer(shard.condition_id, attempt)
         )
-        for index, request in enumerate(requests):
-            if index in hits:
-                continue
-            item_id, epoch = kept["item_id"][index], kept["epoch"][index]
-            cell = {
-                "item_id": item_id,
-                "epoch": int(epoch),
-                "request_hash": hashes[index],
-                "key": keys[index],
-                "dataset": shard.dataset,
-                "fingerprint": shard.fingerprint,
-                "part": shard.part,
-                "gen_condition_id": shard.gen_condition_id,
-                "solution_hash": judged[(item_id, epoch)][0] if judged else None,
-                "fragment": fragments.get((item_id, epoch)),
-            }
-            found = buffer.requests.get(keys[index])
-            if found is not None:  # the same request for another cell: sent once
-                found.cells.append(cell)
-                continue
-            size = sum(len((m.get("content") or "").encode()) for m in request.messages)
-            buffer.requests[keys[index]] = Pending(
-                request, hashes[index], keys[index], [cell], 2 * size + _REQUEST_OVERHEAD
-            )
+        hits = await prepare_shard(
+            shard, buffer, context=self.context, runner=self.runner, shard_id=self._next_id()
+        )
+        if hits is not None:
+            self.report(hits)
         await self._flush(everything=False)
-
-    async def _write_hits(
-        self,
-        shard: Shard,
-        target: CallTarget,
-        hits: dict[int, Any],
-        judged: dict[tuple[str, int], tuple[str, str]],
-    ) -> None:
-        calls = [hits[i] for i in sorted(hits)]
-        if shard.stage == "generate":
-            rows = [solution_row(c, model=target.model, run_id=self.context.run_id) for c in calls]
-            stage = SOLUTIONS
-        else:
-            grader = self.context.grade[shard.condition_id]
-            assert grader.rubric is not None
-            rows = [
-                judge_row(
-                    c,
-                    gen_condition_id=str(shard.gen_condition_id),
-                    solution_hash=judged[(c.item_id, c.epoch)][0],
-                    solution=judged[(c.item_id, c.epoch)][1],
-                    grader=grader.model_id or "",
-                    rubric=grader.rubric,
-                    run_id=self.context.run_id,
-                )
-                for c in calls
-            ]
-            stage = GRADES
-        await asyncio.to_thread(self.runner.store.write, stage, shard.condition_id, rows)
-        summary = ShardSummary(self._next_id(), shard.stage, shard.condition_id, cells=len(rows))
-        fold_rows(summary, calls, rows)
-        self.report(summary)
 
     # ------------------------------------------------------------------ submitting
 
@@ -331,7 +207,7 @@ class BatchStage:
             if not buffer.requests or not (full or everything):
                 continue
             del self._buffers[key]
-            for chunk in _chunks(buffer, client):
+            for chunk in chunks(buffer, client):
                 rest = await self._submit(chunk)
                 if rest is not None and rest.requests:
                     self._waiting.append(rest)
@@ -378,7 +254,7 @@ class BatchStage:
         reserved = sum(worst[:granted]) if self.capped else 0.0
         local_id = new_local_id()
         lines = [client.encode(f"{local_id}-{i}", p.request) for i, p in enumerate(chunk)]
-        cells = _cells_table(chunk)
+        cells = cells_table(chunk)
         record = BatchRecord(
             local_id=local_id,
             stage="generate" if condition_id in self.context.generate else "grade",
@@ -512,20 +388,11 @@ class BatchStage:
 
     async def _collect(self, batch: OpenBatch, statuses: list[BatchStatus]) -> None:
         record = batch.record
-        prefix = f"{record.local_id}-"
-        results: dict[int, Any] = {}
-        chosen: BatchStatus | None = None
-        for status in statuses:
-            lines: list[BatchResult] = [] if status.failure else await batch.client.results(status)
-            ours = [r for r in lines if r.custom_id.startswith(prefix)]
-            if lines and not ours:
-                continue  # a candidate that was another program's batch
-            chosen = status
-            for line in ours:
-                suffix = line.custom_id[len(prefix) :]
-                if suffix.isdigit():
-                    results[int(suffix)] = line.result
-            break
+        fetched = [
+            (status, [] if status.failure else await batch.client.results(status))
+            for status in statuses
+        ]
+        chosen, results = match_results(record.local_id, fetched)
         if chosen is None:
             await self._abandon(batch, "no candidate batch held its requests")
             return
@@ -596,7 +463,7 @@ class BatchStage:
         ):
             self._to_live(record.condition_id, cells)
             return
-        self._requeue.extend(_shards_of(record, cells))
+        self._requeue.extend(shards_of(record, cells))
 
     def _to_live(self, condition_id: str, cells: list[dict[str, Any]]) -> None:
         self.outcome.leftovers.extend((condition_id, cell) for cell in cells)
@@ -709,60 +576,6 @@ class BatchStage:
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def _chunks(buffer: Buffer, client: BatchClient) -> list[Buffer]:
-    """`buffer` cut into batches within the client's request and byte limits."""
-    out: list[Buffer] = []
-    current = Buffer(buffer.condition_id, buffer.attempt)
-    size = 0
-    for key, pending in buffer.requests.items():
-        if current.requests and (
-            len(current.requests) >= client.max_requests or size + pending.size > client.max_bytes
-        ):
-            out.append(current)
-            current, size = Buffer(buffer.condition_id, buffer.attempt), 0
-        current.requests[key] = pending
-        size += pending.size
-    if current.requests:
-        out.append(current)
-    return out
-
-
-def _cells_table(chunk: Sequence[Pending]) -> pa.Table:
-    rows = [{"request": i, **cell} for i, pending in enumerate(chunk) for cell in pending.cells]
-    return pa.Table.from_pylist(rows, schema=CELL_SCHEMA)
-
-
-def _shards_of(record: BatchRecord, cells: list[dict[str, Any]]) -> list[Shard]:
-    """Cells to prepare again, as shards (attempt = the record's: the next batch is one more)."""
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
-    for cell in cells:
-        place = (cell["gen_condition_id"], cell["dataset"], cell["fingerprint"], cell["part"])
-        groups[place].append(cell)
-    shards = []
-    for (gen, dataset, fingerprint, part), group in groups.items():
-        data: dict[str, Any] = {
-            "item_id": pa.array([c["item_id"] for c in group], pa.string()),
-            "epoch": pa.array([c["epoch"] for c in group], pa.int32()),
-        }
-        if record.stage == "grade":
-            data["solution_hash"] = pa.array([c["solution_hash"] for c in group], pa.string())
-            data["fragment"] = pa.array([c["fragment"] for c in group], pa.string())
-        shards.append(
-            Shard(
-                shard_id=0,
-                stage=record.stage,
-                condition_id=record.condition_id,
-                dataset=dataset,
-                fingerprint=fingerprint,
-                part=int(part),
-                cells=pa.table(data),
-                gen_condition_id=gen,
-                attempt=record.attempt,
-            )
-        )
-    return shards
 
 
 def _when(epoch: float) -> str:
