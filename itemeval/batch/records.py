@@ -3,6 +3,7 @@
     batches/<local id>/cells.parquet        its cells and their requests (`CELL_SCHEMA`), first
     batches/<local id>/owner-000001.json    who works on it: created exclusively, one at a time
     batches/<local id>/state.json           where it is (`BatchRecord`), rewritten atomically
+    batches/<local id>.final                once it is collected or abandoned: listings skip it
 
 A record moves `prepared` (cells recorded, nothing sent) -> `submitted` (the provider's batch id
 is known) -> `collected` (rows written, final), or -> `abandoned` (final: the provider refused it,
@@ -39,6 +40,7 @@ LEASE_S = 120.0
 
 RecordState = Literal["prepared", "submitted", "collected", "abandoned"]
 FINAL_STATES = frozenset({"collected", "abandoned"})
+FINAL_SUFFIX = ".final"
 
 #: One row per cell of a batch. `request` is the request's index in the batch (its custom id is
 #: `<local id>-<request>`); cells with the same request key share one request (the first is the
@@ -160,10 +162,12 @@ class BatchLog:
         self.write(record)
 
     def write(self, record: BatchRecord) -> BatchRecord:
-        """Save `record` (touched now)."""
+        """Save `record` (touched now); a final one is marked so that listings skip it."""
         record = record.model_copy(update={"touched_at": time.time()})
         data = record.model_dump_json(indent=1).encode()
         self._dir(record.local_id).join("state.json").write_atomic(data)
+        if not record.open:
+            self.root.join(f"{record.local_id}{FINAL_SUFFIX}").write_atomic(record.state.encode())
         return record
 
     def adopt(self, record: BatchRecord, run_id: str) -> BatchRecord | None:
@@ -190,12 +194,15 @@ class BatchLog:
         return max(generations, default=0)
 
     # -- reading ---------------------------------------------------------------------------
-    def records(self) -> Iterator[BatchRecord]:
-        """Every record of the store (oldest first); unreadable ones are a `StoreError`."""
+    def records(self, *, final: bool = True) -> Iterator[BatchRecord]:
+        """Every record of the store (oldest first; without `final`, only open ones, read
+        without opening the others); an unreadable one is a `StoreError`."""
         self.root.invalidate()
-        if not self.root.exists():
-            return
-        for name in sorted(self.root.listdir()):
+        names = self.root.listdir()
+        done = {n[: -len(FINAL_SUFFIX)] for n in names if n.endswith(FINAL_SUFFIX)}
+        for name in sorted(n for n in names if not n.endswith(FINAL_SUFFIX)):
+            if not final and name in done:
+                continue
             state = self._dir(name).join("state.json")
             try:
                 text = state.read_text()
@@ -213,7 +220,7 @@ class BatchLog:
                 ) from exc
 
     def open_records(self) -> list[BatchRecord]:
-        return [r for r in self.records() if r.open]
+        return [r for r in self.records(final=False) if r.open]
 
     def read(self, local_id: str) -> BatchRecord:
         state = self._dir(local_id).join("state.json")

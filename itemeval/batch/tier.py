@@ -63,6 +63,7 @@ class _Split:
     live: CellMasks  # to the live dispatch
     adopted: list[BatchRecord]
     held: int  # cells that open records of live runs hold (skipped)
+    resumed: int  # cells of the records this run took over
 
 
 class BatchTier:
@@ -80,7 +81,7 @@ class BatchTier:
         self.stage = stage
         self.live = split.live
         self.taken = split.taken
-        self.cells = split.taken.num_rows
+        self.cells = split.taken.num_rows + split.resumed
         self._progress = progress
         self._summaries: queue.SimpleQueue[ShardSummary] = queue.SimpleQueue()
         self._item_ids = split.taken.item_ids
@@ -248,7 +249,7 @@ def _split(
     position = {item: i for i, item in enumerate(pending.item_ids.to_pylist())}
     live = {key: mask.copy() for key, mask in pending.masks.items()}
     adopted: list[BatchRecord] = []
-    held = 0
+    held = resumed = 0
     gens = {c.id for c in plan.design.generate}
     for record in records:
         mine = record.stale() and (taken_over := log.adopt(record, run_id)) is not None
@@ -271,7 +272,10 @@ def _split(
             if row is None or mask is None or epoch >= pending.epochs or not mask[row, epoch]:
                 continue
             mask[row, epoch] = False
-            held += 0 if mine else 1
+            if mine:
+                resumed += 1
+            else:
+                held += 1
     taken: dict[Hashable, np.ndarray] = {}
     for key in list(live):
         condition = key if isinstance(key, str) else key[0]
@@ -284,6 +288,7 @@ def _split(
         CellMasks(item_ids, pending.epochs, live),
         adopted,
         held,
+        resumed,
     )
 
 

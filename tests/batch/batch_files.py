@@ -5,8 +5,8 @@ the answer to a batch create (the provider boundary), and store readers without 
 from __future__ import annotations
 
 import asyncio
-import copy
 import contextlib
+import copy
 import json
 import subprocess
 import sys
@@ -134,7 +134,9 @@ def batch_states(store_url: str) -> list[dict[str, Any]]:
     folder = Path(store_url) / "batches"
     if not folder.exists():
         return []
-    return [json.loads((d / "state.json").read_text()) for d in sorted(folder.iterdir())]
+    return [
+        json.loads((d / "state.json").read_text()) for d in sorted(folder.iterdir()) if d.is_dir()
+    ]
 
 
 def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
