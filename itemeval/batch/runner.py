@@ -81,6 +81,7 @@ class OpenBatch:
     next_poll: float = 0.0
     reserved: float = 0.0  # under this run's ledger
     adopted: bool = False
+    told_at: float = 0.0  # when a failing poll was last reported
 
 
 @dataclass
@@ -341,7 +342,8 @@ class BatchStage:
             try:
                 await self._poll_one(batch, now)
             except BatchApiError as exc:
-                if now - batch.record.touched_at > 60:  # say it once a minute at most
+                if now - batch.told_at > 60:  # say it once a minute at most
+                    batch.told_at = now
                     self.message(f"batch {local_id}: {exc} (trying again)")
 
     async def _poll_one(self, batch: OpenBatch, now: float) -> None:

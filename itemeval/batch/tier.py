@@ -43,6 +43,8 @@ from itemeval.store import ITEMS_PER_PART, CellMasks
 
 #: Shard ids of the batch tier's summaries start here (live shards count from 0 per stage).
 FIRST_SHARD_ID = 900_000_000
+#: After a stop request, how long the batches' thread may take to record where it is.
+STOP_WAIT_S = 10.0
 
 
 def batch_conditions(plan: Plan, stage: str) -> set[str]:
@@ -176,7 +178,15 @@ class BatchTier:
                 self._future.result(timeout=0.2)
             except concurrent.futures.TimeoutError:
                 continue
-        outcome = self._future.result(timeout=60.0)
+        try:
+            outcome = self._future.result(timeout=STOP_WAIT_S if stop.requested else None)
+        except concurrent.futures.TimeoutError:  # stopping, inside a call to the batch API
+            self._progress.message(
+                f"{self.stage}: stopped while a batch API call was in flight; the batches stay "
+                "recorded and the next run picks them up"
+            )
+            self.drain(result)
+            return result
         self.drain(result)
         result.not_sent += outcome.not_sent
         if outcome.not_sent:
@@ -198,7 +208,7 @@ class BatchTier:
         """Stop the batches (they stay recorded) and wait briefly for the thread."""
         self.stop()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=STOP_WAIT_S)
 
     def _masks(self, cells: list[tuple[str, dict[str, Any]]]) -> CellMasks:
         position = {item: i for i, item in enumerate(self._item_ids.to_pylist())}

@@ -138,6 +138,35 @@ def test_a_killed_driver_resumes_its_batch_and_pays_nothing_twice(tmp_path):
     assert state["state"] == "collected" and state["owner"]["generation"] == 2
 
 
+def test_ctrl_c_leaves_the_batch_running_and_the_next_run_collects_it(tmp_path):
+    with sim_server("--batch-delay-s", "3") as server:
+        path = write_study(tmp_path, server.url, items=6)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "itemeval", "run", str(path), "--no-ray", "--yes"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            states = batch_states(str(tmp_path / "store"))
+            if states and states[0]["state"] == "submitted":
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err[-2000:]
+        (state,) = batch_states(str(tmp_path / "store"))
+        assert state["state"] == "submitted" and state["released"]  # still running, let go
+        assert server.stats()["batch"]["cancelled"] == 0  # the paid batch was not cancelled
+        again = run_cli("run", str(path), "--no-ray", "--yes")
+        stats = server.stats()
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert stats["batch"]["submitted"] == 1 and stats["batch"]["ok"] == 6
+    assert stats["requests"] == 0 and rows(str(tmp_path / "store")).num_rows == 6
+
+
 @pytest.mark.parametrize("wire", WIRES)
 def test_a_create_whose_answer_was_lost_is_found_not_sent_again(tmp_path, wire):
     with sim_server("--batch-delay-s", "0.3") as server, create_proxy(server.url, "drop") as proxy:
