@@ -37,6 +37,8 @@ BATCHES_DIR = "batches"
 HEARTBEAT_S = 20.0
 #: A record untouched for this long may be taken over (its owner is presumed gone).
 LEASE_S = 120.0
+#: ... when its owner is a live process of this host (hung, say), after this long.
+LOCAL_LEASE_S = 1200.0
 
 RecordState = Literal["prepared", "submitted", "collected", "abandoned"]
 FINAL_STATES = frozenset({"collected", "abandoned"})
@@ -115,11 +117,14 @@ class BatchRecord(BaseModel):
         return self.state not in FINAL_STATES
 
     def stale(self, now: float | None = None) -> bool:
-        """Its owner is gone (or let go): another driver may take it over."""
+        """Its owner is gone (or let go): another driver may take it over. An owner on this
+        host is gone when its process is; elsewhere, when it stopped touching the record."""
         now = time.time() if now is None else now
-        if self.released or now - self.touched_at > LEASE_S:
+        if self.released:
             return True
-        return self.owner.host == socket.gethostname() and not _alive(self.owner.pid)
+        if self.owner.host == socket.gethostname():
+            return not _alive(self.owner.pid) or now - self.touched_at > LOCAL_LEASE_S
+        return now - self.touched_at > LEASE_S
 
 
 def _alive(pid: int) -> bool:

@@ -138,10 +138,15 @@ class BatchStage:
         try:
             for record in adopted:
                 self._adopt(record)
-            for shard in shards:
+            previous = None
+            for shard in shards:  # condition after condition (`tier._shards`)
                 if self._stopping:
                     break
+                if previous is not None and shard.condition_id != previous:
+                    await self._flush(everything=True)  # the last condition is all buffered
+                previous = shard.condition_id
                 await self._prepare(shard)
+                await self._touch(time.time())  # preparing a large study takes a while
             await self._flush(everything=True)
             while not self._stopping:
                 now = time.time()

@@ -303,25 +303,28 @@ def _split(
 
 
 def _shards(plan: Plan, stage: str, taken: CellMasks) -> list[Shard]:
+    """The taken cells as shards of up to a part each, condition after condition: one
+    condition's requests fill its batches before the next one's are rendered (memory holds one
+    condition's unsent requests at a time)."""
     runs = part_runs(plan.items)
     if stage == "generate":
-        return list(generate_shards(taken, runs, shard_size=ITEMS_PER_PART, usd_per_cell={}))
-    gens = [c.id for c in plan.design.generate]
-    grades = sorted({key[0] for key in taken.masks if isinstance(key, tuple)})
-    if not grades:
-        return []
-    return list(
-        grade_shards(
-            plan.store,
-            taken,
-            gens,
-            grades,
-            runs,
-            shard_size=ITEMS_PER_PART,
-            usd_per_cell={},
-            scorers=set(),
+        shards = list(generate_shards(taken, runs, shard_size=ITEMS_PER_PART, usd_per_cell={}))
+    else:
+        gens = [c.id for c in plan.design.generate]
+        grades = sorted({key[0] for key in taken.masks if isinstance(key, tuple)})
+        shards = list(
+            grade_shards(
+                plan.store,
+                taken,
+                gens,
+                grades,
+                runs,
+                shard_size=ITEMS_PER_PART,
+                usd_per_cell={},
+                scorers=set(),
+            )
         )
-    )
+    return sorted(shards, key=lambda shard: shard.condition_id)
 
 
 def _endpoints(plan: Plan, conditions: set[str]) -> set[str]:

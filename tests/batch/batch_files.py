@@ -134,9 +134,12 @@ def batch_states(store_url: str) -> list[dict[str, Any]]:
     folder = Path(store_url) / "batches"
     if not folder.exists():
         return []
-    return [
-        json.loads((d / "state.json").read_text()) for d in sorted(folder.iterdir()) if d.is_dir()
-    ]
+    states = []
+    for folder_ in sorted(folder.iterdir()):
+        state = folder_ / "state.json"
+        if state.exists():  # a record being prepared has its cells first, its state last
+            states.append(json.loads(state.read_text()))
+    return states
 
 
 def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
