@@ -160,6 +160,10 @@ def test_ctrl_c_leaves_the_batch_running_and_the_next_run_collects_it(tmp_path):
         (state,) = batch_states(str(tmp_path / "store"))
         assert state["state"] == "submitted" and state["released"]  # still running, let go
         assert server.stats()["batch"]["cancelled"] == 0  # the paid batch was not cancelled
+        status = json.loads(run_cli("status", str(path), "--json").stdout)
+        (listed,) = status["batch"]["open"]
+        assert listed["state"] == "submitted" and listed["cells"] == 6
+        assert not listed["owner_alive"]
         again = run_cli("run", str(path), "--no-ray", "--yes")
         stats = server.stats()
     assert again.returncode == 0, again.stderr[-3000:]
@@ -359,6 +363,9 @@ def test_estimate_and_status_show_the_batch_price(tmp_path):
     assert body["batch"]["rows"] == 6 and body["batch"]["open"] == []
     text = run_cli("status", str(batched)).stdout
     assert "Batch tier: 6 rows" in text
+    report = run_cli("report", str(batched), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert "Saved by the batch tier" in (tmp_path / "report" / "report.md").read_text()
 
 
 @pytest.mark.ray
