@@ -19,6 +19,6 @@ imports Ray.
 """
 
 from itemeval.batch.records import BatchLog, BatchRecord
-from itemeval.batch.tier import BatchTier, batch_conditions
+from itemeval.batch.tier import BatchTier, batch_conditions, open_batches_of
 
-__all__ = ["BatchLog", "BatchRecord", "BatchTier", "batch_conditions"]
+__all__ = ["BatchLog", "BatchRecord", "BatchTier", "batch_conditions", "open_batches_of"]

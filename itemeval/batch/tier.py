@@ -240,6 +240,12 @@ def merge(result: StageResult, more: StageResult) -> StageResult:
 # ---------------------------------------------------------------------- the split
 
 
+def open_batches_of(plan: Plan, stages: tuple[str, ...] | list[str]) -> bool:
+    """True when batch records of these stages' selected conditions are still open (a run has
+    work: collecting them, even when no cell is pending)."""
+    return any(_records_of(plan, stage) for stage in stages)
+
+
 def _records_of(plan: Plan, stage: str) -> list[BatchRecord]:
     """Open records of this stage's selected conditions."""
     wanted = {c.id for c in (plan.design.generate if stage == "generate" else plan.design.grade)}

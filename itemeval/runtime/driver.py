@@ -13,6 +13,12 @@ briefly for shards in flight (their finished calls are written), records `interr
 Money: the run's ledger (`spend.py`) holds `budget.max_usd` as a hard cap (every call reserves
 its worst case first) and counts every dollar paid, so the manifest's spend includes shards that
 failed after paying.
+
+The batch tier (`itemeval/batch/`): per stage, `BatchTier.open` takes the cells of conditions
+whose endpoint has `batch.enabled`, and those that open batch records hold, and runs their
+batches in a thread beside the live dispatch of the rest; `finish` waits for them and dispatches
+what they left (deadline, failures) live. A run also starts when only open batches are left, to
+collect them.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from itemeval.batch import BatchTier
+from itemeval.batch import BatchTier, open_batches_of
 from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode
 from itemeval.estimate import gate
@@ -129,7 +135,7 @@ def run_study(
     )
     stages = options.stages
     store_url = plan.store.root.url
-    if not _has_work(plan, stages):
+    if not _has_work(plan, stages) and not open_batches_of(plan, stages):
         return RunOutcome(
             "nothing_to_do",
             ExitCode.OK,

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
@@ -169,6 +170,27 @@ def test_ctrl_c_leaves_the_batch_running_and_the_next_run_collects_it(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert stats["batch"]["submitted"] == 1 and stats["batch"]["ok"] == 6
     assert stats["requests"] == 0 and rows(str(tmp_path / "store")).num_rows == 6
+
+
+def test_a_driver_killed_after_writing_rows_but_before_its_record_writes_none_twice(tmp_path):
+    # The state a driver leaves when it dies between the store rows and `collected`: the
+    # record still says `submitted`. The next run reads the batch's results again.
+    with sim_server("--batch-delay-s", "0.2") as server:
+        study = load_study(write_study(tmp_path, server.url, items=6))
+        assert run_study(study, INLINE).status == "completed"
+        store = Path(study.store_url)
+        (folder,) = [d for d in (store / "batches").iterdir() if d.is_dir()]
+        state = json.loads((folder / "state.json").read_text())
+        state |= {"state": "submitted", "collected_at": None, "released": True}
+        (folder / "state.json").write_text(json.dumps(state))
+        (store / "batches" / f"{folder.name}.final").unlink()
+        before = server.stats()["batch"]
+        again = run_study(study, INLINE)
+        after = server.stats()["batch"]
+    assert again.status in ("completed", "nothing_to_do"), again.message
+    assert after["submitted"] == before["submitted"] == 1  # nothing submitted again
+    assert rows(study.store_url).num_rows == 6  # and no row written twice
+    assert json.loads((folder / "state.json").read_text())["state"] == "collected"
 
 
 @pytest.mark.parametrize("wire", WIRES)
