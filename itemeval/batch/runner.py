@@ -1,7 +1,7 @@
 """The batch tier of one stage: cells in, batches submitted, polled and collected, rows out.
 
-    stage = BatchStage(context, store, spend, progress)
-    outcome = await stage.run(shards, adopted)       # shards: the cells to batch
+    stage = BatchStage(context, BatchLog(store.root), spend, message=..., summary=...)
+    outcome = await stage.run(shards, adopted)   # the cells to batch; records taken over
 
 For each shard (cells of one condition in one items part) the requests are rendered as the live
 path renders them (`runtime/requests.py`); the response cache answers what it can (those rows
