@@ -18,6 +18,10 @@ gate and the run use the calibrated figures (`usd`, `remaining_usd`, the token c
 "Remaining" is what is not yet stored: generate cells without an `ok` solution, and judge cells
 for every solution not yet graded (including solutions still to be generated).
 
+**Tiers.** A condition whose endpoint uses the batch tier (`batch.enabled`) is priced at the
+provider's batch price (`pricing.yaml`'s `batch` share); its line says `tier: batch` and keeps
+what the remaining cells would cost live (`live_remaining_usd`), so the discount is visible.
+
 The gate: remaining above `budget.max_usd` stops with exit 4 whatever the flags; above
 `budget.confirm_above_usd` it needs `--yes` or an interactive yes, else exit 3.
 """
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -37,7 +41,8 @@ from itemeval.calibration import Calibration, Fit, Priors
 from itemeval.config import Budget
 from itemeval.design import Design, GenerateCondition, GradeCondition
 from itemeval.errors import BudgetExceeded, GateDeclined
-from itemeval.providers.pricing import Pricing
+from itemeval.providers.pricing import ModelPrice, Pricing
+from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import SamplingParams, Usage
 from itemeval.store import CellMasks
 from itemeval.templates import Template
@@ -114,6 +119,8 @@ class EstimateLine:
     prior_remaining_usd: float = 0.0
     priced: bool = True
     calibration: dict[str, Any] | None = None  # `Fit.as_dict()`; None for verifiable scorers
+    tier: str = "live"  # `batch`: priced at the provider's batch price
+    live_remaining_usd: float = 0.0  # the remaining cells at live prices
 
     @property
     def source(self) -> str:
@@ -133,6 +140,7 @@ _SUMMED = (
     "prior_output_tokens",
     "prior_usd",
     "prior_remaining_usd",
+    "live_remaining_usd",
 )
 
 
@@ -160,6 +168,15 @@ class Estimate:
         return sum(line.prior_remaining_usd for line in self.lines)
 
     @property
+    def batch_saving_usd(self) -> float:
+        """What the batch tier saves on the remaining cells, against live prices."""
+        return sum(
+            line.live_remaining_usd - line.remaining_usd
+            for line in self.lines
+            if line.tier == "batch"
+        )
+
+    @property
     def calibrated(self) -> bool:
         return any(
             line.calibration and line.calibration["source"] != "prior" for line in self.lines
@@ -185,6 +202,7 @@ class Estimate:
             "remaining_usd": round(self.remaining_usd, 6),
             "prior_total_usd": round(self.prior_total_usd, 6),
             "prior_remaining_usd": round(self.prior_remaining_usd, 6),
+            "batch_saving_usd": round(self.batch_saving_usd, 6),
             "by_stage": self.by("stage"),
             "by_model": self.by("model"),
             "conditions": [asdict(line) for line in self.lines],
@@ -287,12 +305,14 @@ def build_estimate(
     pending_grade: CellMasks | None = None,
     calibration: Calibration | None = None,
     self_hosted: frozenset[str] = frozenset(),
+    tiers: Mapping[str, str] | None = None,
 ) -> Estimate:
     """Price every condition. `pending_generate` and `pending_grade` are the store's pending
     cells over the same items, in the same order, as `tables`; when None (no store yet)
     everything remains. Without `calibration`, the calibrated figures are the prior.
     `self_hosted`: models served by the user's own servers: $0 when unpriced, without a
-    warning."""
+    warning. `tiers`: the price tier of each condition id (`condition_tiers`; default live)."""
+    tiers = tiers or {}
     n_items = tables.items
     estimate = Estimate(items=n_items, epochs=design.epochs)
     if calibration is not None:
@@ -316,14 +336,16 @@ def build_estimate(
         )
         visible[cond.id] = (counts["visible"], fit.visible(counts["visible"], modality))
         line = EstimateLine("generate", cond.id, cond.slug, cond.model_id)
+        line.tier = tiers.get(cond.id, "live")
         _fill(line, tokens, design.epochs, pending, pricing, unpriced)
         line.calibration = fit.as_dict()
         estimate.lines.append(line)
     for grader in design.grade:
-        line = EstimateLine("grade", grader.id, grader.slug, grader.label)
+        tier = tiers.get(grader.id, "live")
+        line = EstimateLine("grade", grader.id, grader.slug, grader.label, tier=tier)
         for cond in design.generate:
             pending = _pending_grade_counts(grader, cond, pending_generate, pending_grade)
-            part = EstimateLine("grade", grader.id, grader.slug, grader.label)
+            part = EstimateLine("grade", grader.id, grader.slug, grader.label, tier=tier)
             if grader.kind == "judge":
                 fit = judge_fits.get(grader.id, Fit())
                 base = tables.judge[grader.id]["input"]
@@ -350,7 +372,28 @@ def build_estimate(
         "endpoint self_hosted: true)"
         for model in sorted(unpriced - self_hosted)
     )
+    no_batch_price = {
+        line.model
+        for line in estimate.lines
+        if line.tier == "batch" and (p := pricing.price(line.model)) and p.batch_share is None
+    }
+    estimate.warnings.extend(
+        f"no batch price for model {model!r}: its batch calls are counted at its live prices "
+        "(give it a `batch` share in a pricing file)"
+        for model in sorted(no_batch_price)
+    )
     return estimate
+
+
+def condition_tiers(design: Design, endpoints: Mapping[str, EndpointSettings]) -> dict[str, str]:
+    """`batch` for the conditions whose endpoint sends them through its batch API."""
+    tiers = {c.id: "batch" for c in design.generate if endpoints[c.endpoint].batch_enabled}
+    tiers |= {
+        g.id: "batch"
+        for g in design.judges
+        if g.endpoint is not None and endpoints[g.endpoint].batch_enabled
+    }
+    return tiers
 
 
 @dataclass
@@ -381,15 +424,21 @@ def _fill(
 ) -> None:
     """Cells, tokens and USD of all cells, and of the pending ones (`pending`: pending cells
     per item; None means everything remains)."""
-    price = pricing.price(line.model)
+    live = pricing.price(line.model)
+    price = pricing.price(line.model, line.tier)
     line.priced = price is not None
     if price is None:
         unpriced.add(line.model)
 
-    def usd(input_tokens: float, output_tokens: float, cached: float = 0.0) -> float:
-        if price is None:
+    def usd(
+        input_tokens: float,
+        output_tokens: float,
+        cached: float = 0.0,
+        at: ModelPrice | None = price,
+    ) -> float:
+        if at is None:
             return 0.0
-        return price.cost(Usage(round(input_tokens), round(output_tokens), round(cached)))
+        return at.cost(Usage(round(input_tokens), round(output_tokens), round(cached)))
 
     n = len(tokens.input)
     every = np.full(n, epochs, np.int64)
@@ -411,6 +460,8 @@ def _fill(
         )
         if prefix:
             line.prior_remaining_usd = usd(prior_input, prior_output)
+            cached = tokens.cached_fraction * input_tokens
+            line.live_remaining_usd = usd(input_tokens, output_tokens, cached, at=live)
         else:
             line.prior_input_tokens = round(prior_input)
             line.prior_output_tokens = round(prior_output)

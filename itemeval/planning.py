@@ -25,7 +25,13 @@ from itemeval.calibration import Calibration, cache_root_url, calibrate
 from itemeval.config import StudyConfig
 from itemeval.design import Design, build_design
 from itemeval.errors import ConfigError, Problem
-from itemeval.estimate import Estimate, TokenTables, build_estimate, token_tables
+from itemeval.estimate import (
+    Estimate,
+    TokenTables,
+    build_estimate,
+    condition_tiers,
+    token_tables,
+)
 from itemeval.locks import check_pins, pin_datasets
 from itemeval.providers.bounds import output_token_bound
 from itemeval.providers.pricing import Pricing
@@ -167,6 +173,7 @@ def make_plan(
         pending_grade=pending_gr,
         calibration=calibration,
         self_hosted=self_hosted_models(study, design),
+        tiers=condition_tiers(design, study.endpoints),
     )
     warnings = [w for d in datasets for w in d.handle.warnings]
     return Plan(
@@ -203,6 +210,7 @@ def refresh_estimate(plan: Plan) -> Plan:
         pending_grade=pending_gr,
         calibration=calibration,
         self_hosted=self_hosted_models(plan.study, plan.design),
+        tiers=condition_tiers(plan.design, plan.study.endpoints),
     )
     return replace(
         plan,

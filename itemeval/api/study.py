@@ -31,6 +31,7 @@ from itemeval.api.summaries import (
     RunSummary,
     StatusSummary,
 )
+from itemeval.batch.records import open_batches
 from itemeval.config import StudyConfig, load_study, study_from_mapping
 from itemeval.design import Design, build_design
 from itemeval.errors import ConfigError, InputError, Problem
@@ -209,6 +210,7 @@ class Study:
             epochs=design.epochs,
             conditions=rows,
             runs=runs_spend(plan.store),
+            open_batches=open_batches(plan.store.root),
         )
 
     def results(

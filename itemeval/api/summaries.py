@@ -207,6 +207,7 @@ class StatusSummary:
     epochs: int
     conditions: list[dict[str, Any]]  # `store.ConditionStatus.as_dict()` and the slug
     runs: RunsSpend
+    open_batches: list[dict[str, Any]] = field(default_factory=list)  # records not collected
 
     @property
     def prompt_cache(self) -> dict[str, Any]:
@@ -218,6 +219,15 @@ class StatusSummary:
             "saved_usd": sum(r["prompt_cache_saved_usd"] for r in rows),
         }
 
+    @property
+    def batch(self) -> dict[str, Any]:
+        """What the batch tier answered and saved, over every condition; batches still open."""
+        return {
+            "rows": sum(r["batch"] for r in self.conditions),
+            "saved_usd": sum(r["batch_saved_usd"] for r in self.conditions),
+            "open": self.open_batches,
+        }
+
     def to_json(self) -> dict[str, Any]:
         """What `itemeval status --json` prints."""
         return {
@@ -226,6 +236,7 @@ class StatusSummary:
             "conditions": self.conditions,
             "runs": self.runs.model_dump(),
             "prompt_cache": self.prompt_cache,
+            "batch": self.batch,
         }
 
 

@@ -169,6 +169,18 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"input tokens read from the providers' caches, which saved "
             f"{usd(cache['saved_usd'])} (at the pricing table's cached-input prices)"
         )
+    batch = status.batch
+    if batch["rows"]:
+        print(
+            f"Batch tier: {batch['rows']:,} rows answered through providers' batch APIs, "
+            f"which saved {usd(batch['saved_usd'])} against live prices"
+        )
+    if batch["open"]:
+        cells = sum(int(b["cells"]) for b in batch["open"])
+        print(
+            f"Open batches: {len(batch['open'])} ({cells:,} cells); the next run collects them "
+            "(or the run still polling them)"
+        )
     return int(ExitCode.OK)
 
 

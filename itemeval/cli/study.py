@@ -185,6 +185,13 @@ def render_estimate(estimate: Estimate) -> str:
             f"{total} (the prior: tokens estimated at ~4 characters a token, nothing stored to "
             "calibrate from yet; prices from the pricing table)"
         )
+    batch = [line.condition for line in estimate.lines if line.tier == "batch"]
+    if batch:
+        out.append(
+            f"Batch tier: {', '.join(batch)} priced at the providers' batch prices, "
+            f"{usd(estimate.batch_saving_usd)} less than live on the remaining cells; cells a "
+            "batch has not answered by its deadline are called live, at live prices"
+        )
     return "\n".join(out)
 
 

@@ -10,12 +10,16 @@ then all of that again without a leading `vendor/` (OpenRouter-style ids). Reaso
 output tokens and are billed as such. Input tokens read from the provider's prompt cache are
 billed at `cached_input`, input tokens written to it at `cache_write` (Anthropic charges 1.25x
 the input price for 5-minute entries); either defaults to the input price when a model has none.
+
+Tiers: `batch` is the share of every price a provider charges through its batch API (0.5: half
+price, as OpenAI, Anthropic and Gemini charge). `price(model, tier="batch")` gives the prices of
+that tier; a model without a `batch` entry keeps its live prices there (never an underestimate).
 """
 
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -39,6 +43,11 @@ class _PriceEntry(BaseModel):
     cached_input: NonNegative | None = None
     cache_write: NonNegative | None = None
     max_output: Annotated[int, Field(gt=0)] | None = None
+    batch: Annotated[float, Field(gt=0, le=1)] | None = None
+
+
+#: The price tiers: `live` (one call at a time) and `batch` (a provider's batch API).
+TIERS = ("live", "batch")
 
 
 class _PriceFile(BaseModel):
@@ -59,6 +68,29 @@ class ModelPrice:
     cached_input_per_m: float
     max_output_tokens: int | None = None  # the model's own output limit, when known
     cache_write_per_m: float | None = None  # None: cache writes cost the input price
+    batch_share: float | None = None  # the batch API's share of each price (None: unknown)
+    tier: str = "live"  # which tier these prices are
+
+    def at_tier(self, tier: str) -> ModelPrice:
+        """These prices at `tier` (`live` or `batch`); a model without a known batch share
+        keeps its live prices in the batch tier."""
+        if tier == self.tier:
+            return self
+        if tier not in TIERS:
+            raise ValueError(f"unknown price tier {tier!r}; tiers are {', '.join(TIERS)}")
+        if self.tier != "live":
+            raise ValueError("tier prices are derived from the live prices")
+        share = self.batch_share if self.batch_share is not None else 1.0
+        return replace(
+            self,
+            input_per_m=self.input_per_m * share,
+            output_per_m=self.output_per_m * share,
+            cached_input_per_m=self.cached_input_per_m * share,
+            cache_write_per_m=None
+            if self.cache_write_per_m is None
+            else self.cache_write_per_m * share,
+            tier=tier,
+        )
 
     @property
     def cache_write_price(self) -> float:
@@ -126,17 +158,18 @@ class Pricing:
                 cached_input_per_m=e.input if e.cached_input is None else e.cached_input,
                 max_output_tokens=e.max_output,
                 cache_write_per_m=e.cache_write,
+                batch_share=e.batch,
             )
             for key, e in entries.items()
         }
         return cls(prices, prices_as_of=as_of)
 
-    def price(self, model: str) -> ModelPrice | None:
-        """The price of `model`, or None when the table does not know it."""
+    def price(self, model: str, tier: str = "live") -> ModelPrice | None:
+        """The price of `model` at `tier`, or None when the table does not know it."""
         found = self._lookup(model)
         if found is None and "/" in model and not model.startswith("sim/"):
             found = self._lookup(model.rsplit("/", 1)[1])
-        return found
+        return found if found is None or tier == "live" else found.at_tier(tier)
 
     def cost(self, model: str, usage: Usage) -> float:
         """USD of one call; raises `KeyError` for an unknown model (check `price()` first)."""
@@ -180,8 +213,8 @@ def _parse(text: str, source: str) -> _PriceFile:
                 file=source,
                 field=".".join(str(p) for p in err["loc"]),
                 hint="each model needs input and output (USD per million tokens), "
-                "optionally cached_input, cache_write and max_output (the model's output limit "
-                "in tokens)",
+                "optionally cached_input, cache_write, max_output (the model's output limit "
+                "in tokens) and batch (the batch API's share of the prices, e.g. 0.5)",
             )
             for err in exc.errors()
         ]

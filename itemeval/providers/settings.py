@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -184,6 +185,80 @@ class SimSettings(_Strict):
         return value
 
 
+# --------------------------------------------------------------------------- the batch tier
+
+#: The wire formats whose provider has a batch API that itemeval drives.
+BATCH_WIRES = frozenset({"openai", "anthropic"})
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)\s*$")
+_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds of `90s`, `30m`, `12h`, `1.5d`; None when `text` is not such a duration."""
+    match = _DURATION.match(text)
+    return float(match.group(1)) * _UNIT_S[match.group(2)] if match else None
+
+
+class BatchTierSettings(_Strict):
+    """The provider's batch API as a cost tier (an endpoint's `batch:`): calls wait for a
+    batch, at the provider's batch price (about half), instead of being sent one by one.
+
+    Like every endpoint setting it never enters a condition id: a cell answered through a batch
+    is the same cell (its rows say `tier: batch`)."""
+
+    enabled: bool = Field(
+        False, description="send the pending calls of this endpoint's conditions as batches"
+    )
+    completion_window: Literal["24h"] = Field(
+        "24h", description="the provider's completion window (OpenAI and Anthropic offer 24h)"
+    )
+    deadline: str | None = Field(
+        None,
+        description="when to stop waiting: a duration after the run's first submission (`6h`, "
+        "`90m`, `2d`) or a time with its zone (`2026-07-01T09:00:00+00:00`). The cells still "
+        "waiting then are cancelled at the provider and called live. Default: the completion "
+        "window",
+    )
+    poll_interval_s: PositiveFloat = Field(
+        60.0, description="how often a batch's status is asked for while it runs"
+    )
+    max_requests: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
+        None,
+        description="requests per batch at most (default the provider's limit: OpenAI 50,000, "
+        "Anthropic 100,000); larger sets are split",
+    )
+    max_attempts: Annotated[int, Field(ge=1, le=10)] = Field(
+        2,
+        description="batches a cell may go through when its request errors transiently or "
+        "expires, before it is called live",
+    )
+
+    @field_validator("deadline")
+    @classmethod
+    def _valid_deadline(cls, value: str | None) -> str | None:
+        if value is None or parse_duration(value) is not None:
+            return value
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            raise ValueError(
+                f"{value!r} is neither a duration (`6h`, `90m`, `2d`, `3600s`) nor a time with "
+                "its zone (`2026-07-01T09:00:00+00:00`)"
+            )
+        return value
+
+    def deadline_after(self, start: datetime) -> datetime:
+        """The moment to stop waiting, for batches first submitted at `start` (UTC)."""
+        if self.deadline is None:
+            return start + timedelta(hours=24)
+        seconds = parse_duration(self.deadline)
+        if seconds is not None:
+            return start + timedelta(seconds=seconds)
+        return datetime.fromisoformat(self.deadline).astimezone(UTC)
+
+
 # --------------------------------------------------------------------------- endpoints
 
 
@@ -230,6 +305,11 @@ class EndpointSettings(_Strict):
         "(loopback URLs count as self-hosted)",
     )
     sim: SimSettings | None = None
+    batch: BatchTierSettings | None = Field(
+        None,
+        description="the provider's batch API as a cheaper, slower tier (OpenAI and Anthropic "
+        "wires); see docs/study.md",
+    )
     options: dict[str, Any] = Field(
         default_factory=dict,
         description="settings a provider plugin reads (plugin kinds only); like every endpoint "
@@ -316,6 +396,13 @@ class EndpointSettings(_Strict):
             )
         if self.backoff_max_s < self.backoff_initial_s:
             raise ValueError("backoff_max_s must be at least backoff_initial_s")
+        if self.batch_enabled and self.wire not in BATCH_WIRES:
+            where = "the in-process simulator" if self.in_process else f"a {self.kind} endpoint"
+            raise ValueError(
+                f"batch.enabled: {where} has no batch API itemeval can drive; the batch tier "
+                "needs an OpenAI or Anthropic endpoint (or `itemeval sim-server`: kind sim with "
+                "a base_url)"
+            )
         return self
 
     # ---------------------------------------------------------------- derived values
@@ -326,6 +413,19 @@ class EndpointSettings(_Strict):
         if self.base_url is not None:
             return self.base_url
         return DEFAULT_BASE_URLS.get(self.kind, "")
+
+    @property
+    def wire(self) -> str:
+        """The wire format the endpoint's client speaks (`sim` for the in-process simulator,
+        the plugin's name for a plugin)."""
+        if self.kind != "sim":
+            return self.kind
+        return "sim" if self.in_process else self.sim_settings.wire_format
+
+    @property
+    def batch_enabled(self) -> bool:
+        """True when this endpoint's calls go through the provider's batch API."""
+        return self.batch is not None and self.batch.enabled
 
     @property
     def is_plugin(self) -> bool:

@@ -117,12 +117,49 @@ class HttpProvider:
 
     # ---------------------------------------------------------------- Provider
 
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The body this client sends for `request` (with the simulator's hints for `sim`
+        endpoints): also what the batch tier puts in a batch, so both ask the same."""
+        body = self.build_body(request)
+        if self._send_sim_hints and request.sim_hints is not None:
+            body["itemeval_sim"] = request.sim_hints
+        return body
+
+    def request_headers(self) -> dict[str, str]:
+        """The headers every request carries, credentials included: for another session of
+        this process (the batch API's), never for a log or a file."""
+        return dict(self._headers)
+
+    def parse_answer(self, body: Any, request_id: str | None, status: int = 200) -> ModelResult:
+        """A 2xx body (already decoded) to a result, exactly as a live answer is read; a body
+        that is not the documented shape is `malformed_response`."""
+        try:
+            return self.parse_success(body, request_id)
+        except (ValueError, MalformedBody, KeyError, IndexError, TypeError, AttributeError) as exc:
+            snippet = json.dumps(body)[:200] if not isinstance(body, str) else body[:200]
+            return failure(
+                ErrorCode.MALFORMED_RESPONSE,
+                f"HTTP {status} from {self.base_url} with a body that is not a "
+                f"{self.wire_name} response ({type(exc).__name__}: {exc}); body starts {snippet!r}",
+                http_status=status,
+                request_id=request_id,
+            )
+
+    def error_result(self, status: int, body: Any, request_id: str | None) -> ModelResult:
+        """An error answer (status and decoded body) to a failure result with its stable code,
+        as a live call's last attempt would end (transient codes included)."""
+        try:
+            error_type, error_code, message = self.parse_error(body)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            error_type, error_code, message = "", "", str(body)[:300]
+        code = code_for_error(status, error_type, error_code, message)
+        text = describe(status, self.base_url, error_type or error_code, message)
+        return failure(code, text, http_status=status, request_id=request_id)
+
     async def complete(self, request: ModelRequest) -> ModelResult:
         try:
             url = self.url_for(request)
-            body = self.build_body(request)
-            if self._send_sim_hints and request.sim_hints is not None:
-                body["itemeval_sim"] = request.sim_hints
+            body = self.request_body(request)
             payload = _ENCODER.encode(body).encode()
         except (TypeError, ValueError) as exc:
             return failure(ErrorCode.BAD_REQUEST, f"cannot encode the request: {exc}")

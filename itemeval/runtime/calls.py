@@ -104,11 +104,11 @@ class ShardCalls:
         hashes = [request_hash(r) for r in requests]
         keys = [cache_key(h, e) for h, e in zip(hashes, epochs, strict=True)]
         if self.cache is not None and requests:
-            hits = await asyncio.to_thread(self._lookup, target, requests, keys, epochs, fresh)
-            for index, result in hits.items():
-                outcome.calls[index] = Call(
-                    item_ids[index], epochs[index], result, hashes[index], keys[index], cached=True
+            outcome.calls.update(
+                await asyncio.to_thread(
+                    self.cached_calls, target, requests, hashes, keys, item_ids, epochs, fresh
                 )
+            )
         todo = [i for i in range(len(requests)) if i not in outcome.calls]
         if not todo:
             return outcome
@@ -144,6 +144,35 @@ class ShardCalls:
             if task.exception() is not None:  # the ledger was unreachable: fail the shard
                 raise task.exception()  # type: ignore[misc]
         return outcome
+
+    def cached_calls(
+        self,
+        target: CallTarget,
+        requests: Sequence[ModelRequest],
+        hashes: Sequence[str],
+        keys: list[str],
+        item_ids: Sequence[str],
+        epochs: Sequence[int],
+        fresh: bool = False,
+        tier: str = "live",
+    ) -> dict[int, Call]:
+        """The requests the response cache answers, by index, as `cached` calls (blocking:
+        call it in a thread). Also used by the batch tier before it submits anything."""
+        if self.cache is None or not requests:
+            return {}
+        hits = self._lookup(target, requests, keys, epochs, fresh)
+        return {
+            index: Call(
+                item_ids[index],
+                epochs[index],
+                result,
+                hashes[index],
+                keys[index],
+                cached=True,
+                tier=tier,
+            )
+            for index, result in hits.items()
+        }
 
     def _lookup(
         self,

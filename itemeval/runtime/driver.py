@@ -13,6 +13,12 @@ briefly for shards in flight (their finished calls are written), records `interr
 Money: the run's ledger (`spend.py`) holds `budget.max_usd` as a hard cap (every call reserves
 its worst case first) and counts every dollar paid, so the manifest's spend includes shards that
 failed after paying.
+
+The batch tier (`itemeval/batch/`): per stage, `BatchTier.open` takes the cells of conditions
+whose endpoint has `batch.enabled`, and those that open batch records hold, and runs their
+batches in a thread beside the live dispatch of the rest; `finish` waits for them and dispatches
+what they left (deadline, failures) live. A run also starts when only open batches are left, to
+collect them.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from itemeval.batch import BatchTier, open_batches_of
 from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode
 from itemeval.estimate import gate
@@ -38,6 +45,7 @@ from itemeval.runtime.timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import (
     STUDY_CACHE_DIR,
+    CellMasks,
     ConditionRecord,
     DatasetRecord,
     EstimateRecord,
@@ -142,7 +150,7 @@ def run_study(
     )
     stages = options.stages
     store_url = plan.store.root.url
-    if not _has_work(plan, stages):
+    if not _has_work(plan, stages) and not open_batches_of(plan, stages):
         return RunOutcome(
             "nothing_to_do",
             ExitCode.OK,
@@ -179,9 +187,9 @@ def run_study(
             TIMELINE.mark("executor ready")
             try:
                 for stage in stages:
-                    shards, cells, usd = _shards(plan, stage, first_id=_next_id(outcome))
-                    progress.begin(stage, cells, usd)
-                    outcome.stages[stage] = dispatch(executor, shards, cells, progress, stop, cap)
+                    outcome.stages[stage] = _stage(
+                        plan, stage, context, executor, progress, stop, cap, _next_id(outcome)
+                    )
                     if stage == "grade" and "generate" in outcome.stages:
                         _count_inline_grades(outcome)
                     TIMELINE.mark(f"{stage} dispatched")
@@ -328,29 +336,84 @@ def _usd_per_cell(plan: Plan) -> dict[str, float]:
     return per
 
 
-def _shards(plan: Plan, stage: StageName, first_id: int) -> tuple[Iterator[Shard], int, float]:
-    """The stage's shards (made lazily, as they are dispatched), its cell count and its
+def _stage(
+    plan: Plan,
+    stage: StageName,
+    context: RunContext,
+    executor: Executor,
+    progress: Progress,
+    stop: Stop,
+    cap: Cap,
+    first_id: int,
+) -> StageResult:
+    """One stage: the batch tier (`itemeval/batch/`, if any condition uses it, or open batch
+    records hold some cells) runs in a thread beside the live dispatch of the other cells; then
+    what the batches left (deadline, failures) is dispatched live."""
+    pending = _pending(plan, stage)
+    source = getattr(executor, "spend_source", None) or (lambda: None)
+    tier = BatchTier.open(plan, stage, pending, context, spend=source, progress=progress)
+    if tier is None:
+        return _dispatch(plan, stage, pending, executor, progress, stop, cap, first_id)
+    try:
+        result = StageResult()
+        if tier.live.num_rows:
+            result = _dispatch(plan, stage, tier.live, executor, progress, stop, cap, first_id)
+        else:
+            progress.begin(stage, tier.cells, _usd_of(tier.taken, _usd_per_cell(plan)))
+
+        def dispatch_live(leftovers: CellMasks) -> StageResult:
+            later = first_id + 500_000  # shard ids apart from the first dispatch's
+            return _dispatch(plan, stage, leftovers, executor, progress, stop, cap, later)
+
+        return tier.finish(result, stop, cap, dispatch_live)
+    finally:
+        tier.close()
+
+
+def _dispatch(
+    plan: Plan,
+    stage: StageName,
+    pending: CellMasks,
+    executor: Executor,
+    progress: Progress,
+    stop: Stop,
+    cap: Cap,
+    first_id: int,
+) -> StageResult:
+    shards, cells, usd = _shards(plan, stage, pending, first_id=first_id)
+    progress.begin(stage, cells, usd)
+    return dispatch(executor, shards, cells, progress, stop, cap)
+
+
+def _pending(plan: Plan, stage: StageName) -> CellMasks:
+    """The stage's pending cells: the plan's for generate; for grade, what is stored now (this
+    run's solutions included), for the selected items."""
+    assert plan.pending_generate is not None
+    if stage == "generate":
+        return plan.pending_generate
+    return pending_grade(
+        plan.store,
+        [c.id for c in plan.design.grade],
+        [c.id for c in plan.design.generate],
+        plan.pending_generate.item_ids,
+        plan.design.epochs,
+        force=plan.force,
+    )
+
+
+def _shards(
+    plan: Plan, stage: StageName, pending: CellMasks, first_id: int
+) -> tuple[Iterator[Shard], int, float]:
+    """The shards of `pending` (made lazily, as they are dispatched), its cell count and its
     estimated USD."""
     size = plan.study.runtime.shard_size
     per_cell = _usd_per_cell(plan)
     runs = part_runs(plan.items)
     if stage == "generate":
-        pending = plan.pending_generate
-        assert pending is not None
         shards = generate_shards(
             pending, runs, shard_size=size, usd_per_cell=per_cell, first_id=first_id
         )
     else:
-        # Grade what is stored now (this run's solutions included), for the selected items.
-        assert plan.pending_generate is not None
-        pending = pending_grade(
-            plan.store,
-            [c.id for c in plan.design.grade],
-            [c.id for c in plan.design.generate],
-            plan.pending_generate.item_ids,
-            plan.design.epochs,
-            force=plan.force,
-        )
         shards = grade_shards(
             plan.store,
             pending,
@@ -362,12 +425,14 @@ def _shards(plan: Plan, stage: StageName, first_id: int) -> tuple[Iterator[Shard
             scorers={c.id for c in plan.design.scorers},
             first_id=first_id,
         )
-    cells = pending.num_rows
-    usd = sum(
+    return shards, pending.num_rows, _usd_of(pending, per_cell)
+
+
+def _usd_of(pending: CellMasks, per_cell: dict[str, float]) -> float:
+    return sum(
         per_cell.get(key if isinstance(key, str) else key[0], 0.0) * int(mask.sum())
         for key, mask in pending.masks.items()
     )
-    return shards, cells, usd
 
 
 def _next_id(outcome: RunOutcome) -> int:

@@ -82,6 +82,10 @@ class InlineExecutor:
         asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=300)
         self._handed_over = state
 
+    def spend_source(self) -> LocalSpendSource:
+        """The run's ledger for the driver's own calls (the batch tier's reservations)."""
+        return LocalSpendSource(self._ledger)
+
     def health(self) -> list[str]:
         return []
 

@@ -114,13 +114,25 @@ class LocalExecutor:
     def spend(self) -> LedgerState:
         return self.ray.spend() if self.ray is not None else self.inline.spend()
 
+    def spend_source(self) -> Any:
+        """The run's ledger for the driver's own calls (the batch tier). Ray's if its workers
+        have joined; else this process's, and then Ray stays out for the rest of the run: a
+        ledger handed over while the batch tier holds the old one would count twice."""
+        if self.ray is not None:
+            return self.ray.spend_source()
+        if not self._decided:
+            self._decided = True
+            self.notes.append("Ray stayed out: the batch tier shares this process's ledger")
+        return self.inline.spend_source()
+
     def health(self) -> list[str]:
         return self.ray.health() if self.ray is not None else []
 
     def summary(self) -> str:
         """Where the shards ran, for the run's summary."""
         if self.ray is None:
-            return f"{self.in_process:,} shard(s) ran in this process (Ray was not needed)"
+            why = "; ".join(self.notes) or "Ray was not needed"
+            return f"{self.in_process:,} shard(s) ran in this process ({why})"
         return (
             f"{self.in_process:,} shard(s) ran in this process, {self.on_ray:,} on Ray workers: "
             + "; ".join(self.notes)

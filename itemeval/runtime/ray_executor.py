@@ -27,6 +27,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from itemeval.errors import ConfigError, Problem
 from itemeval.runtime.actors import (
+    ActorSpendSource,
     BudgetActor,
     LimiterSpec,
     WorkerActor,
@@ -258,6 +259,10 @@ class RayExecutor:
     def spend(self) -> LedgerState:
         """The run's ledger: what every worker reported spending, and reservations in flight."""
         return ray.get(self._budget.state.remote(), timeout=30)
+
+    def spend_source(self) -> ActorSpendSource:
+        """The run's ledger for the driver's own calls (the batch tier's reservations)."""
+        return ActorSpendSource(self._budget)
 
     def worker_pids(self) -> list[int]:
         return ray.get([w.actor.pid.remote() for w in self._workers], timeout=60)

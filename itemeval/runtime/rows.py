@@ -18,8 +18,9 @@ from itemeval.templates import Template
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One cell's call: the result, the request's hash and cache key, and whether the answer
-    came from the response cache (then nothing was paid)."""
+    """One cell's call: the result, the request's hash and cache key, whether the answer
+    came from the response cache (then nothing was paid), and the price tier of the path that
+    answered it (`live`, or `batch`: the provider's batch API)."""
 
     item_id: str
     epoch: int
@@ -27,6 +28,7 @@ class Call:
     request_hash: str
     cache_key: str
     cached: bool = False
+    tier: str = "live"
 
 
 def _usage(call: Call) -> dict[str, Any]:
@@ -41,6 +43,7 @@ def _usage(call: Call) -> dict[str, Any]:
         "request_id": result.request_id,
         "attempts": 0 if call.cached else result.attempts,
         "cached": call.cached,
+        "tier": call.tier,
     }
 
 

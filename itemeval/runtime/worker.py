@@ -34,6 +34,7 @@ from itemeval.providers.types import ModelRequest, Provider
 from itemeval.runtime.calls import CallOutcome, CallTarget, Interrupted, ShardCalls
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.journal import ResponseJournal
+from itemeval.runtime.requests import generate_requests, judge_requests
 from itemeval.runtime.rows import Call, judge_row, scorer_row, solution_row
 from itemeval.runtime.shards import Shard, ShardSummary
 from itemeval.runtime.spend import SpendAccount, SpendSource
@@ -114,7 +115,7 @@ class ShardRunner:
         skipped = 0
         if shard.dispatched_before:
             # An earlier attempt may have written its fragment and died before it could say so.
-            shard, skipped = await asyncio.to_thread(self._without_stored, shard)
+            shard, skipped = await asyncio.to_thread(self.without_stored, shard)
         if shard.stage == "generate":
             summary = await self._generate(shard)
         else:
@@ -128,7 +129,7 @@ class ShardRunner:
         summary.cells += skipped
         return summary
 
-    def _without_stored(self, shard: Shard) -> tuple[Shard, int]:
+    def without_stored(self, shard: Shard) -> tuple[Shard, int]:
         """The shard without the cells that already have an ok row (as the shard asks for them:
         grades of the same solution), and how many were dropped."""
         if shard.stage == "generate":
@@ -172,17 +173,9 @@ class ShardRunner:
     async def _generate(self, shard: Shard) -> ShardSummary:
         condition = self.context.generate[shard.condition_id]
         endpoint = self.context.endpoints[condition.endpoint]
-        items = await asyncio.to_thread(self._items, shard)
+        items = await asyncio.to_thread(self.read_items, shard)
         cells = shard.cells.to_pydict()
-        requests = [
-            ModelRequest(
-                model=condition.model_id,
-                messages=condition.prompt.render_prompt(items[item_id]),
-                params=condition.params,
-                sim_hints=_solver_hints(items[item_id], epoch) if endpoint.kind == "sim" else None,
-            )
-            for item_id, epoch in zip(cells["item_id"], cells["epoch"], strict=True)
-        ]
+        requests = generate_requests(condition, endpoint, items, cells["item_id"], cells["epoch"])
 
         def to_row(call: Call) -> dict[str, Any]:
             return solution_row(call, model=condition.model_id, run_id=self.context.run_id)
@@ -227,31 +220,11 @@ class ShardRunner:
         assert condition.model_id is not None and condition.endpoint is not None
         rubric = condition.rubric
         endpoint = self.context.endpoints[condition.endpoint]
-        items = await asyncio.to_thread(self._items, shard)
-        texts = await asyncio.to_thread(self._solution_texts, shard)
-        cells = shard.cells.to_pydict()
-        kept: dict[str, list[Any]] = {"item_id": [], "epoch": []}
-        judged: dict[tuple[str, int], tuple[str, str]] = {}  # cell -> (solution hash, text)
-        requests = []
-        for item_id, epoch, wanted in zip(
-            cells["item_id"], cells["epoch"], cells["solution_hash"], strict=True
-        ):
-            text = texts.get((item_id, epoch, wanted))
-            if text is None:  # the solution changed or vanished since planning: next run
-                continue
-            item = items[item_id]
-            hints = _judge_hints(item, epoch, text) if endpoint.kind == "sim" else None
-            requests.append(
-                ModelRequest(
-                    model=condition.model_id,
-                    messages=rubric.render_rubric(item, text),
-                    params=condition.params,
-                    sim_hints=hints,
-                )
-            )
-            kept["item_id"].append(item_id)
-            kept["epoch"].append(epoch)
-            judged[(item_id, epoch)] = (wanted, text)
+        items = await asyncio.to_thread(self.read_items, shard)
+        texts = await asyncio.to_thread(self.solution_texts, shard)
+        requests, kept, judged = judge_requests(
+            condition, endpoint, items, texts, shard.cells.to_pydict()
+        )
 
         def to_row(call: Call) -> dict[str, Any]:
             solution_hash, solution = judged[(call.item_id, call.epoch)]
@@ -274,8 +247,8 @@ class ShardRunner:
     # -- verifiable scorers ----------------------------------------------------------------
     def _score(self, shard: Shard, condition: GradeCondition) -> ShardSummary:
         assert condition.scorer is not None
-        items = self._items(shard)
-        texts = self._solution_texts(shard)
+        items = self.read_items(shard)
+        texts = self.solution_texts(shard)
         cells = shard.cells.to_pydict()
         rows = []
         for item_id, epoch, wanted in zip(
@@ -343,7 +316,7 @@ class ShardRunner:
         ordered = [outcome.calls[i] for i in sorted(outcome.calls)]
         rows = [to_row(call) for call in ordered]
         summary.not_sent = outcome.not_sent
-        _fold_rows(summary, ordered, rows)
+        fold_rows(summary, ordered, rows)
         if self.journal is not None:
             await self.journal.flush()
         await asyncio.shield(self.account.flush())
@@ -390,7 +363,8 @@ class ShardRunner:
         return True if probe is None else bool(await probe())
 
     # -- reading ---------------------------------------------------------------------------
-    def _items(self, shard: Shard) -> dict[str, WorkItem]:
+    def read_items(self, shard: Shard) -> dict[str, WorkItem]:
+        """The items of the shard's part, by id (the last parts read are kept)."""
         key = (shard.dataset, shard.fingerprint, shard.part)
         if key in self._parts:
             self._parts.move_to_end(key)
@@ -411,7 +385,7 @@ class ShardRunner:
             self._parts.popitem(last=False)
         return items
 
-    def _solution_texts(self, shard: Shard) -> dict[tuple[str, int, str], str]:
+    def solution_texts(self, shard: Shard) -> dict[tuple[str, int, str], str]:
         """`(item_id, epoch, text_hash) -> text` for the shard's cells, read from the fragments
         the shard names (or the whole partition when one was compacted away since planning)."""
         gen = str(shard.gen_condition_id)
@@ -492,7 +466,7 @@ def judge_target(condition: GradeCondition) -> CallTarget:
     )
 
 
-def _fold_rows(
+def fold_rows(
     summary: ShardSummary, calls: Sequence[Call], rows: Sequence[Mapping[str, Any]]
 ) -> None:
     for call, row in zip(calls, rows, strict=True):
@@ -510,17 +484,3 @@ def _fold_rows(
                 summary.parse_failures[str(row["parse_code"])] += 1
         else:
             summary.errors[str(row["error_code"])] += 1
-
-
-def _solver_hints(item: WorkItem, epoch: int) -> dict[str, Any]:
-    return {
-        "item_id": item.id,
-        "epoch": epoch,
-        "target": item.target,
-        "modality": item.modality,
-        "difficulty": item.difficulty,
-    }
-
-
-def _judge_hints(item: WorkItem, epoch: int, solution: str) -> dict[str, Any]:
-    return _solver_hints(item, epoch) | {"role": "judge", "solution": solution}

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location, unique_name
+from itemeval.store.schemas import conform_older, fill_columns
 
 FRAGMENT_SUFFIX = ".parquet"
 #: Rows per parquet row group: large enough for fast scans, small enough to stream.
@@ -260,7 +261,12 @@ def _read_many(
 
 def _project(parquet: pq.ParquetFile, schema: pa.Schema, columns: list[str], url: str) -> pa.Table:
     stored = parquet.schema_arrow
-    if not stored.equals(schema, check_metadata=False):
+    fills = conform_older(stored, schema)
+    if fills:  # an older version of the schema: read what it has, fill what it lacks
+        present = [c for c in columns if c not in fills]
+        table = parquet.read(columns=present, use_threads=False)
+        return fill_columns(table, schema, columns, fills)
+    if fills is None:
         raise StoreError(
             Problem(
                 "fragment does not have the store's schema",

@@ -11,12 +11,17 @@ Two gates keep fragments exact:
   defaults (and `text_hash` from `text`);
 * `check_table(table, schema)` accepts a table only if every column has exactly the stored type;
   anything else is a `StoreError` naming the column. Nothing is cast silently.
+
+Versions: each schema is named with its version (`solutions/2`). Fragments written with an older
+version stay readable: `OLDER_SCHEMAS` lists each older version exactly, with the value every
+column added since takes in its rows (`solutions/1` and `grades/1` had no `tier`: `live`).
+Readers fill them in (`conform_older`, `fill_columns`); nothing else is accepted.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -64,6 +69,13 @@ _USAGE_COLUMNS: tuple[Column, ...] = (
     _c("request_id", pa.string(), "the provider's id of the (last) request", null=True),
     _c("attempts", pa.int32(), "HTTP attempts made for this row (0 for a response-cache hit)"),
     _c("cached", pa.bool_(), "true if the row was answered from the response cache"),
+    _c(
+        "tier",
+        pa.string(),
+        "`live` (one call) or `batch` (the provider's batch API, at its batch price): the path "
+        "that answered the cell (a response-cache hit: the path that looked it up; scorers: "
+        "`live`)",
+    ),
 )
 
 SOLUTION_COLUMNS: tuple[Column, ...] = (
@@ -131,9 +143,65 @@ def _schema(columns: Iterable[Column], name: str) -> pa.Schema:
     return pa.schema([c.field for c in columns], metadata={"itemeval.schema": name})
 
 
-SOLUTION_SCHEMA = _schema(SOLUTION_COLUMNS, "solutions/1")
-GRADE_SCHEMA = _schema(GRADE_COLUMNS, "grades/1")
+SOLUTION_SCHEMA = _schema(SOLUTION_COLUMNS, "solutions/2")
+GRADE_SCHEMA = _schema(GRADE_COLUMNS, "grades/2")
 RESPONSE_SCHEMA = _schema(RESPONSE_COLUMNS, "responses/1")
+
+#: The values of `tier`.
+TIER_LIVE = "live"
+TIER_BATCH = "batch"
+TIERS = (TIER_LIVE, TIER_BATCH)
+
+
+@dataclass(frozen=True, slots=True)
+class OlderSchema:
+    """An earlier version of a schema, and what its fragments' rows hold in the columns added
+    since (every row the same value)."""
+
+    schema: pa.Schema
+    fills: dict[str, Any]
+
+
+def _without(columns: Iterable[Column], dropped: str) -> list[Column]:
+    return [c for c in columns if c.name != dropped]
+
+
+#: Older versions still read, per current schema name (newest first).
+OLDER_SCHEMAS: dict[str, tuple[OlderSchema, ...]] = {
+    "solutions/2": (
+        OlderSchema(_schema(_without(SOLUTION_COLUMNS, "tier"), "solutions/1"), {"tier": "live"}),
+    ),
+    "grades/2": (
+        OlderSchema(_schema(_without(GRADE_COLUMNS, "tier"), "grades/1"), {"tier": "live"}),
+    ),
+}
+
+
+def conform_older(stored: pa.Schema, schema: pa.Schema) -> dict[str, Any] | None:
+    """The fills that make a fragment of schema `stored` read as `schema` ({} when it already
+    is `schema`), or None when `stored` is no version of it."""
+    if stored.equals(schema, check_metadata=False):
+        return {}
+    for older in OLDER_SCHEMAS.get(schema_name(schema), ()):
+        if stored.equals(older.schema, check_metadata=False):
+            return older.fills
+    return None
+
+
+def fill_columns(
+    table: pa.Table, schema: pa.Schema, columns: Sequence[str], fills: Mapping[str, Any]
+) -> pa.Table:
+    """`table` (read from an older fragment without the `fills` columns) with exactly
+    `columns`, in that order, the missing ones filled."""
+    arrays = []
+    for name in columns:
+        if name in fills:
+            value = pa.scalar(fills[name], schema.field(name).type)
+            arrays.append(pa.chunked_array([pa.repeat(value, len(table))]))
+        else:
+            arrays.append(table.column(name))
+    return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(c) for c in columns]))
+
 
 #: Column documentation per schema (what `docs/store.md` shows).
 COLUMNS: dict[str, tuple[Column, ...]] = {
@@ -180,6 +248,8 @@ def _default(column: Column, row: Mapping[str, Any], now: datetime) -> Any:
         return 1
     if name == "cached":
         return False
+    if name == "tier":
+        return TIER_LIVE
     if column.nullable:
         return None
     if pa.types.is_integer(column.type):
@@ -292,6 +362,17 @@ def _check_values(table: pa.Table, what: str) -> None:
                 raise StoreError(
                     Problem(f"error row {bad} has no error_code", file=what, field="error_code")
                 )
+    if "tier" in names:
+        bad = _first_true(pc.invert(pc.is_in(table.column("tier"), value_set=pa.array(TIERS))))
+        if bad is not None:
+            raise StoreError(
+                Problem(
+                    f"row {bad} has tier {table.column('tier')[bad].as_py()!r}; expected one of "
+                    f"{', '.join(TIERS)}",
+                    file=what,
+                    field="tier",
+                )
+            )
     if "epoch" in names:
         bad = _first_true(pc.less(table.column("epoch"), 0))
         if bad is not None:

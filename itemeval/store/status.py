@@ -11,6 +11,10 @@ saved on every paid row (response-cache hits paid nothing and are left out): the
 times the difference between the model's input and cached-input prices, at the prices of the
 table given (none given: 0). Anthropic's premium for cache writes is part of `usd`, what was paid;
 it is not netted out here, since the rows keep no count of written tokens.
+
+Batch tier: `batch` counts the logical rows answered through a provider's batch API
+(`tier = batch`); `batch_saved_usd` is what those paid rows would have cost more at live prices
+(their `usd` is at the batch price: `usd / share - usd`, the share from the price table).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from itemeval.providers.pricing import Pricing
 from itemeval.store.dedup import deduplicate
 from itemeval.store.fragments import read_partitions
 from itemeval.store.layout import Stage, StudyStore
-from itemeval.store.schemas import STATUS_ERROR, STATUS_OK
+from itemeval.store.schemas import STATUS_ERROR, STATUS_OK, TIER_BATCH
 
 _SUMMED = ("input_tokens", "output_tokens", "cached_input_tokens", "usd")
 
@@ -49,6 +53,8 @@ class ConditionStatus:
     usd: float = 0.0  # cost of the logical rows
     usd_spent: float = 0.0  # cost of every physical row, superseded ones included
     prompt_cache_saved_usd: float = 0.0  # what prompt-cache reads saved on the paid rows
+    batch: int = 0  # rows answered through a provider's batch API (tier batch)
+    batch_saved_usd: float = 0.0  # what the batch price saved on the paid batch rows
 
     @property
     def error_count(self) -> int:
@@ -77,6 +83,8 @@ class ConditionStatus:
             "usd": self.usd,
             "usd_spent": self.usd_spent,
             "prompt_cache_saved_usd": self.prompt_cache_saved_usd,
+            "batch": self.batch,
+            "batch_saved_usd": self.batch_saved_usd,
         }
 
 
@@ -93,7 +101,7 @@ def status_counts(
     if condition_ids is None:
         condition_ids = store.condition_ids(stage)
     conditions = list(dict.fromkeys(condition_ids))
-    group_keys = ["status", "error_code", "cached"]
+    group_keys = ["status", "error_code", "cached", "tier"]
     if "parse_ok" in stage.schema.names:
         group_keys.append("parse_ok")
     model = "model" if "model" in stage.schema.names else "grader"
@@ -108,6 +116,7 @@ def status_counts(
         status.usd_spent = float(pc.sum(table.column("usd")).as_py() or 0.0)
         if pricing is not None:
             status.prompt_cache_saved_usd = _saved(table, model, pricing)
+            status.batch_saved_usd = _batch_saved(table, model, pricing)
         logical = deduplicate(table, stage.keys)
         groups = logical.group_by(group_keys).aggregate(
             [(name, "sum") for name in _SUMMED] + [("status", "count")]
@@ -130,6 +139,8 @@ def _fold(status: ConditionStatus, group: Mapping[str, Any]) -> None:
         status.errors[code] = status.errors.get(code, 0) + count
     if group["cached"]:
         status.cached += count
+    if group["tier"] == TIER_BATCH:
+        status.batch += count
     status.input_tokens += int(group["input_tokens_sum"] or 0)
     status.output_tokens += int(group["output_tokens_sum"] or 0)
     status.cached_input_tokens += int(group["cached_input_tokens_sum"] or 0)
@@ -151,6 +162,25 @@ def _saved(table: pa.Table, model: str, pricing: Pricing) -> float:
         price = pricing.price(name) if name else None
         if price is not None and tokens:
             saved += price.read_savings(int(tokens))
+    return saved
+
+
+def _batch_saved(table: pa.Table, model: str, pricing: Pricing) -> float:
+    """What the batch price saved on the paid batch rows, per model's batch share."""
+    paid = table.filter(
+        pc.and_(pc.invert(table.column("cached")), pc.equal(table.column("tier"), TIER_BATCH))
+    )
+    if paid.num_rows == 0:
+        return 0.0
+    sums = paid.group_by(model).aggregate([("usd", "sum")])
+    saved = 0.0
+    for name, usd in zip(
+        sums.column(model).to_pylist(), sums.column("usd_sum").to_pylist(), strict=True
+    ):
+        price = pricing.price(name) if name else None
+        share = price.batch_share if price is not None else None
+        if share and usd:
+            saved += float(usd) / share - float(usd)
     return saved
 
 

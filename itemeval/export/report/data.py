@@ -60,6 +60,8 @@ class ReportData:
     solutions: int  # logical solution rows
     usd: float  # generation + grading, logical rows
     prompt_cache_saved_usd: float = 0.0  # what providers' prompt caches saved on them
+    batch_rows: int = 0  # rows answered through providers' batch APIs
+    batch_saved_usd: float = 0.0  # what the batch prices saved on them
     last_run: dict[str, str] = field(default_factory=dict)
     version: str = __version__
 
@@ -118,6 +120,8 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         solutions=cells.solutions.num_rows,
         usd=_total_usd(cells),
         prompt_cache_saved_usd=sum(c.prompt_cache_saved_usd for c in cost_lines),
+        batch_rows=sum(c.batch_rows for c in cost_lines),
+        batch_saved_usd=sum(c.batch_saved_usd for c in cost_lines),
         last_run=last_run,
     )
 

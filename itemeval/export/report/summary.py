@@ -14,7 +14,10 @@ Definitions (the report and `docs/results.md` state them too):
   logical rows) / correct answers under the headline grader;
 * saved by prompt caching = input tokens the providers served from their prompt caches, on the
   condition's paid rows (generation and grading; response-cache answers paid nothing), times
-  the model's input minus cached-input price, at the pricing table's prices.
+  the model's input minus cached-input price, at the pricing table's prices;
+* saved by the batch tier = what the condition's paid batch rows (generation and grading,
+  `tier = batch`) would have cost more at live prices: `usd / share - usd`, the share of the
+  model's prices its provider charges through its batch API (the pricing table's `batch`).
 
 Everything works on the integer codes of `StudyCells` (vectorised group-bys and joins) and maps
 codes back to names only for the few result rows.
@@ -252,6 +255,8 @@ class Cost:
     tokens: int
     prompt_cached_tokens: int = 0  # input tokens served from providers' prompt caches
     prompt_cache_saved_usd: float = 0.0
+    batch_rows: int = 0  # generation and grading rows answered through batch APIs
+    batch_saved_usd: float = 0.0  # what the batch price saved on them
 
     @property
     def usd(self) -> float:
@@ -273,6 +278,7 @@ def costs(cells: StudyCells, pricing: Pricing | None = None) -> list[Cost]:
     headline = headline.append_column("n", pa.repeat(pa.scalar(1, pa.int64()), headline.num_rows))
     tallies = _sums(headline, "gen", ["c", "n"])
     cached, saved = _prompt_cache(cells, pricing)
+    batch_rows, batch_saved = _batch_tier(cells, pricing)
     out = []
     for c, g in enumerate(cells.facets.generate):
         gen = generation.get(c, {})
@@ -286,6 +292,8 @@ def costs(cells: StudyCells, pricing: Pricing | None = None) -> list[Cost]:
                 tokens=int(gen.get("input_tokens", 0) + gen.get("output_tokens", 0)),
                 prompt_cached_tokens=cached.get(c, 0),
                 prompt_cache_saved_usd=saved.get(c, 0.0),
+                batch_rows=batch_rows.get(c, 0),
+                batch_saved_usd=batch_saved.get(c, 0.0),
             )
         )
     return out
@@ -316,6 +324,41 @@ def _prompt_cache(
             if price is not None:
                 saved[gen] += price.read_savings(value)
     return dict(tokens), dict(saved)
+
+
+def _batch_tier(
+    cells: StudyCells, pricing: Pricing | None
+) -> tuple[dict[int, int], dict[int, float]]:
+    """Per generate condition code: its generation and grading rows answered through batch
+    APIs, and what the batch price saved on the paid ones (0 without `pricing`)."""
+    rows: dict[int, int] = defaultdict(int)
+    saved: dict[int, float] = defaultdict(float)
+    parts: list[tuple[pa.Table, str | None]] = [(cells.solutions, None), (cells.grades, "grade")]
+    for table, by in parts:
+        if table.num_rows == 0:
+            continue
+        batch = table.filter(table.column("batch"))
+        keys = ["gen"] if by is None else ["gen", by]
+        for key, value in _sums_by(
+            batch.append_column("n", pa.repeat(1, len(batch))), keys, "n"
+        ).items():
+            rows[key[0]] += value
+        paid = batch.filter(pc.invert(batch.column("cached")))
+        if paid.num_rows == 0:
+            continue
+        grouped = paid.group_by(keys, use_threads=False).aggregate([("usd", "sum")])
+        columns = [grouped.column(k).to_pylist() for k in keys]
+        for *key, usd in zip(*columns, grouped.column("usd_sum").to_pylist(), strict=True):
+            gen = key[0]
+            if by is None:
+                model = cells.facets.generate[gen].model
+            else:
+                model = cells.facets.grade[key[1]].grader_model or ""
+            price = pricing.price(model) if pricing is not None and model else None
+            share = price.batch_share if price is not None else None
+            if share and usd:
+                saved[gen] += float(usd) / share - float(usd)
+    return dict(rows), dict(saved)
 
 
 def _sums_by(table: pa.Table, keys: list[str], column: str) -> dict[tuple[int, ...], int]:

@@ -78,6 +78,15 @@ def overview(data: ReportData) -> list[tuple[str, str, str]]:
                 "input the providers served from their prompt caches, at cached-input prices",
             )
         )
+    if data.batch_rows:
+        facts.append(
+            (
+                "Saved by the batch tier",
+                usd(data.batch_saved_usd),
+                f"{data.batch_rows:,} rows answered through providers' batch APIs, at batch "
+                "prices (against live prices)",
+            )
+        )
     board = data.leaderboard
     if board.conditions and board.primary is not None:
         best = board.conditions[0]
@@ -182,6 +191,8 @@ def cost_table(data: ReportData) -> TextTable:
                 usd(cost.per_correct),
                 f"{cost.prompt_cached_tokens:,}",
                 usd(cost.prompt_cache_saved_usd),
+                f"{cost.batch_rows:,}",
+                usd(cost.batch_saved_usd),
             ]
         )
     header = [
@@ -194,8 +205,10 @@ def cost_table(data: ReportData) -> TextTable:
         "USD per correct answer",
         "prompt-cached tokens",
         "saved by prompt caching",
+        "batch rows",
+        "saved by the batch tier",
     ]
-    return TextTable(header, rows, {2, 3, 4, 5, 6, 7, 8})
+    return TextTable(header, rows, {2, 3, 4, 5, 6, 7, 8, 9, 10})
 
 
 def coverage_table(data: ReportData) -> TextTable:

@@ -9,11 +9,13 @@ integer code:
 * `item`: position in `items` (the plan's selected items), `dataset`: position in `datasets`.
 
 grades: `grade, gen, item, dataset, epoch, ok, error_code, score, correct, parse_ok,
-parse_code, usd, cached, cached_input_tokens, stale, valid`, where `valid` marks a final grade
-of the current answer (status ok, parsed, a verdict, not stale): the only grades accuracy counts.
+parse_code, usd, cached, cached_input_tokens, batch, stale, valid`, where `valid` marks a final
+grade of the current answer (status ok, parsed, a verdict, not stale): the only grades accuracy
+counts.
 solutions: `gen, item, dataset, epoch, ok, error_code, usd, input_tokens, output_tokens,
-cached_input_tokens, latency_ms, cached`. `cached` marks a response-cache answer (nothing paid);
-`cached_input_tokens` what the provider served from its prompt cache.
+cached_input_tokens, latency_ms, cached, batch`. `cached` marks a response-cache answer (nothing
+paid); `cached_input_tokens` what the provider served from its prompt cache; `batch` an answer
+through a provider's batch API (`tier = batch`, at the batch price).
 
 About 40 bytes a grade: ten million grades fit in half a gigabyte.
 """
@@ -28,7 +30,7 @@ import pyarrow.compute as pc
 from itemeval.export.table.conditions import DesignFacets
 from itemeval.export.table.fetch import GradePartition, plain_columns
 from itemeval.planning import Plan
-from itemeval.store import SOLUTIONS
+from itemeval.store import SOLUTIONS, TIER_BATCH
 
 #: Grade columns read besides the keys.
 _GRADE_EXTRA = [
@@ -42,6 +44,7 @@ _GRADE_EXTRA = [
     "cached",
     "cached_input_tokens",
     "solution_hash",
+    "tier",
 ]
 _SOLUTION_COLUMNS = [
     "item_id",
@@ -55,6 +58,7 @@ _SOLUTION_COLUMNS = [
     "latency_ms",
     "cached",
     "text_hash",
+    "tier",
 ]
 _CODE = pa.int32()
 
@@ -122,6 +126,7 @@ def read_cells(plan: Plan) -> StudyCells:
                     "cached_input_tokens": table.column("cached_input_tokens"),
                     "latency_ms": table.column("latency_ms"),
                     "cached": table.column("cached"),
+                    "batch": pc.equal(table.column("tier"), TIER_BATCH),
                     "text_hash": table.column("text_hash"),
                 }
             )
@@ -155,6 +160,7 @@ def read_cells(plan: Plan) -> StudyCells:
                     "usd": table.column("usd"),
                     "cached": table.column("cached"),
                     "cached_input_tokens": table.column("cached_input_tokens"),
+                    "batch": pc.equal(table.column("tier"), TIER_BATCH),
                     "solution_hash": table.column("solution_hash"),
                 }
             )
@@ -193,6 +199,7 @@ _SOLUTIONS_SCHEMA = pa.schema(
         ("cached_input_tokens", pa.int64()),
         ("latency_ms", pa.float64()),
         ("cached", pa.bool_()),
+        ("batch", pa.bool_()),
         ("text_hash", pa.string()),
     ]
 )
@@ -212,6 +219,7 @@ _GRADES_SCHEMA = pa.schema(
         ("usd", pa.float64()),
         ("cached", pa.bool_()),
         ("cached_input_tokens", pa.int64()),
+        ("batch", pa.bool_()),
         ("stale", pa.bool_()),
         ("valid", pa.bool_()),
     ]

@@ -63,6 +63,7 @@ SOLUTION_COLUMNS: tuple[Column, ...] = (
     _c("solution_usd", _F64, "what the generation cost (0 for a response-cache hit)"),
     _c("solution_latency_ms", _F64, "wall time of the generation call, retries included"),
     _c("solution_cached", _B, "true if the answer came from itemeval's response cache"),
+    _c("solution_tier", _S, "`live` (one call) or `batch` (a provider's batch API, batch price)"),
     _c("solution_run_id", _S, "the run that wrote the solution (`manifests/<run_id>.json`)"),
     _c("generated_at", TIMESTAMP, "when the solution was written (UTC)"),
 )
@@ -85,6 +86,7 @@ GRADE_COLUMNS: tuple[Column, ...] = (
     _c("grade_usd", _F64, "what the grade cost (0 for scorers and cache hits)"),
     _c("grade_latency_ms", _F64, "wall time of the judge call"),
     _c("grade_cached", _B, "true if the judge's answer came from the response cache"),
+    _c("grade_tier", _S, "`live` or `batch` (the judge's call); `live` for scorers"),
     _c("grade_run_id", _S, "the run that wrote the grade"),
     _c("graded_at", TIMESTAMP, "when the grade was written (UTC)"),
 )
@@ -113,6 +115,7 @@ SOLUTION_RENAMES: dict[str, str] = {
     "usd": "solution_usd",
     "latency_ms": "solution_latency_ms",
     "cached": "solution_cached",
+    "tier": "solution_tier",
     "run_id": "solution_run_id",
     "written_at": "generated_at",
 }
@@ -132,6 +135,7 @@ GRADE_RENAMES: dict[str, str] = {
     "usd": "grade_usd",
     "latency_ms": "grade_latency_ms",
     "cached": "grade_cached",
+    "tier": "grade_tier",
     "run_id": "grade_run_id",
     "written_at": "graded_at",
 }

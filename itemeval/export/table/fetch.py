@@ -44,6 +44,7 @@ from itemeval.store.fragments import (
     read_partitions,
 )
 from itemeval.store.layout import GRADES, Stage
+from itemeval.store.schemas import conform_older, fill_columns
 from itemeval.workitem import ITEM_SCHEMA
 
 #: Added to located keys: the fragment's ordinal (index into `PartitionRows.fragments`) and the
@@ -203,6 +204,7 @@ class GradePartition:
 @dataclass
 class _FragmentMeta:
     offsets: np.ndarray  # first row of each row group, plus the total at the end
+    fills: dict[str, object] = field(default_factory=dict)  # an older schema's added columns
 
 
 class RowFetcher:
@@ -284,7 +286,8 @@ class RowFetcher:
         meta = self._meta.get(ordinal)
         if meta is None:
             parquet = self._open(ordinal)
-            if not parquet.schema_arrow.equals(self.schema, check_metadata=False):
+            fills = conform_older(parquet.schema_arrow, self.schema)
+            if fills is None:
                 raise StoreError(
                     Problem(
                         "fragment does not have the store's schema",
@@ -292,7 +295,7 @@ class RowFetcher:
                     )
                 )
             counts = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
-            meta = _FragmentMeta(np.concatenate(([0], np.cumsum(counts))).astype(np.int64))
+            meta = _FragmentMeta(np.concatenate(([0], np.cumsum(counts))).astype(np.int64), fills)
             self._meta[ordinal] = meta
         return meta
 
@@ -303,7 +306,11 @@ class RowFetcher:
             self._cache.move_to_end(key)
             return table
         parquet = self._open(ordinal)
-        table = parquet.read_row_group(group, columns=self.columns, use_threads=False)
+        fills = self._fragment_meta(ordinal).fills
+        present = [c for c in self.columns if c not in fills]
+        table = parquet.read_row_group(group, columns=present, use_threads=False)
+        if fills:
+            table = fill_columns(table, self.schema, self.columns, fills)
         self.row_groups_read += 1
         self._cache[key] = table
         self._cached_rows += table.num_rows
