@@ -239,3 +239,7 @@ class WorkerActor:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def where(self) -> str:
+        """The node this worker runs on (the driver's readiness probe)."""
+        return ray.get_runtime_context().get_node_id()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -288,20 +289,22 @@ def _executor(
             executor = InlineExecutor(
                 _with_shares(context, 1), per_worker=per_worker, budget_cap=budget_cap
             )
-        elif options.address or os.environ.get("RAY_ADDRESS"):
+        elif options.address or os.environ.get("RAY_ADDRESS") or _ray_already_up(runtime):
             from itemeval.runtime.cluster import ray_cluster
 
             cluster = stack.enter_context(ray_cluster(options.address, quiet=options.quiet))
             from itemeval.runtime.ray_executor import RayExecutor  # imports ray: after its setup
 
+            # Without runtime.workers the workers follow the cluster: one per CPU as it grows.
             workers = runtime.workers or cluster.cpus
             in_flight = runtime.shards_in_flight or 2 * workers
             executor = RayExecutor(
                 _with_shares(context, 1),  # concurrency is leased from the endpoint's pool
-                workers=workers,
+                workers=runtime.workers,
                 per_worker=max(1, -(-in_flight // workers)),
                 shared_limiters=cluster.shared,
                 budget_cap=budget_cap,
+                autoscale=cluster.shared and runtime.workers is not None,
             )
         else:
             from itemeval.runtime.local_executor import LocalExecutor
@@ -317,6 +320,13 @@ def _executor(
             )
         stack.callback(executor.close)
         yield executor
+
+
+def _ray_already_up(runtime: Any) -> bool:
+    """This process called `ray.init` itself (a notebook, a script on a cluster): under
+    `local_ray: auto` the run uses that Ray rather than starting in-process."""
+    ray = sys.modules.get("ray")
+    return runtime.local_ray == "auto" and ray is not None and ray.is_initialized()
 
 
 def _with_shares(context: RunContext, workers: int) -> RunContext:

@@ -11,7 +11,13 @@ The actors themselves are in `actors.py`. This module keeps the driver's view:
   attached to at the start, with a clear error when this study declares other limits than the
   running limiter; touched while the run lasts; detached at the end. A limiter that does not
   answer is reported in the progress line;
-* the run's `BudgetActor`, pinned to the driver's node.
+* the run's `BudgetActor`, pinned to the driver's node;
+* how many workers there are. With `max_workers` set (`runtime.workers`), that many actors are
+  created at once: those the cluster has no room for wait in Ray's queue, which is what makes an
+  autoscaler add nodes (it is also asked directly, with `request_resources`), and each starts
+  work when it is placed. Without it the workers follow the cluster: one per CPU, more as nodes
+  join; when nodes leave, workers that lost their place are retired rather than left waiting.
+  A worker gets shards only once it has answered (`where()`), so none wait in an actor's queue.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ LIMITER_SILENT_S = 5.0
 TOUCH_EVERY_S = 10.0
 #: How often a worker that is down is probed again after a failed probe.
 PROBE_EVERY_S = 1.0
+#: How often the cluster's size is read to follow it with workers.
+SCALE_EVERY_S = 2.0
 
 
 @dataclass
@@ -57,10 +65,16 @@ class _Task:
 @dataclass
 class _Worker:
     actor: Any
+    number: int
     load: int = 0
+    ready: bool = False  # it answered once: placed on a node and started
+    node: str | None = None
     down_since: float | None = None
-    probe: Any = None  # an outstanding pid() call while the worker is down
+    probe: Any = None  # an outstanding where() call (starting, or down)
     probe_at: float = 0.0
+    retired: bool = False
+    created_at: float = field(default_factory=time.monotonic)
+    joined: bool = False  # created when the cluster grew (said when it starts)
 
 
 @dataclass
@@ -72,22 +86,27 @@ class _Limiter:
 
 
 class RayExecutor:
-    """Runs shards on `workers` worker actors, at most `per_worker` at a time on each."""
+    """Runs shards on worker actors, at most `per_worker` at a time on each: `workers` of them,
+    or one per CPU of the cluster as it grows and shrinks when `workers` is None."""
 
     def __init__(
         self,
         context: RunContext,
         *,
-        workers: int,
+        workers: int | None,
         per_worker: int,
         shared_limiters: bool,
         budget_cap: float | None = None,
         ledger_start: LedgerState | None = None,
+        autoscale: bool = False,
     ):
         """`ledger_start`: the run's ledger so far, when it moves from the driver's process to
-        this executor's `BudgetActor` (a local run whose Ray workers join it)."""
-        self.workers = workers
+        this executor's `BudgetActor` (a local run whose Ray workers join it). `autoscale`: ask
+        the cluster's autoscaler for a CPU per worker (a cluster that outlives this driver)."""
+        self.max_workers = workers
         self.per_worker = per_worker
+        self.notes: list[str] = []  # what changed among the workers, not yet said
+        self.told: list[str] = []  # ... and said
         here = ray.get_runtime_context().get_node_id()
         self._job = ray.get_runtime_context().get_job_id()
         specs = {
@@ -106,15 +125,13 @@ class RayExecutor:
             namespace=NAMESPACE,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
         ).remote(budget_cap, ledger_start)
-        self._workers = [
-            _Worker(
-                WorkerActor.options(max_concurrency=per_worker + 1).remote(
-                    context, specs, budget_name
-                )
-            )
-            for _ in range(workers)
-        ]
+        self._worker_args = (context, specs, budget_name)
+        self._workers: list[_Worker] = []
         self._tasks: dict[Any, _Task] = {}
+        self._scaled_at = time.monotonic()
+        self._requested = 0  # CPUs asked of the autoscaler
+        self._autoscale = autoscale
+        self._scale_to(workers if workers is not None else _cluster_cpus())
 
     def _attach(self, specs: dict[str, LimiterSpec]) -> list[_Limiter]:
         """Find or create each endpoint's limiter and attach this job to it; refuse limits that
@@ -137,10 +154,58 @@ class RayExecutor:
             raise ConfigError(problems)
         return limiters
 
-    # -- capacity ------------------------------------------------------------------------
+    # -- the fleet -----------------------------------------------------------------------
+    @property
+    def workers(self) -> int:
+        """Workers that can take shards now."""
+        return len(self.live)
+
+    def _scale_to(self, target: int) -> None:
+        """Create workers up to `target`; retire those beyond it that hold no place."""
+        target = max(1, target)
+        active = [w for w in self._workers if not w.retired]
+        for _ in range(target - len(active)):
+            context, specs, budget = self._worker_args
+            actor = WorkerActor.options(max_concurrency=self.per_worker + 1).remote(
+                context, specs, budget
+            )
+            worker = _Worker(actor, number=len(self._workers), joined=bool(self._workers))
+            worker.probe = actor.where.remote()
+            self._workers.append(worker)
+        surplus = len(active) - target
+        for worker in reversed(active):
+            if surplus <= 0:
+                break
+            if worker.ready and worker.down_since is None:
+                continue  # it holds a CPU the cluster has
+            worker.retired = True
+            surplus -= 1
+            with contextlib.suppress(RayError):
+                ray.kill(worker.actor, no_restart=True)
+            self.notes.append(f"worker {worker.number} retired: the cluster has no room for it")
+        if self._autoscale and target != self._requested:
+            from ray.autoscaler.sdk import request_resources
+
+            with contextlib.suppress(Exception):  # a hint; a cluster without autoscaler ignores it
+                request_resources(bundles=[{"CPU": 1}] * target)
+                self._requested = target
+
+    def _follow_cluster(self) -> None:
+        """Every `SCALE_EVERY_S`: one worker per CPU of the cluster (when not fixed)."""
+        now = time.monotonic()
+        if self.max_workers is not None or now - self._scaled_at < SCALE_EVERY_S:
+            return
+        self._scaled_at = now
+        with contextlib.suppress(RayError):
+            self._scale_to(_cluster_cpus())
+
     @property
     def live(self) -> list[int]:
-        return [i for i, w in enumerate(self._workers) if w.down_since is None]
+        return [
+            i
+            for i, w in enumerate(self._workers)
+            if w.ready and w.down_since is None and not w.retired
+        ]
 
     @property
     def capacity(self) -> int:
@@ -161,7 +226,8 @@ class RayExecutor:
     # -- results -------------------------------------------------------------------------
     def poll(self, timeout: float) -> list[tuple[Shard, ShardSummary | BaseException]]:
         """Shards that finished within `timeout` seconds (a summary, or why they failed)."""
-        self._probe_down_workers()
+        self._follow_cluster()
+        self._probe_workers()
         if not self._tasks:
             time.sleep(min(timeout, 0.05))
             return []
@@ -186,24 +252,28 @@ class RayExecutor:
             worker.down_since = time.monotonic()
             worker.probe, worker.probe_at = None, 0.0
 
-    def _probe_down_workers(self) -> None:
-        """A worker that is down comes back when its probe answers (Ray restarted it)."""
+    def _probe_workers(self) -> None:
+        """A starting worker is ready when its probe answers (it was placed and started); a
+        worker that is down comes back when its probe answers (Ray restarted it)."""
         now = time.monotonic()
         for worker in self._workers:
-            if worker.down_since is None:
+            if worker.retired or (worker.ready and worker.down_since is None):
                 continue
             if worker.probe is None:
                 if now >= worker.probe_at:
-                    worker.probe = worker.actor.pid.remote()
+                    worker.probe = worker.actor.where.remote()
                 continue
             ready, _ = ray.wait([worker.probe], timeout=0)
             if not ready:
                 continue
             try:
-                ray.get(worker.probe)
+                node = ray.get(worker.probe)
             except RayError:
                 worker.probe, worker.probe_at = None, now + PROBE_EVERY_S
                 continue
+            if (worker.joined and not worker.ready) or (worker.ready and node != worker.node):
+                self.notes.append(f"worker {worker.number} started on node {node[:12]}")
+            worker.ready, worker.node = True, node
             worker.down_since, worker.probe = None, None
 
     def cancel_all(self) -> None:
@@ -214,13 +284,24 @@ class RayExecutor:
     def health(self) -> list[str]:
         now = time.monotonic()
         problems = []
-        down = [w for w in self._workers if w.down_since is not None]
+        active = [w for w in self._workers if not w.retired]
+        down = [w for w in active if w.down_since is not None]
         if down:
             longest = max(now - (w.down_since or now) for w in down)
             problems.append(
-                f"workers: {len(down)} of {len(self._workers)} down for up to {longest:.0f} s "
+                f"workers: {len(down)} of {len(active)} down for up to {longest:.0f} s "
                 "(Ray restarts them where there is room; their shards went to the others)"
             )
+        # Starting takes a second or two; a worker still not placed after that waits for room.
+        waiting = [w for w in active if not w.ready and now - w.created_at > 5.0]
+        if waiting:
+            asked = f"; asked the autoscaler for {self._requested} CPUs" if self._requested else ""
+            problems.append(
+                f"cluster: {len(self.live)} worker(s) ready, {len(waiting)} waiting for room{asked}"
+            )
+        problems.extend(self.notes)  # said once each (then only in the run's summary)
+        self.told.extend(self.notes)
+        self.notes.clear()
         for limiter in self._limiters:
             if limiter.touch is not None:
                 ready, _ = ray.wait([limiter.touch], timeout=0)
@@ -265,9 +346,16 @@ class RayExecutor:
         return ActorSpendSource(self._budget)
 
     def worker_pids(self) -> list[int]:
-        return ray.get([w.actor.pid.remote() for w in self._workers], timeout=60)
+        """The process ids of the workers (waiting until each has started)."""
+        active = [w.actor for w in self._workers if not w.retired]
+        return ray.get([actor.pid.remote() for actor in active], timeout=60)
 
     def close(self) -> None:
+        if self._requested:
+            from ray.autoscaler.sdk import request_resources
+
+            with contextlib.suppress(Exception):
+                request_resources(num_cpus=0)  # the request outlives the job otherwise
         live = [self._workers[i].actor for i in self.live]
         with contextlib.suppress(RayError, GetTimeoutError):
             ray.get([actor.close.remote() for actor in live], timeout=10)
@@ -278,3 +366,8 @@ class RayExecutor:
                 ray.kill(worker.actor)
         with contextlib.suppress(RayError):
             ray.kill(self._budget)
+
+
+def _cluster_cpus() -> int:
+    """CPUs of the cluster's live nodes now."""
+    return int(ray.cluster_resources().get("CPU", 0))

@@ -6,7 +6,8 @@ limit and counting what it answered.
 Cases, each against physical truth:
 (a) a worker's node is lost mid-run;  (b) the limiter's node is lost mid-run;
 (c) the driver gets SIGTERM mid-run (`ray job stop`, a pod eviction);
-(d) two drivers run at once against one endpoint, and a third declares other limits.
+(d) two drivers run at once against one endpoint, and a third declares other limits;
+(e) workers follow the cluster: a node joins mid-run and gets a worker, another leaves.
 
 Each asserts: the run ends `completed` (or `interrupted`, then one re-run, for (c)); physical
 rows == cells, read without deduplication; calls paid twice within the durability contract's
@@ -280,3 +281,30 @@ def _limiters_cli(harness: Harness, *args: str) -> object:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
+
+
+def test_workers_follow_the_cluster_as_nodes_join_and_leave(harness, tmp_path):
+    """(e) Without `runtime.workers`, a node that joins mid-run gets a worker that takes
+    shards; a worker whose node leaves is retired rather than left waiting for room."""
+    harness.restore()
+    with sim_server("--latency-ms", "100", "--rpm", str(RPM)) as url:
+        path = _study(tmp_path / "e", url, **{"runtime.workers": None})
+        driver = _driver(path, harness, tmp_path)
+        _wait_answers(url, 40, driver)
+        before = set(harness.cmd(cmd="busy")["nodes"])
+        assert len(before) == 3  # one worker per CPU of the cluster
+        added = harness.cmd(cmd="add")["added"]
+        deadline = time.monotonic() + 60
+        while added not in harness.cmd(cmd="busy")["nodes"]:
+            assert driver.poll() is None, "the run ended before the new node got a worker"
+            assert time.monotonic() < deadline, "no worker started on the new node in 60 s"
+            time.sleep(0.2)
+        harness.cmd(cmd="remove", node=sorted(before)[0])
+        code, err = _finish(driver)
+        assert code == 0, err[-3000:]
+        assert f"started on node {added[:12]}" in err  # the user is told
+        assert "retired: the cluster has no room for it" in err
+        assert "failed" not in err
+        store_url = str(load_study(path).store_url)
+        _check_server(url, store_url, faults=1)
+    assert _outcomes(store_url) == ["completed"]

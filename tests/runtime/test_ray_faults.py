@@ -131,4 +131,4 @@ def test_faults_kill_interrupt_and_rerun_leave_every_cell_exactly_once(
             stored += pc.sum(mine.column("usd")).as_py() or 0.0
         spend = manifest.spend
         assert spend.usd == pytest.approx(stored + spend.unstored_usd, abs=1e-9), manifest.run_id
-        assert spend.usd > 0
+        assert spend.usd > 0 or spend.calls == 0  # (a re-run may be served by the cache)
