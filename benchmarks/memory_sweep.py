@@ -3,9 +3,16 @@
     .venv/bin/python benchmarks/memory_sweep.py --items 100000 1000000
 
 For each N: writes a dataset of N items (item format, under /tmp), then runs `itemeval run`
-(generate with two simulated models, then verifiable grading) on a local Ray with 2 CPUs, with
-the simulator in-process in the workers (no HTTP, no latency: the sweep is as fast as the
-pipeline, and memory is what is measured). A sampler reads the resident set size (RSS) of the
+(generate with two simulated models, then verifiable grading), with the simulator in-process (no
+HTTP, no latency: the sweep is as fast as the pipeline, and memory is what is measured), along
+two paths:
+
+* `local` (the default a user gets): no Ray is started beforehand, so a local run serves its
+  shards in the driver's own process (`runtime.local_ray: auto` on a 2-core machine stays there):
+  the driver's peak includes the work itself;
+* `ray`: a local Ray with 2 CPUs is started first and named by address, so the shards run in two
+  worker actors and the driver only plans, dispatches and records.
+ A sampler reads the resident set size (RSS) of the
 driver process and of every `ray::WorkerActor` process from /proc every 0.5 s and keeps each
 one's peak. Worker memory must not grow with N; the driver's grows only with the compact
 per-cell keys it plans with (item ids and pending sets as arrow columns).
@@ -14,7 +21,9 @@ per-cell keys it plans with (item ids and pending sets as arrow columns).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -70,7 +79,7 @@ class Sampler(threading.Thread):
         self.join()
 
 
-def sweep(items: int) -> dict[str, float]:
+def sweep(items: int, path_kind: str) -> dict[str, float]:
     import ray
 
     from itemeval.config import load_study
@@ -96,22 +105,26 @@ def sweep(items: int) -> dict[str, float]:
         path = folder / "study.yaml"
         path.write_text(yaml.safe_dump(study))
         written = time.perf_counter() - started
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        address = None
+        if path_kind == "ray":
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            address = ray.get_runtime_context().gcs_address  # the Ray path: name the cluster
         sampler = Sampler()
         sampler.start()
         try:
             t0 = time.perf_counter()
-            address = ray.get_runtime_context().gcs_address  # the Ray path: name the cluster
             outcome = run_study(load_study(path), RunOptions(yes=True, quiet=True, address=address))
             seconds = time.perf_counter() - t0
         finally:
             sampler.finish()
-            ray.shutdown()
+            if ray.is_initialized():
+                ray.shutdown()
         assert outcome.exit_code == 0, outcome.message
         generate = outcome.stages["generate"].counts.done
         grade = outcome.stages["grade"].counts.done
         peaks = sorted(sampler.worker_peaks.values(), reverse=True)
         return {
+            "path": path_kind,
             "items": items,
             "samples": generate,
             "grades": grade,
@@ -127,16 +140,28 @@ def sweep(items: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--paths", nargs="+", choices=["local", "ray"], default=["local", "ray"])
+    parser.add_argument("--one", nargs=2, metavar=("PATH", "ITEMS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    results = [sweep(n) for n in args.items]
-    print(
-        f"{'items':>10} {'samples':>10} {'grades':>10} {'seconds':>8} {'driver MB':>10} "
-        f"{'worker MB (each)':>18}"
-    )
+    if args.one:  # one sweep, in a fresh process: a peak must not include an earlier sweep's
+        print(json.dumps(sweep(int(args.one[1]), args.one[0])))
+        return
+    results = []
+    for kind in args.paths:
+        for n in args.items:
+            done = subprocess.run(
+                [sys.executable, __file__, "--one", kind, str(n)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    header = ("path", "items", "samples", "grades", "seconds", "driver MB", "worker MB (each)")
+    print("{:>6} {:>10} {:>10} {:>10} {:>8} {:>10} {:>18}".format(*header))
     for r in results:
         print(
-            f"{r['items']:>10,} {r['samples']:>10,} {r['grades']:>10,} {r['seconds']:>8.0f} "
-            f"{r['driver_peak_mb']:>10.0f} {r['worker_peaks']:>18}"
+            f"{r['path']:>6} {r['items']:>10,} {r['samples']:>10,} {r['grades']:>10,} "
+            f"{r['seconds']:>8.0f} {r['driver_peak_mb']:>10.0f} {r['worker_peaks']:>18}"
         )
 
 

@@ -7,7 +7,9 @@ In one run, against one `itemeval sim-server` answering after 50 ms (a subproces
 
 1. a bare aiohttp loop, 256 requests in flight: the ceiling on this machine;
 2. `itemeval run` (generate + the `auto` scorer) as a subprocess, fresh store and cache, one
-   model, 256 in flight, on local Ray and with `--no-ray`.
+   model, 256 in flight, in three modes: `default` (what a user gets: `runtime.local_ray: auto`,
+   which starts in the command's process and brings Ray in only when it helps), `ray`
+   (`runtime.local_ray: always`: local Ray's workers join at once) and `no-ray` (`--no-ray`).
 
 For each: wall time and samples/s of the whole command; time to first request (the server's
 first arrival, from its own clock, minus the moment the command started); the exit lag (from the
@@ -77,6 +79,7 @@ class Tree:
     names: dict[int, str] = field(default_factory=dict)
     peak_rss: int = 0
     peak_driver_rss: int = 0
+    peak_by_pid: dict[int, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
@@ -131,6 +134,7 @@ class Tree:
             self.cpu[pid] = max(self.cpu.get(pid, 0.0), cpu)
             self.names[pid] = name  # the latest (Ray's workers rename themselves)
             total_rss += rss
+            self.peak_by_pid[pid] = max(self.peak_by_pid.get(pid, 0), rss)
             if pid == self.root:
                 self.peak_driver_rss = max(self.peak_driver_rss, rss)
         self.peak_rss = max(self.peak_rss, total_rss)
@@ -143,7 +147,7 @@ class Tree:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def write_study(folder: Path, url: str, in_flight: int) -> Path:
+def write_study(folder: Path, url: str, in_flight: int, local_ray: str = "auto") -> Path:
     study = {
         "study": "whole",
         "store": str(folder / "store"),
@@ -160,6 +164,7 @@ def write_study(folder: Path, url: str, in_flight: int) -> Path:
         "facets": {"scorer": ["auto"]},
         "cache": {"location": str(folder / "cache")},
         "budget": {"policy": "full"},
+        "runtime": {"local_ray": local_ray},
     }
     path = folder / "study.yaml"
     path.write_text(yaml.safe_dump(study))
@@ -187,7 +192,7 @@ def run_command(url: str, server_pid: int, items: int, mode: str, in_flight: int
     with tempfile.TemporaryDirectory(prefix="itemeval-whole-") as tmp:
         folder = Path(tmp)
         write_dataset(folder / "bench", items, kind="unique")  # every item is a call
-        path = write_study(folder, url, in_flight)
+        path = write_study(folder, url, in_flight, "always" if mode == "ray" else "auto")
         stats(url, reset=True)
         env = {**os.environ, "RAY_TMPDIR": tmp}
         env.pop("RAY_ADDRESS", None)
@@ -224,7 +229,12 @@ def run_command(url: str, server_pid: int, items: int, mode: str, in_flight: int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, nargs="+", default=[2000, 20000])
-    parser.add_argument("--modes", nargs="+", default=["ray", "no-ray"], choices=["ray", "no-ray"])
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=["default", "ray", "no-ray"],
+        choices=["default", "ray", "no-ray"],
+    )
     parser.add_argument("--in-flight", type=int, default=256)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--breakdown", action="store_true", help="CPU by process name")
@@ -245,7 +255,7 @@ def main() -> None:
             for mode in args.modes:
                 r = run_command(url, server.pid, items, mode, args.in_flight)
                 print(
-                    f"  itemeval run ({mode:<6}) {r['rate']:>7,.0f} samples/s "
+                    f"  itemeval run ({mode:<7}) {r['rate']:>7,.0f} samples/s "
                     f"({r['wall_s']:5.1f} s, {r['rate'] / bare:.2f} of the bare loop); first "
                     f"request {r['first_request_s']:.2f} s; "
                     f"exit {r['exit_lag_s']:.2f} s after the last write; CPU/sample "

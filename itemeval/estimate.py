@@ -226,6 +226,7 @@ class _Columns:
         if name not in self._whole:
             chunks = self._chunks[name]
             self._whole[name] = np.concatenate(chunks) if chunks else np.zeros(0, np.int32)
+            self._chunks[name] = [self._whole[name]]  # the chunks are not kept twice
         return self._whole[name]
 
 

@@ -24,6 +24,8 @@ collect them.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 import os
 import signal
 import sys
@@ -31,6 +33,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+import pyarrow as pa
 
 from itemeval.batch import BatchTier, open_batches_of
 from itemeval.config import StudyConfig, check_keys
@@ -170,6 +174,7 @@ def run_study(
         always_ask=options.ask_again and options.ask_again.format(remaining=remaining),
     )
     commit_plan(plan)
+    _release_planning_memory(plan)
     TIMELINE.mark("committed (pins, items snapshot)")
     manifest = _manifest(plan, options, remaining, approved_by)
     write_manifest_start(plan.store, manifest)
@@ -393,6 +398,19 @@ def _dispatch(
     shards, cells, usd = _shards(plan, stage, pending, first_id=first_id)
     progress.begin(stage, cells, usd)
     return dispatch(executor, shards, cells, progress, stop, cap)
+
+
+def _release_planning_memory(plan: Plan) -> None:
+    """Give back what planning used and the run no longer needs: the estimate's per-item token
+    tables, and the heap pages the scan of every item left free (glibc keeps them otherwise:
+    at a million items the driver held ~100 MB it no longer used through the whole run)."""
+    plan.tokens = None  # per-item priors: the estimate is made, the gate passed
+    plan.calibration = None
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _pending(plan: Plan, stage: StageName) -> CellMasks:

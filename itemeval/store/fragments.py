@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import io
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -41,6 +41,9 @@ FRAGMENT_NAME = "_fragment_name"
 COMPACTION_MARKER = "_compaction"
 _MAX_PASSES = 32  # read passes per call before a read gives up (see read_partitions)
 _THREADS = 8
+
+#: What `read_partitions` applies to each fragment as it is read (see there).
+FragmentReducer = Callable[[pa.Table], pa.Table]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +130,16 @@ def read_partitions(
     columns: Sequence[str] | None = None,
     *,
     fragment_names: bool = False,
+    reduce: FragmentReducer | None = None,
 ) -> dict[str, pa.Table]:
     """Every row of every fragment of each partition, `columns` only, plus `FRAGMENT_ORDINAL`
     (and `FRAGMENT_NAME` with `fragment_names`: where each row lives, for readers that come
     back for a few rows of one fragment).
+
+    `reduce`, when given, is applied to each fragment's table as soon as it is read (rows
+    filtered, columns dropped or made compact), so a reader that needs a little of each row of
+    a large partition never holds the whole of it: it must return the same schema for every
+    fragment, including an empty one.
 
     Keys of the result are the keys of `partitions`. A partition without fragments gives an
     empty table. Raises `StoreError` naming the file for a corrupt or foreign fragment.
@@ -155,7 +164,7 @@ def read_partitions(
     for _ in range(_MAX_PASSES):
         listed = {key: list_fragments(partitions[key]) for key in todo}
         jobs = [(key, info) for key in todo for info in listed[key] if info.name not in read[key]]
-        results = _read_many(partitions, jobs, schema, names)
+        results = _read_many(partitions, jobs, schema, names, reduce)
         again: set[str] = set()
         for (key, info), table in zip(jobs, results, strict=True):
             if table is None:
@@ -181,13 +190,16 @@ def read_partitions(
                 hint="retry when the compaction has finished",
             )
         )
-    return {key: _assemble(read[key], projected, fragment_names) for key in partitions}
+    empty = projected.empty_table()
+    if reduce is not None:
+        empty = reduce(empty)
+    return {key: _assemble(read[key], empty, fragment_names) for key in partitions}
 
 
 _NAME_TYPE = pa.dictionary(pa.int32(), pa.string())
 
 
-def _assemble(tables: Mapping[str, pa.Table], projected: pa.Schema, with_names: bool) -> pa.Table:
+def _assemble(tables: Mapping[str, pa.Table], empty_table: pa.Table, with_names: bool) -> pa.Table:
     parts = []
     for ordinal, name in enumerate(sorted(tables)):
         table = tables[name]
@@ -199,7 +211,7 @@ def _assemble(tables: Mapping[str, pa.Table], projected: pa.Schema, with_names: 
             table = table.append_column(FRAGMENT_NAME, names)
         parts.append(table)
     if not parts:
-        empty = projected.append(pa.field(FRAGMENT_ORDINAL, pa.int32()))
+        empty = empty_table.schema.append(pa.field(FRAGMENT_ORDINAL, pa.int32()))
         if with_names:
             empty = empty.append(pa.field(FRAGMENT_NAME, _NAME_TYPE))
         return empty.empty_table()
@@ -211,8 +223,10 @@ def _read_many(
     jobs: list[tuple[str, FragmentInfo]],
     schema: pa.Schema,
     columns: list[str],
+    reduce: FragmentReducer | None = None,
 ) -> list[pa.Table | None]:
-    """Read each job's fragment; None for a fragment that vanished since it was listed."""
+    """Read each job's fragment (reduced by `reduce`); None for a fragment that vanished since
+    it was listed."""
     if not jobs:
         return []
     location = partitions[jobs[0][0]]
@@ -226,6 +240,10 @@ def _read_many(
             payloads = {p: fetched.get(p, FileNotFoundError(p)) for p in small}
 
     def one(job: tuple[str, FragmentInfo]) -> pa.Table | None:
+        table = read_one(job)
+        return table if table is None or reduce is None else reduce(table)
+
+    def read_one(job: tuple[str, FragmentInfo]) -> pa.Table | None:
         key, info = job
         url = _url(partitions[key], info.name)
         try:

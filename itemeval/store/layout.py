@@ -30,6 +30,7 @@ from itemeval.store.dedup import deduplicate
 from itemeval.store.fragments import (
     FRAGMENT_NAME,
     FragmentInfo,
+    FragmentReducer,
     list_fragments,
     read_partitions,
     write_fragment,
@@ -188,12 +189,17 @@ class StudyStore:
         *,
         dedup: bool = True,
         fragment_names: bool = False,
+        reduce: FragmentReducer | None = None,
     ) -> dict[str, pa.Table]:
         """One table per condition id (without the partition column), read in parallel.
 
         With `dedup`, each table holds the best row of each key; the key and status columns
         are read for that even when `columns` leaves them out, and dropped again. With
         `fragment_names`, a last column `_fragment_name` says which fragment each row is in.
+        `reduce` is applied to each fragment as it is read (`fragments.read_partitions`); the
+        result holds the `columns` it kept. With `dedup` it must keep the key columns, and may
+        drop rows only where the rule would not have chosen them (e.g. error rows of a reader
+        that wants `ok` rows).
         """
         stage = self.stage(stage)
         wanted = list(columns) if columns is not None else list(stage.schema.names)
@@ -203,13 +209,16 @@ class StudyStore:
                 if name not in to_read:
                     to_read.append(name)
         partitions = {cid: self.partition(stage, cid) for cid in dict.fromkeys(condition_ids)}
-        tables = read_partitions(partitions, stage.schema, to_read, fragment_names=fragment_names)
+        tables = read_partitions(
+            partitions, stage.schema, to_read, fragment_names=fragment_names, reduce=reduce
+        )
         keep = [*wanted, FRAGMENT_NAME] if fragment_names else wanted
         out: dict[str, pa.Table] = {}
         for cid, table in tables.items():
             if dedup:
                 table = deduplicate(table, stage.keys)
-            out[cid] = table.select(keep)
+            kept = keep if reduce is None else [c for c in keep if c in table.column_names]
+            out[cid] = table.select(kept)
         return out
 
     def read(

@@ -165,6 +165,22 @@ def item_positions(values: pa.Array | pa.ChunkedArray, items: pa.Array) -> np.nd
     return found
 
 
+def _ok_rows(table: pa.Table) -> pa.Table:
+    """A fragment's `ok` rows, without the status column (a `read_partitions` reducer)."""
+    ok = table.filter(pc.equal(table.column("status"), STATUS_OK))
+    return ok.drop_columns(["status"])
+
+
+_GEN_CONDITION = pa.dictionary(pa.int32(), pa.string())
+
+
+def _ok_grade_rows(table: pa.Table) -> pa.Table:
+    """A grades fragment's `ok` rows, `gen_condition_id` dictionary-encoded."""
+    ok = _ok_rows(table)
+    at = ok.schema.get_field_index("gen_condition_id")
+    return ok.set_column(at, "gen_condition_id", ok.column(at).cast(_GEN_CONDITION))
+
+
 def _positions(table: pa.Table, items: pa.Array, epochs: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows of `table` that name a selected item and epoch, and their cell positions
     (`item index * epochs + epoch`)."""
@@ -191,10 +207,9 @@ def pending_generate(
     for cid in dict.fromkeys(condition_ids):
         pending = np.ones(n * epochs, dtype=bool)
         if not force and n:
-            table = store.read_by_condition(
-                SOLUTIONS, [cid], ["item_id", "epoch", "status"], dedup=False
+            ok = store.read_by_condition(
+                SOLUTIONS, [cid], ["item_id", "epoch", "status"], dedup=False, reduce=_ok_rows
             )[cid]
-            ok = table.filter(pc.equal(table.column("status"), STATUS_OK))
             _, positions = _positions(ok, items, epochs)
             pending[positions] = False
         masks[cid] = pending.reshape(n, epochs)
@@ -224,13 +239,15 @@ def solution_index(
     fragment_names: bool = False,
 ) -> SolutionIndex:
     """Where the `ok` solutions of one generate condition are, for the selected items."""
-    table = store.read_by_condition(
+    # Only `ok` rows are read into memory: among a key's rows the store's rule prefers an `ok`
+    # row, so deduplicating the `ok` rows alone picks the same row.
+    ok = store.read_by_condition(
         SOLUTIONS,
         [gen_condition_id],
         ["item_id", "epoch", "status", "text_hash"],
         fragment_names=fragment_names,
+        reduce=_ok_rows,
     )[gen_condition_id]
-    ok = table.filter(pc.equal(table.column("status"), STATUS_OK))
     rows, positions = _positions(ok, item_ids, epochs)
     order = np.argsort(positions, kind="stable")
     take = pa.array(rows[order])
@@ -262,10 +279,13 @@ def pending_grade(
     grade_ids = list(dict.fromkeys(grade_condition_ids))
     graded: dict[str, pa.Table] = {}
     if not force:
+        # `ok` grade rows only, their generate condition dictionary-encoded per fragment (a
+        # fragment holds one): a million grades are a few bytes each here, not the strings.
         columns = ["gen_condition_id", "item_id", "epoch", "solution_hash", "status"]
         for gid in grade_ids:
-            table = store.read_by_condition(GRADES, [gid], columns, dedup=False)[gid]
-            graded[gid] = table.filter(pc.equal(table.column("status"), STATUS_OK))
+            graded[gid] = store.read_by_condition(
+                GRADES, [gid], columns, dedup=False, reduce=_ok_grade_rows
+            )[gid]
     masks: dict[Hashable, np.ndarray] = {}
     for gen in dict.fromkeys(gen_condition_ids):
         solutions = solution_index(store, gen, items, epochs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -86,6 +87,32 @@ def test_dedup_is_per_key_across_many_fragments(store: StudyStore, solution) -> 
     assert table.num_rows == 40
     assert len(set(_keys(table))) == 40
     assert set(table.column("status").to_pylist()) == {"ok"}
+
+
+def test_a_reducer_sees_each_fragment_and_dedup_still_picks_the_best_row(
+    store: StudyStore, solution
+) -> None:
+    seen: list[int] = []
+
+    def ok_texts(table: pa.Table) -> pa.Table:
+        seen.append(table.num_rows)
+        ok = table.filter(pc.equal(table.column("status"), "ok"))
+        return ok.drop_columns(["status"])
+
+    store.write_solutions("c1", [solution("q1", text="old", at=10), solution("q2", ok=False)])
+    store.write_solutions("c1", [solution("q1", text="new", at=20), solution("q3", at=5)])
+    store.write_solutions("c1", [solution("q1", ok=False, at=30)])
+    table = store.read_by_condition(
+        "solutions", ["c1"], ["item_id", "status", "text"], reduce=ok_texts
+    )["c1"]
+    # fragment by fragment, never the partition whole (and an empty table, for the schema)
+    assert sorted(seen) == [0, 1, 2, 2]
+    assert table.column_names == ["item_id", "text"]  # what the reducer kept
+    texts = dict(zip(table["item_id"].to_pylist(), table["text"].to_pylist(), strict=True))
+    assert sorted(texts) == ["q1", "q3"] and texts["q1"] == "new"
+    # An empty partition gives the reducer's schema too.
+    empty = store.read_by_condition("solutions", ["none"], ["item_id", "status"], reduce=ok_texts)
+    assert empty["none"].num_rows == 0 and empty["none"].column_names == ["item_id"]
 
 
 def test_reads_only_the_partitions_asked_for(store: StudyStore, solution) -> None:
