@@ -173,8 +173,8 @@ def run_study(
         interactive=options.interactive,
         always_ask=options.ask_again and options.ask_again.format(remaining=remaining),
     )
-    commit_plan(plan)
     _release_planning_memory(plan)
+    commit_plan(plan)
     TIMELINE.mark("committed (pins, items snapshot)")
     manifest = _manifest(plan, options, remaining, approved_by)
     write_manifest_start(plan.store, manifest)

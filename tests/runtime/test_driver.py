@@ -16,10 +16,11 @@ from itemeval.config import load_study
 from itemeval.errors import ExitCode, GateDeclined
 from itemeval.planning import commit_plan, make_plan
 from itemeval.runtime.context import RunContext
-from itemeval.runtime.driver import RunOptions, run_study
-from itemeval.runtime.shards import generate_shards, part_runs
+from itemeval.runtime.driver import RunOptions, _pending, run_study
+from itemeval.runtime.shards import generate_shards, grade_shards, part_runs
 from itemeval.runtime.worker import ShardRunner
 from itemeval.store import StudyStore, latest_manifest, list_manifests, read_manifest
+from itemeval.store.compact import compact_partition
 
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True)
 
@@ -233,3 +234,52 @@ def test_a_pilot_runs_first_then_asks_again_before_the_rest(tmp_path, monkeypatc
     assert rows.num_rows == 4 * 24 * 2  # every cell once: the pilots' cells were not redone
     outcomes = [read_manifest(store, run).outcome for run in list_manifests(store)]
     assert outcomes == ["completed", "completed"]  # the pilot, then the rest
+
+
+def test_a_grade_shard_reads_its_solutions_when_their_fragments_were_compacted(tmp_path):
+    # The shard names the fragments its solutions were in when it was made; a compaction
+    # that replaced them before it ran makes the worker read the partition instead.
+    study = load_study(write_study(tmp_path, **{"facets.grader": [], "runtime.shard_size": 8}))
+    generated = run_study(
+        study, RunOptions(no_ray=True, quiet=True, yes=True, stages=("generate",))
+    )
+    assert generated.exit_code == ExitCode.OK, generated.message
+    plan = make_plan(study)
+    (scorer,) = [c for c in plan.design.grade if c.kind == "scorer"]
+    pending = _pending(plan, "grade")
+    gen = plan.design.generate[0].id
+    shard = next(
+        s
+        for s in grade_shards(
+            plan.store,
+            pending,
+            [gen],
+            [scorer.id],
+            part_runs(plan.items),
+            shard_size=8,
+            usd_per_cell={},
+            scorers={scorer.id},
+        )
+    )
+    named = set(shard.cells.column("fragment").to_pylist())
+    assert named and compact_partition(plan.store, "solutions", gen).fragments_read > 1
+    context = RunContext(
+        run_id="compacted-test",
+        store_url=study.store_url,
+        endpoints=dict(study.endpoints),
+        generate=plan.design.generate_by_id(),
+        grade=plan.design.grade_by_id(),
+        pricing=plan.pricing,
+        concurrency={"sim": 2},
+    )
+
+    async def grade() -> None:
+        runner = ShardRunner(context)
+        summary = await runner.run(shard)
+        await runner.aclose()
+        assert not summary.errors and summary.ok == shard.size
+
+    asyncio.run(grade())
+    grades = plan.store.read("grades", [scorer.id], columns=["item_id", "status"], dedup=False)
+    assert grades.num_rows == shard.size
+    assert pc.all(pc.equal(grades.column("status"), "ok")).as_py()
