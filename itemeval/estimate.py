@@ -322,7 +322,10 @@ def build_estimate(
     modality = tables.modality
     fits = calibration.generate if calibration is not None else {}
     judge_fits = calibration.judges if calibration is not None else {}
-    visible: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # per generate condition
+    # per generate condition, what its answers add to a judge's input (kept only for judges:
+    # two arrays per condition and item)
+    visible: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    judged = any(grader.kind == "judge" for grader in design.grade)
     for cond in design.generate:
         counts = tables.generate[_shape(cond)]
         fit = fits.get(cond.id, Fit())
@@ -335,7 +338,8 @@ def build_estimate(
             cached_fraction=fit.cached_fraction,
             answered=fit.answered,
         )
-        visible[cond.id] = (counts["visible"], fit.visible(counts["visible"], modality))
+        if judged:
+            visible[cond.id] = (counts["visible"], fit.visible(counts["visible"], modality))
         line = EstimateLine("generate", cond.id, cond.slug, cond.model_id)
         line.tier = tiers.get(cond.id, "live")
         _fill(line, tokens, design.epochs, pending, pricing, unpriced)
