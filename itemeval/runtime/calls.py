@@ -276,6 +276,7 @@ class ShardCalls:
             return True
 
         usd = loser_usd = 0.0
+        raced: RaceResult | None = None
         try:
             raced = await race(lambda: _complete(provider, request), clock, reserve_hedge)
             result = raced.result
@@ -283,7 +284,7 @@ class ShardCalls:
                 usd = price.cost(result.usage)
                 if raced.loser is not None:
                     loser_usd = price.cost(raced.loser.usage)
-                elif raced.loser_abandoned:
+                elif raced.loser_abandoned and raced.loser_sent:
                     # Cancelled in flight: the provider may bill it in full; count the most.
                     loser_usd = bound if bound is not None else usd
             result = _with_hedge(result, raced, usd + loser_usd)
@@ -294,7 +295,8 @@ class ShardCalls:
             # Cancelled mid-call: what it cost is unknown; the reservations come back.
             self.account.settle(worst, usd)
             if hedge_reserved is not None:
-                self.account.settle(hedge_reserved, loser_usd)
+                sent = raced is None or raced.loser_sent
+                self.account.settle(hedge_reserved, loser_usd, calls=1 if sent else 0)
             if tail is not None and clock is not None:
                 tail.ended(index)
         call = Call(item_id, epoch, result, request_sha256, key)
@@ -307,7 +309,7 @@ def _with_hedge(result: ModelResult, raced: RaceResult, usd: float) -> ModelResu
     """The kept result, carrying what both requests of a hedged cell cost and sent."""
     if not raced.hedged:
         return replace(result, usd=usd)
-    other = raced.loser.attempts if raced.loser is not None else 1
+    other = raced.loser.attempts if raced.loser is not None else int(raced.loser_sent)
     return replace(result, usd=usd, attempts=result.attempts + other)
 
 

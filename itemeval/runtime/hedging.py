@@ -22,7 +22,9 @@ still answer; when both fail, the first request's failure stands. One cell, one 
 waiting (a hedge that does not fit now is not sent, and never stops the run as a call that does
 not fit does). Both requests are paid: the winner at its real cost; the loser at its real cost
 when its answer came, else, cancelled in flight, at its worst case, since the provider may bill
-it in full and what it billed is never known. The cell's row carries both (`usd`, `attempts`).
+it in full and what it billed is never known; a hedge cancelled while it still waited for a
+permit was never sent and costs nothing (and is no call). The cell's row carries both (`usd`,
+`attempts`).
 """
 
 from __future__ import annotations
@@ -143,7 +145,8 @@ class RaceResult:
     result: ModelResult
     hedged: bool = False
     loser: ModelResult | None = None  # the other request's result when it came
-    loser_abandoned: bool = False  # the other request was cancelled in flight
+    loser_abandoned: bool = False  # the other request was cancelled before it ended
+    loser_sent: bool = True  # ... after an attempt of it reached the provider
 
 
 async def race(
@@ -169,7 +172,17 @@ async def race(
         await asyncio.wait({first, signal}, return_when=asyncio.FIRST_COMPLETED)
         if first.done() or not await reserve_hedge():
             return RaceResult(await first)
-        second = asyncio.ensure_future(send())
+        hedge_sent = False
+
+        def mark_hedge_sent() -> None:
+            nonlocal hedge_sent
+            hedge_sent = True
+
+        async def hedge_request() -> ModelResult:
+            ATTEMPT_SENT.set(mark_hedge_sent)
+            return await send()
+
+        second = asyncio.ensure_future(hedge_request())
         pending = {first, second}
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
@@ -189,6 +202,8 @@ async def race(
             hedged=True,
             loser=None if abandoned else other.result(),
             loser_abandoned=abandoned,
+            # The first request was sent (it straggled); a hedge may have waited for a permit.
+            loser_sent=other is first or hedge_sent,
         )
     finally:
         signal.cancel()
