@@ -7,8 +7,9 @@ One generate condition over generated items against `itemeval sim-server --laten
 lognormal --latency-ms 200 --latency-spread 1.5` (median 0.2 s; p99 about 6.6 s; the slowest of
 1,000 calls typically 15 to 30 s), `max_concurrency: 64`, the default shard size (256), run
 in-process (`--no-ray`), each run on a fresh store and cache, for three settings of the endpoint's
-`hedge:`:
+`hedge:`, and a reference without the tail:
 
+* `no tail`: every call takes the median (sigma 0), no hedging: the floor;
 * `off`: no hedging (the default);
 * `default`: `enabled: true` and the defaults (after 90% of a shard's calls ended, a call out for
   3 x the median latency and at least 2 s; at most 5% hedges);
@@ -43,6 +44,7 @@ from itemeval.runtime.driver import RunOptions, run_study  # noqa: E402
 
 PRICE_IN, PRICE_OUT = 3.00 / 1e6, 15.00 / 1e6  # sim/strong in the packaged price table
 SETTINGS = {
+    "no tail": {"enabled": False},  # reference: every call takes the median (sigma 0)
     "off": {"enabled": False},
     "default": {"enabled": True},
     "eager": {"enabled": True, "after_done": 0.5, "min_wait_s": 0.5, "max_share": 0.1},
@@ -59,9 +61,10 @@ def _settled(url: str) -> dict:
 
 
 def one_run(root: Path, name: str, seed: int, items: Path, count: int, args) -> dict:
-    folder = root / f"{name}-{seed}"
+    folder = root / f"{name.replace(' ', '-')}-{seed}"
     tail = ("--latency-distribution", "lognormal", "--latency-ms", str(args.median_ms))
-    with sim_server(*tail, "--latency-spread", str(args.sigma), "--seed", str(seed)) as url:
+    sigma = 0.0 if name == "no tail" else args.sigma
+    with sim_server(*tail, "--latency-spread", str(sigma), "--seed", str(seed)) as url:
         path = write_study(
             folder,
             **{

@@ -297,6 +297,8 @@ class ShardCalls:
             if hedge_reserved is not None:
                 sent = raced is None or raced.loser_sent
                 self.account.settle(hedge_reserved, loser_usd, calls=1 if sent else 0)
+                if not sent and tail is not None:
+                    tail.hedges.give_back()  # never left the limiter: not one of max_share
             if tail is not None and clock is not None:
                 tail.ended(index)
         call = Call(item_id, epoch, result, request_sha256, key)

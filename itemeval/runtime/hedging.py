@@ -77,7 +77,8 @@ class Hedges:
         return True
 
     def give_back(self) -> None:
-        """A hedge taken was not sent (it did not fit under the cap)."""
+        """A hedge taken was not sent (it did not fit under the cap, or its call answered while
+        it still waited for a permit)."""
         self.hedges -= 1
 
 
