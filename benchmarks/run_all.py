@@ -30,6 +30,7 @@ BENCHMARKS = [
     ),
     ("estimate accuracy before and after a 5% pilot", ["estimate_accuracy.py"]),
     ("peak memory of driver and workers, 100k and 1M items x 2 models", ["memory_sweep.py"]),
+    ("a heavy-tailed provider, with and without hedging", ["stragglers.py"]),
 ]
 
 

@@ -56,6 +56,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--fault-timeout", type=float, default=0.0, help="hang for --hang-s")
     group.add_argument("--fault-malformed", type=float, default=0.0, help="truncated JSON body")
     group.add_argument("--fault-empty", type=float, default=0.0, help="empty content")
+    group.add_argument(
+        "--fault-never-answer",
+        type=float,
+        default=0.0,
+        help="share of requests (by content: every attempt of one) that hang for --hang-s",
+    )
     group.add_argument("--retry-after", type=float, default=0.5, help="Retry-After of fault 429s")
     group.add_argument("--hang-s", type=float, default=600.0, help="how long a timeout hangs")
     group = parser.add_argument_group("prompt caching (reported as each provider reports it)")
@@ -138,6 +144,7 @@ def build_settings(args: argparse.Namespace) -> tuple[Any, Any]:
             "timeout": args.fault_timeout,
             "malformed": args.fault_malformed,
             "empty": args.fault_empty,
+            "never_answer": args.fault_never_answer,
             "retry_after_s": args.retry_after,
             "hang_s": args.hang_s,
         },

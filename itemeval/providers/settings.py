@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from itemeval.plugins import syntax_problem
+from itemeval.providers.hedge_settings import HedgeSettings
 
 #: The wire formats itemeval speaks itself; any other `kind` names a provider plugin.
 BUILTIN_KINDS = frozenset({"openai", "anthropic", "gemini", "sim"})
@@ -102,6 +103,11 @@ class FaultSettings(_Strict):
     timeout: Probability = 0.0  # no answer for `hang_s` (the client's timeout fires first)
     malformed: Probability = 0.0  # 200 whose body is not the documented shape
     empty: Probability = 0.0  # 200 with empty content
+    never_answer: Probability = Field(
+        0.0,
+        description="share of requests (chosen by content and epoch, so every attempt of one) "
+        "that hang for hang_s: calls the provider never answers",
+    )
     retry_after_s: Annotated[float, Field(ge=0)] = 0.5
     hang_s: PositiveFloat = 600.0
 
@@ -285,6 +291,16 @@ class EndpointSettings(_Strict):
     tokens_per_minute: Annotated[int, Field(gt=0)] | None = None
     max_concurrency: Annotated[int, Field(gt=0, le=100_000)] = 64
     timeout_s: PositiveFloat = Field(120.0, description="per attempt")
+    deadline_s: PositiveFloat | None = Field(
+        None,
+        description="per attempt, once it holds its permit, for every kind of endpoint: an "
+        "attempt still unanswered then is cancelled and fails as `deadline` (retried within "
+        "max_attempts); at most timeout_s. Default: none (timeout_s alone)",
+    )
+    hedge: HedgeSettings = Field(
+        default_factory=HedgeSettings,
+        description="second requests for straggling calls in a shard's tail (off by default)",
+    )
     connect_timeout_s: PositiveFloat = 10.0
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 6
     backoff_initial_s: Annotated[float, Field(ge=0)] = 1.0
@@ -393,6 +409,12 @@ class EndpointSettings(_Strict):
                 "(name the environment variable that holds the key, e.g. "
                 f"{self.kind.upper()}_API_KEY); only loopback servers and your own "
                 "(self_hosted: true) may go without"
+            )
+        if self.deadline_s is not None and self.deadline_s > self.timeout_s:
+            raise ValueError(
+                f"deadline_s ({self.deadline_s:g}) is longer than timeout_s "
+                f"({self.timeout_s:g}): the timeout would always end an attempt first; lower "
+                "deadline_s or raise timeout_s"
             )
         if self.backoff_max_s < self.backoff_initial_s:
             raise ValueError("backoff_max_s must be at least backoff_initial_s")

@@ -7,7 +7,8 @@ and the parse of an error body. Everything else is here, once:
 * one `aiohttp.ClientSession` per provider (= per endpoint per process), created on first use in
   the running event loop, with a connector sized to the limiter's concurrency;
 * each attempt: a permit from the `RateLimiter` (concurrency slot + rate permit with a token
-  reservation), one POST under the per-attempt timeout, classification of the answer;
+  reservation), one POST under the per-attempt timeout and the endpoint's `deadline_s`
+  (`deadline.py`), classification of the answer;
 * `RetryPolicy` (tenacity) around the attempts; 429s reported to the limiter at once;
 * nothing raises out of `complete` except cancellation; messages pass through `redact`.
 """
@@ -22,6 +23,7 @@ from typing import Any
 import aiohttp
 
 from itemeval.providers.concurrency import PermitsUnavailable
+from itemeval.providers.deadline import attempt_deadline
 from itemeval.providers.failures import code_for_error, describe, failure
 from itemeval.providers.ratelimiter import RateLimiter
 from itemeval.providers.retry import RetryPolicy, TransientFailure, retry_after_from_headers
@@ -206,7 +208,10 @@ class HttpProvider:
     async def _attempt(self, url: str, payload: bytes, estimate: int) -> ModelResult:
         session = self._open_session()
         where = self.base_url or url
-        async with self.limiter.acquire(estimate) as permit:
+        async with (
+            self.limiter.acquire(estimate) as permit,
+            attempt_deadline(self.settings.deadline_s, where),
+        ):
             try:
                 async with session.post(url, data=payload) as response:
                     raw = await response.read()

@@ -18,6 +18,7 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "rate_limited"  # 429 after every retry
     SERVER_ERROR = "server_error"  # 5xx after every retry
     TIMEOUT = "timeout"  # per-attempt timeout after every retry
+    DEADLINE = "deadline"  # the endpoint's deadline_s cut every attempt short
     CONNECTION_ERROR = "connection_error"  # refused, reset, DNS, after every retry
     BAD_REQUEST = "bad_request"  # 400/404/422 that is not one of the specific codes below
     AUTH = "auth"  # 401/403, or the key variable is not set
@@ -35,6 +36,7 @@ TRANSIENT_CODES = frozenset(
         ErrorCode.RATE_LIMITED,
         ErrorCode.SERVER_ERROR,
         ErrorCode.TIMEOUT,
+        ErrorCode.DEADLINE,
         ErrorCode.CONNECTION_ERROR,
         ErrorCode.CANCELLED,
     }

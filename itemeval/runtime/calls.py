@@ -7,7 +7,9 @@
    attempt paid for wherever that ran. Under `--force` only answers this run paid are reused.
 2. For each miss, the call's worst case is reserved with the run's ledger (`spend.py`); a call
    that does not fit is not sent and leaves no row (its cell stays pending).
-3. The provider call; its real cost settles the reservation.
+3. The provider call; its real cost settles the reservation. On an endpoint with `hedge:`, a
+   call straggling in the shard's tail gets a second request, reserved too; the first answer
+   wins and both are paid (`hedging.py`).
 4. A fresh, successful answer goes to the journal (`journal.py`) the moment it arrives, so it is
    in the cache within about a second, before the shard's store fragment.
 
@@ -19,6 +21,7 @@ caller can still write them.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -27,6 +30,7 @@ from itemeval.providers.bounds import input_token_bound, output_token_bound
 from itemeval.providers.pricing import ModelPrice, Pricing
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Provider, Usage
+from itemeval.runtime.hedging import Hedges, RaceResult, ShardTail, race
 from itemeval.runtime.journal import ResponseJournal
 from itemeval.runtime.rows import Call, response_row
 from itemeval.runtime.spend import SpendAccount
@@ -90,6 +94,7 @@ class ShardCalls:
         self.cache = cache
         self.journal = journal
         self._reuse_since = reuse_since
+        self._hedges: dict[tuple[str, str], Hedges] = {}  # per endpoint and model
 
     async def run(
         self,
@@ -115,6 +120,7 @@ class ShardCalls:
         provider = self._provider_for(target.endpoint)
         price = self._pricing.price(target.model)
         settings = self._endpoints[target.endpoint]
+        tail = self._tail(target, settings, len(todo))
         tasks = {
             asyncio.ensure_future(
                 self._call(
@@ -127,10 +133,13 @@ class ShardCalls:
                     keys[i],
                     item_ids[i],
                     epochs[i],
+                    tail=tail,
+                    index=i,
                 )
             ): i
             for i in todo
         }
+        watcher = asyncio.ensure_future(tail.watch()) if tail is not None else None
         try:
             await asyncio.wait(tasks)
         except asyncio.CancelledError:
@@ -139,11 +148,23 @@ class ShardCalls:
             await asyncio.gather(*tasks, return_exceptions=True)
             _collect(tasks, outcome)
             raise Interrupted(outcome) from None
+        finally:
+            if watcher is not None:
+                watcher.cancel()
         _collect(tasks, outcome)
         for task in tasks:
             if task.exception() is not None:  # the ledger was unreachable: fail the shard
                 raise task.exception()  # type: ignore[misc]
         return outcome
+
+    def _tail(self, target: CallTarget, settings: EndpointSettings, calls: int) -> ShardTail | None:
+        """The shard's tail for hedging, or None when the endpoint does not hedge."""
+        if not settings.hedge.enabled or calls == 0:
+            return None
+        hedges = self._hedges.get((target.endpoint, target.model))
+        if hedges is None:
+            hedges = self._hedges[(target.endpoint, target.model)] = Hedges(settings.hedge)
+        return ShardTail(hedges, calls)
 
     def cached_calls(
         self,
@@ -227,26 +248,71 @@ class ShardCalls:
         key: str,
         item_id: str,
         epoch: int,
+        *,
+        tail: ShardTail | None = None,
+        index: int = 0,
     ) -> Call | None:
         worst = 0.0
+        # The worst case is reserved under a cap, and prices a hedge's loser cancelled in flight.
+        hedging = tail is not None
+        bound = worst_case_usd(price, settings, request) if self.account.capped or hedging else None
         if self.account.capped:
-            bound = worst_case_usd(price, settings, request)
             if bound is None or not await self.account.reserve(bound):
+                if tail is not None:
+                    tail.not_sent()
                 return None
             worst = bound
-        usd = 0.0
+        clock = tail.sent(index) if tail is not None else None
+        hedge_reserved: float | None = None  # the hedge's reservation, once granted
+
+        async def reserve_hedge() -> bool:
+            nonlocal hedge_reserved
+            assert tail is not None
+            ask = worst if self.account.capped else 0.0
+            if not await self.account.try_reserve(ask):
+                tail.hedges.give_back()
+                return False
+            hedge_reserved = ask
+            return True
+
+        usd = loser_usd = 0.0
+        raced: RaceResult | None = None
         try:
-            result = await _complete(provider, request)
+            raced = await race(lambda: _complete(provider, request), clock, reserve_hedge)
+            result = raced.result
             if price is not None:
                 usd = price.cost(result.usage)
-                result = replace(result, usd=usd)
+                if raced.loser is not None:
+                    loser_usd = price.cost(raced.loser.usage)
+                elif raced.loser_abandoned and raced.loser_sent:
+                    # Cancelled in flight: the provider may bill it in full; count the most.
+                    loser_usd = bound if bound is not None else usd
+            result = _with_hedge(result, raced, usd + loser_usd)
+            sent_at = clock.sent_at if clock is not None else None
+            if tail is not None and sent_at is not None and result.ok and not raced.hedged:
+                tail.hedges.observe(time.monotonic() - sent_at)
         finally:
-            # Cancelled mid-call: what it cost is unknown; the reservation comes back.
+            # Cancelled mid-call: what it cost is unknown; the reservations come back.
             self.account.settle(worst, usd)
+            if hedge_reserved is not None:
+                sent = raced is None or raced.loser_sent
+                self.account.settle(hedge_reserved, loser_usd, calls=1 if sent else 0)
+                if not sent and tail is not None:
+                    tail.hedges.give_back()  # never left the limiter: not one of max_share
+            if tail is not None and clock is not None:
+                tail.ended(index)
         call = Call(item_id, epoch, result, request_sha256, key)
         if result.ok and self.journal is not None:
             self.journal.add(target.group, response_row(call, model=target.model))
         return call
+
+
+def _with_hedge(result: ModelResult, raced: RaceResult, usd: float) -> ModelResult:
+    """The kept result, carrying what both requests of a hedged cell cost and sent."""
+    if not raced.hedged:
+        return replace(result, usd=usd)
+    other = raced.loser.attempts if raced.loser is not None else int(raced.loser_sent)
+    return replace(result, usd=usd, attempts=result.attempts + other)
 
 
 def worst_case_usd(

@@ -202,6 +202,18 @@ class SpendAccount:
                     self._asks.remove((future, amount))
             raise
 
+    async def try_reserve(self, amount: float) -> bool:
+        """Reserve `amount` now or not at all: one exchange, no waiting, and a refusal is not
+        counted as a call that did not fit (for optional spend, a hedge, which must never hold
+        up or stop the run)."""
+        if not self.capped or amount <= 0:
+            return True
+        try:
+            reply = await self._exchange([amount])
+        except LedgerUnavailable:
+            return False
+        return reply.granted == 1
+
     def settle(self, reserved: float, actual: float, *, calls: int = 1) -> None:
         """A call ended: `reserved` dollars come back, `actual` dollars were paid."""
         if self._source is None:

@@ -81,3 +81,20 @@ def test_many_accounts_never_cross_the_cap_and_use_most_of_it() -> None:
     assert paid == pytest.approx(spent)
     assert paid <= 5.0
     assert paid > 5.0 - 0.05  # it stopped only when the largest worst case no longer fit
+
+
+def test_optional_spend_is_reserved_now_or_never_and_is_not_a_refusal() -> None:
+    # A hedge: it must neither wait for outstanding reservations nor stop the run.
+    async def scenario() -> None:
+        ledger = SpendLedger(cap=1.0)
+        account = SpendAccount(LocalSpendSource(ledger), capped=True)
+        assert await account.reserve(0.7)
+        assert not await asyncio.wait_for(account.try_reserve(0.5), 1.0)  # no wait: refused
+        assert await account.try_reserve(0.2)
+        state = ledger.state()
+        assert state.reserved == pytest.approx(0.9) and state.refused == 0
+        account.settle(0.2, 0.2)  # the hedge was paid in full
+        await account.flush()
+        assert ledger.state().spent == pytest.approx(0.2)
+
+    asyncio.run(scenario())

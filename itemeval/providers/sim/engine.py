@@ -3,7 +3,8 @@
 Shared by the in-process provider and `itemeval sim-server`. The answer itself is deterministic
 (seed, model, item, epoch; see `model.py`); latency and injected faults are drawn per attempt from
 one seeded generator, so a retried attempt can succeed where the first failed, and a run with the
-same seed and the same order of calls sees the same faults.
+same seed and the same order of calls sees the same faults. `faults.never_answer` is the one
+fault drawn by content instead: those requests hang on every attempt.
 
 Hints (`ModelRequest.sim_hints`, or the `itemeval_sim` body field over HTTP):
 `item_id`, `epoch`, `target`, `modality`, `difficulty`; for judge calls `role: "judge"`,
@@ -120,6 +121,8 @@ class Simulator:
             return self._unknown(model)
         delay = self._latency()
         fault = self._fault()
+        if self._never_answered(model, messages, hints or {}):
+            fault = "timeout"
         if fault is not None:
             return SimReply(
                 fault,
@@ -211,6 +214,18 @@ class Simulator:
         if latency.distribution == "lognormal" and latency.spread > 0:
             return median * math.exp(self._rng.gauss(0.0, latency.spread))
         return median
+
+    def _never_answered(
+        self, model: str, messages: Sequence[Mapping[str, Any]], hints: Mapping[str, Any]
+    ) -> bool:
+        """A request the server never answers, on any attempt (`faults.never_answer`): chosen
+        by its content, item and epoch, so every attempt and every copy of one hangs alike."""
+        share = self.settings.faults.never_answer
+        if share <= 0:
+            return False
+        prompt = "\n\n".join(_content(m) for m in messages)
+        key = self._item_key(model_name(model), prompt, hints)
+        return stable_unit(*key, "never answered", prompt) < share
 
     def _fault(self) -> str | None:
         if not self._fault_edges:

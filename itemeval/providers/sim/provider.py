@@ -1,8 +1,9 @@
 """`SimProvider`: the simulator as an in-process `Provider` (endpoint kind `sim`, no base_url).
 
 It goes through the same machinery as the HTTP clients (the endpoint's `RateLimiter`, the
-tenacity `RetryPolicy`, the per-attempt timeout), so injected faults are retried, 429s pause the
-limiter and latency occupies concurrency slots exactly as a real endpoint's would.
+tenacity `RetryPolicy`, the per-attempt timeout and `deadline_s`), so injected faults are
+retried, 429s pause the limiter and latency occupies concurrency slots exactly as a real
+endpoint's would.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import itertools
 import os
 
 from itemeval.providers.concurrency import PermitsUnavailable
+from itemeval.providers.deadline import attempt_deadline
 from itemeval.providers.failures import failure
 from itemeval.providers.ratelimiter import RateLimiter
 from itemeval.providers.retry import RetryPolicy, TransientFailure
@@ -59,7 +61,10 @@ class SimProvider:
     async def _attempt(self, request: ModelRequest, estimate: int) -> ModelResult:
         params = request.params
         request_id = f"sim-{_PROCESS_TAG}-{next(_COUNTER)}"
-        async with self.limiter.acquire(estimate) as permit:
+        async with (
+            self.limiter.acquire(estimate) as permit,
+            attempt_deadline(self.settings.deadline_s, "the simulator"),
+        ):
             reply = self.simulator.reply(
                 request.model,
                 request.messages,
