@@ -54,6 +54,8 @@ TOUCH_EVERY_S = 10.0
 PROBE_EVERY_S = 1.0
 #: How often the cluster's size is read to follow it with workers.
 SCALE_EVERY_S = 2.0
+#: A worker not placed this long after it was created was waiting for room (starting takes 1-2 s).
+WAITED_S = 5.0
 
 
 @dataclass
@@ -164,12 +166,13 @@ class RayExecutor:
         """Create workers up to `target`; retire those beyond it that hold no place."""
         target = max(1, target)
         active = [w for w in self._workers if not w.retired]
+        grown = bool(self._workers)  # the first workers are the run's; later ones joined
         for _ in range(target - len(active)):
             context, specs, budget = self._worker_args
             actor = WorkerActor.options(max_concurrency=self.per_worker + 1).remote(
                 context, specs, budget
             )
-            worker = _Worker(actor, number=len(self._workers), joined=bool(self._workers))
+            worker = _Worker(actor, number=len(self._workers), joined=grown)
             worker.probe = actor.where.remote()
             self._workers.append(worker)
         surplus = len(active) - target
@@ -271,7 +274,10 @@ class RayExecutor:
             except RayError:
                 worker.probe, worker.probe_at = None, now + PROBE_EVERY_S
                 continue
-            if (worker.joined and not worker.ready) or (worker.ready and node != worker.node):
+            # Said of a worker that joined, waited for room, or was restarted on another node.
+            waited = not worker.ready and now - worker.created_at > WAITED_S
+            moved = worker.ready and node != worker.node
+            if (worker.joined and not worker.ready) or waited or moved:
                 self.notes.append(f"worker {worker.number} started on node {node[:12]}")
             worker.ready, worker.node = True, node
             worker.down_since, worker.probe = None, None
@@ -293,7 +299,7 @@ class RayExecutor:
                 "(Ray restarts them where there is room; their shards went to the others)"
             )
         # Starting takes a second or two; a worker still not placed after that waits for room.
-        waiting = [w for w in active if not w.ready and now - w.created_at > 5.0]
+        waiting = [w for w in active if not w.ready and now - w.created_at > WAITED_S]
         if waiting:
             asked = f"; asked the autoscaler for {self._requested} CPUs" if self._requested else ""
             problems.append(

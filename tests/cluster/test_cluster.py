@@ -7,7 +7,8 @@ Cases, each against physical truth:
 (a) a worker's node is lost mid-run;  (b) the limiter's node is lost mid-run;
 (c) the driver gets SIGTERM mid-run (`ray job stop`, a pod eviction);
 (d) two drivers run at once against one endpoint, and a third declares other limits;
-(e) workers follow the cluster: a node joins mid-run and gets a worker, another leaves.
+(e) workers follow the cluster: a node joins mid-run and gets a worker, another leaves;
+(f) `runtime.workers` is a ceiling: a waiting worker starts on a node that joins, no more.
 
 Each asserts: the run ends `completed` (or `interrupted`, then one re-run, for (c)); physical
 rows == cells, read without deduplication; calls paid twice within the durability contract's
@@ -307,4 +308,34 @@ def test_workers_follow_the_cluster_as_nodes_join_and_leave(harness, tmp_path):
         assert "failed" not in err
         store_url = str(load_study(path).store_url)
         _check_server(url, store_url, faults=1)
+    assert _outcomes(store_url) == ["completed"]
+
+
+def test_runtime_workers_is_a_ceiling_the_cluster_grows_into(harness, tmp_path):
+    """(f) With `runtime.workers: 4` on three 1-CPU nodes, the fourth worker waits for room and
+    starts on the first node that joins; a node joining after that gets none (4 is the most)."""
+    harness.restore()
+    with sim_server("--latency-ms", "100", "--rpm", str(RPM)) as url:
+        slower = {"runtime.workers": 4, "endpoints.sim.requests_per_minute": RPM // 2}
+        path = _study(tmp_path / "f", url, **slower)
+        driver = _driver(path, harness, tmp_path)
+        _wait_answers(url, 40, driver)
+        before = set(harness.cmd(cmd="busy")["nodes"])
+        assert len(before) == 3  # three workers placed, the fourth waiting for room
+        first = harness.cmd(cmd="add")["added"]
+        deadline = time.monotonic() + 60
+        while first not in harness.cmd(cmd="busy")["nodes"]:
+            assert driver.poll() is None, "the run ended before the waiting worker was placed"
+            assert time.monotonic() < deadline, "the waiting worker did not start in 60 s"
+            time.sleep(0.2)
+        second = harness.cmd(cmd="add")["added"]
+        time.sleep(3 * 2.0)  # three of the executor's looks at the cluster (every 2 s)
+        assert driver.poll() is None, "the run ended before the check: make it longer"
+        assert second not in harness.cmd(cmd="busy")["nodes"]  # no fifth worker
+        code, err = _finish(driver)
+        assert code == 0, err[-3000:]
+        assert f"started on node {first[:12]}" in err
+        assert "failed" not in err
+        store_url = str(load_study(path).store_url)
+        _check_server(url, store_url, faults=0)
     assert _outcomes(store_url) == ["completed"]
