@@ -20,35 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from client_throughput import start_server  # noqa: E402
 from generated_data import write_dataset  # noqa: E402
-from whole_command import Tree, stats  # noqa: E402
-
-
-def write_study(folder: Path, url: str, in_flight: int, local_ray: str) -> Path:
-    study = {
-        "study": "million",
-        "store": str(folder / "store"),
-        "datasets": [{"name": "bench", "path": str(folder / "bench")}],
-        "endpoints": {
-            "sim": {"kind": "sim", "base_url": f"{url}/v1", "max_concurrency": in_flight}
-        },
-        "models": [{"id": "sim/strong", "endpoint": "sim"}, {"id": "sim/weak", "endpoint": "sim"}],
-        "sampling": {"temperature": 0.0, "max_tokens": 16},
-        "facets": {"scorer": ["auto"]},
-        "cache": {"location": str(folder / "cache")},
-        "budget": {"policy": "full"},
-        "runtime": {"local_ray": local_ray},
-    }
-    path = folder / "study.yaml"
-    path.write_text(yaml.safe_dump(study))
-    return path
+from whole_command import Tree, stats, write_study  # noqa: E402
 
 
 def main() -> None:
@@ -63,7 +41,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="itemeval-million-") as tmp:
             folder = Path(tmp)
             write_dataset(folder / "bench", args.items, kind="unique")
-            path = write_study(folder, url, args.in_flight, args.local_ray)
+            path = write_study(folder, url, args.in_flight, args.local_ray, models=2)
             stats(url, reset=True)
             env = {**os.environ, "RAY_TMPDIR": tmp, "ITEMEVAL_TIMINGS": "1"}
             env.pop("RAY_ADDRESS", None)

@@ -147,7 +147,10 @@ class Tree:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def write_study(folder: Path, url: str, in_flight: int, local_ray: str = "auto") -> Path:
+def write_study(
+    folder: Path, url: str, in_flight: int, local_ray: str = "auto", models: int = 1
+) -> Path:
+    """The benchmark's study: `models` simulated models (strong, then weak) on one endpoint."""
     study = {
         "study": "whole",
         "store": str(folder / "store"),
@@ -159,7 +162,7 @@ def write_study(folder: Path, url: str, in_flight: int, local_ray: str = "auto")
                 "max_concurrency": in_flight,
             }
         },
-        "models": [{"id": "sim/strong", "endpoint": "sim"}],
+        "models": [{"id": f"sim/{m}", "endpoint": "sim"} for m in ("strong", "weak")[:models]],
         "sampling": {"temperature": 0.0, "max_tokens": 16},
         "facets": {"scorer": ["auto"]},
         "cache": {"location": str(folder / "cache")},

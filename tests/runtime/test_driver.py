@@ -176,6 +176,19 @@ def test_manifest_records_the_run_and_no_secret(tmp_path, monkeypatch):
     assert "sk-canary" not in raw  # the key's value never; its variable's name may appear
 
 
+def _context(study, plan, run_id: str) -> RunContext:
+    """What a worker gets, for running one shard by hand."""
+    return RunContext(
+        run_id=run_id,
+        store_url=study.store_url,
+        endpoints=dict(study.endpoints),
+        generate=plan.design.generate_by_id(),
+        grade=plan.design.grade_by_id(),
+        pricing=plan.pricing,
+        concurrency={"sim": 2},
+    )
+
+
 def test_a_cancelled_shard_writes_the_calls_that_finished(tmp_path):
     slow = {
         "endpoints.sim.sim": {"latency": {"median_ms": 40}},
@@ -190,15 +203,7 @@ def test_a_cancelled_shard_writes_the_calls_that_finished(tmp_path):
             plan.pending_generate, part_runs(plan.items), shard_size=40, usd_per_cell={}
         )
     )
-    context = RunContext(
-        run_id="cancel-test",
-        store_url=study.store_url,
-        endpoints=dict(study.endpoints),
-        generate=plan.design.generate_by_id(),
-        grade=plan.design.grade_by_id(),
-        pricing=plan.pricing,
-        concurrency={"sim": 2},
-    )
+    context = _context(study, plan, "cancel-test")
 
     async def run_then_cancel() -> None:
         runner = ShardRunner(context)
@@ -263,15 +268,7 @@ def test_a_grade_shard_reads_its_solutions_when_their_fragments_were_compacted(t
     )
     named = set(shard.cells.column("fragment").to_pylist())
     assert named and compact_partition(plan.store, "solutions", gen).fragments_read > 1
-    context = RunContext(
-        run_id="compacted-test",
-        store_url=study.store_url,
-        endpoints=dict(study.endpoints),
-        generate=plan.design.generate_by_id(),
-        grade=plan.design.grade_by_id(),
-        pricing=plan.pricing,
-        concurrency={"sim": 2},
-    )
+    context = _context(study, plan, "compacted-test")
 
     async def grade() -> None:
         runner = ShardRunner(context)
