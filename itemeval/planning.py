@@ -50,6 +50,10 @@ from itemeval.store import (
 from itemeval.workitem import WorkItem, items_to_table, table_to_items
 
 SCAN_BATCH = 5_000
+#: A run's plan keeps the items it read (as snapshot tables) up to this size, so that
+#: `commit_plan` writes the snapshot without reading and validating the dataset a second time;
+#: a larger dataset is read again there (memory stays flat at a million items).
+KEPT_ITEMS_BYTES = 64 * 2**20
 PROSE = ("short-prose", "long-prose")
 
 #: Columns of `Plan.items`: one row per selected item, where its snapshot part is.
@@ -71,6 +75,9 @@ class DatasetPlan:
     items: int = 0
     selected: int = 0
     modalities: Counter[str] = field(default_factory=Counter)
+    #: Every item read by `make_plan(keep_items=True)`, as snapshot tables (`ITEM_SCHEMA`), for
+    #: `commit_plan`; None when the dataset has a snapshot or was too large to keep.
+    kept: list[pa.Table] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -118,8 +125,12 @@ def make_plan(
     force: bool = False,
     accept_changed: Sequence[str] = (),
     with_pending: bool = True,
+    keep_items: bool = False,
 ) -> Plan:
-    """Read datasets, pins, store and prices; build the grid, pending sets and estimate."""
+    """Read datasets, pins, store and prices; build the grid, pending sets and estimate.
+
+    `keep_items`: a run that will commit the plan keeps the items it read (up to
+    `KEPT_ITEMS_BYTES`) so that the items snapshot is written without a second scan."""
     pricing = Pricing.load(study.pricing_path)
     design = build_design(study).select(condition)
     root_url = store_url or study.store_url
@@ -135,11 +146,27 @@ def make_plan(
     ]
     index_batches: list[pa.RecordBatch] = []
     ids = StudyIds()
+    kept_bytes = 0
+
+    def keep_for_commit(plan: DatasetPlan, batch: list[WorkItem]) -> None:
+        nonlocal kept_bytes
+        if plan.kept is None:
+            return
+        table = items_to_table(batch)
+        kept_bytes += table.nbytes
+        if kept_bytes > KEPT_ITEMS_BYTES:  # too large to hold: commit_plan reads it again
+            for other in datasets:
+                other.kept = None
+            return
+        plan.kept.append(table)
 
     def selected_batches() -> Iterator[list[WorkItem]]:
         for number, plan in enumerate(datasets, 1):
             last = number == len(datasets)
+            if keep_items and plan.snapshot is None and kept_bytes <= KEPT_ITEMS_BYTES:
+                plan.kept = []
             for batch in ids.track(plan.name, _dataset_batches(plan), last=last):
+                keep_for_commit(plan, batch)
                 start = plan.items
                 plan.items += len(batch)
                 for item in batch:
@@ -253,7 +280,12 @@ def commit_plan(plan: Plan) -> None:
     )
     for dataset in plan.datasets:
         if dataset.snapshot is None:
-            batches = (items_to_table(b) for b in dataset.handle.iter_batches(SCAN_BATCH))
+            kept, dataset.kept = dataset.kept, None
+            batches = (
+                iter(kept)
+                if kept is not None
+                else (items_to_table(b) for b in dataset.handle.iter_batches(SCAN_BATCH))
+            )
             dataset.snapshot = write_items_snapshot(
                 plan.store, dataset.name, dataset.fingerprint, batches
             )

@@ -83,9 +83,55 @@ class WorkItem:
 
 
 def items_to_table(items: Iterable[WorkItem]) -> pa.Table:
-    """Rows to an arrow table with `ITEM_SCHEMA`."""
-    return pa.Table.from_pylist([item.to_row() for item in items], schema=ITEM_SCHEMA)
+    """Rows to an arrow table with `ITEM_SCHEMA` (built column by column: a planned run
+    converts every item once, and row dicts cost three times as much)."""
+    items = list(items)
+    columns = [
+        [item.id for item in items],
+        [item.dataset for item in items],
+        [item.input for item in items],
+        [item.target for item in items],
+        [item.grading_scheme for item in items],
+        [item.modality for item in items],
+        [item.task_prompt for item in items],
+        [item.difficulty for item in items],
+        [json.dumps(item.metadata, sort_keys=True, ensure_ascii=False) for item in items],
+    ]
+    arrays = [pa.array(values, f.type) for values, f in zip(columns, ITEM_SCHEMA, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=ITEM_SCHEMA)
 
 
 def table_to_items(table: pa.Table) -> list[WorkItem]:
-    return [WorkItem.from_row(row) for row in table.to_pylist()]
+    """`ITEM_SCHEMA` rows (or a subset of its columns) back to items, column by column."""
+    n = table.num_rows
+    names = set(table.column_names)
+
+    def column(name: str) -> list[Any]:
+        return table.column(name).to_pylist() if name in names else [None] * n
+
+    metadata = [json.loads(text) if text else {} for text in column("metadata")]
+    return [
+        WorkItem(
+            id=item_id,
+            input=text,
+            target=target or "",
+            grading_scheme=scheme,
+            metadata=meta,
+            dataset=dataset or "",
+            modality=modality,
+            task_prompt=task_prompt,
+            difficulty=difficulty,
+        )
+        for item_id, text, target, scheme, meta, dataset, modality, task_prompt, difficulty in zip(
+            column("item_id"),
+            column("input"),
+            column("target"),
+            column("grading_scheme"),
+            metadata,
+            column("dataset"),
+            column("modality"),
+            column("task_prompt"),
+            column("difficulty"),
+            strict=True,
+        )
+    ]

@@ -34,6 +34,7 @@ from itemeval.providers.ratebucket import Grant
 from itemeval.providers.settings import EndpointSettings
 from itemeval.runtime.cluster import NAMESPACE
 from itemeval.runtime.context import RunContext
+from itemeval.runtime.heap import settle_worker_heap
 from itemeval.runtime.shards import Shard, ShardSummary
 from itemeval.runtime.spend import LedgerReply, LedgerState, SpendLedger
 from itemeval.runtime.worker import ShardRunner
@@ -229,6 +230,7 @@ class WorkerActor:
         sources = {endpoint: ActorLimiterSource(spec) for endpoint, spec in limiters.items()}
         spend = ActorSpendSource(ray.get_actor(budget, namespace=NAMESPACE))
         self._runner = ShardRunner(context, sources, spend, slot_sources=sources)
+        settle_worker_heap()
 
     async def run(self, shard: Shard) -> ShardSummary:
         return await self._runner.run(shard)

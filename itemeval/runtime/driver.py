@@ -24,8 +24,6 @@ collect them.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import gc
 import os
 import signal
 import sys
@@ -34,8 +32,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-import pyarrow as pa
-
 from itemeval.batch import BatchTier, open_batches_of
 from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode
@@ -43,6 +39,7 @@ from itemeval.estimate import gate
 from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import Cap, Executor, StageResult, Stop, dispatch
+from itemeval.runtime.heap import release_unused_memory, run_collector_pace
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Shard, generate_shards, grade_shards, part_runs
 from itemeval.runtime.spend import LedgerState
@@ -143,6 +140,11 @@ def run_study(
         from itemeval.runtime.pilot import run_with_pilot
 
         return run_with_pilot(study, options, run_study, executor_factory=executor_factory)
+    with run_collector_pace():
+        return _run(study, options, executor_factory)
+
+
+def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunOutcome:
     progress = Progress(quiet=options.quiet)
     TIMELINE.mark("run_study")
     plan = make_plan(
@@ -152,6 +154,7 @@ def run_study(
         condition=options.condition,
         force=options.force,
         accept_changed=options.accept_changed,
+        keep_items=True,
     )
     stages = options.stages
     store_url = plan.store.root.url
@@ -406,11 +409,7 @@ def _release_planning_memory(plan: Plan) -> None:
     at a million items the driver held ~100 MB it no longer used through the whole run)."""
     plan.tokens = None  # per-item priors: the estimate is made, the gate passed
     plan.calibration = None
-    gc.collect()
-    pa.default_memory_pool().release_unused()
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
+    release_unused_memory()
 
 
 def _pending(plan: Plan, stage: StageName) -> CellMasks:

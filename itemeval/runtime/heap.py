@@ -1,0 +1,54 @@
+"""The process heap during a run: the cyclic garbage collector's pace, and giving memory back.
+
+Python's default collector thresholds (700, 10, 10) suit small programs. A run allocates a few
+objects per call by the hundred thousand (aiohttp's requests and futures, result objects,
+rows) beside many long-lived ones (modules, the plan, a part of work items), so the default
+pace collects the young generation thousands of times and walks every live object in full
+passes: measured on a 20,000-item run in one process (2 cores, issue 14), the collector took
+5.6 of the run's 22.7 CPU seconds. With `RUN_THRESHOLDS` it took 0.4 s, the whole command
+was 20% faster, and the peak RSS did not change (270 MB). Reference counting still frees
+almost everything at once; only cyclic garbage waits longer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import sys
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+#: Allocations before a young collection, and young (then middle) collections per older one.
+RUN_THRESHOLDS = (50_000, 50, 100)
+
+
+@contextlib.contextmanager
+def run_collector_pace() -> Iterator[None]:
+    """The run's collector pace while the block runs (the caller's pace comes back after,
+    say in a notebook that ran a study)."""
+    before = gc.get_threshold()
+    gc.set_threshold(*RUN_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+def settle_worker_heap() -> None:
+    """For a process that only runs shards (a Ray worker actor): the run's pace for good, and
+    what exists once it is set up (modules, clients) never scanned again."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*RUN_THRESHOLDS)
+
+
+def release_unused_memory() -> None:
+    """Collect, then hand free heap pages back to the system: arrow's pool and glibc's malloc
+    keep them otherwise (after planning a million items, ~100 MB the run no longer used)."""
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)

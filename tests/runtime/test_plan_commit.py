@@ -1,0 +1,70 @@
+"""`commit_plan` writes the items snapshot from what `make_plan` read when the plan kept it
+(one scan of the dataset per run, not two), and reads the dataset again when it was too
+large to keep. Checked against the physical truth: the source is deleted between the two."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from runtime_files import DATASETS, write_study
+
+from itemeval import planning
+from itemeval.config import load_study
+from itemeval.planning import commit_plan, make_plan
+from itemeval.store import read_items_part
+
+
+def _study_with_own_copies(tmp_path, store: str):
+    """The sample datasets copied beside the study, so the test may delete them."""
+    data = tmp_path / "data"
+    for name in ("arithmetic", "science-mc"):
+        shutil.copytree(DATASETS / name, data / name)
+    path = write_study(
+        tmp_path / store,
+        **{
+            "datasets": [
+                {"name": "arithmetic", "path": str(data / "arithmetic")},
+                {"name": "science-mc", "path": str(data / "science-mc")},
+            ],
+        },
+    )
+    return load_study(path), data
+
+
+def _snapshot_rows(plan) -> dict[str, list[dict]]:
+    out = {}
+    for dataset in plan.datasets:
+        info = dataset.snapshot
+        assert info is not None
+        out[dataset.name] = [
+            row for part in range(info.parts) for row in read_items_part(info, part).to_pylist()
+        ]
+    return out
+
+
+def test_a_kept_plan_writes_the_snapshot_without_reading_the_dataset_again(tmp_path):
+    reference_study, _ = _study_with_own_copies(tmp_path / "a", "study")
+    reference = make_plan(reference_study)  # not kept: commit reads the source again
+    commit_plan(reference)
+
+    study, data = _study_with_own_copies(tmp_path / "b", "study")
+    plan = make_plan(study, keep_items=True)
+    shutil.rmtree(data)  # gone: only what the plan kept can be written
+    commit_plan(plan)
+
+    rows = _snapshot_rows(plan)
+    assert rows == _snapshot_rows(reference)
+    # every item of each dataset, not only the dev selection the run uses
+    assert len(rows["arithmetic"]) == plan.datasets[0].items > plan.datasets[0].selected
+    assert all(d.kept is None for d in plan.datasets)  # handed over, not held for the run
+
+
+def test_a_dataset_too_large_to_keep_is_read_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(planning, "KEPT_ITEMS_BYTES", 1)
+    study, data = _study_with_own_copies(tmp_path, "study")
+    plan = make_plan(study, keep_items=True)
+    assert all(d.kept is None for d in plan.datasets)
+    shutil.rmtree(data)
+    with pytest.raises(FileNotFoundError):
+        commit_plan(plan)
