@@ -1,0 +1,32 @@
+"""The collector's pace during a run, and the caller's pace after it (a notebook that runs a
+study keeps its own)."""
+
+from __future__ import annotations
+
+import gc
+
+from runtime_files import write_study
+
+from itemeval.config import load_study
+from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.runtime.heap import RUN_THRESHOLDS, run_collector_pace
+
+
+def test_the_run_pace_holds_inside_the_block_and_the_callers_comes_back():
+    before = gc.get_threshold()
+    with run_collector_pace():
+        assert gc.get_threshold() == RUN_THRESHOLDS
+    assert gc.get_threshold() == before
+
+
+def test_a_run_leaves_the_callers_pace_as_it_found_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("ITEMEVAL_CACHE_DIR", str(tmp_path / "default-cache"))
+    before = gc.get_threshold()
+    gc.set_threshold(1234, 5, 6)
+    try:
+        study = load_study(write_study(tmp_path, **{"facets.grader": [], "budget.dev_items": 2}))
+        outcome = run_study(study, RunOptions(no_ray=True, yes=True, quiet=True))
+        assert outcome.exit_code == 0
+        assert gc.get_threshold() == (1234, 5, 6)
+    finally:
+        gc.set_threshold(*before)
