@@ -40,12 +40,20 @@ from generated_data import write_dataset
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int) -> tuple[float, float]:
+    """The process's resident set (MB), and the part of it that is its own (anonymous and
+    file pages): the rest is shared memory, for a Ray process the object store's pages it
+    touched (shard arguments and results), which are counted once for the machine, in Ray's
+    object store, and are bounded by its size."""
     try:
-        with open(f"/proc/{pid}/statm") as handle:
-            return int(handle.read().split()[1]) * PAGE / 2**20
+        with open(f"/proc/{pid}/status") as handle:
+            fields = dict(line.split(":", 1) for line in handle if line.startswith("Rss"))
     except OSError:
-        return 0.0
+        return 0.0, 0.0
+    kb = {key: int(value.split()[0]) for key, value in fields.items()}
+    total = kb.get("RssAnon", 0) + kb.get("RssFile", 0) + kb.get("RssShmem", 0)
+    own = kb.get("RssAnon", 0) + kb.get("RssFile", 0)
+    return total / 1024, own / 1024
 
 
 def worker_pids() -> list[int]:
@@ -64,15 +72,20 @@ def worker_pids() -> list[int]:
 class Sampler(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True)
-        self.driver_peak = 0.0
+        self.driver_peak = self.driver_own_peak = 0.0
         self.worker_peaks: dict[int, float] = {}
+        self.worker_own_peaks: dict[int, float] = {}
         self._halt = threading.Event()
 
     def run(self) -> None:
         while not self._halt.wait(0.5):
-            self.driver_peak = max(self.driver_peak, rss_mb(os.getpid()))
+            total, own = rss_mb(os.getpid())
+            self.driver_peak = max(self.driver_peak, total)
+            self.driver_own_peak = max(self.driver_own_peak, own)
             for pid in worker_pids():
-                self.worker_peaks[pid] = max(self.worker_peaks.get(pid, 0.0), rss_mb(pid))
+                total, own = rss_mb(pid)
+                self.worker_peaks[pid] = max(self.worker_peaks.get(pid, 0.0), total)
+                self.worker_own_peaks[pid] = max(self.worker_own_peaks.get(pid, 0.0), own)
 
     def finish(self) -> None:
         self._halt.set()
@@ -123,6 +136,7 @@ def sweep(items: int, path_kind: str) -> dict[str, float]:
         generate = outcome.stages["generate"].counts.done
         grade = outcome.stages["grade"].counts.done
         peaks = sorted(sampler.worker_peaks.values(), reverse=True)
+        own = sorted(sampler.worker_own_peaks.values(), reverse=True)
         return {
             "path": path_kind,
             "items": items,
@@ -131,9 +145,11 @@ def sweep(items: int, path_kind: str) -> dict[str, float]:
             "seconds": seconds,
             "dataset_write_s": written,
             "driver_peak_mb": sampler.driver_peak,
+            "driver_own_peak_mb": sampler.driver_own_peak,
             "worker_peak_mb": peaks[0] if peaks else 0.0,
             "workers": len(peaks),
-            "worker_peaks": ", ".join(f"{p:.0f}" for p in peaks),
+            "worker_peaks": ", ".join(f"{p:.0f}" for p in peaks) or "-",
+            "worker_own_peaks": ", ".join(f"{p:.0f}" for p in own) or "-",
         }
 
 
@@ -156,12 +172,14 @@ def main() -> None:
                 check=True,
             )
             results.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    header = ("path", "items", "samples", "grades", "seconds", "driver MB", "worker MB (each)")
-    print("{:>6} {:>10} {:>10} {:>10} {:>8} {:>10} {:>18}".format(*header))
+    print("peak RSS in MB; 'own' leaves out shared pages (Ray's object store)")
+    header = ("path", "items", "samples", "seconds", "driver", "own", "workers", "own")
+    print("{:>6} {:>10} {:>10} {:>8} {:>7} {:>7} {:>12} {:>12}".format(*header))
     for r in results:
         print(
-            f"{r['path']:>6} {r['items']:>10,} {r['samples']:>10,} {r['grades']:>10,} "
-            f"{r['seconds']:>8.0f} {r['driver_peak_mb']:>10.0f} {r['worker_peaks']:>18}"
+            f"{r['path']:>6} {r['items']:>10,} {r['samples']:>10,} {r['seconds']:>8.0f} "
+            f"{r['driver_peak_mb']:>7.0f} {r['driver_own_peak_mb']:>7.0f} "
+            f"{r['worker_peaks']:>12} {r['worker_own_peaks']:>12}"
         )
 
 

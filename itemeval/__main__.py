@@ -1,3 +1,3 @@
-from itemeval.cli.main import main
+from itemeval.cli.main import entry
 
-raise SystemExit(main())
+entry()

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from itemeval import __version__
@@ -60,6 +62,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+
+
+def entry() -> None:
+    """The `itemeval` command (and `python -m itemeval`): `main`, then the exit.
+
+    Once everything is written and the output flushed, the process ends without the
+    interpreter's teardown, which frees every object one by one: 0.45 s after a 20,000-item
+    run (issue 14), for memory the system takes back at once. A thread that is not a daemon
+    and still alive (say, a plugin's) is waited for, as the interpreter would."""
+    code = main()
+    logging.shutdown()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        code = EXIT_BROKEN_PIPE
+    others = [t for t in threading.enumerate() if t is not threading.main_thread()]
+    if any(t.is_alive() and not t.daemon for t in others):
+        sys.exit(code)
+    os._exit(code)
 
 
 def _silence_stdout() -> None:

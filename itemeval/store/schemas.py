@@ -268,27 +268,31 @@ def build_table(schema: pa.Schema, rows: Iterable[Mapping[str, Any]]) -> pa.Tabl
     columns = [Column(f.name, f.type, f.nullable, "") for f in schema]
     names = {c.name for c in columns}
     now = datetime.now(UTC)
-    data: dict[str, list[Any]] = {c.name: [] for c in columns}
     what = schema_name(schema)
+    rows = list(rows)
     for index, row in enumerate(rows):
-        unknown = set(row) - names
-        if unknown:
+        if not row.keys() <= names:
             raise StoreError(
                 Problem(
-                    f"unknown column(s) {sorted(unknown)} in row {index}",
+                    f"unknown column(s) {sorted(set(row) - names)} in row {index}",
                     file=what,
                     hint=f"the {what} columns are {sorted(names)}",
                 )
             )
-        for column in columns:
-            value = row.get(column.name)
-            if value is None and not column.nullable:
+    # Column by column (every row written goes through here: a run writes three per call).
+    data: dict[str, list[Any]] = {}
+    for column in columns:
+        values = [row.get(column.name) for row in rows]
+        if not column.nullable and any(value is None for value in values):
+            for index, value in enumerate(values):
+                if value is not None:
+                    continue
                 if column.name in _REQUIRED_WITHOUT_DEFAULT:
                     raise StoreError(
                         Problem(f"row {index} has no value", file=what, field=column.name)
                     )
-                value = _default(column, row, now)
-            data[column.name].append(value)
+                values[index] = _default(column, rows[index], now)
+        data[column.name] = values
     try:
         table = pa.Table.from_pydict(data, schema=schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
