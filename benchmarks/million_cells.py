@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 
 from client_throughput import start_server  # noqa: E402
 from generated_data import write_dataset  # noqa: E402
-from whole_command import Tree, stats, write_study  # noqa: E402
+from whole_command import Tree, command_env, stats, write_study  # noqa: E402
 
 
 def main() -> None:
@@ -43,8 +43,7 @@ def main() -> None:
             write_dataset(folder / "bench", args.items, kind="unique")
             path = write_study(folder, url, args.in_flight, args.local_ray, models=2)
             stats(url, reset=True)
-            env = {**os.environ, "RAY_TMPDIR": tmp, "ITEMEVAL_TIMINGS": "1"}
-            env.pop("RAY_ADDRESS", None)
+            env = command_env(tmp, ITEMEVAL_TIMINGS="1")
             command = [sys.executable, "-m", "itemeval", "run", str(path), "--yes", "--quiet"]
             started = time.time()
             proc = subprocess.Popen(

@@ -191,18 +191,23 @@ def newest_write(root: Path) -> float:
     return newest
 
 
+def command_env(tmp: str, **extra: str) -> dict[str, str]:
+    """The command's environment, as a user's shell gives it: its own Ray session directory
+    under `tmp`, no Ray address, bytecode cached after the first start and output buffered
+    (this machine's environment turns both off; that cost 0.3-0.8 s of imports per start)."""
+    env = {**os.environ, "RAY_TMPDIR": tmp, **extra}
+    for name in ("RAY_ADDRESS", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"):
+        env.pop(name, None)
+    return env
+
+
 def run_command(url: str, server_pid: int, items: int, mode: str, in_flight: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="itemeval-whole-") as tmp:
         folder = Path(tmp)
         write_dataset(folder / "bench", items, kind="unique")  # every item is a call
         path = write_study(folder, url, in_flight, "always" if mode == "ray" else "auto")
         stats(url, reset=True)
-        env = {**os.environ, "RAY_TMPDIR": tmp}
-        env.pop("RAY_ADDRESS", None)
-        # As a user's shell runs it: bytecode cached after the first start, output buffered
-        # (this machine's environment sets both off, which cost 0.3-0.8 s of imports a start).
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env.pop("PYTHONUNBUFFERED", None)
+        env = command_env(tmp)
         command = [sys.executable, "-m", "itemeval", "run", str(path), "--yes", "--quiet"]
         if mode == "no-ray":
             command.append("--no-ray")
