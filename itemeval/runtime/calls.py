@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from itemeval.providers.bounds import input_token_bound, output_token_bound
@@ -310,9 +310,9 @@ class ShardCalls:
 def _with_hedge(result: ModelResult, raced: RaceResult, usd: float) -> ModelResult:
     """The kept result, carrying what both requests of a hedged cell cost and sent."""
     if not raced.hedged:
-        return replace(result, usd=usd)
+        return result.priced(usd)
     other = raced.loser.attempts if raced.loser is not None else int(raced.loser_sent)
-    return replace(result, usd=usd, attempts=result.attempts + other)
+    return result.priced(usd, attempts=result.attempts + other)
 
 
 def worst_case_usd(
