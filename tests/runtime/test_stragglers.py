@@ -227,11 +227,13 @@ def test_the_budget_cap_holds_with_hedges(tmp_path):
     with sim_server(*HEAVY_TAIL, "1.5", "--seed", "9", "--models", str(models)) as url:
         overrides = {
             **ONE_CONDITION,
-            "endpoints.sim": _hedging(url, max_share=1.0),
+            # hedges from the first few answers on: the cap may stop the run early on a busy
+            # machine, and the test needs hedges sent before it does
+            "endpoints.sim": _hedging(url, max_share=1.0, min_samples=2, factor=2),
             "facets.model_config": [{"name": "short", "max_tokens": 256}],
             "facets.prompt": ["builtin:cot"],
             "budget.dev_items": 40,
-            "runtime.shard_size": 10,  # 20 reservations at a time: room for hedges till the end
+            "runtime.shard_size": 5,  # 10 reservations at a time: room for hedges till the end
         }
         study = load_study(write_study(tmp_path, **overrides))
         estimate = make_plan(study).estimate
