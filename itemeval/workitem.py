@@ -67,20 +67,6 @@ class WorkItem:
             "metadata": json.dumps(self.metadata, sort_keys=True, ensure_ascii=False),
         }
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> WorkItem:
-        return cls(
-            id=row["item_id"],
-            input=row["input"],
-            target=row["target"] or "",
-            grading_scheme=row.get("grading_scheme"),
-            metadata=json.loads(row["metadata"]) if row.get("metadata") else {},
-            dataset=row.get("dataset") or "",
-            modality=row.get("modality"),
-            task_prompt=row.get("task_prompt"),
-            difficulty=row.get("difficulty"),
-        )
-
 
 def items_to_table(items: Iterable[WorkItem]) -> pa.Table:
     """Rows to an arrow table with `ITEM_SCHEMA` (built column by column: a planned run
