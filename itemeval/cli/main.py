@@ -70,7 +70,12 @@ def entry() -> None:
     Once everything is written and the output flushed, the process ends without the
     interpreter's teardown, which frees every object one by one: 0.45 s after a 20,000-item
     run (issue 14), for memory the system takes back at once. A thread that is not a daemon
-    and still alive (say, a plugin's) is waited for, as the interpreter would."""
+    and still alive (say, a plugin's) is waited for, as the interpreter would. The process
+    keeps few malloc arenas (`runtime.heap.limit_malloc_arenas`): a local run's shards run
+    here."""
+    from itemeval.runtime.heap import limit_malloc_arenas
+
+    limit_malloc_arenas()
     code = main()
     logging.shutdown()
     try:

@@ -34,7 +34,7 @@ from itemeval.providers.ratebucket import Grant
 from itemeval.providers.settings import EndpointSettings
 from itemeval.runtime.cluster import NAMESPACE
 from itemeval.runtime.context import RunContext
-from itemeval.runtime.heap import settle_worker_heap
+from itemeval.runtime.heap import limit_malloc_arenas, settle_worker_heap
 from itemeval.runtime.shards import Shard, ShardSummary
 from itemeval.runtime.spend import LedgerReply, LedgerState, SpendLedger
 from itemeval.runtime.worker import ShardRunner
@@ -227,6 +227,7 @@ class ActorSpendSource:
 @ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)
 class WorkerActor:
     def __init__(self, context: RunContext, limiters: dict[str, LimiterSpec], budget: str):
+        limit_malloc_arenas()  # before the runner's threads take arenas of their own
         sources = {endpoint: ActorLimiterSource(spec) for endpoint, spec in limiters.items()}
         spend = ActorSpendSource(ray.get_actor(budget, namespace=NAMESPACE))
         self._runner = ShardRunner(context, sources, spend, slot_sources=sources)

@@ -36,9 +36,27 @@ def run_collector_pace() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
+#: glibc's malloc arenas for a process that runs shards (see `limit_malloc_arenas`).
+MALLOC_ARENAS = 2
+_M_ARENA_MAX = -8  # mallopt's parameter number (malloc.h)
+
+
+def limit_malloc_arenas() -> None:
+    """At most `MALLOC_ARENAS` glibc malloc arenas from now on. By default glibc gives threads
+    up to 8 arenas per core; a shard's store and cache I/O runs in a pool of threads, and
+    each arena kept its own free fragments: a worker's anonymous memory grew through a long run
+    while its Python objects stayed flat (measured at 300,000 items in one process: 330 MB and
+    rising, against 300 MB flat with two arenas). Threads that already have an arena keep it."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
+
+
 def settle_worker_heap() -> None:
-    """For a process that only runs shards (a Ray worker actor): the run's pace for good, and
-    what exists once it is set up (modules, clients) never scanned again."""
+    """For a process that only runs shards (a Ray worker actor): the run's pace for good, what
+    exists once it is set up (modules, clients) never scanned again, and few malloc arenas."""
+    limit_malloc_arenas()
     gc.collect()
     gc.freeze()
     gc.set_threshold(*RUN_THRESHOLDS)

@@ -54,7 +54,9 @@ from itemeval.store import (
 from itemeval.store.fragments import FragmentInfo, read_fragments
 from itemeval.workitem import WorkItem, table_to_items
 
-ITEM_PARTS_CACHED = 8
+#: Items parts a worker keeps as `WorkItem`s (10,000 items each, about 15 MB as objects): the
+#: shards in flight in one worker come from one or two parts at a time.
+ITEM_PARTS_CACHED = 4
 #: How old a worker's view of the response cache may get (what it writes itself is added to it
 #: at once; a shard dispatched again lists afresh; other studies' answers are seen this late).
 CACHE_REFRESH_S = 60.0
