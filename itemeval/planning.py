@@ -53,7 +53,7 @@ SCAN_BATCH = 5_000
 #: A run's plan keeps the items it read (as snapshot tables) up to this size, so that
 #: `commit_plan` writes the snapshot without reading and validating the dataset a second time;
 #: a larger dataset is read again there (memory stays flat at a million items).
-KEPT_ITEMS_BYTES = 64 * 2**20
+KEPT_ITEMS_BYTES = 16 * 2**20
 PROSE = ("short-prose", "long-prose")
 
 #: Columns of `Plan.items`: one row per selected item, where its snapshot part is.

@@ -22,6 +22,7 @@ columns, not by the study.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
@@ -172,13 +173,64 @@ def _ok_rows(table: pa.Table) -> pa.Table:
 
 
 _GEN_CONDITION = pa.dictionary(pa.int32(), pa.string())
+#: ASCII code -> hex digit value (255: not a hex digit).
+_HEX_DIGITS = np.full(256, 255, dtype=np.uint8)
+for _value, _char in enumerate(b"0123456789abcdef"):
+    _HEX_DIGITS[_char] = _value
+    _HEX_DIGITS[bytes([_char]).upper()[0]] = _value
+_KEY_DIGITS = 16  # 64 bits
+
+
+def hash_keys(hashes: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A uint64 per content hash, so that hashes are compared without holding their text (64
+    bytes each: at a million grades, the end of a run held hundreds of MB of them). A sha256
+    hex digest (what the store writes) gives its first 16 hex digits; any other text the first
+    8 bytes of its blake2b digest, so a given text always gets the same key. Two different
+    hashes of one cell agree on 64 bits with probability 2^-64."""
+    array = hashes.combine_chunks() if isinstance(hashes, pa.ChunkedArray) else hashes
+    n = len(array)
+    keys = np.zeros(n, dtype=np.uint64)
+    if n == 0:
+        return keys
+    array = array.cast(pa.string()).fill_null("")
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32)[array.offset : array.offset + n + 1]
+    buffer = array.buffers()[2]
+    data = np.frombuffer(buffer, dtype=np.uint8) if buffer is not None else np.zeros(0, np.uint8)
+    starts = offsets[:-1]
+    lengths = offsets[1:] - starts
+    fast = lengths == 64
+    if fast.any():
+        at = starts[fast][:, None] + np.arange(_KEY_DIGITS)
+        digits = _HEX_DIGITS[data[at]]
+        fast[fast] = (digits != 255).all(axis=1)
+        digits = digits[(digits != 255).all(axis=1)]
+        packed = np.zeros(len(digits), dtype=np.uint64)
+        for column in range(_KEY_DIGITS):
+            packed = (packed << np.uint64(4)) | digits[:, column].astype(np.uint64)
+        keys[fast] = packed
+    for index in np.flatnonzero(~fast):
+        text = array[int(index)].as_py().encode("utf-8")
+        keys[index] = int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
+    return keys
+
+
+def _keyed(table: pa.Table, column: str) -> pa.Table:
+    at = table.schema.get_field_index(column)
+    return table.set_column(at, column, pa.array(hash_keys(table.column(at)), pa.uint64()))
+
+
+def _ok_rows_keyed(table: pa.Table) -> pa.Table:
+    """A solutions fragment's `ok` rows, `text_hash` as a `hash_keys` key."""
+    return _keyed(_ok_rows(table), "text_hash")
 
 
 def _ok_grade_rows(table: pa.Table) -> pa.Table:
-    """A grades fragment's `ok` rows, `gen_condition_id` dictionary-encoded."""
+    """A grades fragment's `ok` rows, `gen_condition_id` dictionary-encoded and
+    `solution_hash` as a `hash_keys` key."""
     ok = _ok_rows(table)
     at = ok.schema.get_field_index("gen_condition_id")
-    return ok.set_column(at, "gen_condition_id", ok.column(at).cast(_GEN_CONDITION))
+    ok = ok.set_column(at, "gen_condition_id", ok.column(at).cast(_GEN_CONDITION))
+    return _keyed(ok, "solution_hash")
 
 
 def _positions(table: pa.Table, items: pa.Array, epochs: int) -> tuple[np.ndarray, np.ndarray]:
@@ -221,7 +273,7 @@ class SolutionIndex:
     """One generate condition's `ok` solutions among the selected items, by cell position."""
 
     positions: np.ndarray  # sorted cell positions (item index * epochs + epoch)
-    hashes: pa.Array  # text_hash of each, aligned with `positions`
+    hashes: pa.Array  # text_hash of each (or its `hash_keys` key), aligned with `positions`
     fragments: pa.Array | None  # the fragment holding each, when asked for
 
     def rows_between(self, low: int, high: int) -> slice:
@@ -237,8 +289,10 @@ def solution_index(
     epochs: int,
     *,
     fragment_names: bool = False,
+    keyed: bool = False,
 ) -> SolutionIndex:
-    """Where the `ok` solutions of one generate condition are, for the selected items."""
+    """Where the `ok` solutions of one generate condition are, for the selected items. With
+    `keyed`, `hashes` holds `hash_keys` (uint64) instead of the hashes' text."""
     # Only `ok` rows are read into memory: among a key's rows the store's rule prefers an `ok`
     # row, so deduplicating the `ok` rows alone picks the same row.
     ok = store.read_by_condition(
@@ -246,7 +300,7 @@ def solution_index(
         [gen_condition_id],
         ["item_id", "epoch", "status", "text_hash"],
         fragment_names=fragment_names,
-        reduce=_ok_rows,
+        reduce=_ok_rows_keyed if keyed else _ok_rows,
     )[gen_condition_id]
     rows, positions = _positions(ok, item_ids, epochs)
     order = np.argsort(positions, kind="stable")
@@ -288,7 +342,8 @@ def pending_grade(
             )[gid]
     masks: dict[Hashable, np.ndarray] = {}
     for gen in dict.fromkeys(gen_condition_ids):
-        solutions = solution_index(store, gen, items, epochs)
+        solutions = solution_index(store, gen, items, epochs, keyed=True)
+        solution_keys = solutions.hashes.to_numpy()
         has_solution = np.zeros(n * epochs, dtype=bool)
         has_solution[solutions.positions] = True
         row_of = np.full(n * epochs, -1, dtype=np.int64)
@@ -301,10 +356,8 @@ def pending_grade(
                 rows, positions = _positions(mine, items, epochs)
                 solution_rows = row_of[positions]
                 found = solution_rows >= 0
-                same = pc.equal(
-                    solutions.hashes.take(pa.array(solution_rows[found])),
-                    mine.column("solution_hash").take(pa.array(rows[found])),
-                ).to_numpy(zero_copy_only=False)
+                grade_keys = mine.column("solution_hash").to_numpy()
+                same = solution_keys[solution_rows[found]] == grade_keys[rows[found]]
                 pending[positions[found][same]] = False
             masks[(gid, gen)] = pending.reshape(n, epochs)
     return CellMasks(items, epochs, masks)
