@@ -15,6 +15,14 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def test_the_stores_16_digit_text_hash_is_its_own_key():
+    from itemeval.store.schemas import text_hash
+
+    hashes = [text_hash(f"answer {i}") for i in range(20)]
+    assert all(len(h) == 16 for h in hashes)
+    assert hash_keys(pa.array(hashes)).tolist() == [int(h, 16) for h in hashes]
+
+
 def test_a_sha256_digest_keys_by_its_first_64_bits():
     digests = [_sha(str(i)) for i in range(50)]
     keys = hash_keys(pa.array(digests))
@@ -26,7 +34,7 @@ def test_a_sha256_digest_keys_by_its_first_64_bits():
 
 def test_a_key_depends_only_on_its_text():
     digest = _sha("a")
-    odd = ["not-a-hash", "", "z" * 64, digest[:63]]
+    odd = ["not-a-hash", "", "z" * 64, digest[:15], digest + "0"]
     alone = hash_keys(pa.array([digest])).tolist() + hash_keys(pa.array(odd)).tolist()
     mixed = hash_keys(pa.array([digest, *odd])).tolist()
     assert alone == mixed  # neighbours do not change a key
