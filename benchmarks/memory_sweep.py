@@ -56,22 +56,30 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return total / 1024, own / 1024
 
 
-def worker_pids() -> list[int]:
+def worker_pids(session: str) -> list[int]:
+    """This sweep's worker actors: `ray::WorkerActor` processes whose parent (the raylet)
+    names this sweep's Ray session (other Rays on the machine, say a test run's, are not ours)."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                    if handle.read().startswith(b"ray::WorkerActor"):
+                    if not handle.read().startswith(b"ray::WorkerActor"):
+                        continue
+                with open(f"/proc/{entry}/stat") as handle:
+                    parent = handle.read().rsplit(")", 1)[1].split()[1]
+                with open(f"/proc/{parent}/cmdline", "rb") as handle:
+                    if session.encode() in handle.read():
                         pids.append(int(entry))
-            except OSError:
+            except (OSError, IndexError):
                 continue
     return pids
 
 
 class Sampler(threading.Thread):
-    def __init__(self) -> None:
+    def __init__(self, session: str) -> None:
         super().__init__(daemon=True)
+        self.session = session
         self.driver_peak = self.driver_own_peak = 0.0
         self.worker_peaks: dict[int, float] = {}
         self.worker_own_peaks: dict[int, float] = {}
@@ -82,7 +90,7 @@ class Sampler(threading.Thread):
             total, own = rss_mb(os.getpid())
             self.driver_peak = max(self.driver_peak, total)
             self.driver_own_peak = max(self.driver_own_peak, own)
-            for pid in worker_pids():
+            for pid in worker_pids(self.session) if self.session else []:
                 total, own = rss_mb(pid)
                 self.worker_peaks[pid] = max(self.worker_peaks.get(pid, 0.0), total)
                 self.worker_own_peaks[pid] = max(self.worker_own_peaks.get(pid, 0.0), own)
@@ -120,9 +128,13 @@ def sweep(items: int, path_kind: str) -> dict[str, float]:
         written = time.perf_counter() - started
         address = None
         if path_kind == "ray":
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            # a Ray of its own ("local"), never one already running on the machine
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
             address = ray.get_runtime_context().gcs_address  # the Ray path: name the cluster
-        sampler = Sampler()
+        session = ""
+        if ray.is_initialized():  # its name is in our raylet's command line (no public API)
+            session = Path(ray._private.worker._global_node.get_session_dir_path()).name
+        sampler = Sampler(session)
         sampler.start()
         try:
             t0 = time.perf_counter()
