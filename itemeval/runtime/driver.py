@@ -425,6 +425,7 @@ def _pending(plan: Plan, stage: StageName) -> CellMasks:
         plan.pending_generate.item_ids,
         plan.design.epochs,
         force=plan.force,
+        unique_ids=True,  # the plan's own ids, checked when it read them
     )
 
 

@@ -16,9 +16,11 @@ reads what is new (the compacted file holds the vanished rows).
 from __future__ import annotations
 
 import io
+import itertools
 import posixpath
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -41,6 +43,10 @@ FRAGMENT_NAME = "_fragment_name"
 COMPACTION_MARKER = "_compaction"
 _MAX_PASSES = 32  # read passes per call before a read gives up (see read_partitions)
 _THREADS = 8
+_READ_AHEAD = 4 * _THREADS  # fragments read ahead of their consumer
+_FETCH_CHUNK = 256  # remote fragments fetched per batched GET
+#: Rows per table of `scan_partition`'s stream.
+SCAN_BATCH_ROWS = 1 << 16
 
 #: What `read_partitions` applies to each fragment as it is read (see there).
 FragmentReducer = Callable[[pa.Table], pa.Table]
@@ -153,47 +159,107 @@ def read_partitions(
     compaction deleting during it wrote its new file before the pass listed, so it is listed.
     Passes after the first read only files they have not read.
     """
+    names = _checked_columns(schema, columns)
+    read: dict[str, dict[str, pa.Table]] = {key: {} for key in partitions}
+
+    def listed(key: str, still: set[str]) -> None:
+        # A fragment that is no longer listed was compacted: its rows are in a newer file.
+        read[key] = {n: t for n, t in read[key].items() if n in still}
+
+    for key, name, table in _consistent_reads(partitions, schema, names, reduce, listed):
+        read[key][name] = table
+    empty = pa.schema([schema.field(c) for c in names]).empty_table()
+    if reduce is not None:
+        empty = reduce(empty)
+    return {key: _assemble(read[key], empty, fragment_names) for key in partitions}
+
+
+def scan_partition(
+    partition: Location,
+    schema: pa.Schema,
+    columns: Sequence[str] | None = None,
+    *,
+    reduce: FragmentReducer | None = None,
+    batch_rows: int | None = None,
+) -> Iterator[pa.Table]:
+    """The rows of one partition as a stream of tables of about `batch_rows` rows (default
+    `SCAN_BATCH_ROWS`; more when one fragment holds more), fragments in name (= write) order,
+    each `reduce`d as it is read.
+    Memory stays bounded by a batch, whatever the partition's size.
+
+    Unlike `read_partitions`, a stream cannot take back rows it gave: a fragment compacted
+    while the partition is scanned may have its rows given twice (from the fragment, then from
+    the compacted file that holds them). Consumers fold rows in a way a repeated row does not
+    change (best row of a key, set of keys present)."""
+    names = _checked_columns(schema, columns)
+    batch_rows = batch_rows or SCAN_BATCH_ROWS
+    batch: list[pa.Table] = []
+    rows = 0
+    for _, _, table in _consistent_reads({"": partition}, schema, names, reduce):
+        batch.append(table)
+        rows += table.num_rows
+        if rows >= batch_rows:
+            yield pa.concat_tables(batch)
+            batch, rows = [], 0
+            # Arrow's allocator keeps the pages a consumer freed; give them back after each
+            # batch, so that a stream's peak is a batch's and not the sum of them.
+            pa.default_memory_pool().release_unused()
+    if batch:
+        yield pa.concat_tables(batch)
+
+
+def _checked_columns(schema: pa.Schema, columns: Sequence[str] | None) -> list[str]:
     names = list(columns) if columns is not None else list(schema.names)
     unknown = [c for c in names if c not in schema.names]
     if unknown:
         raise StoreError(Problem(f"no such column(s) {unknown}; columns are {schema.names}"))
-    projected = pa.schema([schema.field(c) for c in names])
-    read: dict[str, dict[str, pa.Table]] = {key: {} for key in partitions}
+    return names
+
+
+def _consistent_reads(
+    partitions: Mapping[str, Location],
+    schema: pa.Schema,
+    names: list[str],
+    reduce: FragmentReducer | None,
+    listed: Callable[[str, set[str]], None] | None = None,
+) -> Iterator[tuple[str, str, pa.Table]]:
+    """`(partition key, fragment name, reduced table)` for each fragment, partition by
+    partition in name order, in the passes `read_partitions` describes. After each pass,
+    `listed(key, names)` is told which fragments that pass found in each partition read in it."""
+    done: dict[str, set[str]] = {key: set() for key in partitions}
     generation = {key: compaction_generation(loc) for key, loc in partitions.items()}
     todo = list(partitions)
     for _ in range(_MAX_PASSES):
-        listed = {key: list_fragments(partitions[key]) for key in todo}
-        jobs = [(key, info) for key in todo for info in listed[key] if info.name not in read[key]]
-        results = _read_many(partitions, jobs, schema, names, reduce)
+        listing = {key: list_fragments(partitions[key]) for key in todo}
+        jobs = [(key, info) for key in todo for info in listing[key] if info.name not in done[key]]
         again: set[str] = set()
-        for (key, info), table in zip(jobs, results, strict=True):
+        for (key, info), table in zip(
+            jobs, _read_many(partitions, jobs, schema, names, reduce), strict=True
+        ):
             if table is None:
                 again.add(key)  # compacted away since it was listed
             else:
-                read[key][info.name] = table
+                done[key].add(info.name)
+                yield key, info.name, table
         for key in todo:
-            # A fragment that is no longer listed was compacted: its rows are in a newer file.
-            still = {info.name for info in listed[key]}
-            read[key] = {n: t for n, t in read[key].items() if n in still}
+            still = {info.name for info in listing[key]}
+            done[key] &= still
+            if listed is not None:
+                listed(key, still)
             now = compaction_generation(partitions[key])
             if now != generation[key]:
                 generation[key] = now
                 again.add(key)
         todo = [key for key in todo if key in again]
         if not todo:
-            break
-    else:
-        raise StoreError(
-            Problem(
-                "partitions kept being compacted while they were read",
-                file=", ".join(partitions[k].url for k in todo),
-                hint="retry when the compaction has finished",
-            )
+            return
+    raise StoreError(
+        Problem(
+            "partitions kept being compacted while they were read",
+            file=", ".join(partitions[k].url for k in todo),
+            hint="retry when the compaction has finished",
         )
-    empty = projected.empty_table()
-    if reduce is not None:
-        empty = reduce(empty)
-    return {key: _assemble(read[key], empty, fragment_names) for key in partitions}
+    )
 
 
 _NAME_TYPE = pa.dictionary(pa.int32(), pa.string())
@@ -224,20 +290,23 @@ def _read_many(
     schema: pa.Schema,
     columns: list[str],
     reduce: FragmentReducer | None = None,
-) -> list[pa.Table | None]:
-    """Read each job's fragment (reduced by `reduce`); None for a fragment that vanished since
-    it was listed."""
+) -> Iterator[pa.Table | None]:
+    """Read each job's fragment (reduced by `reduce`), in the jobs' order; None for a fragment
+    that vanished since it was listed."""
     if not jobs:
-        return []
+        return
     location = partitions[jobs[0][0]]
     fs = location.fs
     payloads: dict[str, bytes | BaseException] = {}
-    if not location.is_local:
-        small = [info.path for _, info in jobs if (info.size or 0) <= WHOLE_FETCH_BYTES]
+
+    def fetch(chunk: list[tuple[str, FragmentInfo]]) -> None:
+        if location.is_local:
+            return
+        small = [info.path for _, info in chunk if (info.size or 0) <= WHOLE_FETCH_BYTES]
         if small:
             # One batched, concurrent fetch (s3fs runs these as parallel GETs).
             fetched = fs.cat(small, on_error="return")
-            payloads = {p: fetched.get(p, FileNotFoundError(p)) for p in small}
+            payloads.update({p: fetched.get(p, FileNotFoundError(p)) for p in small})
 
     def one(job: tuple[str, FragmentInfo]) -> pa.Table | None:
         table = read_one(job)
@@ -251,7 +320,7 @@ def _read_many(
                 parquet = pq.ParquetFile(info.path)
                 return _project(parquet, schema, columns, url)
             if info.path in payloads:
-                payload = payloads[info.path]
+                payload = payloads.pop(info.path)
                 if isinstance(payload, BaseException):
                     raise payload
                 return _project(pq.ParquetFile(pa.BufferReader(payload)), schema, columns, url)
@@ -272,9 +341,26 @@ def _read_many(
             ) from exc
 
     if len(jobs) == 1:
-        return [one(jobs[0])]
+        fetch(jobs)
+        yield one(jobs[0])
+        return
+
+    def submitted(pool: ThreadPoolExecutor) -> Iterator[Future[pa.Table | None]]:
+        for start in range(0, len(jobs), _FETCH_CHUNK):
+            chunk = jobs[start : start + _FETCH_CHUNK]
+            fetch(chunk)
+            for job in chunk:
+                yield pool.submit(one, job)
+
+    # In order, with a window of fragments read ahead: a slow consumer (a stream) does not
+    # make the readers hold every fragment of the partition at once.
     with ThreadPoolExecutor(max_workers=min(_THREADS, len(jobs))) as pool:
-        return list(pool.map(one, jobs))
+        futures = submitted(pool)
+        ahead = deque(itertools.islice(futures, _READ_AHEAD))
+        while ahead:
+            table = ahead.popleft().result()
+            ahead.extend(itertools.islice(futures, 1))
+            yield table
 
 
 def _project(parquet: pq.ParquetFile, schema: pa.Schema, columns: list[str], url: str) -> pa.Table:
@@ -319,7 +405,7 @@ def read_fragments(
 ) -> list[pa.Table | None]:
     """Read exactly `fragments` (None for one that vanished since it was listed)."""
     names = list(columns) if columns is not None else list(schema.names)
-    return _read_many({"": partition}, [("", info) for info in fragments], schema, names)
+    return list(_read_many({"": partition}, [("", info) for info in fragments], schema, names))
 
 
 def read_parquet_file(location: Location, columns: Sequence[str] | None = None) -> pa.Table:

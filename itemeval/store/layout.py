@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from itemeval.store.fragments import (
     FragmentReducer,
     list_fragments,
     read_partitions,
+    scan_partition,
     write_fragment,
 )
 from itemeval.store.schemas import GRADE_SCHEMA, SOLUTION_SCHEMA, build_table, check_table
@@ -220,6 +221,24 @@ class StudyStore:
             kept = keep if reduce is None else [c for c in keep if c in table.column_names]
             out[cid] = table.select(kept)
         return out
+
+    def scan(
+        self,
+        stage: Stage | str,
+        condition_id: str,
+        columns: Sequence[str],
+        *,
+        reduce: FragmentReducer | None = None,
+        batch_rows: int | None = None,
+    ) -> Iterator[pa.Table]:
+        """One condition's rows, `columns` only and not deduplicated, as a stream of tables
+        (`fragments.scan_partition`: memory bounded by a batch; a row may come twice when the
+        partition is compacted meanwhile)."""
+        stage = self.stage(stage)
+        partition = self.partition(stage, condition_id)
+        return scan_partition(
+            partition, stage.schema, columns, reduce=reduce, batch_rows=batch_rows
+        )
 
     def read(
         self,

@@ -15,9 +15,10 @@ become the cells of a shard only when the shard is dispatched (`cells(key, start
   cell), so grade shards can name the fragment a worker reads.
 
 `force=True` selects every cell (for grades: every `ok` solution). Rows of items or epochs
-outside the request are ignored. Partitions are read one condition at a time, and only their
-key, status and hash columns, so planning memory is bounded by the largest partition's key
-columns, not by the study.
+outside the request are ignored. The two pending sets stream the store (`StudyStore.scan`),
+only its key, status and hash columns, and fold the rows into per-cell arrays as they come:
+what they hold is a few bytes per cell (masks, a 64-bit key per current solution), not the
+rows, so their memory follows the run's cells and a batch, not the store's size.
 """
 
 from __future__ import annotations
@@ -150,8 +151,9 @@ def _checked(item_ids: ItemIds, epochs: int, unique: bool) -> pa.Array:
 
 
 #: Selected items per hash table when placing stored rows: arrow's `index_in` builds a table of
-#: its value set at about 100 bytes per id, so a million ids are placed in four slices.
-ITEM_SLICE = 1 << 18
+#: its value set at a few hundred bytes per id at its peak (measured: +58 MB RSS for 262,144
+#: ids), so ids are placed a slice at a time and the peak does not grow with the study.
+ITEM_SLICE = 1 << 15
 
 
 def item_positions(values: pa.Array | pa.ChunkedArray, items: pa.Array) -> np.ndarray:
@@ -265,11 +267,10 @@ def pending_generate(
     for cid in dict.fromkeys(condition_ids):
         pending = np.ones(n * epochs, dtype=bool)
         if not force and n:
-            ok = store.read_by_condition(
-                SOLUTIONS, [cid], ["item_id", "epoch", "status"], dedup=False, reduce=_ok_rows
-            )[cid]
-            _, positions = _positions(ok, items, epochs)
-            pending[positions] = False
+            # Streamed: a cell with an `ok` row is done, however often the row is seen.
+            for ok in store.scan(SOLUTIONS, cid, ["item_id", "epoch", "status"], reduce=_ok_rows):
+                _, positions = _positions(ok, items, epochs)
+                pending[positions] = False
         masks[cid] = pending.reshape(n, epochs)
     return CellMasks(items, epochs, masks)
 
@@ -279,7 +280,7 @@ class SolutionIndex:
     """One generate condition's `ok` solutions among the selected items, by cell position."""
 
     positions: np.ndarray  # sorted cell positions (item index * epochs + epoch)
-    hashes: pa.Array  # text_hash of each (or its `hash_keys` key), aligned with `positions`
+    hashes: pa.Array  # text_hash of each, aligned with `positions`
     fragments: pa.Array | None  # the fragment holding each, when asked for
 
     def rows_between(self, low: int, high: int) -> slice:
@@ -295,10 +296,8 @@ def solution_index(
     epochs: int,
     *,
     fragment_names: bool = False,
-    keyed: bool = False,
 ) -> SolutionIndex:
-    """Where the `ok` solutions of one generate condition are, for the selected items. With
-    `keyed`, `hashes` holds `hash_keys` (uint64) instead of the hashes' text."""
+    """Where the `ok` solutions of one generate condition are, for the selected items."""
     # Only `ok` rows are read into memory: among a key's rows the store's rule prefers an `ok`
     # row, so deduplicating the `ok` rows alone picks the same row.
     ok = store.read_by_condition(
@@ -306,7 +305,7 @@ def solution_index(
         [gen_condition_id],
         ["item_id", "epoch", "status", "text_hash"],
         fragment_names=fragment_names,
-        reduce=_ok_rows_keyed if keyed else _ok_rows,
+        reduce=_ok_rows,
     )[gen_condition_id]
     rows, positions = _positions(ok, item_ids, epochs)
     order = np.argsort(positions, kind="stable")
@@ -333,37 +332,89 @@ def pending_grade(
 ) -> CellMasks:
     """Grade cells still to grade: every grade condition crossed with every generate condition
     given (keyed `(grade_condition_id, gen_condition_id)`). `unique_ids` as for
-    `pending_generate`."""
+    `pending_generate`.
+
+    Both stages are streamed (`StudyStore.scan`): what is held is a few bytes per cell (the
+    current solution's `hash_keys` key and the masks), never the rows, so a million-cell store
+    is checked in the memory of its masks."""
     items = _checked(item_ids, epochs, unique_ids)
     n = len(items)
+    gens = list(dict.fromkeys(gen_condition_ids))
     grade_ids = list(dict.fromkeys(grade_condition_ids))
-    graded: dict[str, pa.Table] = {}
-    if not force:
-        # `ok` grade rows only, their generate condition dictionary-encoded per fragment (a
-        # fragment holds one): a million grades are a few bytes each here, not the strings.
-        columns = ["gen_condition_id", "item_id", "epoch", "solution_hash", "status"]
-        for gid in grade_ids:
-            graded[gid] = store.read_by_condition(
-                GRADES, [gid], columns, dedup=False, reduce=_ok_grade_rows
-            )[gid]
+    solutions = {gen: current_solution_keys(store, gen, items, epochs) for gen in gens}
     masks: dict[Hashable, np.ndarray] = {}
-    for gen in dict.fromkeys(gen_condition_ids):
-        solutions = solution_index(store, gen, items, epochs, keyed=True)
-        solution_keys = solutions.hashes.to_numpy()
-        has_solution = np.zeros(n * epochs, dtype=bool)
-        has_solution[solutions.positions] = True
-        row_of = np.full(n * epochs, -1, dtype=np.int64)
-        row_of[solutions.positions] = np.arange(len(solutions.positions))
-        for gid in grade_ids:
-            pending = has_solution.copy()
-            grades = graded.get(gid)
-            if grades is not None and grades.num_rows and len(solutions.positions):
-                mine = grades.filter(pc.equal(grades.column("gen_condition_id"), gen))
-                rows, positions = _positions(mine, items, epochs)
-                solution_rows = row_of[positions]
-                found = solution_rows >= 0
-                grade_keys = mine.column("solution_hash").to_numpy()
-                same = solution_keys[solution_rows[found]] == grade_keys[rows[found]]
-                pending[positions[found][same]] = False
-            masks[(gid, gen)] = pending.reshape(n, epochs)
+    for gid in grade_ids:
+        pending = {gen: solutions[gen].present.copy() for gen in gens}
+        if not force:
+            columns = ["gen_condition_id", "item_id", "epoch", "solution_hash", "status"]
+            for graded in store.scan(GRADES, gid, columns, reduce=_ok_grade_rows):
+                _clear_graded(graded, solutions, pending, items, epochs)
+        for gen in gens:
+            masks[(gid, gen)] = pending[gen].reshape(n, epochs)
     return CellMasks(items, epochs, masks)
+
+
+@dataclass
+class SolutionKeys:
+    """One generate condition's current `ok` solution per cell (by cell position): whether
+    there is one, and the `hash_keys` key of its text."""
+
+    present: np.ndarray  # bool[cells]
+    keys: np.ndarray  # uint64[cells]; 0 where not present
+
+
+def current_solution_keys(
+    store: StudyStore, gen_condition_id: str, items: pa.Array, epochs: int
+) -> SolutionKeys:
+    """Fold one generate condition's `ok` rows, streamed, into the key of each cell's current
+    solution: the store's rule among `ok` rows (the later `written_at`, then the later
+    fragment), as `deduplicate` would choose. A row seen twice (compaction during the scan) is
+    the same row and changes nothing."""
+    cells = len(items) * epochs
+    present = np.zeros(cells, dtype=bool)
+    keys = np.zeros(cells, dtype=np.uint64)
+    newest = np.full(cells, np.iinfo(np.int64).min, dtype=np.int64)
+    columns = ["item_id", "epoch", "status", "text_hash", "written_at"]
+    for ok in store.scan(SOLUTIONS, gen_condition_id, columns, reduce=_ok_rows_keyed):
+        rows, positions = _positions(ok, items, epochs)
+        if not len(rows):
+            continue
+        written = ok.column("written_at").cast(pa.int64()).to_numpy()[rows]
+        text_keys = ok.column("text_hash").to_numpy()[rows]
+        # The last row of each cell in (cell, written_at, row order): within a batch, fragments
+        # come in name order, so a tie goes to the later fragment as the rule says.
+        order = np.lexsort((np.arange(len(rows)), written, positions))
+        positions, written, text_keys = positions[order], written[order], text_keys[order]
+        last = np.ones(len(positions), dtype=bool)
+        last[:-1] = positions[1:] != positions[:-1]
+        positions, written, text_keys = positions[last], written[last], text_keys[last]
+        # Against earlier batches (earlier fragments): ties go to this one.
+        newer = written >= newest[positions]
+        at = positions[newer]
+        newest[at] = written[newer]
+        keys[at] = text_keys[newer]
+        present[at] = True
+    return SolutionKeys(present, keys)
+
+
+def _clear_graded(
+    graded: pa.Table,
+    solutions: dict[str, SolutionKeys],
+    pending: dict[str, np.ndarray],
+    items: pa.Array,
+    epochs: int,
+) -> None:
+    """Mark done the cells of `graded` (`ok` grade rows) whose solution hash is the current
+    solution's."""
+    rows, positions = _positions(graded, items, epochs)
+    if not len(rows):
+        return
+    gen_of_row = graded.column("gen_condition_id").take(pa.array(rows))
+    grade_keys = graded.column("solution_hash").to_numpy()[rows]
+    for gen, current in solutions.items():
+        mine = pc.equal(gen_of_row, gen).to_numpy(zero_copy_only=False)
+        if not mine.any():
+            continue
+        at = positions[mine]
+        same = current.present[at] & (current.keys[at] == grade_keys[mine])
+        pending[gen][at[same]] = False

@@ -1,0 +1,128 @@
+"""Streamed reads (`StudyStore.scan`) and the pending sets folded from them: batches in
+fragment order, the same current solution as the deduplicating reader (ties included), and
+no row missed while a compaction rewrites the partition under the stream."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import itemeval.store.fragments as fragments
+from itemeval.store import StudyStore, pending_generate, pending_grade, solution_index, text_hash
+from itemeval.store.compact import compact_partition
+from itemeval.store.pending import current_solution_keys, hash_keys
+
+COLUMNS = ["item_id", "epoch", "status"]
+
+
+def test_scan_gives_fragments_in_order_in_batches(store: StudyStore, solution) -> None:
+    for n in range(5):
+        store.write_solutions("c1", [solution(f"q{n}-{j}") for j in range(2)])
+    batches = list(store.scan("solutions", "c1", COLUMNS, batch_rows=3))
+    assert [b.num_rows for b in batches] == [4, 4, 2]  # a batch closes at 3 rows or more
+    ids = [i for b in batches for i in b.column("item_id").to_pylist()]
+    assert ids == [f"q{n}-{j}" for n in range(5) for j in range(2)]
+    assert list(store.scan("solutions", "absent", COLUMNS)) == []
+
+
+@pytest.mark.parametrize("batch_rows", [1, 4, 1000])
+def test_current_solution_is_the_one_the_store_rule_picks(
+    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch, batch_rows: int
+) -> None:
+    """Several `ok` rows per cell across fragments: later `written_at` wins; on a tie the later
+    fragment, whether the two rows meet in one batch or in two."""
+    monkeypatch.setattr(fragments, "SCAN_BATCH_ROWS", batch_rows)
+    items = pa.array([f"q{i}" for i in range(6)])
+    store.write_solutions(
+        "gen", [solution(f"q{i}", e, text=f"a{i}{e}", at=5) for i in range(6) for e in (0, 1)]
+    )
+    store.write_solutions(
+        "gen", [solution("q0", 0, text="newer", at=9), solution("q1", 1, text="older", at=1)]
+    )
+    store.write_solutions(
+        "gen", [solution("q2", 0, text="tie-later", at=5), solution("q3", 1, ok=False)]
+    )
+    store.write_solutions(
+        "gen", [solution("q4", 0, text="tie-last", at=5), solution("q9", 0, at=99)]
+    )
+    current = current_solution_keys(store, "gen", items, 2)
+    index = solution_index(store, "gen", items, 2)  # the deduplicating reader
+    assert current.present.tolist() == [True] * 12
+    assert current.keys[index.positions].tolist() == hash_keys(index.hashes).tolist()
+    expected = {0: "newer", 3: "a11", 4: "tie-later", 8: "tie-last", 7: "a31"}
+    for position, text in expected.items():
+        assert current.keys[position] == hash_keys(pa.array([text_hash(text)]))[0], position
+
+
+def test_grade_pending_checks_grades_against_the_current_solution(
+    store: StudyStore, solution, grade, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fragments, "SCAN_BATCH_ROWS", 2)
+    items = ["a", "b", "c"]
+    store.write_solutions("gen", [solution("a", text="A1", at=1), solution("b", text="B", at=1)])
+    store.write_solutions("gen", [solution("a", text="A2", at=1)])  # tie: the later fragment
+    store.write_grades("judge", [grade("gen", "a", solution_hash=text_hash("A1"))])
+    store.write_grades("judge", [grade("gen", "b", solution_hash=text_hash("B"))])
+    pending = pending_grade(store, ["judge"], ["gen"], items, 1)
+    assert pending.cells(("judge", "gen"))["item_id"].to_pylist() == ["a"]
+    store.write_grades("judge", [grade("gen", "a", solution_hash=text_hash("A2"))])
+    assert pending_grade(store, ["judge"], ["gen"], items, 1).num_rows == 0
+
+
+def test_a_stream_misses_no_row_while_the_partition_is_compacted(
+    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fragments, "SCAN_BATCH_ROWS", 7)
+    items = [f"k{i:03d}" for i in range(150)]
+    for start in range(0, len(items), 10):
+        store.write_solutions("c1", [solution(k) for k in items[start : start + 10]])
+    problems: list[str] = []
+    scans: list[int] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set() or len(scans) < 3:
+                left = pending_generate(store, ["c1"], items, 1, unique_ids=True).num_rows
+                present = current_solution_keys(store, "c1", pa.array(items), 1).present
+                if left or not bool(np.all(present)):
+                    problems.append(f"{left} cells pending, {int((~present).sum())} absent")
+                scans.append(left)
+        except Exception as exc:  # pragma: no cover - reported by the assertion below
+            problems.append(repr(exc))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    for n in range(12):  # more fragments to merge, then merge them, under the reader
+        store.write_solutions("c1", [solution(items[n], text=f"again {n}")])
+        compact_partition(store, "solutions", "c1")
+    stop.set()
+    thread.join(timeout=120)
+    assert not problems, problems[:5]
+    assert len(scans) >= 3
+
+
+def test_a_stream_reads_again_when_what_it_listed_was_compacted(
+    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deterministic: the partition is compacted right after the stream's first listing, so
+    every fragment it listed is gone when it reads; the compacted file still gives every row."""
+    items = [f"k{i:02d}" for i in range(30)]
+    for start in range(0, len(items), 10):
+        store.write_solutions("c1", [solution(k) for k in items[start : start + 10]])
+    listings: list[int] = []
+    real_list = fragments.list_fragments
+
+    def list_then_compact(partition):  # type: ignore[no-untyped-def]
+        listed = real_list(partition)
+        listings.append(len(listed))
+        if len(listings) == 1:
+            compact_partition(store, "solutions", "c1")
+        return listed
+
+    monkeypatch.setattr(fragments, "list_fragments", list_then_compact)
+    assert pending_generate(store, ["c1"], items, 1, unique_ids=True).num_rows == 0
+    assert listings[0] == 3 and len(listings) >= 2  # listed again after the compaction
