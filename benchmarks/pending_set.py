@@ -74,6 +74,7 @@ def _solutions(items: pa.Array, rng: np.random.Generator, status: str, at: int) 
         "model": pa.repeat("sim/model-a", n),
         "run_id": pa.repeat("bench", n),
         "written_at": written,
+        "tier": pa.repeat("live", n),
     }
     return pa.Table.from_pydict(columns, schema=SOLUTION_SCHEMA)
 
@@ -155,6 +156,7 @@ def _build_grades(store: StudyStore, cids: list[str], rng: np.random.Generator) 
                     "written_at": pa.repeat(
                         pa.scalar(datetime.now(UTC), pa.timestamp("us", tz="UTC")), n
                     ),
+                    "tier": pa.repeat("live", n),
                 },
                 schema=GRADE_SCHEMA,
             )

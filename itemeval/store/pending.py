@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from itemeval.errors import InputError, Problem
 from itemeval.store.fragments import FRAGMENT_NAME
 from itemeval.store.layout import GRADES, SOLUTIONS, StudyStore
+from itemeval.store.positions import ItemLookup
 from itemeval.store.schemas import STATUS_OK
 
 #: `CellMasks.to_table()` of generate masks (keyed by condition id).
@@ -150,10 +151,11 @@ def _checked(item_ids: ItemIds, epochs: int, unique: bool) -> pa.Array:
     return as_item_ids(item_ids, unique=unique)
 
 
-#: Selected items per hash table when placing stored rows: arrow's `index_in` builds a table of
-#: its value set at a few hundred bytes per id at its peak (measured: +58 MB RSS for 262,144
-#: ids), so ids are placed a slice at a time and the peak does not grow with the study.
-ITEM_SLICE = 1 << 15
+#: Selected items per hash table when placing stored rows in one call: arrow's `index_in`
+#: builds a table of its value set at a few hundred bytes per id at its peak (measured: +58 MB
+#: RSS for 262,144 ids), so a million ids are placed in four slices. (The streamed pending
+#: sets place batch after batch: they use `positions.ItemLookup`, built once.)
+ITEM_SLICE = 1 << 18
 
 
 def item_positions(values: pa.Array | pa.ChunkedArray, items: pa.Array) -> np.ndarray:
@@ -241,10 +243,13 @@ def _ok_grade_rows(table: pa.Table) -> pa.Table:
     return _keyed(ok, "solution_hash")
 
 
-def _positions(table: pa.Table, items: pa.Array, epochs: int) -> tuple[np.ndarray, np.ndarray]:
+def _positions(
+    table: pa.Table, items: pa.Array | ItemLookup, epochs: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Rows of `table` that name a selected item and epoch, and their cell positions
     (`item index * epochs + epoch`)."""
-    item = item_positions(table.column("item_id"), items)
+    ids = table.column("item_id")
+    item = items.positions(ids) if isinstance(items, ItemLookup) else item_positions(ids, items)
     epoch = table.column("epoch").to_numpy().astype(np.int64)
     rows = np.flatnonzero((item >= 0) & (epoch < epochs))
     return rows, item[rows] * epochs + epoch[rows]
@@ -264,12 +269,13 @@ def pending_generate(
     items = _checked(item_ids, epochs, unique_ids)
     n = len(items)
     masks: dict[Hashable, np.ndarray] = {}
+    lookup = ItemLookup(items) if not force and n else None
     for cid in dict.fromkeys(condition_ids):
         pending = np.ones(n * epochs, dtype=bool)
-        if not force and n:
+        if lookup is not None:
             # Streamed: a cell with an `ok` row is done, however often the row is seen.
             for ok in store.scan(SOLUTIONS, cid, ["item_id", "epoch", "status"], reduce=_ok_rows):
-                _, positions = _positions(ok, items, epochs)
+                _, positions = _positions(ok, lookup, epochs)
                 pending[positions] = False
         masks[cid] = pending.reshape(n, epochs)
     return CellMasks(items, epochs, masks)
@@ -341,14 +347,15 @@ def pending_grade(
     n = len(items)
     gens = list(dict.fromkeys(gen_condition_ids))
     grade_ids = list(dict.fromkeys(grade_condition_ids))
-    solutions = {gen: current_solution_keys(store, gen, items, epochs) for gen in gens}
+    lookup = ItemLookup(items)
+    solutions = {gen: current_solution_keys(store, gen, lookup, epochs) for gen in gens}
     masks: dict[Hashable, np.ndarray] = {}
     for gid in grade_ids:
         pending = {gen: solutions[gen].present.copy() for gen in gens}
         if not force:
             columns = ["gen_condition_id", "item_id", "epoch", "solution_hash", "status"]
             for graded in store.scan(GRADES, gid, columns, reduce=_ok_grade_rows):
-                _clear_graded(graded, solutions, pending, items, epochs)
+                _clear_graded(graded, solutions, pending, lookup, epochs)
         for gen in gens:
             masks[(gid, gen)] = pending[gen].reshape(n, epochs)
     return CellMasks(items, epochs, masks)
@@ -364,19 +371,20 @@ class SolutionKeys:
 
 
 def current_solution_keys(
-    store: StudyStore, gen_condition_id: str, items: pa.Array, epochs: int
+    store: StudyStore, gen_condition_id: str, items: pa.Array | ItemLookup, epochs: int
 ) -> SolutionKeys:
     """Fold one generate condition's `ok` rows, streamed, into the key of each cell's current
     solution: the store's rule among `ok` rows (the later `written_at`, then the later
     fragment), as `deduplicate` would choose. A row seen twice (compaction during the scan) is
     the same row and changes nothing."""
-    cells = len(items) * epochs
+    lookup = items if isinstance(items, ItemLookup) else ItemLookup(items)
+    cells = len(lookup) * epochs
     present = np.zeros(cells, dtype=bool)
     keys = np.zeros(cells, dtype=np.uint64)
     newest = np.full(cells, np.iinfo(np.int64).min, dtype=np.int64)
     columns = ["item_id", "epoch", "status", "text_hash", "written_at"]
     for ok in store.scan(SOLUTIONS, gen_condition_id, columns, reduce=_ok_rows_keyed):
-        rows, positions = _positions(ok, items, epochs)
+        rows, positions = _positions(ok, lookup, epochs)
         if not len(rows):
             continue
         written = ok.column("written_at").cast(pa.int64()).to_numpy()[rows]
@@ -401,7 +409,7 @@ def _clear_graded(
     graded: pa.Table,
     solutions: dict[str, SolutionKeys],
     pending: dict[str, np.ndarray],
-    items: pa.Array,
+    items: ItemLookup,
     epochs: int,
 ) -> None:
     """Mark done the cells of `graded` (`ok` grade rows) whose solution hash is the current

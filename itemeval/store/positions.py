@@ -1,0 +1,103 @@
+"""Where stored rows' items are among a run's selected items: `ItemLookup`.
+
+The pending sets place every stored row (a million and more) among the selected items, batch
+by batch as the store is streamed. Arrow's `index_in` builds a hash table of its value set on
+every call, so placing many batches against a million ids rebuilt that table per batch (and
+its peak grew with the ids). `ItemLookup` hashes the ids once into a sorted array of 64-bit
+hashes (12 bytes per id); a batch is hashed the same way and binary-searched, and every hit is
+confirmed by comparing the strings themselves, so the answer is exact whatever the hash. Ids
+whose hash two items share (rare) are placed among those items by `index_in`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: Bytes of an id that are hashed: its first and its last `_HASHED_BYTES` (a hash that misses a
+#: difference in the middle of a long id only sends it to the exact fallback).
+_HASHED_BYTES = 48
+_PRIME = np.uint64(0x100000001B3)
+_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_2 = np.uint64(0x94D049BB133111EB)
+
+
+def string_hashes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A uint64 hash of each string of `values` (nulls hash as the empty string)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    array = values.cast(pa.large_string()).fill_null("")
+    n = len(array)
+    if not n:
+        return np.zeros(0, dtype=np.uint64)
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int64)[array.offset : array.offset + n + 1]
+    buffer = array.buffers()[2]
+    data = np.frombuffer(buffer, dtype=np.uint8) if buffer is not None else np.zeros(1, np.uint8)
+    starts = offsets[:-1]
+    lengths = offsets[1:] - starts
+    hashes = lengths.astype(np.uint64) * _MIX_1
+    longest = int(lengths.max())
+    for k in range(min(longest, _HASHED_BYTES)):
+        hashes = _step(hashes, data, starts + k, lengths > k)
+    if longest > _HASHED_BYTES:  # and the last bytes of the long ones
+        for k in range(_HASHED_BYTES, 0, -1):
+            hashes = _step(hashes, data, starts + lengths - k, lengths > _HASHED_BYTES)
+    # splitmix64's finaliser: neighbouring ids land far apart
+    hashes ^= hashes >> np.uint64(30)
+    hashes *= _MIX_1
+    hashes ^= hashes >> np.uint64(27)
+    hashes *= _MIX_2
+    hashes ^= hashes >> np.uint64(31)
+    return hashes
+
+
+def _step(hashes: np.ndarray, data: np.ndarray, at: np.ndarray, where: np.ndarray) -> np.ndarray:
+    byte = data[np.where(where, at, 0)].astype(np.uint64) + np.uint64(1)
+    return np.where(where, hashes * _PRIME + byte, hashes)
+
+
+class ItemLookup:
+    """Positions of ids among `items` (unique string ids), for any number of batches."""
+
+    def __init__(self, items: pa.Array | pa.ChunkedArray):
+        if isinstance(items, pa.ChunkedArray):
+            items = items.combine_chunks()
+        self.items = items
+        hashes = string_hashes(items)
+        index_type = np.int32 if len(items) < 2**31 else np.int64
+        self._order = np.argsort(hashes, kind="stable").astype(index_type)
+        self._sorted = hashes[self._order]
+        repeated = self._sorted[1:] == self._sorted[:-1]
+        #: Hashes that two or more items share, and those items (placed by `index_in`).
+        self._shared = np.unique(self._sorted[1:][repeated])
+        sharing = np.isin(self._sorted, self._shared)
+        self._sharing_items = pa.array(self._order[sharing].astype(np.int64))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def positions(self, values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """The position in the items of each of `values` (int64; -1 where it is not an item)."""
+        found = np.full(len(values), -1, dtype=np.int64)
+        if not len(values) or not len(self.items):
+            return found
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        hashes = string_hashes(values)
+        at = np.minimum(np.searchsorted(self._sorted, hashes), len(self._sorted) - 1)
+        rows = np.flatnonzero(self._sorted[at] == hashes)
+        candidates = self._order[at[rows]].astype(np.int64)
+        same = pc.equal(values.take(pa.array(rows)), self.items.take(pa.array(candidates)))
+        same_rows = same.to_numpy(zero_copy_only=False)
+        found[rows[same_rows]] = candidates[same_rows]
+        if len(self._shared):
+            unsure = rows[~same_rows]
+            unsure = unsure[np.isin(hashes[unsure], self._shared)]
+            if len(unsure):
+                sharing = self.items.take(self._sharing_items)
+                index = pc.index_in(values.take(pa.array(unsure)), value_set=sharing)
+                hit = index.is_valid().to_numpy(zero_copy_only=False)
+                picked = index.drop_null().to_numpy().astype(np.int64)
+                found[unsure[hit]] = self._sharing_items.to_numpy()[picked]
+        return found

@@ -1,0 +1,43 @@
+"""`ItemLookup`: stored rows placed among the selected items exactly, hash collisions
+included (ids that differ only in the middle of a long id hash alike on purpose)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from itemeval.store.pending import item_positions
+from itemeval.store.positions import ItemLookup, string_hashes
+
+
+def _check(items: pa.Array, values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    found = ItemLookup(items).positions(values)
+    assert found.tolist() == item_positions(values, items).tolist()  # arrow's index_in
+    return found
+
+
+def test_places_ids_and_rejects_strangers() -> None:
+    items = pa.array(["q1", "q2", "", "é-item", "q10"])
+    values = pa.chunked_array([["q10", "nope", "q1"], ["", "é-item", "q1 ", "Q1"]])
+    assert _check(items, values).tolist() == [4, -1, 0, 2, 3, -1, -1]
+    assert ItemLookup(items).positions(pa.array([], pa.string())).tolist() == []
+    assert ItemLookup(pa.array([], pa.string())).positions(pa.array(["q1"])).tolist() == [-1]
+
+
+def test_many_ids_in_random_order() -> None:
+    rng = np.random.default_rng(3)
+    items = pa.array([f"gsm8k-{i:06d}" for i in rng.permutation(50_000)])
+    values = items.take(pa.array(rng.integers(0, len(items), 20_000)))
+    found = _check(items, pa.concat_arrays([values, pa.array(["gsm8k-x"])]))
+    assert (found[:-1] >= 0).all() and found[-1] == -1
+
+
+def test_ids_that_share_a_hash_are_placed_exactly() -> None:
+    # Only the first and last bytes of a long id are hashed: these ids all hash alike.
+    items = pa.array(["x" * 60 + f"{i:04d}" + "y" * 60 for i in range(300)] + ["short"])
+    assert len(set(string_hashes(items[:300]).tolist())) == 1
+    rng = np.random.default_rng(5)
+    values = items.take(pa.array(rng.integers(0, len(items), 400)))
+    stranger = pa.array(["x" * 60 + "9999" + "y" * 60, "x" * 60 + "00" + "y" * 60])
+    found = _check(items, pa.concat_arrays([values, stranger]))
+    assert (found[:-2] >= 0).all() and found[-2:].tolist() == [-1, -1]
