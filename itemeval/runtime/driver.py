@@ -36,10 +36,10 @@ from itemeval.batch import BatchTier, open_batches_of
 from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode
 from itemeval.estimate import gate
+from itemeval.heap import release_unused_memory, run_collector_pace
 from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import Cap, Executor, StageResult, Stop, dispatch
-from itemeval.runtime.heap import release_unused_memory, run_collector_pace
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Shard, generate_shards, grade_shards, part_runs
 from itemeval.runtime.spend import LedgerState

@@ -367,7 +367,7 @@ class SolutionKeys:
     there is one, and the `hash_keys` key of its text."""
 
     present: np.ndarray  # bool[cells]
-    keys: np.ndarray  # uint64[cells]; 0 where not present
+    keys: np.ndarray  # uint64[cells], 0 where not present; empty when no cell is
 
 
 def current_solution_keys(
@@ -380,13 +380,16 @@ def current_solution_keys(
     lookup = items if isinstance(items, ItemLookup) else ItemLookup(items)
     cells = len(lookup) * epochs
     present = np.zeros(cells, dtype=bool)
-    keys = np.zeros(cells, dtype=np.uint64)
-    newest = np.full(cells, np.iinfo(np.int64).min, dtype=np.int64)
+    keys = np.zeros(0, dtype=np.uint64)  # 8 bytes a cell once a first solution is seen
+    newest = np.zeros(0, dtype=np.int64)
     columns = ["item_id", "epoch", "status", "text_hash", "written_at"]
     for ok in store.scan(SOLUTIONS, gen_condition_id, columns, reduce=_ok_rows_keyed):
         rows, positions = _positions(ok, lookup, epochs)
         if not len(rows):
             continue
+        if not len(keys):
+            keys = np.zeros(cells, dtype=np.uint64)
+            newest = np.full(cells, np.iinfo(np.int64).min, dtype=np.int64)
         written = ok.column("written_at").cast(pa.int64()).to_numpy()[rows]
         text_keys = ok.column("text_hash").to_numpy()[rows]
         # The last row of each cell in (cell, written_at, row order): within a batch, fragments
@@ -420,6 +423,8 @@ def _clear_graded(
     gen_of_row = graded.column("gen_condition_id").take(pa.array(rows))
     grade_keys = graded.column("solution_hash").to_numpy()[rows]
     for gen, current in solutions.items():
+        if not len(current.keys):
+            continue  # no solution: nothing is graded
         mine = pc.equal(gen_of_row, gen).to_numpy(zero_copy_only=False)
         if not mine.any():
             continue

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 #: Bytes of an id that are hashed: its first and its last `_HASHED_BYTES` (a hash that misses a
 #: difference in the middle of a long id only sends it to the exact fallback).
 _HASHED_BYTES = 48
+_HASH_SLICE = 1 << 16  # ids hashed at a time
 _PRIME = np.uint64(0x100000001B3)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
@@ -27,6 +28,15 @@ def string_hashes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A uint64 hash of each string of `values` (nulls hash as the empty string)."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
+    hashes = np.zeros(len(values), dtype=np.uint64)
+    # A slice at a time: the hashing's temporaries are a few arrays of a slice's length.
+    for start in range(0, len(values), _HASH_SLICE):
+        piece = values.slice(start, _HASH_SLICE)
+        hashes[start : start + len(piece)] = _slice_hashes(piece)
+    return hashes
+
+
+def _slice_hashes(values: pa.Array) -> np.ndarray:
     array = values.cast(pa.large_string()).fill_null("")
     n = len(array)
     if not n:
@@ -64,24 +74,31 @@ class ItemLookup:
         if isinstance(items, pa.ChunkedArray):
             items = items.combine_chunks()
         self.items = items
-        hashes = string_hashes(items)
-        index_type = np.int32 if len(items) < 2**31 else np.int64
+        self._built = False  # the hashes are made when a first row is placed (often never)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def _build(self) -> None:
+        hashes = string_hashes(self.items)
+        index_type = np.int32 if len(self.items) < 2**31 else np.int64
         self._order = np.argsort(hashes, kind="stable").astype(index_type)
         self._sorted = hashes[self._order]
+        del hashes
         repeated = self._sorted[1:] == self._sorted[:-1]
         #: Hashes that two or more items share, and those items (placed by `index_in`).
         self._shared = np.unique(self._sorted[1:][repeated])
         sharing = np.isin(self._sorted, self._shared)
         self._sharing_items = pa.array(self._order[sharing].astype(np.int64))
-
-    def __len__(self) -> int:
-        return len(self.items)
+        self._built = True
 
     def positions(self, values: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """The position in the items of each of `values` (int64; -1 where it is not an item)."""
         found = np.full(len(values), -1, dtype=np.int64)
         if not len(values) or not len(self.items):
             return found
+        if not self._built:
+            self._build()
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         hashes = string_hashes(values)

@@ -8,8 +8,8 @@ import gc
 from runtime_files import write_study
 
 from itemeval.config import load_study
+from itemeval.heap import RUN_THRESHOLDS, run_collector_pace
 from itemeval.runtime.driver import RunOptions, run_study
-from itemeval.runtime.heap import RUN_THRESHOLDS, run_collector_pace
 
 
 def test_the_run_pace_holds_inside_the_block_and_the_callers_comes_back():

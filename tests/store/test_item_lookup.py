@@ -41,3 +41,17 @@ def test_ids_that_share_a_hash_are_placed_exactly() -> None:
     stranger = pa.array(["x" * 60 + "9999" + "y" * 60, "x" * 60 + "00" + "y" * 60])
     found = _check(items, pa.concat_arrays([values, stranger]))
     assert (found[:-2] >= 0).all() and found[-2:].tolist() == [-1, -1]
+
+
+def test_hashes_do_not_depend_on_the_slicing(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import itemeval.store.positions as positions
+
+    ids = pa.array([f"id-{i}" * (1 + i % 30) for i in range(5000)])
+    whole = string_hashes(ids)
+    monkeypatch.setattr(positions, "_HASH_SLICE", 777)
+    assert string_hashes(ids).tolist() == whole.tolist()
+    assert (
+        string_hashes(pa.chunked_array([ids.slice(0, 10), ids.slice(10)])).tolist()
+        == whole.tolist()
+    )
+    _check(ids, ids.take(pa.array(np.arange(0, 5000, 7))))
