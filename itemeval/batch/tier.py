@@ -35,7 +35,7 @@ from itemeval.batch.records import BatchLog, BatchRecord
 from itemeval.batch.runner import BatchStage, StageOutcome
 from itemeval.planning import Plan
 from itemeval.runtime.context import RunContext
-from itemeval.runtime.dispatch import Cap, StageResult, Stop, fold
+from itemeval.runtime.dispatch import Cap, RowCost, StageResult, Stop, fold
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Shard, ShardSummary, generate_shards, grade_shards, part_runs
 from itemeval.runtime.spend import SpendSource
@@ -236,6 +236,10 @@ def merge(result: StageResult, more: StageResult) -> StageResult:
     result.failed_shards.extend(more.failed_shards)
     result.redispatched += more.redispatched
     result.not_sent += more.not_sent
+    result.unreported |= more.unreported
+    for condition_id, told in more.reported.items():
+        mine = result.reported.setdefault(condition_id, RowCost())
+        mine.add(told.usd, told.input_tokens, told.output_tokens)
     return result
 
 

@@ -21,7 +21,9 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pyarrow.compute as pc
 
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Shard, ShardSummary
@@ -29,6 +31,9 @@ from itemeval.runtime.spend import LedgerState
 from itemeval.runtime.timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import SpendRecord, StageCounts
+
+if TYPE_CHECKING:
+    from itemeval.store import StudyStore
 
 #: A shard fails after this many failed attempts (the store failed, a bug...).
 MAX_SHARD_ATTEMPTS = 4
@@ -74,6 +79,20 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(slots=True)
+class RowCost:
+    """What some stored rows cost."""
+
+    usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, usd: float, input_tokens: int, output_tokens: int) -> None:
+        self.usd += usd
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+
+
 @dataclass
 class StageResult:
     counts: StageCounts = field(default_factory=StageCounts)
@@ -84,6 +103,11 @@ class StageResult:
     not_sent: int = 0  # calls that did not fit under budget.max_usd
     submitted: int = 0  # shards handed to the executor (re-dispatches included)
     graded_inline: int = 0  # verifiable grades written with the solutions (generate shards)
+    #: Conditions where a shard ended without its summary (its worker died, it failed, it was
+    #: cancelled): it may have written rows no summary counts (`count_unreported_rows`).
+    unreported: set[str] = field(default_factory=set)
+    #: What the summaries said the stored rows cost, per condition: (usd, input, output tokens).
+    reported: dict[str, RowCost] = field(default_factory=dict)
 
 
 class Stop:
@@ -207,6 +231,7 @@ def collect(
             if outcome.not_sent:
                 cap.reached = True
             continue
+        result.unreported.add(shard.condition_id)
         reason = redact(f"{type(outcome).__name__}: {outcome}").splitlines()[0][:300]
         if not retry:
             continue
@@ -248,6 +273,7 @@ def drain(
         deadline = time.monotonic() + 5.0
         while executor.in_flight() and time.monotonic() < deadline:
             collect(executor.poll(POLL_S), ignored, result, progress, cap, retry=False)
+    result.unreported.update(shard.condition_id for shard in executor.in_flight())
 
 
 def fold(result: StageResult, summary: ShardSummary) -> None:
@@ -264,3 +290,24 @@ def fold(result: StageResult, summary: ShardSummary) -> None:
     spend.output_tokens += summary.output_tokens
     spend.calls += summary.calls
     spend.cache_hits += summary.cached
+    told = result.reported.setdefault(summary.condition_id, RowCost())
+    told.add(summary.usd, summary.input_tokens, summary.output_tokens)
+
+
+def count_unreported_rows(store: StudyStore, table: str, run_id: str, result: StageResult) -> None:
+    """Correct `result.spend` from the store where a shard ended without its summary: a worker
+    killed between its write and its reply leaves rows on disk that no summary counted, and
+    their dollars are stored, not unstored. For each such condition, what this run's rows there
+    cost replaces what the summaries said (a stream of three columns; only after a loss)."""
+    columns = ["run_id", "usd", "input_tokens", "output_tokens"]
+    for condition_id in sorted(result.unreported):
+        found = RowCost()
+        for batch in store.scan(table, condition_id, columns):
+            mine = batch.filter(pc.equal(batch.column("run_id"), run_id))
+            found.add(*(pc.sum(mine.column(name)).as_py() or 0 for name in columns[1:]))
+        told = result.reported.get(condition_id, RowCost())
+        result.spend.usd += found.usd - told.usd
+        result.spend.input_tokens += found.input_tokens - told.input_tokens
+        result.spend.output_tokens += found.output_tokens - told.output_tokens
+        result.reported[condition_id] = found
+    result.unreported.clear()

@@ -39,13 +39,22 @@ from itemeval.estimate import gate
 from itemeval.heap import release_unused_memory, run_collector_pace
 from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan
 from itemeval.runtime.context import RunContext
-from itemeval.runtime.dispatch import Cap, Executor, StageResult, Stop, dispatch
+from itemeval.runtime.dispatch import (
+    Cap,
+    Executor,
+    StageResult,
+    Stop,
+    count_unreported_rows,
+    dispatch,
+)
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Shard, generate_shards, grade_shards, part_runs
 from itemeval.runtime.spend import LedgerState
 from itemeval.runtime.timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import (
+    GRADES,
+    SOLUTIONS,
     STUDY_CACHE_DIR,
     CellMasks,
     ConditionRecord,
@@ -216,10 +225,26 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
         error = redact(f"{type(exc).__name__}: {exc}")
         raise
     finally:
+        _count_unreported_rows(outcome, plan, progress)
         _finish(outcome, manifest, plan, stop, cap, error)
         TIMELINE.mark("manifest written")
         TIMELINE.report()
     return outcome
+
+
+def _count_unreported_rows(outcome: RunOutcome, plan: Plan, progress: Progress) -> None:
+    """Count the rows of shards that ended without a summary (`count_unreported_rows`)."""
+    for stage, result in outcome.stages.items():
+        if not result.unreported or outcome.run_id is None:
+            continue
+        table = SOLUTIONS if stage == "generate" else GRADES
+        try:
+            count_unreported_rows(plan.store, table, outcome.run_id, result)
+        except Exception as exc:  # the manifest keeps the summaries' figures
+            progress.message(
+                f"could not count the rows of lost shards in {table}: "
+                + redact(f"{type(exc).__name__}: {exc}")[:300]
+            )
 
 
 def _count_inline_grades(outcome: RunOutcome) -> None:

@@ -32,7 +32,10 @@ from runtime_files import (
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
 from itemeval.planning import make_plan
-from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.runtime.dispatch import WorkerLost
+from itemeval.runtime.driver import RunOptions, _with_shares, run_study
+from itemeval.runtime.inline_executor import InlineExecutor
+from itemeval.runtime.shards import ShardSummary
 from itemeval.store import StudyStore, latest_manifest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
@@ -258,3 +261,61 @@ def test_a_slow_store_write_never_stalls_the_calls_in_flight(tmp_path, s3_server
     assert proxy["matching"] >= 10  # many slow fragment writes overlapped the calls
     latency = StudyStore.open(study.store_url).read("solutions", columns=["latency_ms"])
     assert pc.max(latency.column("latency_ms")).as_py() < 1000
+
+
+class _LostAfterWrite:
+    """The in-process executor, except that the first shards of `stage` that write a fragment
+    report a lost worker instead of their summary: a worker killed between its write and its
+    reply (the rows are on disk, the driver never hears of them)."""
+
+    def __init__(self, stage: str, losses: int):
+        self.stage, self.losses = stage, losses
+        self.lost: list[str] = []
+        self.inner: InlineExecutor | None = None
+
+    def __call__(self, context):
+        self.inner = InlineExecutor(_with_shares(context, 1), per_worker=2)
+        return self
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def poll(self, timeout):
+        out = []
+        for shard, outcome in self.inner.poll(timeout):
+            if (
+                isinstance(outcome, ShardSummary)
+                and outcome.fragment
+                and shard.stage == self.stage
+                and len(self.lost) < self.losses
+            ):
+                self.lost.append(outcome.fragment)
+                outcome = WorkerLost("killed after its write")
+            out.append((shard, outcome))
+        return out
+
+
+@pytest.mark.parametrize("stage", ["generate", "grade"])
+def test_rows_of_a_worker_lost_after_its_write_are_counted_as_stored(tmp_path, stage):
+    # The ledger counts every dollar paid; the manifest splits it into stored rows and unstored
+    # spend. A worker that dies after writing its fragment never reports it: the driver must
+    # still find those rows, or the manifest calls stored dollars unstored.
+    study = load_study(write_study(tmp_path, **{"runtime.shard_size": 4}))
+    executor = _LostAfterWrite(stage, losses=2)
+    outcome = run_study(study, INLINE, executor_factory=executor)
+    assert len(executor.lost) == 2 and outcome.stages[stage].redispatched == 2
+    assert outcome.status == "completed", outcome.message
+    store = StudyStore.open(study.store_url)
+    manifest = latest_manifest(store)
+    stored = 0.0
+    for table in ("solutions", "grades"):
+        rows = store.read(table, columns=["run_id", "usd"], dedup=False)
+        mine = rows.filter(pc.equal(rows.column("run_id"), manifest.run_id))
+        stored += pc.sum(mine.column("usd")).as_py() or 0.0
+    assert stored > 0
+    assert outcome.stored_usd == pytest.approx(stored, abs=1e-9)
+    assert manifest.spend.usd == pytest.approx(stored, abs=1e-9)
+    assert manifest.spend.unstored_usd == pytest.approx(0.0, abs=1e-9)
+    # and each cell once on disk: the re-dispatched shards skipped what the lost ones wrote
+    rows = store.read("solutions", columns=["item_id", "epoch"], dedup=False)
+    assert rows.num_rows == store.read("solutions", columns=["item_id", "epoch"]).num_rows
