@@ -434,7 +434,8 @@ def _release_planning_memory(plan: Plan) -> None:
     at a million items the driver held ~100 MB it no longer used through the whole run)."""
     plan.tokens = None  # per-item priors: the estimate is made, the gate passed
     plan.calibration = None
-    release_unused_memory()
+    if plan.large_scan:  # a small plan's pages are few: not worth ~70 ms before its first call
+        release_unused_memory()
 
 
 def _pending(plan: Plan, stage: StageName) -> CellMasks:

@@ -1,5 +1,5 @@
 """The collector's pace during a run, and the caller's pace after it (a notebook that runs a
-study keeps its own)."""
+study keeps its own); freed pages handed back only after a large scan."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import gc
 
 from runtime_files import write_study
 
+from itemeval import planning
 from itemeval.config import load_study
 from itemeval.heap import RUN_THRESHOLDS, run_collector_pace
+from itemeval.runtime import driver
 from itemeval.runtime.driver import RunOptions, run_study
 
 
@@ -30,3 +32,18 @@ def test_a_run_leaves_the_callers_pace_as_it_found_it(tmp_path, monkeypatch):
         assert gc.get_threshold() == (1234, 5, 6)
     finally:
         gc.set_threshold(*before)
+
+
+def test_pages_are_handed_back_only_after_a_large_scan(tmp_path, monkeypatch):
+    # The trim costs tens of ms: a small run must not pay it before its first call.
+    monkeypatch.setenv("ITEMEVAL_CACHE_DIR", str(tmp_path / "default-cache"))
+    trims: list[int] = []
+    monkeypatch.setattr(planning, "release_unused_memory", lambda: trims.append(1))
+    monkeypatch.setattr(driver, "release_unused_memory", lambda: trims.append(1))
+    study = load_study(write_study(tmp_path, **{"facets.grader": [], "budget.dev_items": 2}))
+    options = RunOptions(no_ray=True, yes=True, quiet=True, stages=("generate",), limit=1)
+    assert run_study(study, options).exit_code == 0
+    assert trims == []
+    monkeypatch.setattr(planning, "TRIM_AFTER_ITEMS", 2)  # the sample datasets are "large" now
+    assert run_study(study, RunOptions(no_ray=True, yes=True, quiet=True)).exit_code == 0
+    assert trims == [1, 1]  # after planning's scan, and after the gate
