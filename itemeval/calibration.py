@@ -54,7 +54,7 @@ from itemeval.store import (
 from itemeval.store.cache import RESPONSES
 from itemeval.store.fragments import read_partitions
 from itemeval.store.layout import partition_dir
-from itemeval.store.pending import item_positions
+from itemeval.store.positions import ItemLookup
 
 #: Rows a condition needs before what they show replaces the prior.
 MIN_ROWS = 3
@@ -283,7 +283,7 @@ class _Rows:
             [stored.select([*CELL, *USAGE]), extra.select([*CELL, *USAGE])],
             promote_options="permissive",
         )
-        pos = item_positions(table.column("item_id"), item_ids)
+        pos = ItemLookup(item_ids).positions(table.column("item_id"))
         known = pos >= 0
         if per_stored_row is not None:
             per_row = np.concatenate([per_stored_row, np.full(extra.num_rows, np.nan)])
@@ -546,7 +546,7 @@ def _judge_prior_input(
     joined = numbered.join(
         visible, keys=["gen_condition_id", *CELL], join_type="left outer", use_threads=False
     ).sort_by("_row")
-    pos = item_positions(joined.column("item_id"), item_ids)
+    pos = ItemLookup(item_ids).positions(joined.column("item_id"))
     seen = joined.column("visible").to_numpy(zero_copy_only=False).astype(np.float64)
     out = np.full(grades.num_rows, np.nan)
     known = (pos >= 0) & ~np.isnan(seen)

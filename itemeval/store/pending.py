@@ -151,26 +151,6 @@ def _checked(item_ids: ItemIds, epochs: int, unique: bool) -> pa.Array:
     return as_item_ids(item_ids, unique=unique)
 
 
-#: Selected items per hash table when placing stored rows in one call: arrow's `index_in`
-#: builds a table of its value set at a few hundred bytes per id at its peak (measured: +58 MB
-#: RSS for 262,144 ids), so a million ids are placed in four slices. (The streamed pending
-#: sets place batch after batch: they use `positions.ItemLookup`, built once.)
-ITEM_SLICE = 1 << 18
-
-
-def item_positions(values: pa.Array | pa.ChunkedArray, items: pa.Array) -> np.ndarray:
-    """The position in `items` of each of `values` (int64; -1 where it is not an item)."""
-    found = np.full(len(values), -1, dtype=np.int64)
-    if not len(values) or not len(items):
-        return found
-    for start in range(0, len(items), ITEM_SLICE):
-        index = pc.index_in(values, value_set=items.slice(start, ITEM_SLICE))
-        at = index.fill_null(-1).to_numpy().astype(np.int64)
-        hit = at >= 0
-        found[hit] = at[hit] + start
-    return found
-
-
 def _ok_rows(table: pa.Table) -> pa.Table:
     """A fragment's `ok` rows, without the status column (a `read_partitions` reducer)."""
     ok = table.filter(pc.equal(table.column("status"), STATUS_OK))
@@ -243,13 +223,10 @@ def _ok_grade_rows(table: pa.Table) -> pa.Table:
     return _keyed(ok, "solution_hash")
 
 
-def _positions(
-    table: pa.Table, items: pa.Array | ItemLookup, epochs: int
-) -> tuple[np.ndarray, np.ndarray]:
+def _positions(table: pa.Table, items: ItemLookup, epochs: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows of `table` that name a selected item and epoch, and their cell positions
     (`item index * epochs + epoch`)."""
-    ids = table.column("item_id")
-    item = items.positions(ids) if isinstance(items, ItemLookup) else item_positions(ids, items)
+    item = items.positions(table.column("item_id"))
     epoch = table.column("epoch").to_numpy().astype(np.int64)
     rows = np.flatnonzero((item >= 0) & (epoch < epochs))
     return rows, item[rows] * epochs + epoch[rows]
@@ -313,7 +290,7 @@ def solution_index(
         fragment_names=fragment_names,
         reduce=_ok_rows,
     )[gen_condition_id]
-    rows, positions = _positions(ok, item_ids, epochs)
+    rows, positions = _positions(ok, ItemLookup(item_ids), epochs)
     order = np.argsort(positions, kind="stable")
     take = pa.array(rows[order])
     fragments = None
