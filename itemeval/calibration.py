@@ -236,7 +236,7 @@ def calibrate(
             rows[cond.id], priors.modality, prior_out, prior_visible, by_model.get(cond.model_id)
         )
         answered = rows[cond.id].answered(items, design.epochs)
-        if not force and answered.any():
+        if not force and answered is not None:
             fit = replace(fit, answered=answered)
         out.generate[cond.id] = fit
     for judge in judges:
@@ -304,12 +304,15 @@ class _Rows:
             store_answered=int(pc.sum(stored.column("cached")).as_py() or 0),
         )
 
-    def answered(self, items: int, epochs: int) -> np.ndarray:
-        """Per item: cache-only rows of this study's cells (answers the cache holds)."""
+    def answered(self, items: int, epochs: int) -> np.ndarray | None:
+        """Per item: cache-only rows of this study's cells (answers the cache holds); None
+        when there are none (no per-item array is made: a million items would cost 8 MB)."""
         extra = slice(self.store_rows, None)
         pos, epoch = self.pos[extra], self.epoch[extra]
         keep = (pos >= 0) & (epoch < epochs)
-        return np.bincount(pos[keep], minlength=items).astype(np.int64)
+        if not keep.any():
+            return None
+        return np.bincount(pos[keep], minlength=items).astype(np.int32)
 
     @property
     def source(self) -> Source:

@@ -28,6 +28,7 @@ The gate: remaining above `budget.max_usd` stops with exit 4 whatever the flags;
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -322,53 +323,43 @@ def build_estimate(
     modality = tables.modality
     fits = calibration.generate if calibration is not None else {}
     judge_fits = calibration.judges if calibration is not None else {}
-    # per generate condition, what its answers add to a judge's input (kept only for judges:
-    # two arrays per condition and item)
-    visible: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    # per generate condition, what its answers add to a judge's input (its counts and its fit)
+    visible: dict[str, tuple[_Columns, Fit]] = {}
     judged = any(grader.kind == "judge" for grader in design.grade)
     for cond in design.generate:
         counts = tables.generate[_shape(cond)]
         fit = fits.get(cond.id, Fit())
-        pending = pending_generate.per_item(cond.id) if pending_generate is not None else None
-        tokens = _Tokens(
-            prior_input=counts["input"],
-            prior_output=counts["output"],
-            input=fit.input(counts["input"]),
-            output=fit.output(counts["output"], counts["visible"], modality),
-            cached_fraction=fit.cached_fraction,
-            answered=fit.answered,
-        )
+        pending = None
+        if pending_generate is not None:
+            pending = functools.partial(pending_generate.per_item, cond.id)
         if judged:
-            visible[cond.id] = (counts["visible"], fit.visible(counts["visible"], modality))
+            visible[cond.id] = (counts, fit)
         line = EstimateLine("generate", cond.id, cond.slug, cond.model_id)
         line.tier = tiers.get(cond.id, "live")
-        _fill(line, tokens, design.epochs, pending, pricing, unpriced)
+        sums = _fill(_generate_tokens(counts, fit, modality), n_items, design.epochs, pending)
+        _price(line, sums, fit.cached_fraction, pricing, unpriced)
         line.calibration = fit.as_dict()
         estimate.lines.append(line)
     for grader in design.grade:
         tier = tiers.get(grader.id, "live")
         line = EstimateLine("grade", grader.id, grader.slug, grader.label, tier=tier)
         for cond in design.generate:
-            pending = _pending_grade_counts(grader, cond, pending_generate, pending_grade)
             part = EstimateLine("grade", grader.id, grader.slug, grader.label, tier=tier)
             if grader.kind == "judge":
+                pending = _pending_grade_counts(grader, cond, pending_generate, pending_grade)
                 fit = judge_fits.get(grader.id, Fit())
                 base = tables.judge[grader.id]["input"]
-                prior_visible, calibrated_visible = visible[cond.id]
-                prior_output = np.full(n_items, _JUDGE_OUTPUT, np.int32)
-                tokens = _Tokens(
-                    prior_input=base + prior_visible,
-                    prior_output=prior_output,
-                    input=fit.input(base + calibrated_visible),
-                    output=fit.output(prior_output, prior_output, modality),
-                    cached_fraction=fit.cached_fraction,
-                    answered_share=fit.answered_share,
-                )
-                _fill(part, tokens, design.epochs, pending, pricing, unpriced)
+                tokens_of = _judge_tokens(base, *visible[cond.id], fit, modality)
+                sums = _fill(tokens_of, n_items, design.epochs, pending, fit.answered_share)
+                _price(part, sums, fit.cached_fraction, pricing, unpriced)
                 line.calibration = fit.as_dict()
             else:  # verifiable scorers: cells, but no tokens and no cost
                 part.cells = n_items * design.epochs
-                part.remaining_cells = part.cells if pending is None else int(pending.sum())
+                part.remaining_cells = part.cells
+                if pending_generate is not None and pending_grade is not None:
+                    part.remaining_cells = pending_generate.count(cond.id) + pending_grade.count(
+                        (grader.id, cond.id)
+                    )
             _add(line, part)
         line.priced = grader.kind != "judge" or grader.label not in unpriced
         estimate.lines.append(line)
@@ -401,17 +392,57 @@ def condition_tiers(design: Design, endpoints: Mapping[str, EndpointSettings]) -
     return tiers
 
 
+#: Items whose tokens are computed at a time: the estimate's per-item arrays (a dozen of 8
+#: bytes per item and condition) exist for a slice, not for a million items at once.
+ESTIMATE_SLICE = 1 << 16
+
+
 @dataclass
 class _Tokens:
-    """One condition's per-item tokens of one call: the prior and the calibrated estimate."""
+    """One condition's per-item tokens of one call, for a slice of the items: the prior and
+    the calibrated estimate."""
 
     prior_input: np.ndarray
     prior_output: np.ndarray
     input: np.ndarray
     output: np.ndarray
-    cached_fraction: float = 0.0
     answered: np.ndarray | None = None  # per item: cells the response cache answers (free)
-    answered_share: float = 0.0  # share of the calls the response cache answers (free)
+
+
+def _generate_tokens(
+    counts: _Columns, fit: Fit, modality: np.ndarray
+) -> Callable[[slice], _Tokens]:
+    def tokens_of(at: slice) -> _Tokens:
+        prior_output, prior_visible = counts["output"][at], counts["visible"][at]
+        return _Tokens(
+            prior_input=counts["input"][at],
+            prior_output=prior_output,
+            input=fit.input(counts["input"][at]),
+            output=fit.output(prior_output, prior_visible, modality[at]),
+            answered=None if fit.answered is None else fit.answered[at],
+        )
+
+    return tokens_of
+
+
+def _judge_tokens(
+    base: np.ndarray, counts: _Columns, judged_fit: Fit, fit: Fit, modality: np.ndarray
+) -> Callable[[slice], _Tokens]:
+    """A judge of one generate condition's answers: its rubric (`base`) plus the answer's
+    visible tokens, prior and calibrated (`judged_fit`)."""
+
+    def tokens_of(at: slice) -> _Tokens:
+        prior_visible = counts["visible"][at]
+        calibrated_visible = judged_fit.visible(prior_visible, modality[at])
+        prior_output = np.full(len(prior_visible), _JUDGE_OUTPUT, np.int32)
+        return _Tokens(
+            prior_input=base[at] + prior_visible,
+            prior_output=prior_output,
+            input=fit.input(base[at] + calibrated_visible),
+            output=fit.output(prior_output, prior_output, modality[at]),
+        )
+
+    return tokens_of
 
 
 def _shape(cond: GenerateCondition) -> tuple[str, int | None, str | None, int | None]:
@@ -419,16 +450,55 @@ def _shape(cond: GenerateCondition) -> tuple[str, int | None, str | None, int | 
     return (cond.prompt.name, params.max_tokens, params.reasoning_effort, params.thinking_budget)
 
 
+@dataclass
+class _Sums:
+    """Cells and tokens summed over the items: of all cells, or of the remaining ones."""
+
+    cells: int = 0
+    input: float = 0.0  # calibrated, what is paid (the response cache's answers left out)
+    output: float = 0.0
+    prior_input: float = 0.0
+    prior_output: float = 0.0
+
+
 def _fill(
-    line: EstimateLine,
-    tokens: _Tokens,
+    tokens_of: Callable[[slice], _Tokens],
+    n_items: int,
     epochs: int,
-    pending: np.ndarray | None,
+    pending: Callable[[slice], np.ndarray] | None,
+    answered_share: float = 0.0,
+) -> tuple[_Sums, _Sums]:
+    """Cells and tokens of all cells, and of the pending ones (`pending`: the pending cells
+    per item of a slice of the items; None means everything remains), a slice of the items at
+    a time. `answered_share`: the share of calls the response cache answers (free)."""
+    every, remaining = _Sums(), _Sums()
+    share = 1.0 - answered_share
+    for start in range(0, n_items, ESTIMATE_SLICE):
+        at = slice(start, start + ESTIMATE_SLICE)
+        tokens = tokens_of(at)
+        all_cells = np.full(len(tokens.input), epochs, np.int64)
+        left = all_cells if pending is None else pending(at)
+        for sums, cells in ((every, all_cells), (remaining, left)):
+            # What is paid: cells the response cache answers cost nothing.
+            paid = cells if tokens.answered is None else np.maximum(cells - tokens.answered, 0)
+            paid = paid * share
+            sums.cells += int(cells.sum())
+            sums.input += float(paid @ tokens.input)
+            sums.output += float(paid @ tokens.output)
+            sums.prior_input += float(cells @ tokens.prior_input)
+            sums.prior_output += float(cells @ tokens.prior_output)
+    return every, remaining
+
+
+def _price(
+    line: EstimateLine,
+    sums: tuple[_Sums, _Sums],
+    cached_fraction: float,
     pricing: Pricing,
     unpriced: set[str],
 ) -> None:
-    """Cells, tokens and USD of all cells, and of the pending ones (`pending`: pending cells
-    per item; None means everything remains)."""
+    """Tokens and USD of the line from its sums (`_fill`) at its model's prices;
+    `cached_fraction`: the share of input tokens the provider's prompt cache serves."""
     live = pricing.price(line.model)
     price = pricing.price(line.model, line.tier)
     line.priced = price is not None
@@ -445,32 +515,18 @@ def _fill(
             return 0.0
         return at.cost(Usage(round(input_tokens), round(output_tokens), round(cached)))
 
-    n = len(tokens.input)
-    every = np.full(n, epochs, np.int64)
-    for prefix, cells in (("", every), ("remaining_", every if pending is None else pending)):
-        # What is paid: cells the response cache answers cost nothing.
-        paid = cells if tokens.answered is None else np.maximum(cells - tokens.answered, 0)
-        paid = paid * (1.0 - tokens.answered_share)
-        input_tokens = float(paid @ tokens.input)
-        output_tokens = float(paid @ tokens.output)
-        prior_input = float(cells @ tokens.prior_input)
-        prior_output = float(cells @ tokens.prior_output)
-        setattr(line, f"{prefix}cells", int(cells.sum()))
-        setattr(line, f"{prefix}input_tokens", round(input_tokens))
-        setattr(line, f"{prefix}output_tokens", round(output_tokens))
-        setattr(
-            line,
-            f"{prefix}usd",
-            usd(input_tokens, output_tokens, tokens.cached_fraction * input_tokens),
-        )
-        if prefix:
-            line.prior_remaining_usd = usd(prior_input, prior_output)
-            cached = tokens.cached_fraction * input_tokens
-            line.live_remaining_usd = usd(input_tokens, output_tokens, cached, at=live)
-        else:
-            line.prior_input_tokens = round(prior_input)
-            line.prior_output_tokens = round(prior_output)
-            line.prior_usd = usd(prior_input, prior_output)
+    every, remaining = sums
+    for prefix, of in (("", every), ("remaining_", remaining)):
+        setattr(line, f"{prefix}cells", of.cells)
+        setattr(line, f"{prefix}input_tokens", round(of.input))
+        setattr(line, f"{prefix}output_tokens", round(of.output))
+        setattr(line, f"{prefix}usd", usd(of.input, of.output, cached_fraction * of.input))
+    cached = cached_fraction * remaining.input
+    line.prior_remaining_usd = usd(remaining.prior_input, remaining.prior_output)
+    line.live_remaining_usd = usd(remaining.input, remaining.output, cached, at=live)
+    line.prior_input_tokens = round(every.prior_input)
+    line.prior_output_tokens = round(every.prior_output)
+    line.prior_usd = usd(every.prior_input, every.prior_output)
 
 
 def _add(total: EstimateLine, part: EstimateLine) -> None:
@@ -483,12 +539,17 @@ def _pending_grade_counts(
     cond: GenerateCondition,
     pending_generate: CellMasks | None,
     pending_grade: CellMasks | None,
-) -> np.ndarray | None:
-    """Grade cells still to do per item: ungraded stored solutions plus solutions still to
-    generate."""
+) -> Callable[[slice], np.ndarray] | None:
+    """Grade cells still to do per item (of a slice of the items): ungraded stored solutions
+    plus solutions still to generate."""
     if pending_generate is None or pending_grade is None:
         return None
-    return pending_generate.per_item(cond.id) + pending_grade.per_item((grader.id, cond.id))
+    generate, grade = pending_generate, pending_grade
+
+    def of(at: slice) -> np.ndarray:
+        return generate.per_item(cond.id, at) + grade.per_item((grader.id, cond.id), at)
+
+    return of
 
 
 # -- the gate --------------------------------------------------------------------------------

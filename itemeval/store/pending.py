@@ -76,12 +76,12 @@ class CellMasks:
         mask = self.masks.get(key)
         return 0 if mask is None else int(mask.sum())
 
-    def per_item(self, key: Hashable) -> np.ndarray:
-        """Pending epochs of each item (aligned with `item_ids`)."""
+    def per_item(self, key: Hashable, at: slice = slice(None)) -> np.ndarray:
+        """Pending epochs of each item (aligned with `item_ids`), of the items `at`."""
         mask = self.masks.get(key)
         if mask is None:
-            return np.zeros(len(self.item_ids), dtype=np.int64)
-        return mask.sum(axis=1, dtype=np.int64)
+            return np.zeros(len(range(len(self.item_ids))[at]), dtype=np.int64)
+        return mask[at].sum(axis=1, dtype=np.int64)
 
     def cells(self, key: Hashable, start: int = 0, stop: int | None = None) -> pa.Table:
         """`item_id, epoch` of the pending cells of items `start:stop`, items in order."""

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from study_files import variant, write_study
 
+from itemeval import estimate
 from itemeval.cli.main import main
 from itemeval.config import load_study
+from itemeval.estimate import ESTIMATE_SLICE
 from itemeval.planning import Plan, make_plan, refresh_estimate
 from itemeval.providers.pricing import Pricing
 from itemeval.providers.types import Usage
@@ -170,6 +172,13 @@ def test_each_modality_learns_its_own_length(tmp_path, monkeypatch):
     assert calibrated[rest_arith].mean() == pytest.approx(400, rel=0.25)
 
 
+@pytest.fixture(params=[ESTIMATE_SLICE, 3], ids=["whole", "slices-of-3"])
+def estimate_slice(request, monkeypatch):
+    """The estimate a slice of items at a time: the same figures whatever the slice."""
+    monkeypatch.setattr(estimate, "ESTIMATE_SLICE", request.param)
+
+
+@pytest.mark.usefixtures("estimate_slice")
 def test_cache_rows_calibrate_and_answered_cells_are_free(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cache_dir = tmp_path / "shared-cache"
@@ -249,6 +258,7 @@ def test_a_call_counts_once_and_rows_without_usage_are_ignored(tmp_path, monkeyp
     assert line.calibration["answered_by_cache"] == 0
 
 
+@pytest.mark.usefixtures("estimate_slice")
 def test_judges_learn_from_the_judged_answers_visible_length(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     plan = plan_of(tmp_path)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 from study_files import variant, write_study
 
+from itemeval import estimate
 from itemeval.cli.main import main
 from itemeval.config import Budget, load_study
 from itemeval.errors import BudgetExceeded, GateDeclined
@@ -160,3 +162,47 @@ def test_unpriced_models_of_own_servers_cost_nothing_without_a_warning(
         assert "self_hosted: true" in warnings[0]
     generate = [line for line in estimate.lines if line.stage == "generate"]
     assert all(line.usd == 0 for line in generate)
+
+
+def test_the_estimate_made_a_slice_of_items_at_a_time_is_the_whole_estimate(tmp_path, monkeypatch):
+    # The per-item arrays exist a slice at a time (memory at a million items): the figures,
+    # remaining ones included, must not depend on where the slices fall.
+    monkeypatch.chdir(tmp_path)
+    study = load_study(write_study(tmp_path))
+    plan = make_plan(study)
+    cond = plan.design.generate[0]
+    items = plan.items.column("item_id").to_pylist()
+    stored = [(item, epoch) for n, item in enumerate(items[:7]) for epoch in range(n % 3 + 1)]
+    plan.store.write(
+        "solutions",
+        cond.id,
+        [
+            {
+                "item_id": item,
+                "epoch": epoch,
+                "status": "ok",
+                "text": f"answer {item}",
+                "model": cond.model_id,
+                "run_id": "test",
+                "request_hash": f"h-{item}-{epoch}",
+                "input_tokens": 50 + len(item),
+                "output_tokens": 30,
+            }
+            for item, epoch in stored
+        ],
+    )
+    whole = make_plan(study).estimate
+    monkeypatch.setattr(estimate, "ESTIMATE_SLICE", 3)
+    sliced = make_plan(study).estimate
+    assert whole.lines[0].remaining_cells < whole.lines[0].cells  # some cells are stored
+    _assert_same_lines(sliced.lines, whole.lines)
+
+
+def _assert_same_lines(left, right) -> None:
+    for a, b in zip(left, right, strict=True):
+        for name, value in asdict(a).items():
+            other = asdict(b)[name]
+            if isinstance(value, float):
+                assert value == pytest.approx(other, rel=1e-9), name
+            else:
+                assert value == other, name
