@@ -210,7 +210,7 @@ def grade_shards(
                     "item_id": pending.item_ids.take(pa.array(positions // epochs)),
                     "epoch": pa.array((positions % epochs).astype(np.int32), pa.int32()),
                     "solution_hash": index.hashes.slice(rows.start, len(positions)),
-                    "fragment": index.fragments.slice(rows.start, len(positions)),
+                    "fragment": index.fragments.slice(rows.start, len(positions)).cast(pa.string()),
                 }
             )
             chunks = {}

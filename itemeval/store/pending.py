@@ -264,7 +264,7 @@ class SolutionIndex:
 
     positions: np.ndarray  # sorted cell positions (item index * epochs + epoch)
     hashes: pa.Array  # text_hash of each, aligned with `positions`
-    fragments: pa.Array | None  # the fragment holding each, when asked for
+    fragments: pa.Array | None  # the fragment holding each (dictionary), when asked for
 
     def rows_between(self, low: int, high: int) -> slice:
         """The rows whose positions lie in `[low, high)`."""
@@ -295,7 +295,9 @@ def solution_index(
     take = pa.array(rows[order])
     fragments = None
     if fragment_names:
-        fragments = ok.column(FRAGMENT_NAME).take(take).cast(pa.string()).combine_chunks()
+        # dictionary-encoded: a name per fragment and 4 bytes per row (a million solutions'
+        # names as strings took ~50 MB); a shard casts its own slice
+        fragments = ok.column(FRAGMENT_NAME).take(take).combine_chunks()
     return SolutionIndex(
         positions=positions[order],
         hashes=ok.column("text_hash").take(take).combine_chunks(),
