@@ -31,6 +31,7 @@ BENCHMARKS = [
     ),
     ("estimate accuracy before and after a 5% pilot", ["estimate_accuracy.py"]),
     ("peak memory of driver and workers, 100k and 1M items x 2 models", ["memory_sweep.py"]),
+    ("planning's memory by phase, 100k and 1M items x 2 models", ["planning_memory.py"]),
     ("a heavy-tailed provider, with and without hedging", ["stragglers.py"]),
 ]
 
