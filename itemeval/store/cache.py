@@ -55,6 +55,7 @@ from itemeval.store.fragments import (
     write_fragment,
 )
 from itemeval.store.layout import Stage, partition_dir
+from itemeval.store.pending import hash_keys
 from itemeval.store.schemas import RESPONSE_SCHEMA, TIMESTAMP, build_table, check_table
 
 #: The current layout: partitions by content group.
@@ -64,9 +65,12 @@ LEGACY_RESPONSES = Stage("responses", "condition_id", ("key",), RESPONSE_SCHEMA)
 #: Where a study with `cache.enabled: false` keeps its own paid answers (under its store root):
 #: durable, but never shared with other studies.
 STUDY_CACHE_DIR = "response_cache"
-_INDEX_COLUMNS = ["key", "item_id", "epoch", "written_at"]
-_FRAGMENT_NAME = "_fragment_name"
+#: What a lookup's index reads of a fragment.
+_INDEX_COLUMNS = ["key", "written_at"]
+_KEY = "_key"  # the key's 64 bits (`hash_keys`): every hit is confirmed on the whole key
+_FRAGMENT = "_fragment_number"  # the fragment's number in `_Index.names`
 _ROW = "_row"
+_NAME = "_fragment_name"  # a fetched row's fragment (for the rule among several writers)
 
 
 def default_cache_url() -> str:
@@ -133,16 +137,30 @@ class LegacyLookup:
 
 @dataclass
 class _Index:
-    """What is known about one partition: its fragments and their keys."""
+    """What is known about one partition: its fragments and, per row, where each key is.
+
+    A worker's index holds every answer of the groups it looks up, its own journal's included,
+    so it grows with the run: 24 bytes a row (the key's 64 bits, `written_at`, the fragment's
+    number and the row's), not the ~160 of the key's text and the fragment's name per row (a
+    million-item run's workers grew by ~300 MB each with those)."""
 
     fragments: dict[str, FragmentInfo]
-    table: pa.Table  # key, item_id, epoch, written_at, _fragment_name, _row
+    names: list[str]  # fragment names by number (a gone fragment keeps its number)
+    table: pa.Table  # _key, written_at, _fragment, _row
+
+    def number(self, name: str) -> int:
+        self.names.append(name)
+        return len(self.names) - 1
 
 
-def _empty_index_table() -> pa.Table:
-    fields = [RESPONSE_SCHEMA.field(c) for c in _INDEX_COLUMNS]
-    fields += [pa.field(_FRAGMENT_NAME, pa.string()), pa.field(_ROW, pa.int64())]
-    return pa.schema(fields).empty_table()
+_INDEX_SCHEMA = pa.schema(
+    [
+        pa.field(_KEY, pa.uint64()),
+        RESPONSE_SCHEMA.field("written_at"),
+        pa.field(_FRAGMENT, pa.int32()),
+        pa.field(_ROW, pa.int32()),
+    ]
+)
 
 
 class ResponseCache:
@@ -195,7 +213,8 @@ class ResponseCache:
             index = self._indexes.get(partition.url)
             if index is not None:
                 index.fragments[name] = FragmentInfo(name, partition.join(name).path, None)
-                index.table = pa.concat_tables([index.table, _index_rows(name, table)])
+                rows = _index_rows(index.number(name), table)
+                index.table = _joined([index.table, rows])
         return name
 
     # -- reading -------------------------------------------------------------------------
@@ -236,33 +255,26 @@ class ResponseCache:
         old_hits = old_hits.set_column(0, RESPONSE_SCHEMA.field("key"), renamed)
         return pa.concat_tables([hits, old_hits])
 
-    def candidates(self, group: str, cells: pa.Table) -> pa.Table:
-        """The `cells` (`item_id`, `epoch`) with some cached response in the group: a cheap upper
-        bound of the hits, for cost estimates (the exact request may differ)."""
-        index = self._refresh(self.partition(group))
-        cached = index.select(["item_id", "epoch"])
-        wanted = cells.select(["item_id", "epoch"])
-        if cached.num_rows == 0 or wanted.num_rows == 0:
-            return wanted.slice(0, 0)
-        if wanted.schema.field("epoch").type != pa.int32():
-            wanted = wanted.set_column(1, "epoch", wanted.column("epoch").cast(pa.int32()))
-        return wanted.join(cached, keys=["item_id", "epoch"], join_type="left semi")
-
     def _lookup(
         self, partition: Location, keys: pa.Array, since: datetime | None, fresh: bool
     ) -> pa.Table:
         index = self._refresh(partition) if fresh else self._current_index(partition)
-        hits = index.filter(pc.is_in(index.column("key"), value_set=keys))
+        asked = pa.array(hash_keys(keys), pa.uint64())
+        hits = index.filter(pc.is_in(index.column(_KEY), value_set=asked))
         if since is not None and hits.num_rows:
             hits = hits.filter(pc.greater_equal(hits.column("written_at"), _timestamp(since)))
         if hits.num_rows == 0:
             return RESPONSE_SCHEMA.empty_table()
-        # Several writers may have cached the same key: take the latest, deterministically.
-        names = hits.column(_FRAGMENT_NAME)
-        ordinal = pc.rank(names, sort_keys="ascending", tiebreaker="dense")
-        hits = hits.append_column(FRAGMENT_ORDINAL, ordinal)
-        hits = hits.take(best_row_indices(hits, ["key"]))
-        return self._fetch(partition, hits)
+        rows = self._fetch(partition, hits)
+        rows = rows.filter(pc.is_in(rows.column("key"), value_set=keys))  # the whole key
+        if rows.num_rows == 0:
+            return RESPONSE_SCHEMA.empty_table()
+        # Several writers may have cached the same key: take the latest (then the later
+        # fragment by name), deterministically.
+        ordinal = pc.rank(rows.column(_NAME), sort_keys="ascending", tiebreaker="dense")
+        rows = rows.append_column(FRAGMENT_ORDINAL, ordinal)
+        rows = rows.take(best_row_indices(rows, ["key"]))
+        return rows.select(RESPONSE_SCHEMA.names)
 
     def has_legacy(self, condition_id: str) -> bool:
         """Whether an older cache holds answers of `condition_id` (listed once per process)."""
@@ -278,19 +290,22 @@ class ResponseCache:
         return known
 
     def _fetch(self, partition: Location, hits: pa.Table) -> pa.Table:
+        """The rows `hits` point at, with their fragment's name (`_NAME`)."""
+        numbers = sorted(set(hits.column(_FRAGMENT).to_pylist()))
         with self._lock:
-            fragments = self._indexes[partition.url].fragments
-            wanted = sorted(set(hits.column(_FRAGMENT_NAME).to_pylist()))
-            infos = [fragments[name] for name in wanted if name in fragments]
-        tables = read_fragments(partition, infos, RESPONSE_SCHEMA)
+            index = self._indexes[partition.url]
+            named = [(n, index.names[n]) for n in numbers]
+            infos = [(n, index.fragments[name]) for n, name in named if name in index.fragments]
+        tables = read_fragments(partition, [info for _, info in infos], RESPONSE_SCHEMA)
         parts = []
-        for info, table in zip(infos, tables, strict=True):
+        for (number, info), table in zip(infos, tables, strict=True):
             if table is None:  # deleted by hand since it was listed: those are misses now
                 continue
-            mine = hits.filter(pc.equal(hits.column(_FRAGMENT_NAME), info.name))
-            parts.append(table.take(mine.column(_ROW)))
+            mine = hits.filter(pc.equal(hits.column(_FRAGMENT), number))
+            part = table.take(mine.column(_ROW))
+            parts.append(part.append_column(_NAME, pa.repeat(info.name, part.num_rows)))
         if not parts:
-            return RESPONSE_SCHEMA.empty_table()
+            return RESPONSE_SCHEMA.append(pa.field(_NAME, pa.string())).empty_table()
         return pa.concat_tables(parts)
 
     def _current_index(self, partition: Location) -> pa.Table:
@@ -306,7 +321,9 @@ class ResponseCache:
         started = time.monotonic()
         listed = list_fragments(partition)
         with self._lock:
-            index = self._indexes.setdefault(partition.url, _Index({}, _empty_index_table()))
+            index = self._indexes.setdefault(
+                partition.url, _Index({}, [], _INDEX_SCHEMA.empty_table())
+            )
             new = [info for info in listed if info.name not in index.fragments]
             present = {info.name for info in listed}
             gone = [name for name in index.fragments if name not in present]
@@ -314,7 +331,11 @@ class ResponseCache:
         with self._lock:
             parts = [index.table]
             if gone:
-                keep = pc.invert(pc.is_in(index.table[_FRAGMENT_NAME], value_set=pa.array(gone)))
+                gone_names = set(gone)
+                numbers = pa.array(
+                    [n for n, name in enumerate(index.names) if name in gone_names], pa.int32()
+                )
+                keep = pc.invert(pc.is_in(index.table[_FRAGMENT], value_set=numbers))
                 parts = [index.table.filter(keep)]
                 for name in gone:
                     index.fragments.pop(name, None)
@@ -322,8 +343,8 @@ class ResponseCache:
                 if table is None or info.name in index.fragments:
                     continue
                 index.fragments[info.name] = info
-                parts.append(_index_rows(info.name, table))
-            index.table = pa.concat_tables(parts)
+                parts.append(_index_rows(index.number(info.name), table))
+            index.table = _joined(parts)
             self._refreshed_at[partition.url] = started
             return index.table
 
@@ -340,7 +361,24 @@ def _timestamp(moment: datetime) -> pa.Scalar:
     return pa.scalar(moment, TIMESTAMP)
 
 
-def _index_rows(name: str, table: pa.Table) -> pa.Table:
-    rows = table.select(_INDEX_COLUMNS)
-    rows = rows.append_column(_FRAGMENT_NAME, pa.repeat(name, rows.num_rows))
-    return rows.append_column(_ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+#: An index is made one piece again when it has this many (a journal adds one per flush, and a
+#: lookup's membership test pays per piece).
+_INDEX_PIECES = 512
+
+
+def _joined(parts: list[pa.Table]) -> pa.Table:
+    table = pa.concat_tables(parts)
+    return table.combine_chunks() if table.column(0).num_chunks > _INDEX_PIECES else table
+
+
+def _index_rows(number: int, table: pa.Table) -> pa.Table:
+    n = table.num_rows
+    return pa.table(
+        [
+            pa.array(hash_keys(table.column("key")), pa.uint64()),
+            table.column("written_at"),
+            pa.array(np.full(n, number, dtype=np.int32)),
+            pa.array(np.arange(n, dtype=np.int32)),
+        ],
+        schema=_INDEX_SCHEMA,
+    )

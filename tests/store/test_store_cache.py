@@ -117,6 +117,23 @@ def test_duplicate_keys_answer_with_the_latest(cache: ResponseCache) -> None:
     assert hits.column("text").to_pylist() == ["second"]
 
 
+def test_keys_that_share_their_first_64_bits_answer_only_for_themselves(
+    cache: ResponseCache,
+) -> None:
+    # The index keeps 64 bits of each key (memory at a million answers): a hit is confirmed on
+    # the whole key, so a newer answer of a key with the same first 16 hex digits is never
+    # served for another key.
+    first, second = "ab" * 8 + "0" * 48, "ab" * 8 + "1" * 48
+    cache.put(GROUP, [_response("q1", 0, text="mine", key=first)])
+    cache.put(GROUP, [_response("q2", 0, text="not mine", key=second)])
+    hits = cache.lookup(GROUP, [first])
+    assert hits.column("key").to_pylist() == [first]
+    assert hits.column("text").to_pylist() == ["mine"]
+    both = cache.lookup(GROUP, [second, first], fresh=True)
+    assert sorted(both.column("text").to_pylist()) == ["mine", "not mine"]
+    assert cache.lookup(GROUP, ["ab" * 8 + "2" * 48]).num_rows == 0  # same 64 bits, a miss
+
+
 def test_since_reuses_only_recent_answers(cache: ResponseCache) -> None:
     cache.put(GROUP, [_response("q1", 0)])
     time.sleep(0.01)
@@ -142,18 +159,6 @@ def test_an_older_cache_answers_misses_with_its_own_keys(
     by_key = dict(zip(hits.column("key").to_pylist(), hits.column("text").to_pylist(), strict=True))
     assert set(by_key) == set(keys[:3])  # answered under the new keys; q3 is a miss
     assert by_key[keys[0]] == "new layout"  # the new layout answers first
-
-
-def test_candidates_for_estimates(cache: ResponseCache) -> None:
-    cache.put(GROUP, [_response("q1", 0), _response("q2", 1)])
-    cells = pa.table(
-        {"item_id": ["q1", "q1", "q2", "q3"], "epoch": pa.array([0, 1, 1, 0], pa.int64())}
-    )
-    found = cache.candidates(GROUP, cells)
-    assert sorted(zip(found["item_id"].to_pylist(), found["epoch"].to_pylist(), strict=True)) == [
-        ("q1", 0),
-        ("q2", 1),
-    ]
 
 
 def test_default_cache_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
