@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.runtime.progress import Progress
@@ -33,7 +34,7 @@ from itemeval.secrets import redact
 from itemeval.store import SpendRecord, StageCounts
 
 if TYPE_CHECKING:
-    from itemeval.store import StudyStore
+    from itemeval.store import Stage, StudyStore
 
 #: A shard fails after this many failed attempts (the store failed, a bug...).
 MAX_SHARD_ATTEMPTS = 4
@@ -294,17 +295,33 @@ def fold(result: StageResult, summary: ShardSummary) -> None:
     told.add(summary.usd, summary.input_tokens, summary.output_tokens)
 
 
-def count_unreported_rows(store: StudyStore, table: str, run_id: str, result: StageResult) -> None:
+def count_unreported_rows(
+    store: StudyStore, stage: Stage, run_id: str, result: StageResult
+) -> None:
     """Correct `result.spend` from the store where a shard ended without its summary: a worker
     killed between its write and its reply leaves rows on disk that no summary counted, and
     their dollars are stored, not unstored. For each such condition, what this run's rows there
-    cost replaces what the summaries said (a stream of three columns; only after a loss)."""
-    columns = ["run_id", "usd", "input_tokens", "output_tokens"]
+    cost replaces what the summaries said. Each fragment is read as three columns and summed
+    as it is read (`read_by_condition`'s consistent read: a fragment compacted meanwhile is
+    counted once); only after a loss."""
+    sums = {"usd": pa.float64(), "input_tokens": pa.int64(), "output_tokens": pa.int64()}
+
+    def this_runs_cost(fragment: pa.Table) -> pa.Table:  # a fragment's rows: one row of sums
+        mine = fragment.filter(pc.equal(fragment.column("run_id"), run_id))
+        return pa.table(
+            {
+                name: pa.array([pc.sum(mine.column(name)).as_py() or 0], kind)
+                for name, kind in sums.items()
+            }
+        )
+
     for condition_id in sorted(result.unreported):
+        (costs,) = store.read_by_condition(
+            stage, [condition_id], ["run_id", *sums], dedup=False, reduce=this_runs_cost
+        ).values()
         found = RowCost()
-        for batch in store.scan(table, condition_id, columns):
-            mine = batch.filter(pc.equal(batch.column("run_id"), run_id))
-            found.add(*(pc.sum(mine.column(name)).as_py() or 0 for name in columns[1:]))
+        if costs.num_rows:
+            found.add(*(pc.sum(costs.column(name)).as_py() or 0 for name in sums))
         told = result.reported.get(condition_id, RowCost())
         result.spend.usd += found.usd - told.usd
         result.spend.input_tokens += found.input_tokens - told.input_tokens

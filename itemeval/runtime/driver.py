@@ -225,10 +225,12 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
         error = redact(f"{type(exc).__name__}: {exc}")
         raise
     finally:
-        _count_unreported_rows(outcome, plan, progress)
-        _finish(outcome, manifest, plan, stop, cap, error)
-        TIMELINE.mark("manifest written")
-        TIMELINE.report()
+        try:
+            _count_unreported_rows(outcome, plan, progress)
+        finally:  # a second Ctrl-C during the count still ends the manifest
+            _finish(outcome, manifest, plan, stop, cap, error)
+            TIMELINE.mark("manifest written")
+            TIMELINE.report()
     return outcome
 
 
@@ -242,7 +244,7 @@ def _count_unreported_rows(outcome: RunOutcome, plan: Plan, progress: Progress) 
             count_unreported_rows(plan.store, table, outcome.run_id, result)
         except Exception as exc:  # the manifest keeps the summaries' figures
             progress.message(
-                f"could not count the rows of lost shards in {table}: "
+                f"could not count the rows of lost shards in {table.name}: "
                 + redact(f"{type(exc).__name__}: {exc}")[:300]
             )
 

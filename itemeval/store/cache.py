@@ -267,9 +267,12 @@ class ResponseCache:
             return RESPONSE_SCHEMA.empty_table()
         # A key cached several times (writers racing, an item repeated) has several rows: the
         # best row of each 64-bit key is fetched, then confirmed on the whole key.
-        with self._lock:
-            names = pa.array(self._indexes[partition.url].names, pa.string())
-        hits = hits.append_column(_NAME, names.take(hits.column(_FRAGMENT)))
+        numbers = pc.unique(hits.column(_FRAGMENT).combine_chunks())
+        with self._lock:  # the names of the hits' fragments only (a journal adds one a flush)
+            all_names = self._indexes[partition.url].names
+            names = pa.array([all_names[n] for n in numbers.to_pylist()], pa.string())
+        at = pc.index_in(hits.column(_FRAGMENT), value_set=numbers)
+        hits = hits.append_column(_NAME, names.take(at))
         rows = self._confirmed(partition, _best(hits, _KEY), keys)
         found = set(rows.column("key").to_pylist())
         # Two keys that share their first 64 bits (about 1 in 10**7 per run of a million
