@@ -446,6 +446,10 @@ def _pending(plan: Plan, stage: StageName) -> CellMasks:
     assert plan.pending_generate is not None
     if stage == "generate":
         return plan.pending_generate
+    if plan.large_scan:
+        # The generate stage's freed pages first: the grade set's per-cell keys and id lookup
+        # (tens of MB at a million items) then reuse them instead of raising the peak.
+        release_unused_memory()
     return pending_grade(
         plan.store,
         [c.id for c in plan.design.grade],

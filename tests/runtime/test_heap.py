@@ -46,4 +46,4 @@ def test_pages_are_handed_back_only_after_a_large_scan(tmp_path, monkeypatch):
     assert trims == []
     monkeypatch.setattr(planning, "TRIM_AFTER_ITEMS", 2)  # the sample datasets are "large" now
     assert run_study(study, RunOptions(no_ray=True, yes=True, quiet=True)).exit_code == 0
-    assert trims == [1, 1]  # after planning's scan, and after the gate
+    assert trims == [1, 1, 1]  # after planning's scan, after the gate, before the grade set
