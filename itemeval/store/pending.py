@@ -17,8 +17,9 @@ become the cells of a shard only when the shard is dispatched (`cells(key, start
 `force=True` selects every cell (for grades: every `ok` solution). Rows of items or epochs
 outside the request are ignored. The two pending sets stream the store (`StudyStore.scan`),
 only its key, status and hash columns, and fold the rows into per-cell arrays as they come:
-what they hold is a few bytes per cell (masks, a 64-bit key per current solution), not the
-rows, so their memory follows the run's cells and a batch, not the store's size.
+what they hold is a few bytes per cell (masks; a 64-bit key per current solution only where a
+grade names the cell), not the rows, so their memory follows the run's cells and a batch, not
+the store's size.
 """
 
 from __future__ import annotations
@@ -214,13 +215,17 @@ def _ok_rows_keyed(table: pa.Table) -> pa.Table:
     return _keyed(_ok_rows(table), "text_hash")
 
 
+def _ok_grade_cells(table: pa.Table) -> pa.Table:
+    """A grades fragment's `ok` rows, `gen_condition_id` dictionary-encoded."""
+    ok = _ok_rows(table)
+    at = ok.schema.get_field_index("gen_condition_id")
+    return ok.set_column(at, "gen_condition_id", ok.column(at).cast(_GEN_CONDITION))
+
+
 def _ok_grade_rows(table: pa.Table) -> pa.Table:
     """A grades fragment's `ok` rows, `gen_condition_id` dictionary-encoded and
     `solution_hash` as a `hash_keys` key."""
-    ok = _ok_rows(table)
-    at = ok.schema.get_field_index("gen_condition_id")
-    ok = ok.set_column(at, "gen_condition_id", ok.column(at).cast(_GEN_CONDITION))
-    return _keyed(ok, "solution_hash")
+    return _keyed(_ok_grade_cells(table), "solution_hash")
 
 
 def _positions(table: pa.Table, items: ItemLookup, epochs: int) -> tuple[np.ndarray, np.ndarray]:
@@ -319,19 +324,29 @@ def pending_grade(
     given (keyed `(grade_condition_id, gen_condition_id)`). `unique_ids` as for
     `pending_generate`.
 
-    Both stages are streamed (`StudyStore.scan`): what is held is a few bytes per cell (the
-    current solution's `hash_keys` key and the masks), never the rows, so a million-cell store
-    is checked in the memory of its masks."""
+    Both stages are streamed (`StudyStore.scan`), never held as rows: first which cells some
+    `ok` grade names (a bit per cell); then each generate condition's solutions, folded into a
+    bit per cell (is there an `ok` one) and, for the named cells only, the current solution's
+    64-bit key; then the grades again, each clearing its cell if it graded that solution. A
+    first run's grade stage (no grade stored yet) so holds masks and the id lookup, not a key
+    per cell."""
     items = _checked(item_ids, epochs, unique_ids)
     n = len(items)
     gens = list(dict.fromkeys(gen_condition_ids))
     grade_ids = list(dict.fromkeys(grade_condition_ids))
     lookup = ItemLookup(items)
-    solutions = {gen: current_solution_keys(store, gen, lookup, epochs) for gen in gens}
+    named = {gen: np.zeros(n * epochs, dtype=bool) for gen in gens}
+    graded_ids = (
+        [] if force else [g for g in grade_ids if _mark_graded(store, g, named, lookup, epochs)]
+    )
+    solutions = {}
+    for gen in gens:
+        watch = _watch(named.pop(gen))
+        solutions[gen] = current_solution_keys(store, gen, lookup, epochs, watch=watch)
     masks: dict[Hashable, np.ndarray] = {}
     for gid in grade_ids:
         pending = {gen: solutions[gen].present.copy() for gen in gens}
-        if not force:
+        if gid in graded_ids:
             columns = ["gen_condition_id", "item_id", "epoch", "solution_hash", "status"]
             for graded in store.scan(GRADES, gid, columns, reduce=_ok_grade_rows):
                 _clear_graded(graded, solutions, pending, lookup, epochs)
@@ -340,38 +355,96 @@ def pending_grade(
     return CellMasks(items, epochs, masks)
 
 
+#: Above this share of a condition's cells named by grades, every cell keeps its key: the
+#: sorted positions (8 bytes each) and their look-ups would cost more than they save.
+DENSE_WATCH = 0.5
+
+
+def _mark_graded(
+    store: StudyStore,
+    grade_condition_id: str,
+    named: dict[str, np.ndarray],
+    items: ItemLookup,
+    epochs: int,
+) -> bool:
+    """Mark in `named` (per generate condition, a bit per cell) the cells an `ok` grade row of
+    `grade_condition_id` names; whether there was any."""
+    any_named = False
+    columns = ["gen_condition_id", "item_id", "epoch", "status"]
+    for graded in store.scan(GRADES, grade_condition_id, columns, reduce=_ok_grade_cells):
+        rows, positions = _positions(graded, items, epochs)
+        if not len(rows):
+            continue
+        gen_of_row = graded.column("gen_condition_id").take(pa.array(rows))
+        for gen, cells in named.items():
+            mine = pc.equal(gen_of_row, gen).to_numpy(zero_copy_only=False)
+            cells[positions[mine]] = True
+            any_named = any_named or bool(mine.any())
+    return any_named
+
+
+def _watch(named: np.ndarray) -> np.ndarray | None:
+    """The sorted positions of the named cells (None: so many that every cell keeps its key)."""
+    if int(named.sum()) > DENSE_WATCH * len(named):
+        return None
+    return np.flatnonzero(named)
+
+
 @dataclass
 class SolutionKeys:
     """One generate condition's current `ok` solution per cell (by cell position): whether
-    there is one, and the `hash_keys` key of its text."""
+    there is one, and for the watched cells the `hash_keys` key of its text."""
 
     present: np.ndarray  # bool[cells]
-    keys: np.ndarray  # uint64[cells], 0 where not present; empty when no cell is
+    #: sorted cell positions whose key is kept (`keys` aligned with them); None: every cell
+    watched: np.ndarray | None
+    keys: np.ndarray  # uint64, 0 where not present; empty when no watched cell has one
+
+    def is_current(self, positions: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """Whether each of `keys` is the key of the current solution at its position (False
+        where there is none, or where the position is not watched: no key is known there)."""
+        if not len(self.keys):
+            return np.zeros(len(positions), dtype=bool)
+        if self.watched is None:
+            return self.present[positions] & (self.keys[positions] == keys)
+        slots = np.minimum(np.searchsorted(self.watched, positions), len(self.watched) - 1)
+        known = self.watched[slots] == positions
+        return known & self.present[positions] & (self.keys[slots] == keys)
 
 
 def current_solution_keys(
-    store: StudyStore, gen_condition_id: str, items: pa.Array | ItemLookup, epochs: int
+    store: StudyStore,
+    gen_condition_id: str,
+    items: pa.Array | ItemLookup,
+    epochs: int,
+    *,
+    watch: np.ndarray | None = None,
 ) -> SolutionKeys:
-    """Fold one generate condition's `ok` rows, streamed, into the key of each cell's current
-    solution: the store's rule among `ok` rows (the later `written_at`, then the later
-    fragment), as `deduplicate` would choose. A row seen twice (compaction during the scan) is
-    the same row and changes nothing."""
+    """Fold one generate condition's `ok` rows, streamed, into whether each cell has one and
+    the key of the current one at the `watch`ed cells (sorted unique positions; None: every
+    cell): the store's rule among `ok` rows (the later `written_at`, then the later fragment),
+    as `deduplicate` would choose. A row seen twice (compaction during the scan) is the same
+    row and changes nothing."""
     lookup = items if isinstance(items, ItemLookup) else ItemLookup(items)
     cells = len(lookup) * epochs
+    slots = cells if watch is None else len(watch)
     present = np.zeros(cells, dtype=bool)
-    keys = np.zeros(0, dtype=np.uint64)  # 8 bytes a cell once a first solution is seen
+    keys = np.zeros(0, dtype=np.uint64)  # 8 bytes a slot once a first watched solution is seen
     newest = np.zeros(0, dtype=np.int64)
     columns = ["item_id", "epoch", "status", "text_hash", "written_at"]
     for ok in store.scan(SOLUTIONS, gen_condition_id, columns, reduce=_ok_rows_keyed):
         rows, positions = _positions(ok, lookup, epochs)
+        present[positions] = True
+        if watch is not None and len(rows):
+            rows, positions = _watched(watch, rows, positions)
         if not len(rows):
             continue
         if not len(keys):
-            keys = np.zeros(cells, dtype=np.uint64)
-            newest = np.full(cells, np.iinfo(np.int64).min, dtype=np.int64)
+            keys = np.zeros(slots, dtype=np.uint64)
+            newest = np.full(slots, np.iinfo(np.int64).min, dtype=np.int64)
         written = ok.column("written_at").cast(pa.int64()).to_numpy()[rows]
         text_keys = ok.column("text_hash").to_numpy()[rows]
-        # The last row of each cell in (cell, written_at, row order): within a batch, fragments
+        # The last row of each slot in (slot, written_at, row order): within a batch, fragments
         # come in name order, so a tie goes to the later fragment as the rule says.
         order = np.lexsort((np.arange(len(rows)), written, positions))
         positions, written, text_keys = positions[order], written[order], text_keys[order]
@@ -383,8 +456,18 @@ def current_solution_keys(
         at = positions[newer]
         newest[at] = written[newer]
         keys[at] = text_keys[newer]
-        present[at] = True
-    return SolutionKeys(present, keys)
+    return SolutionKeys(present, watch, keys)
+
+
+def _watched(
+    watch: np.ndarray, rows: np.ndarray, positions: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows at watched positions, and their slots in `watch`."""
+    if not len(watch):
+        return rows[:0], positions[:0]
+    at = np.minimum(np.searchsorted(watch, positions), len(watch) - 1)
+    hit = watch[at] == positions
+    return rows[hit], at[hit]
 
 
 def _clear_graded(
@@ -403,10 +486,9 @@ def _clear_graded(
     grade_keys = graded.column("solution_hash").to_numpy()[rows]
     for gen, current in solutions.items():
         if not len(current.keys):
-            continue  # no solution: nothing is graded
+            continue  # no solution key: nothing is graded
         mine = pc.equal(gen_of_row, gen).to_numpy(zero_copy_only=False)
         if not mine.any():
             continue
         at = positions[mine]
-        same = current.present[at] & (current.keys[at] == grade_keys[mine])
-        pending[gen][at[same]] = False
+        pending[gen][at[current.is_current(at, grade_keys[mine])]] = False

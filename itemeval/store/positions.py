@@ -83,8 +83,8 @@ class ItemLookup:
         hashes = string_hashes(self.items)
         index_type = np.int32 if len(self.items) < 2**31 else np.int64
         self._order = np.argsort(hashes, kind="stable").astype(index_type)
-        self._sorted = hashes[self._order]
-        del hashes
+        hashes.sort()  # in place: equal to hashes[order], without a third array of the ids
+        self._sorted = hashes
         repeated = self._sorted[1:] == self._sorted[:-1]
         #: Hashes that two or more items share, and those items (placed by `index_in`).
         self._shared = np.unique(self._sorted[1:][repeated])

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 import itemeval.store.fragments as fragments
+import itemeval.store.pending as pending_module
 from itemeval.store import StudyStore, pending_generate, pending_grade, solution_index, text_hash
 from itemeval.store.compact import compact_partition
 from itemeval.store.pending import current_solution_keys, hash_keys
@@ -70,6 +71,78 @@ def test_grade_pending_checks_grades_against_the_current_solution(
     assert pending.cells(("judge", "gen"))["item_id"].to_pylist() == ["a"]
     store.write_grades("judge", [grade("gen", "a", solution_hash=text_hash("A2"))])
     assert pending_grade(store, ["judge"], ["gen"], items, 1).num_rows == 0
+
+
+@pytest.mark.parametrize("batch_rows", [1, 3, 1000])
+@pytest.mark.parametrize("dense", [0.0, 1.0], ids=["every-key", "watched-keys"])
+def test_grade_pending_compares_keys_only_where_a_grade_names_the_cell(
+    store: StudyStore,
+    solution,
+    grade,
+    monkeypatch: pytest.MonkeyPatch,
+    batch_rows: int,
+    dense: float,
+) -> None:
+    """Two generate and two grade conditions; a few cells graded (the current solution or an
+    earlier one), most not graded at all: only the first are done, whether every cell's key
+    is kept or only the named cells'."""
+    monkeypatch.setattr(fragments, "SCAN_BATCH_ROWS", batch_rows)
+    monkeypatch.setattr(pending_module, "DENSE_WATCH", dense)
+    items = [f"q{i}" for i in range(8)]
+    for gen in ("g1", "g2"):
+        store.write_solutions(gen, [solution(i, text=f"{gen}{i}", at=1) for i in items])
+        store.write_solutions(
+            gen, [solution("q1", text=f"{gen}-new", at=2), solution("q2", ok=False)]
+        )
+    store.write_grades(
+        "judge",
+        [
+            grade("g1", "q0", solution_hash=text_hash("g1q0")),
+            grade("g2", "q0", solution_hash=text_hash("g2q0")),
+            grade("g1", "q1", solution_hash=text_hash("g1q1")),  # an earlier solution's
+            grade("g1", "q9", solution_hash=text_hash("g1q9")),  # not a selected item
+        ],
+    )
+    store.write_grades(
+        "scorer",
+        [
+            grade("g2", "q3", solution_hash=text_hash("g2q3")),
+            grade("g2", "q1", solution_hash=text_hash("g2-new")),
+            grade("g2", "q4", solution_hash=text_hash("g1q4")),  # the other condition's text
+        ],
+    )
+    pending = pending_grade(store, ["judge", "scorer"], ["g1", "g2"], items, 1)
+    left = {key: set(pending.cells(key)["item_id"].to_pylist()) for key in pending.masks}
+    assert list(left) == [("judge", "g1"), ("judge", "g2"), ("scorer", "g1"), ("scorer", "g2")]
+    assert left[("judge", "g1")] == set(items) - {"q0"}
+    assert left[("judge", "g2")] == set(items) - {"q0"}
+    assert left[("scorer", "g1")] == set(items)
+    assert left[("scorer", "g2")] == set(items) - {"q1", "q3"}
+
+
+def test_watched_keys_are_the_full_folds_keys(store: StudyStore, solution) -> None:
+    items = pa.array([f"q{i}" for i in range(6)])
+    store.write_solutions(
+        "gen", [solution(f"q{i}", e, text=f"a{i}{e}", at=5) for i in range(6) for e in (0, 1)]
+    )
+    store.write_solutions(
+        "gen", [solution("q0", 1, text="newer", at=9), solution("q5", 0, text="old", at=1)]
+    )
+    full = current_solution_keys(store, "gen", items, 2)
+    watch = np.array([1, 4, 10], dtype=np.int64)
+    watched = current_solution_keys(store, "gen", items, 2, watch=watch)
+    assert watched.present.tolist() == full.present.tolist()
+    assert len(watched.keys) == 3
+    assert watched.keys.tolist() == full.keys[watch].tolist()
+    newer = hash_keys(pa.array([text_hash("newer")]))
+    assert watched.is_current(np.array([1]), newer).tolist() == [True]
+    # a position not watched has no key known: never current, though its solution is (the
+    # same text as the watched position next to it)
+    store.write_solutions("gen", [solution("q0", 0, text="newer", at=9)])
+    full = current_solution_keys(store, "gen", items, 2)
+    watched = current_solution_keys(store, "gen", items, 2, watch=watch)
+    assert full.is_current(np.array([0, 1]), np.repeat(newer, 2)).tolist() == [True, True]
+    assert watched.is_current(np.array([0, 1]), np.repeat(newer, 2)).tolist() == [False, True]
 
 
 def test_a_stream_misses_no_row_while_the_partition_is_compacted(
