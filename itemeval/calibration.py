@@ -31,7 +31,7 @@ text.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 
 from itemeval.design import Design, GenerateCondition, GradeCondition
 from itemeval.errors import StoreError
+from itemeval.heap import release_unused_memory
 from itemeval.storage import Location, resolve
 from itemeval.store import (
     GRADES,
@@ -52,6 +53,7 @@ from itemeval.store import (
     default_cache_url,
 )
 from itemeval.store.cache import RESPONSES
+from itemeval.store.dedup import keys_present
 from itemeval.store.fragments import read_partitions
 from itemeval.store.layout import partition_dir
 from itemeval.store.positions import ItemLookup
@@ -198,34 +200,32 @@ def calibrate(
     out = Calibration()
     generate = list(design.generate)
     judges = list(design.judges)
-    solutions, grades = _store_rows(store, [c.id for c in generate], [j.id for j in judges])
     groups = {c.id: _generate_group(c) for c in generate} | {j.id: _judge_group(j) for j in judges}
-    cached: dict[str, pa.Table] = {}
-    if cache_url is not None:
-        try:
-            root = resolve(cache_url, storage_options)
-            cached = _cache_rows(root, set(groups.values()))
-        except (StoreError, OSError, ValueError) as exc:
-            out.warnings.append(
-                f"the estimate's calibration could not read the response cache at {cache_url} "
-                f"({exc}); it rests on the store alone"
-            )
-    empty = _empty_rows().append_column("cached", pa.array([], pa.bool_()))
-
+    cache = _CacheReader(cache_url, storage_options, out.warnings)
+    lookup = ItemLookup(priors.item_ids)
+    # One condition at a time: its rows are read, reduced to a few numbers per row and let go.
     rows: dict[str, _Rows] = {}
+    visible: list[pa.Table] = []  # a judge's input covers the judged solution's visible tokens
     for cond in generate:
-        stored = solutions.get(cond.id, empty)
-        extra = _cache_only(cached.get(groups[cond.id]), stored)
+        stored = _store_rows(store, SOLUTIONS, cond.id, [*CELL, *USAGE, "cached"])
+        extra = _cache_only(cache.rows(groups[cond.id]), stored)
         prior_in, _, _ = priors.generate[cond.id]
-        rows[cond.id] = _Rows.of(stored, extra, priors.item_ids, per_item=prior_in)
-    # A judge's input covers the judged solution: its visible tokens come from its stored row.
-    visible = _visible_by_cell(solutions)
+        rows[cond.id] = _Rows.of(stored, extra, lookup, per_item=prior_in)
+        if judges:
+            visible.append(_visible_of(cond.id, stored))
+        stored = extra = None
+        _let_go(rows[cond.id])
+    visible_by_cell = pa.concat_tables(visible) if visible else _empty_visible()
+    visible = []
     for judge in judges:
-        stored = grades.get(judge.id, _empty_grade_rows())
-        extra = _cache_only(cached.get(groups[judge.id]), stored.select([*CELL, *USAGE]))
+        stored = _store_rows(store, GRADES, judge.id, ["gen_condition_id", *CELL, *USAGE, "cached"])
+        extra = _cache_only(cache.rows(groups[judge.id]), stored.select([*CELL, *USAGE]))
         base = priors.judge_input[judge.id]
-        prior_in = _judge_prior_input(stored, visible, priors.item_ids, base)
-        rows[judge.id] = _Rows.of(stored, extra, priors.item_ids, per_stored_row=prior_in)
+        prior_in = _judge_prior_input(stored, visible_by_cell, lookup, base)
+        rows[judge.id] = _Rows.of(stored, extra, lookup, per_stored_row=prior_in)
+        stored = extra = None
+        _let_go(rows[judge.id])
+    visible_by_cell = None
 
     models = {c.id: c.model_id for c in generate} | {j.id: j.model_id or "" for j in judges}
     by_model = _model_ratios(rows, models)
@@ -249,6 +249,18 @@ def calibrate(
     return out
 
 
+#: Rows read for one condition from which its read's freed pages are handed back before the
+#: next condition is read (below it they are few, and the collection is not worth its time).
+TRIM_AFTER_ROWS = 100_000
+
+
+def _let_go(rows: _Rows) -> None:
+    """After a condition's rows are read and reduced: a large read's freed pages go back to
+    the system, so that the next condition's read reuses them instead of raising the peak."""
+    if rows.store_rows + rows.cache_rows >= TRIM_AFTER_ROWS:
+        release_unused_memory()
+
+
 @dataclass
 class _Rows:
     """One condition's usage rows: store rows first, then cache-only rows."""
@@ -269,7 +281,7 @@ class _Rows:
         cls,
         stored: pa.Table,
         extra: pa.Table,
-        item_ids: pa.Array,
+        item_ids: pa.Array | ItemLookup,
         *,
         per_item: np.ndarray | None = None,
         per_stored_row: np.ndarray | None = None,
@@ -283,7 +295,10 @@ class _Rows:
             [stored.select([*CELL, *USAGE]), extra.select([*CELL, *USAGE])],
             promote_options="permissive",
         )
-        pos = ItemLookup(item_ids).positions(table.column("item_id"))
+        lookup = item_ids if isinstance(item_ids, ItemLookup) else ItemLookup(item_ids)
+        pos = lookup.positions(table.column("item_id"))
+        if len(lookup) < 2**31:
+            pos = pos.astype(np.int32)
         known = pos >= 0
         if per_stored_row is not None:
             per_row = np.concatenate([per_stored_row, np.full(extra.num_rows, np.nan)])
@@ -466,27 +481,48 @@ def _judge_group(cond: GradeCondition) -> str:
 
 
 def _store_rows(
-    store: StudyStore, generate_ids: Sequence[str], judge_ids: Sequence[str]
-) -> tuple[dict[str, pa.Table], dict[str, pa.Table]]:
-    """The usage of every stored cell's row (its best row: ok before error), per condition.
+    store: StudyStore, stage: str, condition_id: str, columns: Sequence[str]
+) -> pa.Table:
+    """The usage of every stored cell's row of one condition (its best row: ok before error).
     Error rows count when the provider reported usage: an empty or filtered answer was billed,
     and its retry will be too."""
-    solutions = store.read_by_condition(SOLUTIONS, generate_ids, [*CELL, *USAGE, "cached"])
-    grades = store.read_by_condition(
-        GRADES, judge_ids, ["gen_condition_id", *CELL, *USAGE, "cached"]
-    )
-    return (
-        {cid: _reported(t) for cid, t in solutions.items()},
-        {cid: _reported(t) for cid, t in grades.items()},
-    )
+    read = store.read_by_condition(stage, [condition_id], columns, ordered=False)
+    table = read.get(condition_id)
+    if table is None:  # nothing stored yet
+        if stage == GRADES:
+            return _empty_grade_rows()
+        return _empty_rows().append_column("cached", pa.array([], pa.bool_()))
+    return _reported(table)
 
 
-def _cache_rows(root: Location, groups: Iterable[str]) -> dict[str, pa.Table]:
-    partitions = {g: root.join(RESPONSES.name, partition_dir(RESPONSES, g)) for g in groups}
-    if not partitions:
-        return {}
-    tables = read_partitions(partitions, RESPONSE_SCHEMA, [*CELL, *USAGE])
-    return {g: _reported(t.select([*CELL, *USAGE])) for g, t in tables.items()}
+class _CacheReader:
+    """The response cache's usage rows, one group at a time. A cache that cannot be read is
+    said once (in `warnings`) and then left alone: the calibration rests on the store."""
+
+    def __init__(
+        self, url: str | None, options: dict[str, Any] | None, warnings: list[str]
+    ) -> None:
+        self._url = url
+        self._options = options
+        self._warnings = warnings
+        self._root: Location | None = None
+
+    def rows(self, group: str) -> pa.Table | None:
+        if self._url is None:
+            return None
+        try:
+            if self._root is None:
+                self._root = resolve(self._url, self._options)
+            partition = self._root.join(RESPONSES.name, partition_dir(RESPONSES, group))
+            table = read_partitions({group: partition}, RESPONSE_SCHEMA, [*CELL, *USAGE])[group]
+        except (StoreError, OSError, ValueError) as exc:
+            self._warnings.append(
+                f"the estimate's calibration could not read the response cache at {self._url} "
+                f"({exc}); it rests on the store alone"
+            )
+            self._url = None
+            return None
+        return _reported(table.select([*CELL, *USAGE]))
 
 
 def _reported(table: pa.Table) -> pa.Table:
@@ -500,8 +536,7 @@ def _cache_only(cached: pa.Table | None, stored: pa.Table) -> pa.Table:
     if cached is None or cached.num_rows == 0:
         return _empty_rows()
     if stored.num_rows:
-        keys = stored.select(CELL)
-        cached = cached.join(keys, keys=CELL, join_type="left anti", use_threads=False)
+        cached = cached.filter(pa.array(~keys_present(cached, stored, CELL)))
         if cached.num_rows == 0:
             return _empty_rows()
     numbered = cached.append_column("_row", pa.array(np.arange(cached.num_rows)))
@@ -509,35 +544,37 @@ def _cache_only(cached: pa.Table | None, stored: pa.Table) -> pa.Table:
     return cached.take(first.column("_row_min")).select([*CELL, *USAGE])
 
 
-def _visible_by_cell(solutions: Mapping[str, pa.Table]) -> pa.Table:
-    """Visible output tokens of every stored solution, keyed by generate condition and cell."""
-    parts = []
-    for cid, table in solutions.items():
-        visible = pc.subtract(table.column("output_tokens"), table.column("reasoning_tokens"))
-        parts.append(
-            pa.table(
-                {
-                    "gen_condition_id": pa.repeat(pa.scalar(cid), table.num_rows),
-                    "item_id": table.column("item_id"),
-                    "epoch": table.column("epoch"),
-                    "visible": visible,
-                }
-            )
-        )
-    if not parts:
-        return pa.table(
-            {
-                "gen_condition_id": pa.array([], pa.string()),
-                "item_id": pa.array([], pa.string()),
-                "epoch": pa.array([], pa.int32()),
-                "visible": pa.array([], pa.int64()),
-            }
-        )
-    return pa.concat_tables(parts)
+def _visible_of(condition_id: str, solutions: pa.Table) -> pa.Table:
+    """Visible output tokens of one generate condition's stored solutions, keyed by condition
+    and cell."""
+    visible = pc.subtract(solutions.column("output_tokens"), solutions.column("reasoning_tokens"))
+    return pa.table(
+        {
+            "gen_condition_id": pa.repeat(pa.scalar(condition_id), solutions.num_rows),
+            "item_id": solutions.column("item_id"),
+            "epoch": solutions.column("epoch"),
+            "visible": visible,
+        },
+        schema=_VISIBLE,
+    )
+
+
+_VISIBLE = pa.schema(
+    [
+        pa.field("gen_condition_id", pa.string()),
+        pa.field("item_id", pa.string()),
+        pa.field("epoch", pa.int32()),
+        pa.field("visible", pa.int64()),
+    ]
+)
+
+
+def _empty_visible() -> pa.Table:
+    return _VISIBLE.empty_table()
 
 
 def _judge_prior_input(
-    grades: pa.Table, visible: pa.Table, item_ids: pa.Array, base: np.ndarray
+    grades: pa.Table, visible: pa.Table, items: ItemLookup, base: np.ndarray
 ) -> np.ndarray:
     """Per stored grade row: the rubric's tokens for its item plus the judged solution's visible
     tokens (NaN where the item or the solution is unknown)."""
@@ -549,7 +586,7 @@ def _judge_prior_input(
     joined = numbered.join(
         visible, keys=["gen_condition_id", *CELL], join_type="left outer", use_threads=False
     ).sort_by("_row")
-    pos = ItemLookup(item_ids).positions(joined.column("item_id"))
+    pos = items.positions(joined.column("item_id"))
     seen = joined.column("visible").to_numpy(zero_copy_only=False).astype(np.float64)
     out = np.full(grades.num_rows, np.nan)
     known = (pos >= 0) & ~np.isnan(seen)
@@ -558,7 +595,10 @@ def _judge_prior_input(
 
 
 def _ints(table: pa.Table, column: str) -> np.ndarray:
-    return table.column(column).to_numpy().astype(np.int64)
+    """A column of token counts or epochs as int32: 4 bytes a row (a condition can have a
+    million rows); sums are taken in int64 by numpy. A count past 2**31 - 1 is clipped."""
+    values = table.column(column).to_numpy()
+    return np.minimum(values, np.iinfo(np.int32).max).astype(np.int32)
 
 
 def _empty_rows() -> pa.Table:

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location, resolve
-from itemeval.store.dedup import deduplicate
+from itemeval.store.dedup import deduplicate, deduplicate_unordered
 from itemeval.store.fragments import (
     FRAGMENT_NAME,
     FragmentInfo,
@@ -189,6 +189,7 @@ class StudyStore:
         columns: Sequence[str] | None = None,
         *,
         dedup: bool = True,
+        ordered: bool = True,
         fragment_names: bool = False,
         reduce: FragmentReducer | None = None,
     ) -> dict[str, pa.Table]:
@@ -197,6 +198,8 @@ class StudyStore:
         With `dedup`, each table holds the best row of each key; the key and status columns
         are read for that even when `columns` leaves them out, and dropped again. With
         `fragment_names`, a last column `_fragment_name` says which fragment each row is in.
+        `ordered=False`: deduplicated rows in no particular order (`deduplicate_unordered`:
+        much less memory than the sort into key order, for a reader that sums or places them).
         `reduce` is applied to each fragment as it is read (`fragments.read_partitions`); the
         result holds the `columns` it kept. With `dedup` it must keep the key columns, and may
         drop rows only where the rule would not have chosen them (e.g. error rows of a reader
@@ -217,7 +220,8 @@ class StudyStore:
         out: dict[str, pa.Table] = {}
         for cid, table in tables.items():
             if dedup:
-                table = deduplicate(table, stage.keys)
+                dedup_rows = deduplicate if ordered else deduplicate_unordered
+                table = dedup_rows(table, stage.keys)
             kept = keep if reduce is None else [c for c in keep if c in table.column_names]
             out[cid] = table.select(kept)
         return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -9,6 +10,7 @@ import pytest
 
 from itemeval.errors import StoreError
 from itemeval.store import SOLUTION_SCHEMA, StudyStore, build_table
+from itemeval.store import dedup as dedup_module
 from itemeval.store import fragments as fragments_module
 from itemeval.store.fragments import encode_fragment, list_fragments, read_fragments
 
@@ -87,6 +89,60 @@ def test_dedup_is_per_key_across_many_fragments(store: StudyStore, solution) -> 
     assert table.num_rows == 40
     assert len(set(_keys(table))) == 40
     assert set(table.column("status").to_pylist()) == {"ok"}
+
+
+@pytest.mark.parametrize("collide", [False, True], ids=["own-hashes", "one-shared-hash"])
+def test_unordered_dedup_keeps_the_same_rows_as_the_ordered_one(
+    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch, collide: bool
+) -> None:
+    """Keys written once, keys written several times (error then ok, later written_at, a tie
+    between fragments), and, with `collide`, every key's hash the same: the rows kept are
+    the ordered reader's, whatever the order."""
+    if collide:
+        monkeypatch.setattr(
+            dedup_module, "key_hashes", lambda table, keys: np.zeros(table.num_rows, np.uint64)
+        )
+    store.write_solutions(
+        "c1", [solution(f"q{i}", e, text=f"a{i}{e}", at=5) for i in range(9) for e in (0, 1)]
+    )
+    store.write_solutions(
+        "c1", [solution("q1", 0, ok=False, at=9), solution("q2", 1, text="newer", at=7)]
+    )
+    store.write_solutions(
+        "c1", [solution("q3", 0, text="tie-later", at=5), solution("q7", ok=False)]
+    )
+    columns = ["item_id", "epoch", "status", "text"]
+    ordered = store.read_by_condition("solutions", ["c1"], columns)["c1"]
+    unordered = store.read_by_condition("solutions", ["c1"], columns, ordered=False)["c1"]
+    assert unordered.num_rows == ordered.num_rows == 18
+    assert sorted(_rows(unordered)) == _rows(ordered)
+    texts = {(r[0], r[1]): r[3] for r in _rows(unordered)}
+    assert texts[("q1", 0)] == "a10" and texts[("q2", 1)] == "newer"
+    assert texts[("q3", 0)] == "tie-later" and texts[("q7", 0)] == "a70"
+
+
+@pytest.mark.parametrize("collide", [False, True], ids=["own-hashes", "one-shared-hash"])
+def test_keys_present_is_exact_whatever_the_hashes(
+    monkeypatch: pytest.MonkeyPatch, collide: bool
+) -> None:
+    if collide:
+        monkeypatch.setattr(
+            dedup_module, "key_hashes", lambda table, keys: np.zeros(table.num_rows, np.uint64)
+        )
+    among = pa.table({"item_id": ["a", "b", "c", "d"], "epoch": pa.array([0, 1, 0, 0], pa.int32())})
+    table = pa.table(
+        {
+            "item_id": ["a", "a", "b", "b", "e", "d", "c"],
+            "epoch": pa.array([0, 1, 1, 0, 0, 0, 0], pa.int32()),
+        }
+    )
+    present = dedup_module.keys_present(table, among, ["item_id", "epoch"])
+    assert present.tolist() == [True, False, True, False, False, True, True]
+    assert not dedup_module.keys_present(table, among.slice(0, 0), ["item_id"]).any()
+
+
+def _rows(table: pa.Table) -> list[tuple]:
+    return list(zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True))
 
 
 def test_a_reducer_sees_each_fragment_and_dedup_still_picks_the_best_row(
