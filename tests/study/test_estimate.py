@@ -41,19 +41,7 @@ def test_stored_rows_are_not_counted_as_remaining(tmp_path, monkeypatch):
     plan = make_plan(study)
     cond = plan.design.generate[0]
     items = plan.items.column("item_id").to_pylist()
-    rows = [
-        {
-            "item_id": item,
-            "epoch": epoch,
-            "status": "ok",
-            "text": "42",
-            "model": cond.model_id,
-            "run_id": "test",
-            "request_hash": "x",
-        }
-        for item in items
-        for epoch in range(3)
-    ]
+    rows = _solution_rows(cond, [(item, epoch) for item in items for epoch in range(3)])
     plan.store.write("solutions", cond.id, rows)
     again = make_plan(study)
     line = next(line for line in again.estimate.lines if line.condition_id == cond.id)
@@ -176,26 +164,33 @@ def test_the_estimate_made_a_slice_of_items_at_a_time_is_the_whole_estimate(tmp_
     plan.store.write(
         "solutions",
         cond.id,
-        [
-            {
-                "item_id": item,
-                "epoch": epoch,
-                "status": "ok",
-                "text": f"answer {item}",
-                "model": cond.model_id,
-                "run_id": "test",
-                "request_hash": f"h-{item}-{epoch}",
-                "input_tokens": 50 + len(item),
-                "output_tokens": 30,
-            }
-            for item, epoch in stored
-        ],
+        _solution_rows(cond, stored, usage=lambda item: (50 + len(item), 30)),
     )
     whole = make_plan(study).estimate
     monkeypatch.setattr(estimate, "ESTIMATE_SLICE", 3)
     sliced = make_plan(study).estimate
     assert whole.lines[0].remaining_cells < whole.lines[0].cells  # some cells are stored
     _assert_same_lines(sliced.lines, whole.lines)
+
+
+def _solution_rows(cond, cells, usage=None) -> list[dict]:
+    """`ok` solution rows of `cond` for `(item, epoch)` cells; `usage(item)` gives their
+    (input, output) tokens."""
+    rows = []
+    for item, epoch in cells:
+        row = {
+            "item_id": item,
+            "epoch": epoch,
+            "status": "ok",
+            "text": f"answer {item}",
+            "model": cond.model_id,
+            "run_id": "test",
+            "request_hash": f"h-{item}-{epoch}",
+        }
+        if usage is not None:
+            row["input_tokens"], row["output_tokens"] = usage(item)
+        rows.append(row)
+    return rows
 
 
 def _assert_same_lines(left, right) -> None:
