@@ -263,6 +263,55 @@ def test_a_slow_store_write_never_stalls_the_calls_in_flight(tmp_path, s3_server
     assert pc.max(latency.column("latency_ms")).as_py() < 1000
 
 
+def test_rows_of_a_shard_still_in_flight_after_a_stop_are_counted_as_stored(tmp_path, monkeypatch):
+    # A stop waits for the shards in flight, then cancels them; one that still has not
+    # answered may have written rows no summary counts. The driver must find them too.
+    monkeypatch.setenv("ITEMEVAL_STOP_GRACE_S", "0.2")
+    study = load_study(write_study(tmp_path, **{"runtime.shard_size": 4}))
+    executor = _StuckAtStop()
+    outcome = run_study(study, INLINE, executor_factory=executor)
+    assert executor.stuck is not None and outcome.status != "completed"
+    store = StudyStore.open(study.store_url)
+    manifest = latest_manifest(store)
+    rows = store.read("solutions", columns=["run_id", "usd", "item_id"], dedup=False)
+    mine = rows.filter(pc.equal(rows.column("run_id"), manifest.run_id))
+    stuck = set(executor.stuck.cells.column("item_id").to_pylist())
+    assert stuck <= set(mine.column("item_id").to_pylist())  # its rows are on disk
+    stored = pc.sum(mine.column("usd")).as_py()
+    assert outcome.stored_usd == pytest.approx(stored, abs=1e-9)
+    assert manifest.spend.usd == pytest.approx(stored, abs=1e-9)
+    assert manifest.spend.unstored_usd == pytest.approx(0.0, abs=1e-9)
+
+
+class _StuckAtStop:
+    """The in-process executor, except that the first shard to write a fragment never
+    answers (still in flight after every cancel), and its write asks the run to stop."""
+
+    def __init__(self):
+        self.stuck = None
+        self.inner: InlineExecutor | None = None
+
+    def __call__(self, context):
+        self.inner = InlineExecutor(_with_shares(context, 1), per_worker=2)
+        return self
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def in_flight(self):
+        return self.inner.in_flight() + ([self.stuck] if self.stuck is not None else [])
+
+    def poll(self, timeout):
+        out = []
+        for shard, outcome in self.inner.poll(timeout):
+            if self.stuck is None and isinstance(outcome, ShardSummary) and outcome.fragment:
+                self.stuck = shard
+                os.kill(os.getpid(), signal.SIGTERM)  # the driver's handler: a stop request
+                continue
+            out.append((shard, outcome))
+        return out
+
+
 class _LostAfterWrite:
     """The in-process executor, except that the first shards of `stage` that write a fragment
     report a lost worker instead of their summary: a worker killed between its write and its
