@@ -292,6 +292,7 @@ def solution_index(
         SOLUTIONS,
         [gen_condition_id],
         ["item_id", "epoch", "status", "text_hash"],
+        ordered=False,  # placed by cell position below; the sort into key order cost ~100 MB
         fragment_names=fragment_names,
         reduce=_ok_rows,
     )[gen_condition_id]

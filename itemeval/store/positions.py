@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 #: difference in the middle of a long id only sends it to the exact fallback).
 _HASHED_BYTES = 48
 _HASH_SLICE = 1 << 16  # ids hashed at a time
+_PLACE_SLICE = 1 << 16  # values placed at a time
 _PRIME = np.uint64(0x100000001B3)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
@@ -99,8 +100,17 @@ class ItemLookup:
             return found
         if not self._built:
             self._build()
-        if isinstance(values, pa.ChunkedArray):
-            values = values.combine_chunks()
+        # A slice at a time: the confirmation copies the strings it compares (a million rows
+        # placed at once took ~60 MB of copies).
+        for start in range(0, len(values), _PLACE_SLICE):
+            piece = values.slice(start, _PLACE_SLICE)
+            if isinstance(piece, pa.ChunkedArray):
+                piece = piece.combine_chunks()
+            found[start : start + len(piece)] = self._place(piece)
+        return found
+
+    def _place(self, values: pa.Array) -> np.ndarray:
+        found = np.full(len(values), -1, dtype=np.int64)
         hashes = string_hashes(values)
         at = np.minimum(np.searchsorted(self._sorted, hashes), len(self._sorted) - 1)
         rows = np.flatnonzero(self._sorted[at] == hashes)

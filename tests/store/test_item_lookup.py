@@ -60,3 +60,15 @@ def test_hashes_do_not_depend_on_the_slicing(monkeypatch) -> None:  # type: igno
         == whole.tolist()
     )
     _check(ids, ids.take(pa.array(np.arange(0, 5000, 7))))
+
+
+def test_placing_a_slice_at_a_time_places_every_value(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import itemeval.store.positions as positions
+
+    monkeypatch.setattr(positions, "_PLACE_SLICE", 3)
+    items = pa.array(["x" * 60 + f"{i:04d}" + "y" * 60 for i in range(40)] + ["q1", "q2"])
+    values = pa.chunked_array(
+        [items.slice(0, 5), ["q2", "nope"], items.slice(30, 12), ["x" * 60 + "9999" + "y" * 60]]
+    )
+    found = _check(items, values)
+    assert (found >= 0).sum() == len(values) - 2
