@@ -25,44 +25,45 @@ Rows come from this study's store (`solutions/`, `grades/`: the row of each cell
 the response cache (`<cache>/calls/group=<group>/`: every paid answer, this study's and other
 studies'); cache rows of cells the store holds are left out, so a call counts once, and rows
 without usage (a host that reports none) are left out. Only the usage columns are read, never a
-text.
+text (reading them, a condition at a time: `usage_rows.py`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from itemeval.design import Design, GenerateCondition, GradeCondition
-from itemeval.errors import StoreError
-from itemeval.heap import release_unused_memory
-from itemeval.storage import Location, resolve
 from itemeval.store import (
     GRADES,
-    RESPONSE_SCHEMA,
     SOLUTIONS,
     STUDY_CACHE_DIR,
     StudyStore,
     cache_group,
     default_cache_url,
 )
-from itemeval.store.cache import RESPONSES
-from itemeval.store.dedup import keys_present
-from itemeval.store.fragments import read_partitions
-from itemeval.store.layout import partition_dir
 from itemeval.store.positions import ItemLookup
+from itemeval.usage_rows import (
+    CELL,
+    USAGE,
+    CacheReader,
+    Source,
+    UsageRows,
+    cache_only,
+    empty_visible,
+    judge_prior_input,
+    let_go,
+    store_rows,
+    visible_of,
+)
 
 #: Rows a condition needs before what they show replaces the prior.
 MIN_ROWS = 3
-
-USAGE = ["input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens"]
-CELL = ["item_id", "epoch"]
 
 
 # -- what calibration works on and gives back -----------------------------------------------
@@ -81,33 +82,11 @@ class Priors:
     judge_output: Mapping[str, np.ndarray]  # judge id -> prior output
 
 
-@dataclass(frozen=True, slots=True)
-class Source:
-    """Where a calibration came from: rows of this study's store and of the response cache."""
-
-    store_rows: int = 0
-    cache_rows: int = 0
-
-    @property
-    def rows(self) -> int:
-        return self.store_rows + self.cache_rows
-
-    def describe(self) -> str:
-        if not self.rows:
-            return "prior"
-        parts = []
-        if self.store_rows:
-            parts.append(f"store {self.store_rows:,}")
-        if self.cache_rows:
-            parts.append(f"cache {self.cache_rows:,}")
-        return " + ".join(parts) + (" row" if self.rows == 1 else " rows")
-
-
 @dataclass(frozen=True)
 class Fit:
     """How one condition's prior token counts become calibrated ones (the default: the prior)."""
 
-    source: Source = Source()
+    source: Source = field(default_factory=Source)
     input_ratio: float | None = None
     input_from: str = "prior"  # "rows" | "model" (the model's other conditions) | "prior"
     visible_scale: float | None = None  # observed / prior visible output
@@ -201,30 +180,30 @@ def calibrate(
     generate = list(design.generate)
     judges = list(design.judges)
     groups = {c.id: _generate_group(c) for c in generate} | {j.id: _judge_group(j) for j in judges}
-    cache = _CacheReader(cache_url, storage_options, out.warnings)
+    cache = CacheReader(cache_url, storage_options, out.warnings)
     lookup = ItemLookup(priors.item_ids)
     # One condition at a time: its rows are read, reduced to a few numbers per row and let go.
-    rows: dict[str, _Rows] = {}
+    rows: dict[str, UsageRows] = {}
     visible: list[pa.Table] = []  # a judge's input covers the judged solution's visible tokens
     for cond in generate:
-        stored = _store_rows(store, SOLUTIONS, cond.id, [*CELL, *USAGE, "cached"])
-        extra = _cache_only(cache.rows(groups[cond.id]), stored)
+        stored = store_rows(store, SOLUTIONS, cond.id, [*CELL, *USAGE, "cached"])
+        extra = cache_only(cache.rows(groups[cond.id]), stored)
         prior_in, _, _ = priors.generate[cond.id]
-        rows[cond.id] = _Rows.of(stored, extra, lookup, per_item=prior_in)
+        rows[cond.id] = UsageRows.of(stored, extra, lookup, per_item=prior_in)
         if judges:
-            visible.append(_visible_of(cond.id, stored))
+            visible.append(visible_of(cond.id, stored))
         stored = extra = None
-        _let_go(rows[cond.id])
-    visible_by_cell = pa.concat_tables(visible) if visible else _empty_visible()
+        let_go(rows[cond.id])
+    visible_by_cell = pa.concat_tables(visible) if visible else empty_visible()
     visible = []
     for judge in judges:
-        stored = _store_rows(store, GRADES, judge.id, ["gen_condition_id", *CELL, *USAGE, "cached"])
-        extra = _cache_only(cache.rows(groups[judge.id]), stored.select([*CELL, *USAGE]))
+        stored = store_rows(store, GRADES, judge.id, ["gen_condition_id", *CELL, *USAGE, "cached"])
+        extra = cache_only(cache.rows(groups[judge.id]), stored.select([*CELL, *USAGE]))
         base = priors.judge_input[judge.id]
-        prior_in = _judge_prior_input(stored, visible_by_cell, lookup, base)
-        rows[judge.id] = _Rows.of(stored, extra, lookup, per_stored_row=prior_in)
+        prior_in = judge_prior_input(stored, visible_by_cell, lookup, base)
+        rows[judge.id] = UsageRows.of(stored, extra, lookup, per_stored_row=prior_in)
         stored = extra = None
-        _let_go(rows[judge.id])
+        let_go(rows[judge.id])
     visible_by_cell = None
 
     models = {c.id: c.model_id for c in generate} | {j.id: j.model_id or "" for j in judges}
@@ -249,102 +228,8 @@ def calibrate(
     return out
 
 
-#: Rows read for one condition from which its read's freed pages are handed back before the
-#: next condition is read (below it they are few, and the collection is not worth its time).
-TRIM_AFTER_ROWS = 100_000
-
-
-def _let_go(rows: _Rows) -> None:
-    """After a condition's rows are read and reduced: a large read's freed pages go back to
-    the system, so that the next condition's read reuses them instead of raising the peak."""
-    if rows.store_rows + rows.cache_rows >= TRIM_AFTER_ROWS:
-        release_unused_memory()
-
-
-@dataclass
-class _Rows:
-    """One condition's usage rows: store rows first, then cache-only rows."""
-
-    pos: np.ndarray  # position in the selected items, -1 for an item outside this study
-    input: np.ndarray
-    output: np.ndarray
-    cached: np.ndarray
-    reasoning: np.ndarray
-    prior_input: np.ndarray  # per row; NaN where unknown (the judged solution is not stored)
-    store_rows: int
-    cache_rows: int
-    epoch: np.ndarray  # per row
-    store_answered: int  # stored rows that the response cache answered
-
-    @classmethod
-    def of(
-        cls,
-        stored: pa.Table,
-        extra: pa.Table,
-        item_ids: pa.Array | ItemLookup,
-        *,
-        per_item: np.ndarray | None = None,
-        per_stored_row: np.ndarray | None = None,
-    ) -> _Rows:
-        """`per_item`: the prior input of each selected item; or `per_stored_row`: of each
-        stored row (judges: cache rows have no judged solution to count, so NaN)."""
-        stored = stored.select([*CELL, *USAGE, "cached"])
-        # The store's columns are non-nullable and an empty cache read's are not: the same
-        # columns either way, so let arrow unify their nullability.
-        table = pa.concat_tables(
-            [stored.select([*CELL, *USAGE]), extra.select([*CELL, *USAGE])],
-            promote_options="permissive",
-        )
-        lookup = item_ids if isinstance(item_ids, ItemLookup) else ItemLookup(item_ids)
-        pos = lookup.positions(table.column("item_id"))
-        if len(lookup) < 2**31:
-            pos = pos.astype(np.int32)
-        known = pos >= 0
-        if per_stored_row is not None:
-            per_row = np.concatenate([per_stored_row, np.full(extra.num_rows, np.nan)])
-        else:
-            assert per_item is not None
-            per_row = np.full(len(pos), np.nan)
-            per_row[known] = per_item[pos[known]]
-        return cls(
-            pos=pos,
-            input=_ints(table, "input_tokens"),
-            output=_ints(table, "output_tokens"),
-            cached=_ints(table, "cached_input_tokens"),
-            reasoning=_ints(table, "reasoning_tokens"),
-            prior_input=per_row,
-            store_rows=stored.num_rows,
-            cache_rows=extra.num_rows,
-            epoch=_ints(table, "epoch"),
-            store_answered=int(pc.sum(stored.column("cached")).as_py() or 0),
-        )
-
-    def answered(self, items: int, epochs: int) -> np.ndarray | None:
-        """Per item: cache-only rows of this study's cells (answers the cache holds); None
-        when there are none (no per-item array is made: a million items would cost 8 MB)."""
-        extra = slice(self.store_rows, None)
-        pos, epoch = self.pos[extra], self.epoch[extra]
-        keep = (pos >= 0) & (epoch < epochs)
-        if not keep.any():
-            return None
-        return np.bincount(pos[keep], minlength=items).astype(np.int32)
-
-    @property
-    def source(self) -> Source:
-        return Source(self.store_rows, self.cache_rows)
-
-    def input_sums(self) -> tuple[float, float, int]:
-        """Reported and prior input over the rows where both are known, and their number."""
-        usable = ~np.isnan(self.prior_input)
-        return (
-            float(self.input[usable].sum()),
-            float(self.prior_input[usable].sum()),
-            int(usable.sum()),
-        )
-
-
 def _fit(
-    rows: _Rows,
+    rows: UsageRows,
     modality: np.ndarray,
     prior_out: np.ndarray,
     prior_visible: np.ndarray,
@@ -392,7 +277,7 @@ def _fit(
 
 
 def _scale(
-    rows: _Rows, observed: np.ndarray, modality: np.ndarray, prior: np.ndarray
+    rows: UsageRows, observed: np.ndarray, modality: np.ndarray, prior: np.ndarray
 ) -> tuple[float | None, dict[int, float]]:
     """The condition's scale (observed / prior, summed) and each modality's, or (None, {})."""
     known = rows.pos >= 0
@@ -410,7 +295,7 @@ def _scale(
 
 
 def _means(
-    rows: _Rows, observed: np.ndarray, modality: np.ndarray
+    rows: UsageRows, observed: np.ndarray, modality: np.ndarray
 ) -> tuple[float | None, dict[int, float]]:
     """The mean per call and each modality's, or (None, {}) with fewer than `MIN_ROWS` rows."""
     if len(observed) < MIN_ROWS:
@@ -452,7 +337,7 @@ def _shrunk(
     return overall, out
 
 
-def _model_ratios(rows: Mapping[str, _Rows], models: Mapping[str, str]) -> dict[str, float]:
+def _model_ratios(rows: Mapping[str, UsageRows], models: Mapping[str, str]) -> dict[str, float]:
     """Each model's input ratio over all its conditions' usable rows (at least `MIN_ROWS`)."""
     sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for cid, r in rows.items():
@@ -468,7 +353,7 @@ def _model_ratios(rows: Mapping[str, _Rows], models: Mapping[str, str]) -> dict[
     }
 
 
-# -- reading -----------------------------------------------------------------------------------
+# -- the response cache's groups ---------------------------------------------------------------
 
 
 def _generate_group(cond: GenerateCondition) -> str:
@@ -478,134 +363,3 @@ def _generate_group(cond: GenerateCondition) -> str:
 def _judge_group(cond: GradeCondition) -> str:
     assert cond.model_id is not None and cond.params is not None and cond.rubric is not None
     return cache_group(cond.model_id, cond.params.as_dict(), cond.rubric.sha256)
-
-
-def _store_rows(
-    store: StudyStore, stage: str, condition_id: str, columns: Sequence[str]
-) -> pa.Table:
-    """The usage of every stored cell's row of one condition (its best row: ok before error).
-    Error rows count when the provider reported usage: an empty or filtered answer was billed,
-    and its retry will be too."""
-    read = store.read_by_condition(stage, [condition_id], columns, ordered=False)
-    table = read.get(condition_id)
-    if table is None:  # nothing stored yet
-        if stage == GRADES:
-            return _empty_grade_rows()
-        return _empty_rows().append_column("cached", pa.array([], pa.bool_()))
-    return _reported(table)
-
-
-class _CacheReader:
-    """The response cache's usage rows, one group at a time. A cache that cannot be read is
-    said once (in `warnings`) and then left alone: the calibration rests on the store."""
-
-    def __init__(
-        self, url: str | None, options: dict[str, Any] | None, warnings: list[str]
-    ) -> None:
-        self._url = url
-        self._options = options
-        self._warnings = warnings
-        self._root: Location | None = None
-
-    def rows(self, group: str) -> pa.Table | None:
-        if self._url is None:
-            return None
-        try:
-            if self._root is None:
-                self._root = resolve(self._url, self._options)
-            partition = self._root.join(RESPONSES.name, partition_dir(RESPONSES, group))
-            table = read_partitions({group: partition}, RESPONSE_SCHEMA, [*CELL, *USAGE])[group]
-        except (StoreError, OSError, ValueError) as exc:
-            self._warnings.append(
-                f"the estimate's calibration could not read the response cache at {self._url} "
-                f"({exc}); it rests on the store alone"
-            )
-            self._url = None
-            return None
-        return _reported(table.select([*CELL, *USAGE]))
-
-
-def _reported(table: pa.Table) -> pa.Table:
-    """Rows with usage: a call always has input, so 0 means the host reported none (some
-    OpenAI-compatible servers omit usage); such rows would teach the estimate zeros."""
-    return table.filter(pc.greater(table.column("input_tokens"), 0))
-
-
-def _cache_only(cached: pa.Table | None, stored: pa.Table) -> pa.Table:
-    """Cache rows of cells the store does not hold, one per cell."""
-    if cached is None or cached.num_rows == 0:
-        return _empty_rows()
-    if stored.num_rows:
-        cached = cached.filter(pa.array(~keys_present(cached, stored, CELL)))
-        if cached.num_rows == 0:
-            return _empty_rows()
-    numbered = cached.append_column("_row", pa.array(np.arange(cached.num_rows)))
-    first = numbered.group_by(CELL, use_threads=False).aggregate([("_row", "min")])
-    return cached.take(first.column("_row_min")).select([*CELL, *USAGE])
-
-
-def _visible_of(condition_id: str, solutions: pa.Table) -> pa.Table:
-    """Visible output tokens of one generate condition's stored solutions, keyed by condition
-    and cell."""
-    visible = pc.subtract(solutions.column("output_tokens"), solutions.column("reasoning_tokens"))
-    return pa.table(
-        {
-            "gen_condition_id": pa.repeat(pa.scalar(condition_id), solutions.num_rows),
-            "item_id": solutions.column("item_id"),
-            "epoch": solutions.column("epoch"),
-            "visible": visible,
-        },
-        schema=_VISIBLE,
-    )
-
-
-_VISIBLE = pa.schema(
-    [
-        pa.field("gen_condition_id", pa.string()),
-        pa.field("item_id", pa.string()),
-        pa.field("epoch", pa.int32()),
-        pa.field("visible", pa.int64()),
-    ]
-)
-
-
-def _empty_visible() -> pa.Table:
-    return _VISIBLE.empty_table()
-
-
-def _judge_prior_input(
-    grades: pa.Table, visible: pa.Table, items: ItemLookup, base: np.ndarray
-) -> np.ndarray:
-    """Per stored grade row: the rubric's tokens for its item plus the judged solution's visible
-    tokens (NaN where the item or the solution is unknown)."""
-    if grades.num_rows == 0:
-        return np.zeros(0)
-    numbered = grades.select(["gen_condition_id", *CELL]).append_column(
-        "_row", pa.array(np.arange(grades.num_rows))
-    )
-    joined = numbered.join(
-        visible, keys=["gen_condition_id", *CELL], join_type="left outer", use_threads=False
-    ).sort_by("_row")
-    pos = items.positions(joined.column("item_id"))
-    seen = joined.column("visible").to_numpy(zero_copy_only=False).astype(np.float64)
-    out = np.full(grades.num_rows, np.nan)
-    known = (pos >= 0) & ~np.isnan(seen)
-    out[known] = base[pos[known]] + seen[known]
-    return out
-
-
-def _ints(table: pa.Table, column: str) -> np.ndarray:
-    """A column of token counts or epochs as int32: 4 bytes a row (a condition can have a
-    million rows); sums are taken in int64 by numpy. A count past 2**31 - 1 is clipped."""
-    values = table.column(column).to_numpy()
-    return np.minimum(values, np.iinfo(np.int32).max).astype(np.int32)
-
-
-def _empty_rows() -> pa.Table:
-    return pa.schema([RESPONSE_SCHEMA.field(c) for c in [*CELL, *USAGE]]).empty_table()
-
-
-def _empty_grade_rows() -> pa.Table:
-    fields = [pa.field("gen_condition_id", pa.string())]
-    fields += [RESPONSE_SCHEMA.field(c) for c in [*CELL, *USAGE]]
-    return pa.schema([*fields, pa.field("cached", pa.bool_())]).empty_table()

@@ -420,7 +420,7 @@ def test_rows_from_the_store_and_the_cache_join_whatever_their_nullability():
     import numpy as np
     import pyarrow as pa
 
-    from itemeval.calibration import CELL, USAGE, _Rows
+    from itemeval.usage_rows import CELL, USAGE, UsageRows
 
     values = {"item_id": ["a"], "epoch": [0], **{name: [10] for name in USAGE}}
     types = {"item_id": pa.string(), "epoch": pa.int32()}
@@ -431,5 +431,5 @@ def test_rows_from_the_store_and_the_cache_join_whatever_their_nullability():
     stored = pa.table({**values, "cached": [False]}, schema=strict)
     loose = pa.schema([pa.field(n, types.get(n, pa.int64())) for n in [*CELL, *USAGE]])
     extra = pa.table({**values, "item_id": ["b"]}, schema=loose)
-    rows = _Rows.of(stored, extra, pa.array(["a", "b"]), per_item=np.array([5.0, 5.0]))
+    rows = UsageRows.of(stored, extra, pa.array(["a", "b"]), per_item=np.array([5.0, 5.0]))
     assert len(rows.pos) == 2
