@@ -238,3 +238,7 @@ def grade_shards(
                         gen_condition_id=gen,
                     )
                     shard_id += 1
+        # Before the next condition's index is made: one index at a time (the last shard's
+        # tables are slices of this one's arrays, and would keep them alive).
+        index = located = cells = parts = None  # type: ignore[assignment]
+        chunks = {}

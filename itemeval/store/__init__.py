@@ -27,6 +27,7 @@ from itemeval.store.cache import (
     request_hash,
 )
 from itemeval.store.compact import CompactionResult, compact, compact_partition
+from itemeval.store.current_solutions import SolutionIndex, solution_index
 from itemeval.store.dedup import deduplicate
 from itemeval.store.items import (
     ITEMS_PER_PART,
@@ -58,10 +59,8 @@ from itemeval.store.pending import (
     GENERATE_CELL_SCHEMA,
     GRADE_CELL_SCHEMA,
     CellMasks,
-    SolutionIndex,
     pending_generate,
     pending_grade,
-    solution_index,
 )
 from itemeval.store.schemas import (
     GRADE_SCHEMA,

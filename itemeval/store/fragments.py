@@ -181,10 +181,13 @@ def scan_partition(
     *,
     reduce: FragmentReducer | None = None,
     batch_rows: int | None = None,
+    fragment_names: list[str] | None = None,
 ) -> Iterator[pa.Table]:
     """The rows of one partition as a stream of tables of about `batch_rows` rows (default
     `SCAN_BATCH_ROWS`; more when one fragment holds more), fragments in name (= write) order,
-    each `reduce`d as it is read.
+    each `reduce`d as it is read. With `fragment_names`, each fragment's name is appended to
+    that list as it is read and its rows get a last column `FRAGMENT_ORDINAL`: the name's
+    index in the list.
     Memory stays bounded by a batch, whatever the partition's size.
 
     Unlike `read_partitions`, a stream cannot take back rows it gave: a fragment compacted
@@ -195,7 +198,11 @@ def scan_partition(
     batch_rows = batch_rows or SCAN_BATCH_ROWS
     batch: list[pa.Table] = []
     rows = 0
-    for _, _, table in _consistent_reads({"": partition}, schema, names, reduce):
+    for _, name, table in _consistent_reads({"": partition}, schema, names, reduce):
+        if fragment_names is not None:
+            ordinal = pa.repeat(pa.scalar(len(fragment_names), pa.int32()), table.num_rows)
+            table = table.append_column(FRAGMENT_ORDINAL, ordinal)
+            fragment_names.append(name)
         batch.append(table)
         rows += table.num_rows
         if rows >= batch_rows:

@@ -234,14 +234,20 @@ class StudyStore:
         *,
         reduce: FragmentReducer | None = None,
         batch_rows: int | None = None,
+        fragment_names: list[str] | None = None,
     ) -> Iterator[pa.Table]:
         """One condition's rows, `columns` only and not deduplicated, as a stream of tables
         (`fragments.scan_partition`: memory bounded by a batch; a row may come twice when the
-        partition is compacted meanwhile)."""
+        partition is compacted meanwhile; `fragment_names` as there)."""
         stage = self.stage(stage)
         partition = self.partition(stage, condition_id)
         return scan_partition(
-            partition, stage.schema, columns, reduce=reduce, batch_rows=batch_rows
+            partition,
+            stage.schema,
+            columns,
+            reduce=reduce,
+            batch_rows=batch_rows,
+            fragment_names=fragment_names,
         )
 
     def read(

@@ -34,7 +34,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.errors import InputError, Problem
-from itemeval.store.fragments import FRAGMENT_NAME
 from itemeval.store.layout import GRADES, SOLUTIONS, StudyStore
 from itemeval.store.positions import ItemLookup
 from itemeval.store.schemas import STATUS_OK
@@ -263,54 +262,6 @@ def pending_generate(
     return CellMasks(items, epochs, masks)
 
 
-@dataclass
-class SolutionIndex:
-    """One generate condition's `ok` solutions among the selected items, by cell position."""
-
-    positions: np.ndarray  # sorted cell positions (item index * epochs + epoch)
-    hashes: pa.Array  # text_hash of each, aligned with `positions`
-    fragments: pa.Array | None  # the fragment holding each (dictionary), when asked for
-
-    def rows_between(self, low: int, high: int) -> slice:
-        """The rows whose positions lie in `[low, high)`."""
-        start, stop = np.searchsorted(self.positions, [low, high])
-        return slice(int(start), int(stop))
-
-
-def solution_index(
-    store: StudyStore,
-    gen_condition_id: str,
-    item_ids: pa.Array,
-    epochs: int,
-    *,
-    fragment_names: bool = False,
-) -> SolutionIndex:
-    """Where the `ok` solutions of one generate condition are, for the selected items."""
-    # Only `ok` rows are read into memory: among a key's rows the store's rule prefers an `ok`
-    # row, so deduplicating the `ok` rows alone picks the same row.
-    ok = store.read_by_condition(
-        SOLUTIONS,
-        [gen_condition_id],
-        ["item_id", "epoch", "status", "text_hash"],
-        ordered=False,  # placed by cell position below; the sort into key order cost ~100 MB
-        fragment_names=fragment_names,
-        reduce=_ok_rows,
-    )[gen_condition_id]
-    rows, positions = _positions(ok, ItemLookup(item_ids), epochs)
-    order = np.argsort(positions, kind="stable")
-    take = pa.array(rows[order])
-    fragments = None
-    if fragment_names:
-        # dictionary-encoded: a name per fragment and 4 bytes per row (a million solutions'
-        # names as strings took ~50 MB); a shard casts its own slice
-        fragments = ok.column(FRAGMENT_NAME).take(take).combine_chunks()
-    return SolutionIndex(
-        positions=positions[order],
-        hashes=ok.column("text_hash").take(take).combine_chunks(),
-        fragments=fragments,
-    )
-
-
 def pending_grade(
     store: StudyStore,
     grade_condition_ids: Sequence[str],
@@ -428,36 +379,58 @@ def current_solution_keys(
     row and changes nothing."""
     lookup = items if isinstance(items, ItemLookup) else ItemLookup(items)
     cells = len(lookup) * epochs
-    slots = cells if watch is None else len(watch)
     present = np.zeros(cells, dtype=bool)
-    keys = np.zeros(0, dtype=np.uint64)  # 8 bytes a slot once a first watched solution is seen
-    newest = np.zeros(0, dtype=np.int64)
+    current = CurrentFold(cells if watch is None else len(watch))
     columns = ["item_id", "epoch", "status", "text_hash", "written_at"]
     for ok in store.scan(SOLUTIONS, gen_condition_id, columns, reduce=_ok_rows_keyed):
         rows, positions = _positions(ok, lookup, epochs)
         present[positions] = True
         if watch is not None and len(rows):
             rows, positions = _watched(watch, rows, positions)
-        if not len(rows):
-            continue
-        if not len(keys):
-            keys = np.zeros(slots, dtype=np.uint64)
-            newest = np.full(slots, np.iinfo(np.int64).min, dtype=np.int64)
-        written = ok.column("written_at").cast(pa.int64()).to_numpy()[rows]
-        text_keys = ok.column("text_hash").to_numpy()[rows]
+        if len(rows):
+            written = ok.column("written_at").cast(pa.int64()).to_numpy()[rows]
+            current.add(positions, written, ok.column("text_hash").to_numpy()[rows])
+    return SolutionKeys(present, watch, current.keys)
+
+
+class CurrentFold:
+    """Per slot (a cell, or a watched cell), the current `ok` solution of the rows folded so
+    far: its `written_at`, its `hash_keys` key and, when given, its fragment's ordinal. Rows
+    come in fragment order; the store's rule decides: the later `written_at`, then the later
+    fragment. The arrays are made when a first row comes (8 bytes a slot each)."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.keys = np.zeros(0, dtype=np.uint64)
+        self.newest = np.zeros(0, dtype=np.int64)
+        self.fragments = np.zeros(0, dtype=np.int32)
+
+    def add(
+        self,
+        slots: np.ndarray,
+        written: np.ndarray,
+        keys: np.ndarray,
+        fragments: np.ndarray | None = None,
+    ) -> None:
+        if not len(self.keys):
+            self.keys = np.zeros(self.slots, dtype=np.uint64)
+            self.newest = np.full(self.slots, np.iinfo(np.int64).min, dtype=np.int64)
+            if fragments is not None:
+                self.fragments = np.zeros(self.slots, dtype=np.int32)
         # The last row of each slot in (slot, written_at, row order): within a batch, fragments
         # come in name order, so a tie goes to the later fragment as the rule says.
-        order = np.lexsort((np.arange(len(rows)), written, positions))
-        positions, written, text_keys = positions[order], written[order], text_keys[order]
-        last = np.ones(len(positions), dtype=bool)
-        last[:-1] = positions[1:] != positions[:-1]
-        positions, written, text_keys = positions[last], written[last], text_keys[last]
+        order = np.lexsort((np.arange(len(slots)), written, slots))
+        slots, written, keys = slots[order], written[order], keys[order]
+        last = np.ones(len(slots), dtype=bool)
+        last[:-1] = slots[1:] != slots[:-1]
+        slots, written, keys = slots[last], written[last], keys[last]
         # Against earlier batches (earlier fragments): ties go to this one.
-        newer = written >= newest[positions]
-        at = positions[newer]
-        newest[at] = written[newer]
-        keys[at] = text_keys[newer]
-    return SolutionKeys(present, watch, keys)
+        newer = written >= self.newest[slots]
+        at = slots[newer]
+        self.newest[at] = written[newer]
+        self.keys[at] = keys[newer]
+        if fragments is not None:
+            self.fragments[at] = fragments[order][last][newer]
 
 
 def _watched(

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
+import itemeval.store.current_solutions as current_solutions
+import itemeval.store.fragments as fragments_module
 from itemeval.errors import InputError
 from itemeval.store import (
     GENERATE_CELL_SCHEMA,
@@ -140,3 +143,46 @@ def test_solution_index_names_hashes_and_fragments(store: StudyStore, solution) 
     assert index.fragments.to_pylist() == [first, second, first]
     assert index.rows_between(2, 4) == slice(1, 2)
     assert solution_index(store, "gen", items, 2).fragments is None
+
+
+@pytest.mark.parametrize("batch_rows", [1, 3, 1000])
+def test_the_folded_solution_index_is_the_whole_reads(
+    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch, batch_rows: int
+) -> None:
+    """Several `ok` rows per cell across fragments (a later `written_at`, a tie between
+    fragments, an error row after an `ok` one): the index folded from a stream names the same
+    hash and fragment per cell as the deduplicated read of the whole partition."""
+    monkeypatch.setattr(fragments_module, "SCAN_BATCH_ROWS", batch_rows)
+    items = pa.array([f"q{i}" for i in range(5)] + ["unused"])
+    store.write_solutions(
+        "gen", [solution(f"q{i}", e, text=f"a{i}{e}", at=5) for i in range(5) for e in (0, 1)]
+    )
+    store.write_solutions(
+        "gen", [solution("q0", 0, text="newer", at=9), solution("q1", 1, text="older", at=1)]
+    )
+    store.write_solutions(
+        "gen", [solution("q2", 0, text="tie", at=5), solution("q3", 1, ok=False, at=99)]
+    )
+    store.write_solutions("gen", [solution("q9", 0, text="not selected")])
+    folded = solution_index(store, "gen", items, 2, fragment_names=True)
+    monkeypatch.setattr(current_solutions, "_are_keys", lambda texts: False)
+    whole = solution_index(store, "gen", items, 2, fragment_names=True)
+    assert folded.positions.tolist() == whole.positions.tolist() == list(range(10))
+    assert folded.hashes.to_pylist() == whole.hashes.to_pylist()
+    assert folded.fragments.to_pylist() == whole.fragments.to_pylist()
+    assert folded.hashes[0].as_py() == text_hash("newer") and folded.hashes[4].as_py() == text_hash(
+        "tie"
+    )
+
+
+def test_only_the_stores_own_hashes_are_rebuilt_from_their_keys() -> None:
+    # Other texts (an older store's 64-digit hashes, capitals) make the index read whole.
+    assert current_solutions._are_keys(pa.array(["0123456789abcdef", "ffffffffffffffff"]))
+    for texts in (["0123456789ABCDEF"], ["0123456789abcdef" * 4], ["0123456789abcdeg"], [None]):
+        assert not current_solutions._are_keys(pa.array(texts, pa.string())), texts
+    keys = np.array([0, 1, 2**64 - 1], dtype=np.uint64)
+    assert current_solutions._key_texts(keys).to_pylist() == [
+        "0000000000000000",
+        "0000000000000001",
+        "ffffffffffffffff",
+    ]
