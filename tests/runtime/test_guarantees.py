@@ -283,13 +283,11 @@ def test_rows_of_a_shard_still_in_flight_after_a_stop_are_counted_as_stored(tmp_
     assert manifest.spend.unstored_usd == pytest.approx(0.0, abs=1e-9)
 
 
-class _StuckAtStop:
-    """The in-process executor, except that the first shard to write a fragment never
-    answers (still in flight after every cancel), and its write asks the run to stop."""
+class _InlineWrapper:
+    """The in-process executor, made by the driver (it is the `executor_factory`), with
+    whatever a subclass overrides in front of it."""
 
-    def __init__(self):
-        self.stuck = None
-        self.inner: InlineExecutor | None = None
+    inner: InlineExecutor | None = None  # until the driver calls it
 
     def __call__(self, context):
         self.inner = InlineExecutor(_with_shares(context, 1), per_worker=2)
@@ -297,6 +295,14 @@ class _StuckAtStop:
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
+
+
+class _StuckAtStop(_InlineWrapper):
+    """The in-process executor, except that the first shard to write a fragment never
+    answers (still in flight after every cancel), and its write asks the run to stop."""
+
+    def __init__(self):
+        self.stuck = None
 
     def in_flight(self):
         return self.inner.in_flight() + ([self.stuck] if self.stuck is not None else [])
@@ -312,7 +318,7 @@ class _StuckAtStop:
         return out
 
 
-class _LostAfterWrite:
+class _LostAfterWrite(_InlineWrapper):
     """The in-process executor, except that the first shards of `stage` that write a fragment
     report a lost worker instead of their summary: a worker killed between its write and its
     reply (the rows are on disk, the driver never hears of them)."""
@@ -320,14 +326,6 @@ class _LostAfterWrite:
     def __init__(self, stage: str, losses: int):
         self.stage, self.losses = stage, losses
         self.lost: list[str] = []
-        self.inner: InlineExecutor | None = None
-
-    def __call__(self, context):
-        self.inner = InlineExecutor(_with_shares(context, 1), per_worker=2)
-        return self
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
 
     def poll(self, timeout):
         out = []
