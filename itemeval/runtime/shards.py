@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -193,52 +193,78 @@ def grade_shards(
 ) -> Iterator[Shard]:
     """Shards of pending grade cells, one generate condition at a time (its solutions' hashes
     and fragments are read when its turn comes), part by part, grade conditions in turn."""
-    epochs = pending.epochs
     shard_id = first_id
     for gen in gen_condition_ids:
         if not any(pending.count((gid, gen)) for gid in grade_condition_ids):
             continue
-        index = solution_index(store, gen, pending.item_ids, epochs, fragment_names=True)
-        assert index.fragments is not None
-        for run in runs:
-            rows = index.rows_between(run.start * epochs, run.stop * epochs)
-            positions = index.positions[rows]
-            if not len(positions):
-                continue
-            located = pa.table(
-                {
-                    "item_id": pending.item_ids.take(pa.array(positions // epochs)),
-                    "epoch": pa.array((positions % epochs).astype(np.int32), pa.int32()),
-                    "solution_hash": index.hashes.slice(rows.start, len(positions)),
-                    "fragment": index.fragments.slice(rows.start, len(positions)).cast(pa.string()),
-                }
-            )
-            chunks = {}
-            for gid in grade_condition_ids:
-                mask = pending.masks.get((gid, gen))
-                if mask is None:
-                    continue
-                wanted = mask.reshape(-1)[positions]
-                size = shard_size * (SCORER_SHARD_FACTOR if gid in scorers else 1)
-                chunks[gid] = _chunks(located.filter(pa.array(wanted)), size)
-            for chunk_index in range(max((len(c) for c in chunks.values()), default=0)):
-                for gid, parts in chunks.items():
-                    if chunk_index >= len(parts):
-                        continue
-                    cells = parts[chunk_index]
-                    yield Shard(
-                        shard_id=shard_id,
-                        stage="grade",
-                        condition_id=gid,
-                        dataset=run.dataset,
-                        fingerprint=run.fingerprint,
-                        part=run.part,
-                        cells=cells,
-                        est_usd=usd_per_cell.get(gid, 0.0) * cells.num_rows,
-                        gen_condition_id=gen,
-                    )
-                    shard_id += 1
-        # Before the next condition's index is made: one index at a time (the last shard's
-        # tables are slices of this one's arrays, and would keep them alive).
-        index = located = cells = parts = None  # type: ignore[assignment]
+        # A generator of its own: its index, and the tables sliced from it, are freed when it
+        # returns, before the next condition's index is made (one index at a time).
+        shard_id = yield from _shards_of_solutions(
+            store,
+            pending,
+            gen,
+            grade_condition_ids,
+            runs,
+            shard_size=shard_size,
+            usd_per_cell=usd_per_cell,
+            scorers=scorers,
+            first_id=shard_id,
+        )
+
+
+def _shards_of_solutions(
+    store: StudyStore,
+    pending: CellMasks,
+    gen: str,
+    grade_condition_ids: list[str],
+    runs: list[PartRun],
+    *,
+    shard_size: int,
+    usd_per_cell: dict[str, float],
+    scorers: set[str],
+    first_id: int,
+) -> Generator[Shard, None, int]:
+    """The grade shards of one generate condition's solutions; returns the next shard id."""
+    epochs = pending.epochs
+    shard_id = first_id
+    index = solution_index(store, gen, pending.item_ids, epochs, fragment_names=True)
+    assert index.fragments is not None
+    for run in runs:
+        rows = index.rows_between(run.start * epochs, run.stop * epochs)
+        positions = index.positions[rows]
+        if not len(positions):
+            continue
+        located = pa.table(
+            {
+                "item_id": pending.item_ids.take(pa.array(positions // epochs)),
+                "epoch": pa.array((positions % epochs).astype(np.int32), pa.int32()),
+                "solution_hash": index.hashes.slice(rows.start, len(positions)),
+                "fragment": index.fragments.slice(rows.start, len(positions)).cast(pa.string()),
+            }
+        )
         chunks = {}
+        for gid in grade_condition_ids:
+            mask = pending.masks.get((gid, gen))
+            if mask is None:
+                continue
+            wanted = mask.reshape(-1)[positions]
+            size = shard_size * (SCORER_SHARD_FACTOR if gid in scorers else 1)
+            chunks[gid] = _chunks(located.filter(pa.array(wanted)), size)
+        for chunk_index in range(max((len(c) for c in chunks.values()), default=0)):
+            for gid, parts in chunks.items():
+                if chunk_index >= len(parts):
+                    continue
+                cells = parts[chunk_index]
+                yield Shard(
+                    shard_id=shard_id,
+                    stage="grade",
+                    condition_id=gid,
+                    dataset=run.dataset,
+                    fingerprint=run.fingerprint,
+                    part=run.part,
+                    cells=cells,
+                    est_usd=usd_per_cell.get(gid, 0.0) * cells.num_rows,
+                    gen_condition_id=gen,
+                )
+                shard_id += 1
+    return shard_id

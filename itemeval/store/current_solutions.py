@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from itemeval.store.fragments import FRAGMENT_NAME, FRAGMENT_ORDINAL
 from itemeval.store.layout import SOLUTIONS, StudyStore
-from itemeval.store.pending import CurrentFold, _ok_rows, _positions, hash_keys
+from itemeval.store.pending import CurrentFold, cell_positions, hash_keys, ok_rows
 from itemeval.store.positions import ItemLookup
 
 _KEY_DIGITS = 16
@@ -67,9 +67,9 @@ def _folded(
     current = CurrentFold(len(present))
     columns = ["item_id", "epoch", "status", "text_hash", "written_at"]
     for ok in store.scan(
-        SOLUTIONS, gen_condition_id, columns, reduce=_ok_rows, fragment_names=listed
+        SOLUTIONS, gen_condition_id, columns, reduce=ok_rows, fragment_names=listed
     ):
-        rows, positions = _positions(ok, lookup, epochs)
+        rows, positions = cell_positions(ok, lookup, epochs)
         if not len(rows):
             continue
         texts = ok.column("text_hash").take(pa.array(rows)).combine_chunks()
@@ -124,9 +124,9 @@ def _read_whole(
         ["item_id", "epoch", "status", "text_hash"],
         ordered=False,  # placed by cell position below
         fragment_names=names,
-        reduce=_ok_rows,
+        reduce=ok_rows,
     )[gen_condition_id]
-    rows, positions = _positions(ok, lookup, epochs)
+    rows, positions = cell_positions(ok, lookup, epochs)
     order = np.argsort(positions, kind="stable")
     take = pa.array(rows[order])
     fragments = None

@@ -151,7 +151,7 @@ def _checked(item_ids: ItemIds, epochs: int, unique: bool) -> pa.Array:
     return as_item_ids(item_ids, unique=unique)
 
 
-def _ok_rows(table: pa.Table) -> pa.Table:
+def ok_rows(table: pa.Table) -> pa.Table:
     """A fragment's `ok` rows, without the status column (a `read_partitions` reducer)."""
     ok = table.filter(pc.equal(table.column("status"), STATUS_OK))
     return ok.drop_columns(["status"])
@@ -211,12 +211,12 @@ def _keyed(table: pa.Table, column: str) -> pa.Table:
 
 def _ok_rows_keyed(table: pa.Table) -> pa.Table:
     """A solutions fragment's `ok` rows, `text_hash` as a `hash_keys` key."""
-    return _keyed(_ok_rows(table), "text_hash")
+    return _keyed(ok_rows(table), "text_hash")
 
 
 def _ok_grade_cells(table: pa.Table) -> pa.Table:
     """A grades fragment's `ok` rows, `gen_condition_id` dictionary-encoded."""
-    ok = _ok_rows(table)
+    ok = ok_rows(table)
     at = ok.schema.get_field_index("gen_condition_id")
     return ok.set_column(at, "gen_condition_id", ok.column(at).cast(_GEN_CONDITION))
 
@@ -227,7 +227,9 @@ def _ok_grade_rows(table: pa.Table) -> pa.Table:
     return _keyed(_ok_grade_cells(table), "solution_hash")
 
 
-def _positions(table: pa.Table, items: ItemLookup, epochs: int) -> tuple[np.ndarray, np.ndarray]:
+def cell_positions(
+    table: pa.Table, items: ItemLookup, epochs: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Rows of `table` that name a selected item and epoch, and their cell positions
     (`item index * epochs + epoch`)."""
     item = items.positions(table.column("item_id"))
@@ -255,8 +257,8 @@ def pending_generate(
         pending = np.ones(n * epochs, dtype=bool)
         if lookup is not None:
             # Streamed: a cell with an `ok` row is done, however often the row is seen.
-            for ok in store.scan(SOLUTIONS, cid, ["item_id", "epoch", "status"], reduce=_ok_rows):
-                _, positions = _positions(ok, lookup, epochs)
+            for ok in store.scan(SOLUTIONS, cid, ["item_id", "epoch", "status"], reduce=ok_rows):
+                _, positions = cell_positions(ok, lookup, epochs)
                 pending[positions] = False
         masks[cid] = pending.reshape(n, epochs)
     return CellMasks(items, epochs, masks)
@@ -324,7 +326,7 @@ def _mark_graded(
     any_named = False
     columns = ["gen_condition_id", "item_id", "epoch", "status"]
     for graded in store.scan(GRADES, grade_condition_id, columns, reduce=_ok_grade_cells):
-        rows, positions = _positions(graded, items, epochs)
+        rows, positions = cell_positions(graded, items, epochs)
         if not len(rows):
             continue
         gen_of_row = graded.column("gen_condition_id").take(pa.array(rows))
@@ -383,7 +385,7 @@ def current_solution_keys(
     current = CurrentFold(cells if watch is None else len(watch))
     columns = ["item_id", "epoch", "status", "text_hash", "written_at"]
     for ok in store.scan(SOLUTIONS, gen_condition_id, columns, reduce=_ok_rows_keyed):
-        rows, positions = _positions(ok, lookup, epochs)
+        rows, positions = cell_positions(ok, lookup, epochs)
         present[positions] = True
         if watch is not None and len(rows):
             rows, positions = _watched(watch, rows, positions)
@@ -453,7 +455,7 @@ def _clear_graded(
 ) -> None:
     """Mark done the cells of `graded` (`ok` grade rows) whose solution hash is the current
     solution's."""
-    rows, positions = _positions(graded, items, epochs)
+    rows, positions = cell_positions(graded, items, epochs)
     if not len(rows):
         return
     gen_of_row = graded.column("gen_condition_id").take(pa.array(rows))

@@ -3,9 +3,13 @@ once, made lazily; grade shards name the fragment holding each solution."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pyarrow as pa
 
 from itemeval.planning import ITEM_INDEX_SCHEMA
+from itemeval.runtime import shards as shards_module
 from itemeval.runtime.shards import generate_shards, grade_shards, part_runs
 from itemeval.store import StudyStore, pending_generate, pending_grade
 
@@ -105,3 +109,42 @@ def test_grade_shards_name_the_solution_fragments(tmp_path):
     }
     assert where == {"a1": first, "a3": first, "b2": first, "b1": second}
     assert all(s.gen_condition_id == "gen" for s in made)
+
+
+def test_grade_shards_hold_one_solution_index_at_a_time(tmp_path, monkeypatch):
+    """The index of a generate condition is garbage once its shards are made: the next
+    condition's index is not made beside it (at a million solutions each is tens of MB)."""
+    store = StudyStore.open(str(tmp_path / "s"))
+    items = INDEX.column("item_id").combine_chunks()
+    row = {"status": "ok", "model": "m", "run_id": "r", "request_hash": "h", "epoch": 0}
+    for gen in ("g1", "g2", "g3"):
+        store.write_solutions(gen, [{**row, "item_id": i, "text": i} for i in ("a1", "b1")])
+    pending = pending_grade(store, ["auto"], ["g1", "g2", "g3"], items, 1)
+    made: list = []  # weak references to each index made, in order
+    alive_at_each_index: list[int] = []
+    real_index = shards_module.solution_index
+
+    def watched_index(*args, **kwargs):
+        gc.collect()
+        alive_at_each_index.append(sum(ref() is not None for ref in made))
+        index = real_index(*args, **kwargs)
+        made.append(weakref.ref(index))
+        return index
+
+    monkeypatch.setattr(shards_module, "solution_index", watched_index)
+    shards = grade_shards(
+        store,
+        pending,
+        ["g1", "g2", "g3"],
+        ["auto"],
+        part_runs(INDEX),
+        shard_size=8,
+        usd_per_cell={},
+        scorers={"auto"},
+    )
+    held = []  # the dispatcher holds shards while the next ones are made
+    for shard in shards:
+        held.append(shard)
+    assert len(made) == 3
+    assert alive_at_each_index == [0, 0, 0]
+    assert {s.gen_condition_id for s in held} == {"g1", "g2", "g3"}
