@@ -1,18 +1,26 @@
 """Planning's memory by phase: the driver's resident set while it plans N items x 2 models.
 
     .venv/bin/python benchmarks/planning_memory.py --items 100000 1000000
-    .venv/bin/python benchmarks/planning_memory.py --items 300000 --stored
+    .venv/bin/python benchmarks/planning_memory.py --items 300000 --store stored
+    .venv/bin/python benchmarks/planning_memory.py --items 1000000 --store ungraded
 
 The driver's peak at a million items is the end of planning (`memory_sweep.py` traces it), so
 this measures planning alone, each case in a fresh process: `make_plan` (the scan of every
 item, the pending sets, the calibration, the estimate), then what the driver does before its
-first shard (`_release_planning_memory`, `commit_plan`). A sampler reads the process's resident
-set from /proc every 10 ms and keeps the peak of each phase (a phase is the time inside one of
-planning's steps; `+` marks the time after it until the next).
+first shard (`_release_planning_memory`, `commit_plan`), then the driver's side of the grade
+stage: its pending set (`grade pending`) and every grade shard made as dispatch would make them
+(`grade shards`: the solution index of each generate condition). A sampler reads the process's
+resident set from /proc every 10 ms and keeps the peak of each phase (a phase is the time inside
+one of planning's steps; `+` marks the time after it until the next).
 
-`--stored`: the store first holds every cell (a run with the simulated provider in one process,
-generate and inline grades), so the pending sets stream 2N solutions and 2N grades, the case of
-a re-run or a run after a crash. Without it the store is empty (a first run).
+`--store` is what the store holds before planning (each prepared by a run with the simulated
+provider in one process, generate and inline grades):
+
+* `empty` (the default): a first run; nothing to grade;
+* `stored`: every cell, so the pending sets stream 2N solutions and 2N grades: a re-run, a run
+  after a crash, and the grade stage of a first run (whose generate shards graded inline);
+* `ungraded`: every solution and no grade (the grades removed), so every solution gets a grade
+  shard: the grade stage after a generate-only run, or of a judge.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -89,16 +98,21 @@ def _study(folder: Path) -> Path:
     return path
 
 
-def prepare(folder: Path, items: int, stored: bool) -> None:
-    """The dataset, and with `stored` a store holding every cell (in a process of its own)."""
+STORES = ("empty", "stored", "ungraded")
+
+
+def prepare(folder: Path, items: int, store: str) -> None:
+    """The dataset, and the store `store` names (in a process of its own)."""
     write_dataset(folder / "sweep", items)
     path = _study(folder)
-    if stored:
+    if store != "empty":
         from itemeval.config import load_study
         from itemeval.runtime.driver import RunOptions, run_study
 
         outcome = run_study(load_study(path), RunOptions(yes=True, quiet=True, no_ray=True))
         assert outcome.exit_code == 0, outcome.message
+    if store == "ungraded":
+        shutil.rmtree(folder / "store" / "grades")
 
 
 def measure(folder: Path) -> dict[str, Any]:
@@ -134,6 +148,11 @@ def measure(folder: Path) -> dict[str, Any]:
     driver._release_planning_memory(plan)
     sampler.enter("commit")
     planning.commit_plan(plan)
+    sampler.enter("grade pending")
+    pending = driver._pending(plan, "grade")
+    sampler.enter("grade shards")
+    shards, cells, _ = driver._shards(plan, "grade", pending, first_id=0)
+    made = sum(1 for _ in shards)
     sampler.finish()
     return {
         "items": plan.item_count,
@@ -141,16 +160,18 @@ def measure(folder: Path) -> dict[str, Any]:
         "base_mb": base,
         "peak_mb": max(sampler.peaks.values()),
         "phases": sampler.peaks,
+        "grade_cells": cells,
+        "grade_shards": made,
     }
 
 
-def _one(items: int, stored: bool) -> dict[str, Any]:
+def _one(items: int, store: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="itemeval-planning-") as tmp:
         folder = Path(tmp)
         script = str(Path(__file__).resolve())
         for step in ("prepare", "measure"):  # each in a fresh process
             done = subprocess.run(
-                [sys.executable, script, f"--{step}", str(folder), str(items), str(int(stored))],
+                [sys.executable, script, f"--{step}", str(folder), str(items), store],
                 capture_output=True,
                 text=True,
             )
@@ -162,24 +183,26 @@ def _one(items: int, stored: bool) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--stored", action="store_true", help="the store holds every cell first")
+    parser.add_argument(
+        "--store", choices=STORES, default="empty", help="what the store holds first"
+    )
     parser.add_argument("--prepare", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.prepare:
-        prepare(Path(args.prepare[0]), int(args.prepare[1]), bool(int(args.prepare[2])))
+        prepare(Path(args.prepare[0]), int(args.prepare[1]), args.prepare[2])
         return
     if args.measure:
         print(json.dumps(measure(Path(args.measure[0]))))
         return
-    results = [_one(n, args.stored) for n in args.items]
-    store = "every cell stored" if args.stored else "empty store"
-    print(f"planning {store}: peak resident set (MB) by phase, base after imports")
+    results = [_one(n, args.store) for n in args.items]
+    print(f"planning, store {args.store}: peak resident set (MB) by phase, base after imports")
     for r in results:
         phases = ", ".join(f"{k} {v:.0f}" for k, v in r["phases"].items())
         print(
             f"{r['items']:>10,} items: {r['plan_s']:.1f} s, base {r['base_mb']:.0f}, "
-            f"peak {r['peak_mb']:.0f} ({phases})"
+            f"peak {r['peak_mb']:.0f} ({phases}); grade stage: {r['grade_cells']:,} cells "
+            f"in {r['grade_shards']:,} shards"
         )
     if len(results) > 1:
         print(f"peak ratio {results[-1]['peak_mb'] / results[0]['peak_mb']:.2f}x")
