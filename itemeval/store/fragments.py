@@ -19,7 +19,7 @@ import io
 import itertools
 import posixpath
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -182,12 +182,14 @@ def scan_partition(
     reduce: FragmentReducer | None = None,
     batch_rows: int | None = None,
     fragment_names: list[str] | None = None,
+    skip: Container[str] = (),
 ) -> Iterator[pa.Table]:
     """The rows of one partition as a stream of tables of about `batch_rows` rows (default
     `SCAN_BATCH_ROWS`; more when one fragment holds more), fragments in name (= write) order,
     each `reduce`d as it is read. With `fragment_names`, each fragment's name is appended to
     that list as it is read and its rows get a last column `FRAGMENT_ORDINAL`: the name's
-    index in the list.
+    index in the list. Fragments named in `skip` are not read (a fragment is never rewritten,
+    so a caller that saw what one holds may leave it out of a later scan).
     Memory stays bounded by a batch, whatever the partition's size.
 
     Unlike `read_partitions`, a stream cannot take back rows it gave: a fragment compacted
@@ -198,7 +200,7 @@ def scan_partition(
     batch_rows = batch_rows or SCAN_BATCH_ROWS
     batch: list[pa.Table] = []
     rows = 0
-    for _, name, table in _consistent_reads({"": partition}, schema, names, reduce):
+    for _, name, table in _consistent_reads({"": partition}, schema, names, reduce, skip=skip):
         if fragment_names is not None:
             ordinal = pa.repeat(pa.scalar(len(fragment_names), pa.int32()), table.num_rows)
             table = table.append_column(FRAGMENT_ORDINAL, ordinal)
@@ -229,16 +231,23 @@ def _consistent_reads(
     names: list[str],
     reduce: FragmentReducer | None,
     listed: Callable[[str, set[str]], None] | None = None,
+    skip: Container[str] = (),
 ) -> Iterator[tuple[str, str, pa.Table]]:
-    """`(partition key, fragment name, reduced table)` for each fragment, partition by
-    partition in name order, in the passes `read_partitions` describes. After each pass,
-    `listed(key, names)` is told which fragments that pass found in each partition read in it."""
+    """`(partition key, fragment name, reduced table)` for each fragment not in `skip`,
+    partition by partition in name order, in the passes `read_partitions` describes. After each
+    pass, `listed(key, names)` is told which fragments that pass found in each partition read
+    in it."""
     done: dict[str, set[str]] = {key: set() for key in partitions}
     generation = {key: compaction_generation(loc) for key, loc in partitions.items()}
     todo = list(partitions)
     for _ in range(_MAX_PASSES):
         listing = {key: list_fragments(partitions[key]) for key in todo}
-        jobs = [(key, info) for key in todo for info in listing[key] if info.name not in done[key]]
+        jobs = [
+            (key, info)
+            for key in todo
+            for info in listing[key]
+            if info.name not in done[key] and info.name not in skip
+        ]
         again: set[str] = set()
         for (key, info), table in zip(
             jobs, _read_many(partitions, jobs, schema, names, reduce), strict=True

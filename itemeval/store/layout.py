@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,10 +235,11 @@ class StudyStore:
         reduce: FragmentReducer | None = None,
         batch_rows: int | None = None,
         fragment_names: list[str] | None = None,
+        skip: Container[str] = (),
     ) -> Iterator[pa.Table]:
         """One condition's rows, `columns` only and not deduplicated, as a stream of tables
         (`fragments.scan_partition`: memory bounded by a batch; a row may come twice when the
-        partition is compacted meanwhile; `fragment_names` as there)."""
+        partition is compacted meanwhile; `fragment_names` and `skip` as there)."""
         stage = self.stage(stage)
         partition = self.partition(stage, condition_id)
         return scan_partition(
@@ -248,6 +249,7 @@ class StudyStore:
             reduce=reduce,
             batch_rows=batch_rows,
             fragment_names=fragment_names,
+            skip=skip,
         )
 
     def read(

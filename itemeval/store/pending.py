@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.errors import InputError, Problem
+from itemeval.store.fragments import FRAGMENT_ORDINAL
 from itemeval.store.layout import GRADES, SOLUTIONS, StudyStore
 from itemeval.store.positions import ItemLookup
 from itemeval.store.schemas import STATUS_OK
@@ -279,34 +280,57 @@ def pending_grade(
     `pending_generate`.
 
     Both stages are streamed (`StudyStore.scan`), never held as rows: first which cells some
-    `ok` grade names (a bit per cell); then each generate condition's solutions, folded into a
-    bit per cell (is there an `ok` one) and, for the named cells only, the current solution's
-    64-bit key; then the grades again, each clearing its cell if it graded that solution. A
-    first run's grade stage (no grade stored yet) so holds masks and the id lookup, not a key
-    per cell."""
+    `ok` grade names (a bit per cell), and which grades fragments hold rows of which generate
+    condition; then one generate condition at a time, its solutions folded into a bit per cell
+    (is there an `ok` one) and, for the named cells only, the current solution's 64-bit key,
+    and its grades read again (only the fragments that hold some), each clearing its cell if it
+    graded that solution. So at most one condition's keys are held, whatever the number of
+    models, and a first run's grade stage (no grade stored yet) holds masks and the id lookup,
+    not a key per cell. Grades fragments hold one generate condition each unless compacted;
+    a compacted one is read once per condition."""
     items = _checked(item_ids, epochs, unique_ids)
     n = len(items)
     gens = list(dict.fromkeys(gen_condition_ids))
     grade_ids = list(dict.fromkeys(grade_condition_ids))
     lookup = ItemLookup(items)
     named = {gen: np.zeros(n * epochs, dtype=bool) for gen in gens}
-    graded_ids = (
-        [] if force else [g for g in grade_ids if _mark_graded(store, g, named, lookup, epochs)]
+    where = (
+        {} if force else {gid: _mark_graded(store, gid, named, lookup, epochs) for gid in grade_ids}
     )
-    solutions = {}
-    for gen in gens:
-        watch = _watch(named.pop(gen))
-        solutions[gen] = current_solution_keys(store, gen, lookup, epochs, watch=watch)
     masks: dict[Hashable, np.ndarray] = {}
-    for gid in grade_ids:
-        pending = {gen: solutions[gen].present.copy() for gen in gens}
-        if gid in graded_ids:
-            columns = ["gen_condition_id", "item_id", "epoch", "solution_hash", "status"]
-            for graded in store.scan(GRADES, gid, columns, reduce=_ok_grade_rows):
-                _clear_graded(graded, solutions, pending, lookup, epochs)
-        for gen in gens:
-            masks[(gid, gen)] = pending[gen].reshape(n, epochs)
-    return CellMasks(items, epochs, masks)
+    for gen in gens:
+        solutions = current_solution_keys(store, gen, lookup, epochs, watch=_watch(named.pop(gen)))
+        for gid in grade_ids:
+            pending = solutions.present.copy()
+            fragments = where.get(gid)
+            if fragments is not None and fragments.holds(gen) and len(solutions.keys):
+                columns = ["gen_condition_id", "item_id", "epoch", "solution_hash", "status"]
+                scan = store.scan(
+                    GRADES, gid, columns, reduce=_ok_grade_rows, skip=fragments.without(gen)
+                )
+                for graded in scan:
+                    _clear_graded(graded, gen, solutions, pending, lookup, epochs)
+            masks[(gid, gen)] = pending.reshape(n, epochs)
+        del solutions  # before the next condition's keys are made
+    ordered = {(gid, gen): masks[(gid, gen)] for gid in grade_ids for gen in gens}
+    return CellMasks(items, epochs, ordered)
+
+
+@dataclass
+class GradeFragments:
+    """Which fragments of a grades partition hold `ok` rows of which generate condition (for
+    the selected cells), as one scan saw them."""
+
+    seen: set[str]  # every fragment that scan read
+    holding: dict[str, set[str]]  # generate condition -> the fragments holding some of its rows
+
+    def holds(self, gen: str) -> bool:
+        return bool(self.holding.get(gen))
+
+    def without(self, gen: str) -> set[str]:
+        """Fragments seen that hold no row of `gen` (a later scan for `gen` may skip them;
+        fragments it did not see, written or compacted since, are read)."""
+        return self.seen - self.holding.get(gen, set())
 
 
 #: Above this share of a condition's cells named by grades, every cell keeps its key: the
@@ -320,21 +344,32 @@ def _mark_graded(
     named: dict[str, np.ndarray],
     items: ItemLookup,
     epochs: int,
-) -> bool:
+) -> GradeFragments | None:
     """Mark in `named` (per generate condition, a bit per cell) the cells an `ok` grade row of
-    `grade_condition_id` names; whether there was any."""
-    any_named = False
+    `grade_condition_id` names; which fragments hold them (None: no fragment does)."""
+    listed: list[str] = []
+    holding: dict[str, set[int]] = {}
     columns = ["gen_condition_id", "item_id", "epoch", "status"]
-    for graded in store.scan(GRADES, grade_condition_id, columns, reduce=_ok_grade_cells):
+    scan = store.scan(
+        GRADES, grade_condition_id, columns, reduce=_ok_grade_cells, fragment_names=listed
+    )
+    for graded in scan:
         rows, positions = cell_positions(graded, items, epochs)
         if not len(rows):
             continue
         gen_of_row = graded.column("gen_condition_id").take(pa.array(rows))
+        fragment_of_row = graded.column(FRAGMENT_ORDINAL).to_numpy()[rows]
         for gen, cells in named.items():
             mine = pc.equal(gen_of_row, gen).to_numpy(zero_copy_only=False)
-            cells[positions[mine]] = True
-            any_named = any_named or bool(mine.any())
-    return any_named
+            if mine.any():
+                cells[positions[mine]] = True
+                holding.setdefault(gen, set()).update(np.unique(fragment_of_row[mine]).tolist())
+    if not holding:
+        return None
+    return GradeFragments(
+        seen=set(listed),
+        holding={gen: {listed[o] for o in ordinals} for gen, ordinals in holding.items()},
+    )
 
 
 def _watch(named: np.ndarray) -> np.ndarray | None:
@@ -448,23 +483,18 @@ def _watched(
 
 def _clear_graded(
     graded: pa.Table,
-    solutions: dict[str, SolutionKeys],
-    pending: dict[str, np.ndarray],
+    gen: str,
+    current: SolutionKeys,
+    pending: np.ndarray,
     items: ItemLookup,
     epochs: int,
 ) -> None:
-    """Mark done the cells of `graded` (`ok` grade rows) whose solution hash is the current
-    solution's."""
+    """Mark done the cells of `gen` in `graded` (`ok` grade rows) whose solution hash is the
+    current solution's."""
+    mine = pc.equal(graded.column("gen_condition_id"), gen)
+    graded = graded.filter(mine)
     rows, positions = cell_positions(graded, items, epochs)
     if not len(rows):
         return
-    gen_of_row = graded.column("gen_condition_id").take(pa.array(rows))
     grade_keys = graded.column("solution_hash").to_numpy()[rows]
-    for gen, current in solutions.items():
-        if not len(current.keys):
-            continue  # no solution key: nothing is graded
-        mine = pc.equal(gen_of_row, gen).to_numpy(zero_copy_only=False)
-        if not mine.any():
-            continue
-        at = positions[mine]
-        pending[gen][at[current.is_current(at, grade_keys[mine])]] = False
+    pending[positions[current.is_current(positions, grade_keys)]] = False

@@ -4,7 +4,9 @@ no row missed while a compaction rewrites the partition under the stream."""
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
 import numpy as np
 import pyarrow as pa
@@ -118,6 +120,83 @@ def test_grade_pending_compares_keys_only_where_a_grade_names_the_cell(
     assert left[("judge", "g2")] == set(items) - {"q0"}
     assert left[("scorer", "g1")] == set(items)
     assert left[("scorer", "g2")] == set(items) - {"q1", "q3"}
+
+
+def test_grade_pending_reads_each_conditions_grades_where_they_are(
+    store: StudyStore, solution, grade, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One generate condition at a time: its grades are read again only from the fragments
+    that hold some of them (seen in the first pass), and from any fragment that pass did not
+    see (here one written while the set is made)."""
+    items = ["q0", "q1", "q2", "q3"]
+    for gen in ("g1", "g2"):
+        store.write_solutions(gen, [solution(i, text=f"{gen}{i}", at=1) for i in items])
+
+    def graded(gen: str, *ids: str) -> list[dict]:
+        return [grade(gen, i, solution_hash=text_hash(f"{gen}{i}")) for i in ids]
+
+    only_g1 = store.write_grades("judge", graded("g1", "q0", "q1"))
+    # an earlier solution's grade: q0 is named, and done only once the late grade is read
+    only_g2 = store.write_grades("judge", [grade("g2", "q0", solution_hash=text_hash("old"))])
+    mixed = store.write_grades(
+        "judge",
+        [
+            *graded("g1", "q2"),
+            *graded("g2", "q1"),
+            grade("g2", "q2", solution_hash=text_hash("old")),  # g2: 3 of 4 named, every key kept
+            grade("g1", "q3", solution_hash=text_hash("g2q3")),  # g2's text, graded for g1
+        ],
+    )
+    opened: list[str] = []  # fragments of the judge's partition read, in order
+    real_read = fragments._read_many
+
+    def recorded(partitions, jobs, *args, **kwargs):
+        opened.extend(info.name for key, info in jobs if "judge" in partitions[key].url)
+        return real_read(partitions, jobs, *args, **kwargs)
+
+    late: list[str] = []
+    real_keys = pending_module.current_solution_keys
+
+    def a_writer_meanwhile(store_, gen, *args, **kwargs):
+        if gen == "g2":  # after g1's grades were read again, before g2's are
+            late.append(store.write_grades("judge", graded("g2", "q0")))
+        return real_keys(store_, gen, *args, **kwargs)
+
+    monkeypatch.setattr(fragments, "_read_many", recorded)
+    monkeypatch.setattr(pending_module, "current_solution_keys", a_writer_meanwhile)
+    pending = pending_grade(store, ["judge"], ["g1", "g2"], items, 1)
+    left = {key: set(pending.cells(key)["item_id"].to_pylist()) for key in pending.masks}
+    assert left == {("judge", "g1"): {"q3"}, ("judge", "g2"): {"q2", "q3"}}
+    reads = {name: opened.count(name) for name in set(opened)}
+    assert reads == {only_g1: 2, only_g2: 2, mixed: 3, late[0]: 1}
+
+
+def test_grade_pending_holds_one_conditions_keys_at_a_time(
+    store: StudyStore, solution, grade, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A condition's solution keys (8 bytes a cell) are garbage before the next condition's
+    are folded: with twenty models, twenty sets of keys at once would be the grade stage's
+    peak."""
+    items = ["q0", "q1"]
+    gens = ["g1", "g2", "g3"]
+    for gen in gens:
+        store.write_solutions(gen, [solution(i, text=f"{gen}{i}") for i in items])
+        store.write_grades("judge", [grade(gen, "q0", solution_hash=text_hash(f"{gen}q0"))])
+    made: list[weakref.ref] = []
+    alive_at_each_fold: list[int] = []
+    real_keys = pending_module.current_solution_keys
+
+    def watched(*args, **kwargs):
+        gc.collect()
+        alive_at_each_fold.append(sum(ref() is not None for ref in made))
+        keys = real_keys(*args, **kwargs)
+        made.append(weakref.ref(keys))
+        return keys
+
+    monkeypatch.setattr(pending_module, "current_solution_keys", watched)
+    pending = pending_grade(store, ["judge"], gens, items, 1)
+    assert alive_at_each_fold == [0, 0, 0]
+    assert {key: pending.count(key) for key in pending.masks} == {("judge", g): 1 for g in gens}
 
 
 def test_watched_keys_are_the_full_folds_keys(store: StudyStore, solution) -> None:
