@@ -3,10 +3,8 @@ once, made lazily; grade shards name the fragment holding each solution."""
 
 from __future__ import annotations
 
-import gc
-import weakref
-
 import pyarrow as pa
+from lifetimes import alive_at_each_call
 
 from itemeval.planning import ITEM_INDEX_SCHEMA
 from itemeval.runtime import shards as shards_module
@@ -120,18 +118,7 @@ def test_grade_shards_hold_one_solution_index_at_a_time(tmp_path, monkeypatch):
     for gen in ("g1", "g2", "g3"):
         store.write_solutions(gen, [{**row, "item_id": i, "text": i} for i in ("a1", "b1")])
     pending = pending_grade(store, ["auto"], ["g1", "g2", "g3"], items, 1)
-    made: list = []  # weak references to each index made, in order
-    alive_at_each_index: list[int] = []
-    real_index = shards_module.solution_index
-
-    def watched_index(*args, **kwargs):
-        gc.collect()
-        alive_at_each_index.append(sum(ref() is not None for ref in made))
-        index = real_index(*args, **kwargs)
-        made.append(weakref.ref(index))
-        return index
-
-    monkeypatch.setattr(shards_module, "solution_index", watched_index)
+    alive_at_each_index = alive_at_each_call(monkeypatch, shards_module, "solution_index")
     shards = grade_shards(
         store,
         pending,
@@ -145,6 +132,5 @@ def test_grade_shards_hold_one_solution_index_at_a_time(tmp_path, monkeypatch):
     held = []  # the dispatcher holds shards while the next ones are made
     for shard in shards:
         held.append(shard)
-    assert len(made) == 3
     assert alive_at_each_index == [0, 0, 0]
     assert {s.gen_condition_id for s in held} == {"g1", "g2", "g3"}

@@ -4,13 +4,12 @@ no row missed while a compaction rewrites the partition under the stream."""
 
 from __future__ import annotations
 
-import gc
 import threading
-import weakref
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from lifetimes import alive_at_each_call
 
 import itemeval.store.fragments as fragments
 import itemeval.store.pending as pending_module
@@ -182,18 +181,7 @@ def test_grade_pending_holds_one_conditions_keys_at_a_time(
     for gen in gens:
         store.write_solutions(gen, [solution(i, text=f"{gen}{i}") for i in items])
         store.write_grades("judge", [grade(gen, "q0", solution_hash=text_hash(f"{gen}q0"))])
-    made: list[weakref.ref] = []
-    alive_at_each_fold: list[int] = []
-    real_keys = pending_module.current_solution_keys
-
-    def watched(*args, **kwargs):
-        gc.collect()
-        alive_at_each_fold.append(sum(ref() is not None for ref in made))
-        keys = real_keys(*args, **kwargs)
-        made.append(weakref.ref(keys))
-        return keys
-
-    monkeypatch.setattr(pending_module, "current_solution_keys", watched)
+    alive_at_each_fold = alive_at_each_call(monkeypatch, pending_module, "current_solution_keys")
     pending = pending_grade(store, ["judge"], gens, items, 1)
     assert alive_at_each_fold == [0, 0, 0]
     assert {key: pending.count(key) for key in pending.masks} == {("judge", g): 1 for g in gens}
