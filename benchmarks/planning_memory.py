@@ -8,8 +8,9 @@ The driver's peak at a million items is the end of planning (`memory_sweep.py` t
 this measures planning alone, each case in a fresh process: `make_plan` (the scan of every
 item, the pending sets, the calibration, the estimate), then what the driver does before its
 first shard (`_release_planning_memory`, `commit_plan`), then the driver's side of the grade
-stage: its pending set (`grade pending`) and every grade shard made as dispatch would make them
-(`grade shards`: the solution index of each generate condition). A sampler reads the process's
+stage: its pending set (`grade pending`) and every grade shard made in dispatch's order, each
+dropped at once (`grade shards`: the solution index of each generate condition; a lower bound,
+since dispatch holds up to its capacity of shards in flight). A sampler reads the process's
 resident set from /proc every 10 ms and keeps the peak of each phase (a phase is the time inside
 one of planning's steps; `+` marks the time after it until the next).
 

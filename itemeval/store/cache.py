@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 from itemeval.ids import content_hash, slugify
 from itemeval.providers.types import ModelRequest
 from itemeval.storage import Location, resolve
+from itemeval.store.content_keys import hash_keys
 from itemeval.store.dedup import best_row_indices
 from itemeval.store.fragments import (
     FRAGMENT_ORDINAL,
@@ -55,7 +56,6 @@ from itemeval.store.fragments import (
     write_fragment,
 )
 from itemeval.store.layout import Stage, partition_dir
-from itemeval.store.pending import hash_keys
 from itemeval.store.schemas import RESPONSE_SCHEMA, TIMESTAMP, build_table, check_table
 
 #: The current layout: partitions by content group.

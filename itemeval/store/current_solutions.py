@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from itemeval.store.content_keys import hash_keys
 from itemeval.store.fragments import FRAGMENT_NAME, FRAGMENT_ORDINAL
 from itemeval.store.layout import SOLUTIONS, StudyStore
-from itemeval.store.pending import CurrentFold, cell_positions, hash_keys, ok_rows
+from itemeval.store.pending import CurrentFold, cell_positions, ok_rows
 from itemeval.store.positions import ItemLookup
 
 _KEY_DIGITS = 16

@@ -24,8 +24,6 @@ the store's size.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
@@ -34,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.errors import InputError, Problem
+from itemeval.store.content_keys import hash_keys
 from itemeval.store.fragments import FRAGMENT_ORDINAL
 from itemeval.store.layout import GRADES, SOLUTIONS, StudyStore
 from itemeval.store.positions import ItemLookup
@@ -159,50 +158,6 @@ def ok_rows(table: pa.Table) -> pa.Table:
 
 
 _GEN_CONDITION = pa.dictionary(pa.int32(), pa.string())
-#: ASCII code -> hex digit value (255: not a hex digit).
-_HEX_DIGITS = np.full(256, 255, dtype=np.uint8)
-for _value, _char in enumerate(b"0123456789abcdef"):
-    _HEX_DIGITS[_char] = _value
-    _HEX_DIGITS[bytes([_char]).upper()[0]] = _value
-_KEY_DIGITS = 16  # 64 bits
-
-
-def hash_keys(hashes: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """A uint64 per content hash, so that hashes are compared without holding their text. A
-    hex digest of 16 to 64 digits (the store's `text_hash` has 16) gives its first 16 digits;
-    any other text the first 8 bytes of its blake2b digest, so a given text always gets the same
-    key. Two different hashes of one cell agree on 64 bits with probability 2^-64."""
-    array = hashes.combine_chunks() if isinstance(hashes, pa.ChunkedArray) else hashes
-    n = len(array)
-    keys = np.zeros(n, dtype=np.uint64)
-    if n == 0:
-        return keys
-    array = array.cast(pa.string()).fill_null("")
-    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32)[array.offset : array.offset + n + 1]
-    buffer = array.buffers()[2]
-    data = np.frombuffer(buffer, dtype=np.uint8) if buffer is not None else np.zeros(0, np.uint8)
-    starts = offsets[:-1]
-    lengths = offsets[1:] - starts
-    if (lengths == _KEY_DIGITS).all():  # the store's own hashes: one hex decode of them all
-        region = data[starts[0] : starts[0] + _KEY_DIGITS * n].tobytes()
-        with contextlib.suppress(ValueError):
-            return np.frombuffer(bytes.fromhex(region.decode("ascii")), dtype=">u8").astype(
-                np.uint64
-            )
-    fast = (lengths >= _KEY_DIGITS) & (lengths <= 64)
-    if fast.any():
-        at = starts[fast][:, None] + np.arange(_KEY_DIGITS)
-        digits = _HEX_DIGITS[data[at]]
-        fast[fast] = (digits != 255).all(axis=1)
-        digits = digits[(digits != 255).all(axis=1)]
-        packed = np.zeros(len(digits), dtype=np.uint64)
-        for column in range(_KEY_DIGITS):
-            packed = (packed << np.uint64(4)) | digits[:, column].astype(np.uint64)
-        keys[fast] = packed
-    for index in np.flatnonzero(~fast):
-        text = array[int(index)].as_py().encode("utf-8")
-        keys[index] = int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
-    return keys
 
 
 def _keyed(table: pa.Table, column: str) -> pa.Table:
@@ -304,12 +259,7 @@ def pending_grade(
             pending = solutions.present.copy()
             fragments = where.get(gid)
             if fragments is not None and fragments.holds(gen) and len(solutions.keys):
-                columns = ["gen_condition_id", "item_id", "epoch", "solution_hash", "status"]
-                scan = store.scan(
-                    GRADES, gid, columns, reduce=_ok_grade_rows, skip=fragments.without(gen)
-                )
-                for graded in scan:
-                    _clear_graded(graded, gen, solutions, pending, lookup, epochs)
+                _clear_graded_cells(store, gid, gen, fragments, solutions, pending, lookup, epochs)
             masks[(gid, gen)] = pending.reshape(n, epochs)
         del solutions  # before the next condition's keys are made
     ordered = {(gid, gen): masks[(gid, gen)] for gid in grade_ids for gen in gens}
@@ -479,6 +429,24 @@ def _watched(
     at = np.minimum(np.searchsorted(watch, positions), len(watch) - 1)
     hit = watch[at] == positions
     return rows[hit], at[hit]
+
+
+def _clear_graded_cells(
+    store: StudyStore,
+    grade_condition_id: str,
+    gen: str,
+    fragments: GradeFragments,
+    current: SolutionKeys,
+    pending: np.ndarray,
+    items: ItemLookup,
+    epochs: int,
+) -> None:
+    """Mark done the cells of `gen` that an `ok` grade of `grade_condition_id` graded with the
+    current solution, reading only the fragments that may hold such grades."""
+    columns = ["gen_condition_id", "item_id", "epoch", "solution_hash", "status"]
+    skip = fragments.without(gen)
+    for graded in store.scan(GRADES, grade_condition_id, columns, reduce=_ok_grade_rows, skip=skip):
+        _clear_graded(graded, gen, current, pending, items, epochs)
 
 
 def _clear_graded(

@@ -8,7 +8,7 @@ import hashlib
 import numpy as np
 import pyarrow as pa
 
-from itemeval.store.pending import hash_keys
+from itemeval.store.content_keys import hash_keys
 
 
 def _sha(text: str) -> str:

@@ -15,7 +15,8 @@ import itemeval.store.fragments as fragments
 import itemeval.store.pending as pending_module
 from itemeval.store import StudyStore, pending_generate, pending_grade, solution_index, text_hash
 from itemeval.store.compact import compact_partition
-from itemeval.store.pending import current_solution_keys, hash_keys
+from itemeval.store.content_keys import hash_keys
+from itemeval.store.pending import current_solution_keys
 
 COLUMNS = ["item_id", "epoch", "status"]
 
@@ -168,6 +169,58 @@ def test_grade_pending_reads_each_conditions_grades_where_they_are(
     assert left == {("judge", "g1"): {"q3"}, ("judge", "g2"): {"q2", "q3"}}
     reads = {name: opened.count(name) for name in set(opened)}
     assert reads == {only_g1: 2, only_g2: 2, mixed: 3, late[0]: 1}
+
+
+def test_grade_pending_after_a_compaction_between_its_passes(
+    store: StudyStore, solution, grade, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The grades partition compacted after the first pass: the fragments it saw are gone and
+    one fragment it did not see holds every condition's grades; each condition reads it, and
+    the set is the same as without the compaction. A fragment of error rows only is seen
+    holding nothing, and skipped."""
+    items = ["q0", "q1", "q2"]
+    for gen in ("g1", "g2"):
+        store.write_solutions(gen, [solution(i, text=f"{gen}{i}") for i in items])
+    store.write_grades("judge", [grade("g1", "q0", solution_hash=text_hash("g1q0"))])
+    store.write_grades("judge", [grade("g2", "q1", solution_hash=text_hash("g2q1"))])
+    errors = store.write_grades(
+        "judge", [grade("g1", "q2", solution_hash=text_hash("g1q2"), ok=False)]
+    )
+    expected = {("judge", "g1"): {"q1", "q2"}, ("judge", "g2"): {"q0", "q2"}}
+    plain = pending_grade(store, ["judge"], ["g1", "g2"], items, 1)
+    assert {key: set(plain.cells(key)["item_id"].to_pylist()) for key in plain.masks} == expected
+
+    opened: list[str] = []  # what the grade set reads of the judge's partition
+    real_read = fragments._read_many
+    compacted: list[str] = []
+    compacting = False
+
+    def recorded(partitions, jobs, *args, **kwargs):
+        if not compacting:
+            opened.extend(info.name for key, info in jobs if "judge" in partitions[key].url)
+        return real_read(partitions, jobs, *args, **kwargs)
+
+    real_keys = pending_module.current_solution_keys
+
+    def compaction_meanwhile(store_, gen, *args, **kwargs):
+        nonlocal compacting
+        if not compacted:  # after the first pass, before any condition's own pass
+            compacting = True
+            compact_partition(store, "grades", "judge")
+            compacting = False
+            listed = fragments.list_fragments(store.partition("grades", "judge"))
+            compacted.extend(info.name for info in listed)
+        return real_keys(store_, gen, *args, **kwargs)
+
+    monkeypatch.setattr(fragments, "_read_many", recorded)
+    monkeypatch.setattr(pending_module, "current_solution_keys", compaction_meanwhile)
+    pending = pending_grade(store, ["judge"], ["g1", "g2"], items, 1)
+    assert {
+        key: set(pending.cells(key)["item_id"].to_pylist()) for key in pending.masks
+    } == expected
+    assert len(compacted) == 1 and compacted[0] not in opened[:3]
+    assert opened[3:] == [compacted[0], compacted[0]]  # read by each condition's pass
+    assert opened[:3].count(errors) == 1  # the first pass only
 
 
 def test_grade_pending_holds_one_conditions_keys_at_a_time(
