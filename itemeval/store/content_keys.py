@@ -20,6 +20,9 @@ for _value, _char in enumerate(b"0123456789abcdef"):
     _HEX_DIGITS[_char] = _value
     _HEX_DIGITS[bytes([_char]).upper()[0]] = _value
 _KEY_DIGITS = 16  # 64 bits
+#: ASCII code -> whether it is a lowercase hex digit (the store's `text_hash` alphabet).
+_LOWER_HEX = np.zeros(256, dtype=bool)
+_LOWER_HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = True
 
 
 def hash_keys(hashes: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -58,3 +61,24 @@ def hash_keys(hashes: pa.Array | pa.ChunkedArray) -> np.ndarray:
         text = array[int(index)].as_py().encode("utf-8")
         keys[index] = int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
     return keys
+
+
+def are_key_texts(texts: pa.Array) -> bool:
+    """Whether every text is 16 lowercase hex digits (so that its key gives it back)."""
+    if texts.null_count:
+        return False
+    texts = texts.cast(pa.string())
+    n = len(texts)
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset : texts.offset + n + 1]
+    if not (np.diff(offsets) == _KEY_DIGITS).all():
+        return False
+    data = np.frombuffer(texts.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+    return bool(_LOWER_HEX[data].all())
+
+
+def key_texts(keys: np.ndarray) -> pa.Array:
+    """The 16-digit lowercase hex text of each key (the inverse of `hash_keys` on them)."""
+    n = len(keys)
+    digits = keys.astype(">u8").tobytes().hex().encode("ascii")
+    offsets = np.arange(0, _KEY_DIGITS * (n + 1), _KEY_DIGITS, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(digits))

@@ -16,16 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from itemeval.store.content_keys import hash_keys
+from itemeval.store.content_keys import are_key_texts, hash_keys, key_texts
 from itemeval.store.fragments import FRAGMENT_NAME, FRAGMENT_ORDINAL
 from itemeval.store.layout import SOLUTIONS, StudyStore
 from itemeval.store.pending import CurrentFold, cell_positions, ok_rows
 from itemeval.store.positions import ItemLookup
-
-_KEY_DIGITS = 16
-#: ASCII code -> whether it is a lowercase hex digit (the store's `text_hash` alphabet).
-_LOWER_HEX = np.zeros(256, dtype=bool)
-_LOWER_HEX[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = True
 
 
 @dataclass
@@ -74,7 +69,7 @@ def _folded(
         if not len(rows):
             continue
         texts = ok.column("text_hash").take(pa.array(rows)).combine_chunks()
-        if not _are_keys(texts):
+        if not are_key_texts(texts):
             return None
         present[positions] = True
         current.add(
@@ -90,28 +85,7 @@ def _folded(
             pa.array(current.fragments[at] if len(at) else [], pa.int32()),
             pa.array(listed, pa.string()),
         )
-    return SolutionIndex(at, _key_texts(current.keys[at]), fragments)
-
-
-def _are_keys(texts: pa.Array) -> bool:
-    """Whether every text is 16 lowercase hex digits (so that its key gives it back)."""
-    if texts.null_count:
-        return False
-    texts = texts.cast(pa.string())
-    n = len(texts)
-    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset : texts.offset + n + 1]
-    if not (np.diff(offsets) == _KEY_DIGITS).all():
-        return False
-    data = np.frombuffer(texts.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
-    return bool(_LOWER_HEX[data].all())
-
-
-def _key_texts(keys: np.ndarray) -> pa.Array:
-    """The 16-digit lowercase hex text of each key (the inverse of `hash_keys` on them)."""
-    n = len(keys)
-    digits = keys.astype(">u8").tobytes().hex().encode("ascii")
-    offsets = np.arange(0, _KEY_DIGITS * (n + 1), _KEY_DIGITS, dtype=np.int32)
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(digits))
+    return SolutionIndex(at, key_texts(current.keys[at]), fragments)
 
 
 def _read_whole(

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import itemeval.store.content_keys as content_keys
 import itemeval.store.current_solutions as current_solutions
 import itemeval.store.fragments as fragments_module
 from itemeval.errors import InputError
@@ -165,7 +166,7 @@ def test_the_folded_solution_index_is_the_whole_reads(
     )
     store.write_solutions("gen", [solution("q9", 0, text="not selected")])
     folded = solution_index(store, "gen", items, 2, fragment_names=True)
-    monkeypatch.setattr(current_solutions, "_are_keys", lambda texts: False)
+    monkeypatch.setattr(current_solutions, "are_key_texts", lambda texts: False)
     whole = solution_index(store, "gen", items, 2, fragment_names=True)
     assert folded.positions.tolist() == whole.positions.tolist() == list(range(10))
     assert folded.hashes.to_pylist() == whole.hashes.to_pylist()
@@ -177,11 +178,11 @@ def test_the_folded_solution_index_is_the_whole_reads(
 
 def test_only_the_stores_own_hashes_are_rebuilt_from_their_keys() -> None:
     # Other texts (an older store's 64-digit hashes, capitals) make the index read whole.
-    assert current_solutions._are_keys(pa.array(["0123456789abcdef", "ffffffffffffffff"]))
+    assert content_keys.are_key_texts(pa.array(["0123456789abcdef", "ffffffffffffffff"]))
     for texts in (["0123456789ABCDEF"], ["0123456789abcdef" * 4], ["0123456789abcdeg"], [None]):
-        assert not current_solutions._are_keys(pa.array(texts, pa.string())), texts
+        assert not content_keys.are_key_texts(pa.array(texts, pa.string())), texts
     keys = np.array([0, 1, 2**64 - 1], dtype=np.uint64)
-    assert current_solutions._key_texts(keys).to_pylist() == [
+    assert content_keys.key_texts(keys).to_pylist() == [
         "0000000000000000",
         "0000000000000001",
         "ffffffffffffffff",
