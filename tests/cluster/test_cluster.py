@@ -77,11 +77,14 @@ class Harness:
 
 
 def _read_reply(proc: subprocess.Popen[str]) -> dict:
-    """The harness's next reply (Ray's own lines on its stdout are skipped)."""
+    """The harness's next reply (Ray's own lines on its stdout are skipped). Ray may write its
+    own text right after a reply, on the same line (a removed node's raylet says it was
+    terminated), so only the reply's JSON object is decoded."""
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.startswith("@@harness "):
-            return json.loads(line.removeprefix("@@harness "))
+            reply, _ = json.JSONDecoder().raw_decode(line.removeprefix("@@harness "))
+            return reply
     raise AssertionError("the cluster harness died")
 
 
