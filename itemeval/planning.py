@@ -325,9 +325,11 @@ def _index_batch(plan: DatasetPlan, items: list[WorkItem], start: int) -> pa.Rec
     return pa.record_batch(
         [
             pa.array([item.id for item in items], pa.string()),
-            pa.DictionaryArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), n), [plan.name]),
             pa.DictionaryArray.from_arrays(
-                pa.repeat(pa.scalar(0, pa.int32()), n), [plan.fingerprint]
+                pa.repeat(pa.scalar(0, pa.int32()), n), pa.array([plan.name], pa.string())
+            ),
+            pa.DictionaryArray.from_arrays(
+                pa.repeat(pa.scalar(0, pa.int32()), n), pa.array([plan.fingerprint], pa.string())
             ),
             pa.array(parts, pa.int32()),
         ],

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from itemeval.adapters.files import MappedHandle, MappedRowSource
 from itemeval.adapters.handle import Fingerprint
 from itemeval.adapters.mapping import MappingSpec
+from itemeval.arrow_start import restore_pandas_probe
 from itemeval.errors import ConfigError, DatasetError, Problem
 from itemeval.spec.directory import hash_file
 from itemeval.spec.findings import Where
@@ -38,6 +39,7 @@ def import_datasets() -> Any:
             "the Hugging Face adapter needs the `datasets` package",
             hint="pip install 'itemeval[hf]'",
         ) from None
+    restore_pandas_probe()  # `datasets` hands pyarrow pandas objects
     return datasets
 
 

@@ -72,10 +72,12 @@ def entry() -> None:
     run (issue 14), for memory the system takes back at once. A thread that is not a daemon
     and still alive (say, a plugin's) is waited for, as the interpreter would. The process
     keeps few malloc arenas (`runtime.heap.limit_malloc_arenas`): a local run's shards run
-    here."""
+    here. pyarrow does not import pandas to learn whether it is there (`arrow_start`)."""
+    from itemeval.arrow_start import skip_pandas_probe
     from itemeval.heap import limit_malloc_arenas
 
     limit_malloc_arenas()
+    skip_pandas_probe()
     code = main()
     logging.shutdown()
     try:

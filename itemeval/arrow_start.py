@@ -1,0 +1,59 @@
+"""pyarrow at a command's start, without importing pandas to learn whether it is there.
+
+pyarrow looks for pandas, so that it can recognise pandas objects, and imports it to find out:
+when `pyarrow.dataset` is first imported (its converters) and at the first conversion from
+Python objects (`pa.array`, `pa.table`). Where pandas is installed (the `hf` extra brings it)
+that import took 0.30-0.45 s of every command, before a run's first request (measured on the
+2-core machine, issue 14). itemeval hands pyarrow no pandas objects, so a command lets pyarrow
+look while pandas is out of sight, once (`skip_pandas_probe`); pyarrow keeps the answer.
+
+Nothing that needs pandas breaks: pyarrow imports pandas for real whenever pandas is asked for
+(`to_pandas()` works as before). Code that hands pyarrow pandas objects (the Hugging Face
+adapter's `datasets`) calls `restore_pandas_probe` first, so that pyarrow treats them as pandas
+objects again (pandas' NaN as a null, for one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+
+import pyarrow as pa
+
+
+class _WithoutPandas:
+    """An import finder that says pandas is not installed (while pyarrow asks)."""
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def skip_pandas_probe() -> None:
+    """Import pyarrow's modules and make its first conversion with pandas out of sight, if
+    pandas is not imported yet. Once per process, at a command's start (`cli.main.entry`),
+    never in a library user's process."""
+    if "pandas" in sys.modules:
+        return  # already paid for: pyarrow may as well use it
+    finder = _WithoutPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        # `pyarrow.dataset` imports pandas when it is first imported, if it can
+        importlib.import_module("pyarrow.dataset")
+        importlib.import_module("pyarrow.parquet")
+        pa.array([], pa.null())  # pyarrow's check: it asks here, once, and keeps the answer
+    finally:
+        sys.meta_path.remove(finder)
+
+
+def restore_pandas_probe() -> None:
+    """pyarrow recognises pandas objects again (imports pandas if it is installed)."""
+    with contextlib.suppress(ImportError):  # no pandas: nothing to recognise
+        pa.array([], pa.null()).to_pandas()  # pyarrow imports pandas for real, and remembers
