@@ -33,6 +33,7 @@ from itemeval.errors import ConfigError, Problem
 from itemeval.spec.item import ITEM_ATTRIBUTES
 from itemeval.spec.modality import Modality
 from itemeval.storage import resolve
+from itemeval.yaml_lines import safe_load
 
 DEFAULT_ID_TEMPLATE = "{{ _dataset }}.{{ _stem }}.{{ _index }}"
 # fields that name a column -> the field that takes a template instead (None: no such field)
@@ -257,7 +258,7 @@ def load_mapping_file(
     if not location.exists():
         raise ConfigError(Problem("no such mapping file", file=location.url))
     try:
-        raw = yaml.safe_load(location.read_bytes().decode("utf-8-sig"))
+        raw = safe_load(location.read_bytes().decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise ConfigError(Problem("not valid UTF-8 text", file=location.url)) from None
     except yaml.YAMLError as exc:

@@ -24,6 +24,7 @@ import yaml
 from pydantic import ValidationError
 
 from itemeval.errors import ConfigError, ExitCode, ItemevalError, Problem
+from itemeval.yaml_lines import safe_load
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -108,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _read_models(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(Problem(f"cannot read the models file: {exc}", file=str(path))) from exc
     except yaml.YAMLError as exc:

@@ -22,7 +22,7 @@ from itemeval.config.models import StudyConfig
 from itemeval.config.problems import validation_problems
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import canonical_json, sha256_hex
-from itemeval.yaml_lines import YamlLines
+from itemeval.yaml_lines import YamlLines, safe_load
 
 
 def load_study(path: str | os.PathLike[str]) -> StudyConfig:
@@ -40,7 +40,7 @@ def load_study(path: str | os.PathLike[str]) -> StudyConfig:
             Problem(f"not UTF-8 text (byte {exc.start})", file=str(file), hint="save it as UTF-8")
         ) from None
     try:
-        data = yaml.safe_load(text)
+        data = safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(

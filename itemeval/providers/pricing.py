@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from itemeval.errors import ConfigError, Problem
 from itemeval.providers.types import Usage
+from itemeval.yaml_lines import safe_load
 
 _PACKAGED = "pricing.yaml"
 
@@ -199,7 +200,7 @@ def _is_pattern(key: str) -> bool:
 
 def _parse(text: str, source: str) -> _PriceFile:
     try:
-        data: Any = yaml.safe_load(text)
+        data: Any = safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

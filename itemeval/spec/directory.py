@@ -30,6 +30,7 @@ from itemeval.spec.findings import ProblemLog, Where
 from itemeval.spec.item import ITEM_ATTRIBUTES, Item, parse_item
 from itemeval.spec.records import UTF8_HINT, iter_records, yaml_problem
 from itemeval.storage import Location, resolve
+from itemeval.yaml_lines import safe_load
 
 META_SUFFIXES = (".yaml", ".yml")
 DEFAULT_ITEMS_PER_PART = 50_000
@@ -414,7 +415,7 @@ def _load_meta(meta_location: Location, where: Where) -> tuple[DatasetMeta | Non
             )
         ]
     try:
-        raw = yaml.safe_load(text)
+        raw = safe_load(text)
     except yaml.YAMLError as exc:
         return None, [yaml_problem(exc, where)]
     return parse_dataset_meta(raw, where)

@@ -16,6 +16,7 @@ import yaml
 from itemeval.errors import Problem
 from itemeval.spec.findings import Where
 from itemeval.storage import Location
+from itemeval.yaml_lines import safe_load
 
 CHUNK_BYTES = 1 << 20
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -97,7 +98,7 @@ def iter_document_list(location: Location, display: str | None = None) -> Iterat
         return
     is_yaml = location.path.lower().endswith((".yaml", ".yml"))
     try:
-        document = yaml.safe_load(text) if is_yaml else json.loads(text)
+        document = safe_load(text) if is_yaml else json.loads(text)
     except json.JSONDecodeError as exc:
         yield where, where.at(line=exc.lineno).error(f"not valid JSON: {exc.msg}")
         return

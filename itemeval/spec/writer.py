@@ -28,6 +28,7 @@ from itemeval.spec.directory import DEFAULT_ITEMS_PER_PART, MAX_PARTS, Duplicate
 from itemeval.spec.findings import ProblemLog, Where
 from itemeval.spec.item import Item
 from itemeval.storage import Location, resolve
+from itemeval.yaml_lines import safe_load
 
 
 def write_dataset(
@@ -178,7 +179,7 @@ def _previous_files(meta_location: Location) -> list[str]:
     if not meta_location.exists():
         return []
     try:
-        raw = yaml.safe_load(meta_location.read_bytes().decode("utf-8-sig"))
+        raw = safe_load(meta_location.read_bytes().decode("utf-8-sig"))
     except (yaml.YAMLError, UnicodeDecodeError):
         return []
     if not isinstance(raw, dict):

@@ -40,6 +40,7 @@ from itemeval.templates.answer_formats import (
 )
 from itemeval.templates.messages import MessageTemplates, display_text, parse_messages
 from itemeval.workitem import WorkItem
+from itemeval.yaml_lines import safe_load
 
 Kind = Literal["prompt", "rubric"]
 
@@ -187,7 +188,7 @@ def _split_front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
     if end < 0:
         raise ConfigError(Problem("front matter starts with '---' but never ends", file=source))
     try:
-        meta = yaml.safe_load(text[4:end]) or {}
+        meta = safe_load(text[4:end]) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(Problem(f"front matter is not valid YAML: {exc}", file=source)) from None
     if not isinstance(meta, dict) or set(meta) - {"min_score", "max_score", "pass_score"}:

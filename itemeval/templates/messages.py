@@ -31,7 +31,7 @@ import yaml
 
 from itemeval.errors import ConfigError, Problem
 from itemeval.render import check
-from itemeval.yaml_lines import YamlLines
+from itemeval.yaml_lines import YamlLines, safe_load
 
 ROLES = ("system", "user", "assistant")
 _KEYS = {"messages", "description"}
@@ -57,7 +57,7 @@ def parse_messages(raw: str, source: str, allowed: frozenset[str], field: str) -
         )
 
     try:
-        data = yaml.safe_load(raw)
+        data = safe_load(raw)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(
