@@ -8,9 +8,9 @@ that import took 0.30-0.45 s of every command, before a run's first request (mea
 look while pandas is out of sight, once (`skip_pandas_probe`); pyarrow keeps the answer.
 
 Nothing that needs pandas breaks: pyarrow imports pandas for real whenever pandas is asked for
-(`to_pandas()` works as before). Code that hands pyarrow pandas objects (the Hugging Face
-adapter's `datasets`) calls `restore_pandas_probe` first, so that pyarrow treats them as pandas
-objects again (pandas' NaN as a null, for one).
+(`to_pandas()` works as before). Code that may hand pyarrow pandas objects calls
+`restore_pandas_probe` first, so that pyarrow treats them as pandas objects again (pandas' NaN
+as a null, for one): the Hugging Face adapter (`datasets`), and a plugin that imports pandas.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ class _WithoutPandas:
 
 def skip_pandas_probe() -> None:
     """Import pyarrow's modules and make its first conversion with pandas out of sight, if
-    pandas is not imported yet. Once per process, at a command's start (`cli.main.entry`),
-    never in a library user's process."""
+    pandas is not imported yet. Once per process, at a command's start (`cli.main.entry`) and
+    in the workers of a local Ray (`runtime.cluster`), never in a library user's process."""
     if "pandas" in sys.modules:
         return  # already paid for: pyarrow may as well use it
     finder = _WithoutPandas()

@@ -22,11 +22,13 @@ import importlib
 import importlib.metadata
 import inspect
 import re
+import sys
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from itemeval.arrow_start import restore_pandas_probe
 from itemeval.errors import ConfigError, Problem
 
 SCORER_GROUP = "itemeval.scorers"
@@ -99,6 +101,8 @@ def load_plugin(
         plugin = _loaded.get(key)
         if plugin is None:
             plugin = _loaded[key] = _load(group, name, what, field, builtin)
+    if "pandas" in sys.modules:  # a plugin that uses pandas may hand pyarrow its objects
+        restore_pandas_probe()
     return plugin
 
 

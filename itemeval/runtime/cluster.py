@@ -14,6 +14,8 @@ from itemeval.runtime.timeline import TIMELINE
 
 #: The Ray namespace of every named actor itemeval creates (limiters, ledgers).
 NAMESPACE = "itemeval"
+#: What each worker process of a local Ray runs first (Ray imports it by this name).
+WORKER_SETUP_HOOK = "itemeval.arrow_start.skip_pandas_probe"
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,15 @@ def ray_cluster(address: str | None, *, quiet: bool = False) -> Iterator[Cluster
             ray.init(address=address, **options)
         else:
             # "local": a new Ray of our own. Without it ray.init() attaches to any Ray it finds
-            # running on this machine (another user's, another run's), whatever it is.
-            ray.init(address="local", include_dashboard=False, **options)
+            # running on this machine (another user's, another run's), whatever it is. Its
+            # workers start as the command does, pandas out of pyarrow's sight (`arrow_start`);
+            # on a cluster, a job's runtime env is its owner's to set.
+            ray.init(
+                address="local",
+                include_dashboard=False,
+                runtime_env={"worker_process_setup_hook": WORKER_SETUP_HOOK},
+                **options,
+            )
         started = True
     TIMELINE.mark("ray up")
     try:

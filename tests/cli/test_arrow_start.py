@@ -127,3 +127,43 @@ def test_the_hugging_face_adapter_gets_pyarrow_that_knows_pandas():
         """
     )
     assert out.split() == ["1"]
+
+
+def test_a_plugin_that_imports_pandas_gets_pyarrow_that_knows_pandas(tmp_path):
+    (tmp_path / "pandas_scorer.py").write_text(
+        "import pandas as pd\n\ndef score(answer, reference):\n    return 1.0\n"
+    )
+    out = _python(
+        f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import pyarrow as pa
+        from itemeval.arrow_start import skip_pandas_probe
+        from itemeval.plugins import SCORER_GROUP, load_plugin
+
+        skip_pandas_probe()  # at a command's start
+        load_plugin(SCORER_GROUP, "pandas_scorer:score", what="scorer")
+        import pandas as pd
+        print(pa.array(pd.Series([1.0, float("nan")])).null_count)
+        """
+    )
+    assert out.split() == ["1"]
+
+
+def test_the_workers_of_a_local_ray_start_with_pandas_out_of_pyarrows_sight():
+    # In a process of its own: the suite's Ray (if any) is not the local Ray a command starts.
+    out = _python(
+        """
+        import ray
+        from itemeval.runtime.cluster import ray_cluster
+
+        def modules():
+            import sys
+            return "pyarrow.dataset" in sys.modules, "pandas" in sys.modules
+
+        with ray_cluster(None, quiet=True):
+            print(*ray.get(ray.remote(num_cpus=0)(modules).remote()))
+        """
+    )
+    # the hook ran (it imported pyarrow.dataset), and pandas was not imported with it
+    assert out.split() == ["True", "False"]
