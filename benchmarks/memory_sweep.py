@@ -2,8 +2,10 @@
 
     .venv/bin/python benchmarks/memory_sweep.py --items 100000 1000000
 
-For each N: writes a dataset of N items (item format, under /tmp), then runs `itemeval run`
-(generate with two simulated models, then verifiable grading), with the simulator in-process (no
+For each N: writes a dataset of N items (item format, under /tmp), then runs the study as
+`itemeval run` does (`run_study` in the sweep's own process, started as the command starts it
+unless `--driver library`: generate with two simulated models, then verifiable grading), with
+the simulator in-process (no
 HTTP, no latency: the sweep is as fast as the pipeline, and memory is what is measured), along
 two paths:
 
@@ -100,7 +102,11 @@ class Sampler(threading.Thread):
         self.join()
 
 
-def sweep(items: int, path_kind: str) -> dict[str, float]:
+def sweep(items: int, path_kind: str, driver: str) -> dict[str, float]:
+    if driver == "command":  # as `cli.main.entry` starts the command: pyarrow without pandas
+        from itemeval.arrow_start import skip_pandas_probe
+
+        skip_pandas_probe()
     import ray
 
     from itemeval.config import load_study
@@ -169,16 +175,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--paths", nargs="+", choices=["local", "ray"], default=["local", "ray"])
+    parser.add_argument(
+        "--driver",
+        choices=["command", "library"],
+        default="command",
+        help="start the driver as the `itemeval` command does (pandas kept from pyarrow), or as "
+        "a library user's process does (sweeps before commit 8509785 ran this way)",
+    )
     parser.add_argument("--one", nargs=2, metavar=("PATH", "ITEMS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:  # one sweep, in a fresh process: a peak must not include an earlier sweep's
-        print(json.dumps(sweep(int(args.one[1]), args.one[0])))
+        print(json.dumps(sweep(int(args.one[1]), args.one[0], args.driver)))
         return
     results = []
     for kind in args.paths:
         for n in args.items:
             done = subprocess.run(
-                [sys.executable, __file__, "--one", kind, str(n)],
+                [sys.executable, __file__, "--one", kind, str(n), "--driver", args.driver],
                 capture_output=True,
                 text=True,
                 check=True,
