@@ -195,6 +195,9 @@ UNSAFE_CALLS = {
     ("shelve", "open"),
     ("dill", "loads"),
 }
+#: PyYAML's loaders that build any Python object: only SafeLoader and CSafeLoader may be used.
+UNSAFE_YAML_LOADERS = {"Loader", "UnsafeLoader", "FullLoader", "CLoader", "CUnsafeLoader"}
+UNSAFE_YAML_LOADERS |= {"CFullLoader"}
 
 
 def test_nothing_read_is_unpickled_or_evaluated():
@@ -214,6 +217,10 @@ def test_nothing_read_is_unpickled_or_evaluated():
                     offences.append(f"{path}:{node.lineno} {func.value.id}.{func.attr}()")
                 if isinstance(func, ast.Attribute) and func.attr == "read_pickle":
                     offences.append(f"{path}:{node.lineno} read_pickle()")
+            if isinstance(node, ast.Attribute) and node.attr in UNSAFE_YAML_LOADERS:
+                offences.append(f"{path}:{node.lineno} {node.attr}")  # any use, not only calls
+            if isinstance(node, ast.Constant) and node.value in UNSAFE_YAML_LOADERS:
+                offences.append(f"{path}:{node.lineno} {node.value!r}")  # getattr(yaml, ...)
             if isinstance(node, ast.Import | ast.ImportFrom):
                 names = [a.name for a in node.names]
                 module = getattr(node, "module", None) or ""
