@@ -186,11 +186,12 @@ def scan_partition(
 ) -> Iterator[pa.Table]:
     """The rows of one partition as a stream of tables of about `batch_rows` rows (default
     `SCAN_BATCH_ROWS`; more when one fragment holds more), fragments in name (= write) order,
-    each `reduce`d as it is read. With `fragment_names`, each fragment's name is appended to
-    that list as it is read and its rows get a last column `FRAGMENT_ORDINAL`: the name's
-    index in the list. Fragments named in `skip` are not read (a fragment is never rewritten,
-    so a caller that saw what one holds may leave it out of a later scan).
-    Memory stays bounded by a batch, whatever the partition's size.
+    each batch `reduce`d once (so `reduce` must work row by row: filter, project, convert).
+    With `fragment_names`, each fragment's name is appended to that list as it is read and its
+    rows get a last column `FRAGMENT_ORDINAL`: the name's index in the list. Fragments named
+    in `skip` are not read (a fragment is never rewritten, so a caller that saw what one holds
+    may leave it out of a later scan). Memory stays bounded by a batch, whatever the
+    partition's size.
 
     Unlike `read_partitions`, a stream cannot take back rows it gave: a fragment compacted
     while the partition is scanned may have its rows given twice (from the fragment, then from
@@ -200,7 +201,14 @@ def scan_partition(
     batch_rows = batch_rows or SCAN_BATCH_ROWS
     batch: list[pa.Table] = []
     rows = 0
-    for _, name, table in _consistent_reads({"": partition}, schema, names, reduce, skip=skip):
+
+    def reduced(tables: list[pa.Table]) -> pa.Table:
+        # One reduce per batch, not per fragment: each of arrow's compute calls costs tens of
+        # microseconds whatever its size, and a run writes fragments of a few hundred rows.
+        table = pa.concat_tables(tables)
+        return table if reduce is None else reduce(table)
+
+    for _, name, table in _consistent_reads({"": partition}, schema, names, None, skip=skip):
         if fragment_names is not None:
             ordinal = pa.repeat(pa.scalar(len(fragment_names), pa.int32()), table.num_rows)
             table = table.append_column(FRAGMENT_ORDINAL, ordinal)
@@ -208,13 +216,13 @@ def scan_partition(
         batch.append(table)
         rows += table.num_rows
         if rows >= batch_rows:
-            yield pa.concat_tables(batch)
+            yield reduced(batch)
             batch, rows = [], 0
             # Arrow's allocator keeps the pages a consumer freed; give them back after each
             # batch, so that a stream's peak is a batch's and not the sum of them.
             pa.default_memory_pool().release_unused()
     if batch:
-        yield pa.concat_tables(batch)
+        yield reduced(batch)
 
 
 def _checked_columns(schema: pa.Schema, columns: Sequence[str] | None) -> list[str]:

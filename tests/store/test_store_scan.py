@@ -31,6 +31,31 @@ def test_scan_gives_fragments_in_order_in_batches(store: StudyStore, solution) -
     assert list(store.scan("solutions", "absent", COLUMNS)) == []
 
 
+def test_scan_reduces_each_batch_once(store: StudyStore, solution) -> None:
+    """A run writes many small fragments: the stream reduces a batch at a time (one round of
+    arrow compute calls per batch, not per fragment), with the rows a per-fragment reduce
+    would give, in fragment order, ordinals included."""
+    for n in range(6):
+        store.write_solutions("c1", [solution(f"q{n}-{j}", ok=j != 1) for j in range(3)])
+    calls: list[int] = []
+
+    def ok_only(table: pa.Table) -> pa.Table:
+        calls.append(table.num_rows)
+        return pending_module.ok_rows(table)
+
+    listed: list[str] = []
+    batches = list(
+        store.scan("solutions", "c1", COLUMNS, reduce=ok_only, batch_rows=9, fragment_names=listed)
+    )
+    assert calls == [9, 9]  # two batches of three fragments, each reduced once
+    assert [b.num_rows for b in batches] == [6, 6]
+    rows = pa.concat_tables(batches)
+    assert rows.column("item_id").to_pylist() == [f"q{n}-{j}" for n in range(6) for j in (0, 2)]
+    ordinals = rows.column(fragments.FRAGMENT_ORDINAL).to_pylist()
+    assert ordinals == [n for n in range(6) for _ in "ab"]
+    assert len(listed) == 6
+
+
 @pytest.mark.parametrize("batch_rows", [1, 4, 1000])
 def test_current_solution_is_the_one_the_store_rule_picks(
     store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch, batch_rows: int
