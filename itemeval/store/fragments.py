@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import os
 import posixpath
 from collections import deque
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
@@ -42,8 +43,20 @@ FRAGMENT_NAME = "_fragment_name"
 #: A partition's compaction marker: rewritten by each compaction before it deletes fragments.
 COMPACTION_MARKER = "_compaction"
 _MAX_PASSES = 32  # read passes per call before a read gives up (see read_partitions)
-_THREADS = 8
-_READ_AHEAD = 4 * _THREADS  # fragments read ahead of their consumer
+_THREADS = 8  # readers of a remote store: each mostly waits on the network
+
+
+def _local_readers() -> int:
+    """Readers of a local store: parsing a small fragment is CPU work, so threads beyond the
+    CPUs this process may use only contend for them (on 2 CPUs, 8 readers scanned a partition
+    of 400 fragments a third slower than 2)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(2, min(_THREADS, cpus))
+
+
 _FETCH_CHUNK = 256  # remote fragments fetched per batched GET
 #: Rows per table of `scan_partition`'s stream.
 SCAN_BATCH_ROWS = 1 << 16
@@ -341,14 +354,13 @@ def _read_many(
         url = _url(partitions[key], info.name)
         try:
             if location.is_local:
-                parquet = pq.ParquetFile(info.path)
-                return _project(parquet, schema, columns, url)
+                return _project(open_parquet(info.path), schema, columns, url)
             if info.path in payloads:
                 payload = payloads.pop(info.path)
                 if isinstance(payload, BaseException):
                     raise payload
-                return _project(pq.ParquetFile(pa.BufferReader(payload)), schema, columns, url)
-            with fs.open(info.path, "rb") as handle:
+                return _project(open_parquet(pa.BufferReader(payload)), schema, columns, url)
+            with fs.open(info.path, "rb") as handle:  # large: ranged reads, pre-buffered
                 return _project(pq.ParquetFile(handle), schema, columns, url)
         except FileNotFoundError:
             return None
@@ -378,9 +390,10 @@ def _read_many(
 
     # In order, with a window of fragments read ahead: a slow consumer (a stream) does not
     # make the readers hold every fragment of the partition at once.
-    with ThreadPoolExecutor(max_workers=min(_THREADS, len(jobs))) as pool:
+    threads = _local_readers() if location.is_local else _THREADS
+    with ThreadPoolExecutor(max_workers=min(threads, len(jobs))) as pool:
         futures = submitted(pool)
-        ahead = deque(itertools.islice(futures, _READ_AHEAD))
+        ahead = deque(itertools.islice(futures, 4 * threads))  # 4 fragments a reader ahead
         while ahead:
             table = ahead.popleft().result()
             ahead.extend(itertools.islice(futures, 1))
@@ -432,12 +445,19 @@ def read_fragments(
     return list(_read_many({"": partition}, [("", info) for info in fragments], schema, names))
 
 
+def open_parquet(source: str | pa.BufferReader) -> pq.ParquetFile:
+    """A parquet file on local disk or in memory, opened without pre-buffering. Pre-buffering
+    coalesces the reads of a high-latency store through a background I/O pool; for a local or
+    in-memory file that hand-off costs more than it saves (a quarter of the time of reading a
+    few columns of a fragment of a few hundred rows)."""
+    return pq.ParquetFile(source, pre_buffer=False)
+
+
 def read_parquet_file(location: Location, columns: Sequence[str] | None = None) -> pa.Table:
     """One parquet file that is not a fragment (an items part); `StoreError` if unreadable."""
     try:
-        if location.is_local:
-            return pq.read_table(location.path, columns=columns)
-        return pq.read_table(pa.BufferReader(location.read_bytes()), columns=columns)
+        source = location.path if location.is_local else pa.BufferReader(location.read_bytes())
+        return open_parquet(source).read(columns=columns)
     except FileNotFoundError:
         raise StoreError(Problem("file is missing", file=location.url)) from None
     except (pa.ArrowException, OSError, ValueError) as exc:

@@ -4,6 +4,7 @@ no row missed while a compaction rewrites the partition under the stream."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -54,6 +55,31 @@ def test_scan_reduces_each_batch_once(store: StudyStore, solution) -> None:
     ordinals = rows.column(fragments.FRAGMENT_ORDINAL).to_pylist()
     assert ordinals == [n for n in range(6) for _ in "ab"]
     assert len(listed) == 6
+
+
+@pytest.mark.parametrize(("cpus", "readers"), [(1, 2), (2, 2), (4, 4), (64, 8)])
+def test_a_local_scan_reads_with_no_more_threads_than_cpus(
+    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch, cpus: int, readers: int
+) -> None:
+    """Parsing a small fragment is CPU work: a local store is read by as many threads as the
+    process has CPUs (at least 2, at most 8); an S3 store, which waits on the network, by 8."""
+    for n in range(24):
+        store.write_solutions("c1", [solution(f"q{n}")])
+    monkeypatch.setattr(fragments.os, "sched_getaffinity", lambda _pid: set(range(cpus)))
+    threads: set[int] = set()
+    barrier = threading.Barrier(8, timeout=0.5)  # lets up to 8 readers be seen at once
+    project = fragments._project
+
+    def seen(*args, **kwargs):
+        threads.add(threading.get_ident())
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait()
+        return project(*args, **kwargs)
+
+    monkeypatch.setattr(fragments, "_project", seen)
+    rows = sum(t.num_rows for t in store.scan("solutions", "c1", COLUMNS))
+    assert rows == 24
+    assert len(threads) == (readers if store.root.is_local else 8)
 
 
 @pytest.mark.parametrize("batch_rows", [1, 4, 1000])

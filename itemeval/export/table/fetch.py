@@ -40,6 +40,7 @@ from itemeval.store.fragments import (
     FRAGMENT_ORDINAL,
     FragmentInfo,
     list_fragments,
+    open_parquet,
     read_fragments,
     read_partitions,
 )
@@ -273,8 +274,8 @@ class RowFetcher:
         location = self._location(ordinal)
         try:
             if location.is_local:
-                return pq.ParquetFile(location.path)
-            return pq.ParquetFile(pa.BufferReader(location.read_bytes()))
+                return open_parquet(location.path)
+            return open_parquet(pa.BufferReader(location.read_bytes()))
         except FileNotFoundError:
             raise _vanished(location) from None
         except (pa.ArrowException, OSError, ValueError) as exc:
