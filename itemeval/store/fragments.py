@@ -43,25 +43,13 @@ FRAGMENT_NAME = "_fragment_name"
 #: A partition's compaction marker: rewritten by each compaction before it deletes fragments.
 COMPACTION_MARKER = "_compaction"
 _MAX_PASSES = 32  # read passes per call before a read gives up (see read_partitions)
-_THREADS = 8  # readers of a remote store: each mostly waits on the network
-
-
-def _local_readers() -> int:
-    """Readers of a local store: parsing a small fragment is CPU work, so threads beyond the
-    CPUs this process may use only contend for them (on 2 CPUs, 8 readers scanned a partition
-    of 400 fragments a third slower than 2)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(2, min(_THREADS, cpus))
-
-
+_THREADS = 8  # readers of a remote store: each mostly waits on the network (local: see below)
 _FETCH_CHUNK = 256  # remote fragments fetched per batched GET
 #: Rows per table of `scan_partition`'s stream.
 SCAN_BATCH_ROWS = 1 << 16
 
-#: What `read_partitions` applies to each fragment as it is read (see there).
+#: What `read_partitions` applies to each fragment as it is read, and `scan_partition` to each
+#: batch (see there).
 FragmentReducer = Callable[[pa.Table], pa.Table]
 
 
@@ -319,6 +307,17 @@ def _assemble(tables: Mapping[str, pa.Table], empty_table: pa.Table, with_names:
             empty = empty.append(pa.field(FRAGMENT_NAME, _NAME_TYPE))
         return empty.empty_table()
     return pa.concat_tables(parts)
+
+
+def _local_readers() -> int:
+    """Readers of a local store: parsing a small fragment is CPU work, so threads beyond the
+    CPUs this process may use only contend for them (on 2 CPUs, 8 readers scanned a partition
+    of 400 fragments a third slower than 2)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(2, min(_THREADS, cpus))
 
 
 def _read_many(
