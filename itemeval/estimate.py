@@ -223,6 +223,12 @@ class _Columns:
             self._chunks[name].append(np.asarray(chunk, dtype=np.int32))
             self._whole.pop(name, None)
 
+    def settle(self) -> None:
+        """Merge every column's chunks now (reading one merges it otherwise), so that the
+        chunks' pages are free before the caller hands free pages back."""
+        for name in self._chunks:
+            self[name]
+
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._whole:
             chunks = self._chunks[name]
@@ -248,6 +254,11 @@ class TokenTables:
     @property
     def modality(self) -> np.ndarray:
         return self._meta["modality"]
+
+    def settle(self) -> None:
+        """Every column merged from its chunks (see `_Columns.settle`)."""
+        for columns in [self._meta, *self.generate.values(), *self.judge.values()]:
+            columns.settle()
 
     def priors(self, design: Design) -> Priors:
         """The per-item priors by condition id, for `calibration.calibrate`."""

@@ -32,13 +32,13 @@ from itemeval.estimate import (
     condition_tiers,
     token_tables,
 )
-from itemeval.heap import release_unused_memory
+from itemeval.heap import release_unused_memory, trim_heap
+from itemeval.item_index import PartRun, SelectedItems, build_item_index, part_runs
 from itemeval.locks import check_pins, pin_datasets
 from itemeval.providers.bounds import output_token_bound
 from itemeval.providers.pricing import Pricing
 from itemeval.providers.types import SamplingParams
 from itemeval.store import (
-    ITEMS_PER_PART,
     CellMasks,
     SnapshotInfo,
     StudyStore,
@@ -60,16 +60,6 @@ KEPT_ITEMS_BYTES = 16 * 2**20
 #: trims (~70 ms on a 2-core machine) would only delay a small run's first request.
 TRIM_AFTER_ITEMS = 100_000
 PROSE = ("short-prose", "long-prose")
-
-#: Columns of `Plan.items`: one row per selected item, where its snapshot part is.
-ITEM_INDEX_SCHEMA = pa.schema(
-    [
-        pa.field("item_id", pa.string(), nullable=False),
-        pa.field("dataset", pa.dictionary(pa.int32(), pa.string()), nullable=False),
-        pa.field("fingerprint", pa.dictionary(pa.int32(), pa.string()), nullable=False),
-        pa.field("part", pa.int32(), nullable=False),
-    ]
-)
 
 
 @dataclass
@@ -106,10 +96,24 @@ class Plan:
     warnings: list[Problem] = field(default_factory=list)
     tokens: TokenTables | None = field(default=None, repr=False)  # the estimate's priors
     calibration: Calibration | None = field(default=None, repr=False)
+    runs: list[PartRun] | None = field(default=None, repr=False)  # `item_runs`, once made
 
     @property
     def item_count(self) -> int:
         return self.items.num_rows
+
+    def item_runs(self) -> list[PartRun]:
+        """The item index cut where the snapshot part changes (made once)."""
+        if self.runs is None:
+            self.runs = part_runs(self.items)
+        return self.runs
+
+    def keep_only_item_ids(self) -> None:
+        """For the rest of a run, which dispatches from the runs and the ids: the index's
+        per-item dataset, fingerprint and part columns let go (12 bytes an item). `items` is
+        then the `item_id` column only."""
+        self.item_runs()
+        self.items = self.items.select(["item_id"])
 
     @property
     def large_scan(self) -> bool:
@@ -158,7 +162,8 @@ def make_plan(
         DatasetPlan(h, h.fingerprint(), read_snapshot_info(store, h.name, h.fingerprint()))
         for h in handles
     ]
-    index_batches: list[pa.RecordBatch] = []
+    id_chunks: list[pa.Array] = []  # the selected ids, batch by batch (the index's only
+    # per-item column read from the items: the others follow from each dataset's count)
     ids = StudyIds()
     kept_bytes = 0
 
@@ -183,13 +188,15 @@ def make_plan(
                 keep_for_commit(plan, batch)
                 start = plan.items
                 plan.items += len(batch)
+                if _large_scan(datasets):  # the free pages of the batches before
+                    trim_heap()
                 for item in batch:
                     plan.modalities[item.modality or "unknown"] += 1
                 keep = batch if per_dataset is None else batch[: max(0, per_dataset - start)]
                 if not keep:
                     continue
                 plan.selected += len(keep)
-                index_batches.append(_index_batch(plan, keep, start))
+                id_chunks.append(pa.array([item.id for item in keep], pa.string()))
                 yield keep
 
     # One pass over every item: validation, unique ids, modalities, and token counts of the
@@ -200,9 +207,11 @@ def make_plan(
     # items the planning peak fell from 368 to 337 MB).
     if _large_scan(datasets):
         release_unused_memory()
-    items = pa.Table.from_batches(index_batches, schema=ITEM_INDEX_SCHEMA)
-    items = items.unify_dictionaries().combine_chunks()
-    index_batches.clear()  # combined into `items`: not twice in memory
+    selections = [SelectedItems(d.name, d.fingerprint, d.selected) for d in datasets]
+    items = build_item_index(selections, id_chunks)  # empties `id_chunks`
+    tables.settle()
+    if _large_scan(datasets):  # the id and token chunks just merged: their pages too (~30 MB)
+        release_unused_memory()
     if items.num_rows:
         tables.item_ids = _item_ids(items)
     _check_prose_has_judge(study, datasets)
@@ -308,33 +317,18 @@ def commit_plan(plan: Plan) -> None:
     for dataset in plan.datasets:
         if dataset.snapshot is None:
             kept, dataset.kept = dataset.kept, None
-            batches = (
-                iter(kept)
-                if kept is not None
-                else (items_to_table(b) for b in dataset.handle.iter_batches(SCAN_BATCH))
-            )
+            batches = iter(kept) if kept is not None else _reread(dataset.handle)
             dataset.snapshot = write_items_snapshot(
                 plan.store, dataset.name, dataset.fingerprint, batches
             )
 
 
-def _index_batch(plan: DatasetPlan, items: list[WorkItem], start: int) -> pa.RecordBatch:
-    """Where the selected `items` (positions `start`... of their dataset) sit in the snapshot."""
-    n = len(items)
-    parts = [(start + offset) // ITEMS_PER_PART for offset in range(n)]
-    return pa.record_batch(
-        [
-            pa.array([item.id for item in items], pa.string()),
-            pa.DictionaryArray.from_arrays(
-                pa.repeat(pa.scalar(0, pa.int32()), n), pa.array([plan.name], pa.string())
-            ),
-            pa.DictionaryArray.from_arrays(
-                pa.repeat(pa.scalar(0, pa.int32()), n), pa.array([plan.fingerprint], pa.string())
-            ),
-            pa.array(parts, pa.int32()),
-        ],
-        schema=ITEM_INDEX_SCHEMA,
-    )
+def _reread(handle: DatasetHandle) -> Iterator[pa.Table]:
+    """A dataset too large to keep, read again as snapshot tables (`heap.trim_heap` after
+    every batch: at a million items, the commit's peak fell by ~20 MB)."""
+    for batch in handle.iter_batches(SCAN_BATCH):
+        yield items_to_table(batch)
+        trim_heap()
 
 
 def _dataset_batches(plan: DatasetPlan) -> Iterator[list[WorkItem]]:

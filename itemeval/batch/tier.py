@@ -37,7 +37,7 @@ from itemeval.planning import Plan
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import Cap, RowCost, StageResult, Stop, fold
 from itemeval.runtime.progress import Progress
-from itemeval.runtime.shards import Shard, ShardSummary, generate_shards, grade_shards, part_runs
+from itemeval.runtime.shards import Shard, ShardSummary, generate_shards, grade_shards
 from itemeval.runtime.spend import SpendSource
 from itemeval.store import ITEMS_PER_PART, CellMasks
 
@@ -318,7 +318,7 @@ def _shards(plan: Plan, stage: str, taken: CellMasks) -> list[Shard]:
     """The taken cells as shards of up to a part each, condition after condition: one
     condition's requests fill its batches before the next one's are rendered (memory holds one
     condition's unsent requests at a time)."""
-    runs = part_runs(plan.items)
+    runs = plan.item_runs()
     if stage == "generate":
         shards = list(generate_shards(taken, runs, shard_size=ITEMS_PER_PART, usd_per_cell={}))
     else:

@@ -48,7 +48,7 @@ from itemeval.runtime.dispatch import (
     dispatch,
 )
 from itemeval.runtime.progress import Progress
-from itemeval.runtime.shards import Shard, generate_shards, grade_shards, part_runs
+from itemeval.runtime.shards import Shard, generate_shards, grade_shards
 from itemeval.runtime.spend import LedgerState
 from itemeval.runtime.timeline import TIMELINE
 from itemeval.secrets import redact
@@ -187,6 +187,8 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
     )
     _release_planning_memory(plan)
     commit_plan(plan)
+    if plan.large_scan:  # what reading the items again left free (a million items: ~35 MB)
+        release_unused_memory()
     TIMELINE.mark("committed (pins, items snapshot)")
     manifest = _manifest(plan, options, remaining, approved_by)
     write_manifest_start(plan.store, manifest)
@@ -436,6 +438,8 @@ def _release_planning_memory(plan: Plan) -> None:
     at a million items the driver held ~100 MB it no longer used through the whole run)."""
     plan.tokens = None  # per-item priors: the estimate is made, the gate passed
     plan.calibration = None
+    plan.pending_grade = None  # the grade stage reads its own, from what is stored then
+    plan.keep_only_item_ids()
     if plan.large_scan:  # a small plan's pages are few: not worth ~70 ms before its first call
         release_unused_memory()
 
@@ -468,7 +472,7 @@ def _shards(
     estimated USD."""
     size = plan.study.runtime.shard_size
     per_cell = _usd_per_cell(plan)
-    runs = part_runs(plan.items)
+    runs = plan.item_runs()
     if stage == "generate":
         shards = generate_shards(
             pending, runs, shard_size=size, usd_per_cell=per_cell, first_id=first_id

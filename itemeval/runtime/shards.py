@@ -15,7 +15,6 @@ is what crosses the Ray boundary.
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field, replace
@@ -23,8 +22,8 @@ from typing import Literal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from itemeval.item_index import PartRun
 from itemeval.store import CellMasks, StudyStore, solution_index
 
 Stage = Literal["generate", "grade"]
@@ -99,46 +98,6 @@ class ShardSummary:
     @property
     def error_count(self) -> int:
         return sum(self.errors.values())
-
-
-@dataclass(frozen=True, slots=True)
-class PartRun:
-    """Consecutive selected items (rows `start:stop` of the plan's item index) that sit in one
-    items-snapshot part."""
-
-    dataset: str
-    fingerprint: str
-    part: int
-    start: int
-    stop: int
-
-
-def part_runs(items: pa.Table) -> list[PartRun]:
-    """The item index (`ITEM_INDEX_SCHEMA`, in selection order) cut where the part changes."""
-    if items.num_rows == 0:
-        return []
-    datasets = items.column("dataset").combine_chunks()
-    fingerprints = items.column("fingerprint").combine_chunks()
-    parts = items.column("part").to_numpy()
-    dataset_codes = _codes(datasets)
-    change = np.flatnonzero((parts[1:] != parts[:-1]) | (dataset_codes[1:] != dataset_codes[:-1]))
-    bounds = [0, *(change + 1).tolist(), items.num_rows]
-    return [
-        PartRun(
-            dataset=str(datasets[start].as_py()),
-            fingerprint=str(fingerprints[start].as_py()),
-            part=int(parts[start]),
-            start=start,
-            stop=stop,
-        )
-        for start, stop in itertools.pairwise(bounds)
-    ]
-
-
-def _codes(column: pa.Array) -> np.ndarray:
-    if pa.types.is_dictionary(column.type):
-        return column.indices.to_numpy(zero_copy_only=False)
-    return pc.dictionary_encode(column).indices.to_numpy(zero_copy_only=False)
 
 
 def _chunks(cells: pa.Table, size: int) -> list[pa.Table]:

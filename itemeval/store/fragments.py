@@ -46,7 +46,7 @@ _MAX_PASSES = 32  # read passes per call before a read gives up (see read_partit
 _THREADS = 8  # readers of a remote store: each mostly waits on the network (local: see below)
 _FETCH_CHUNK = 256  # remote fragments fetched per batched GET
 #: Rows per table of `scan_partition`'s stream.
-SCAN_BATCH_ROWS = 1 << 16
+SCAN_BATCH_ROWS = 1 << 14
 
 #: What `read_partitions` applies to each fragment as it is read, and `scan_partition` to each
 #: batch (see there).

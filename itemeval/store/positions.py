@@ -3,10 +3,12 @@
 The pending sets place every stored row (a million and more) among the selected items, batch
 by batch as the store is streamed. Arrow's `index_in` builds a hash table of its value set on
 every call, so placing many batches against a million ids rebuilt that table per batch (and
-its peak grew with the ids). `ItemLookup` hashes the ids once into a sorted array of 64-bit
-hashes (12 bytes per id); a batch is hashed the same way and binary-searched, and every hit is
-confirmed by comparing the strings themselves, so the answer is exact whatever the hash. Ids
-whose hash two items share (rare) are placed among those items by `index_in`.
+its peak grew with the ids). `ItemLookup` hashes the ids once and keeps one sorted array of
+64-bit words (8 bytes per id): each word is an id's hash with its low bits replaced by the id's
+position (20 bits for a million ids), so the sort carries the positions along. A batch is hashed
+the same way and binary-searched on the high bits, and every hit is confirmed by comparing the
+strings themselves, so the answer is exact whatever the hash. Ids whose high bits two items
+share (rare: ~0.03 pairs among a million ids) are placed among those items by `index_in`.
 """
 
 from __future__ import annotations
@@ -81,16 +83,25 @@ class ItemLookup:
         return len(self.items)
 
     def _build(self) -> None:
-        hashes = string_hashes(self.items)
-        index_type = np.int32 if len(self.items) < 2**31 else np.int64
-        self._order = np.argsort(hashes, kind="stable").astype(index_type)
-        hashes.sort()  # in place: equal to hashes[order], without a third array of the ids
-        self._sorted = hashes
-        repeated = self._sorted[1:] == self._sorted[:-1]
-        #: Hashes that two or more items share, and those items (placed by `index_in`).
-        self._shared = np.unique(self._sorted[1:][repeated])
-        sharing = np.isin(self._sorted, self._shared)
-        self._sharing_items = pa.array(self._order[sharing].astype(np.int64))
+        n = len(self.items)
+        self._low = np.uint64((1 << max(1, (n - 1).bit_length())) - 1)  # a position's bits
+        self._high = ~self._low
+        words = string_hashes(self.items)
+        # a slice at a time: no temporary as long as the ids
+        for start in range(0, n, _HASH_SLICE):
+            stop = min(n, start + _HASH_SLICE)
+            words[start:stop] &= self._high
+            words[start:stop] |= np.arange(start, stop, dtype=np.uint64)
+        words.sort()  # in place
+        self._words = words
+        repeated = np.zeros(n, dtype=bool)  # the word before has the same high bits
+        for start in range(1, n, _HASH_SLICE):
+            stop = min(n, start + _HASH_SLICE)
+            repeated[start:stop] = (words[start:stop] ^ words[start - 1 : stop - 1]) <= self._low
+        #: High bits that two or more items share, and those items (placed by `index_in`).
+        self._shared = np.unique(words[repeated] & self._high)
+        sharing = np.isin(words & self._high, self._shared) if len(self._shared) else repeated
+        self._sharing_items = pa.array((words[sharing] & self._low).astype(np.int64))
         self._built = True
 
     def positions(self, values: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -111,10 +122,13 @@ class ItemLookup:
 
     def _place(self, values: pa.Array) -> np.ndarray:
         found = np.full(len(values), -1, dtype=np.int64)
-        hashes = string_hashes(values)
-        at = np.minimum(np.searchsorted(self._sorted, hashes), len(self._sorted) - 1)
-        rows = np.flatnonzero(self._sorted[at] == hashes)
-        candidates = self._order[at[rows]].astype(np.int64)
+        hashes = string_hashes(values) & self._high
+        # the first word at or above a hash's high bits (its low bits are 0) is the first item
+        # with those high bits, if any
+        at = np.minimum(np.searchsorted(self._words, hashes), len(self._words) - 1)
+        words = self._words[at]
+        rows = np.flatnonzero((words & self._high) == hashes)
+        candidates = (words[rows] & self._low).astype(np.int64)
         same = pc.equal(values.take(pa.array(rows)), self.items.take(pa.array(candidates)))
         same_rows = same.to_numpy(zero_copy_only=False)
         found[rows[same_rows]] = candidates[same_rows]

@@ -14,10 +14,11 @@ from runtime_files import write_study
 from itemeval.cli.main import main
 from itemeval.config import load_study
 from itemeval.errors import ExitCode, GateDeclined
+from itemeval.item_index import part_runs
 from itemeval.planning import commit_plan, make_plan
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.driver import RunOptions, _pending, run_study
-from itemeval.runtime.shards import generate_shards, grade_shards, part_runs
+from itemeval.runtime.shards import generate_shards, grade_shards
 from itemeval.runtime.worker import ShardRunner
 from itemeval.store import StudyStore, latest_manifest, list_manifests, read_manifest
 from itemeval.store.compact import compact_partition

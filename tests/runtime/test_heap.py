@@ -35,15 +35,21 @@ def test_a_run_leaves_the_callers_pace_as_it_found_it(tmp_path, monkeypatch):
 
 
 def test_pages_are_handed_back_only_after_a_large_scan(tmp_path, monkeypatch):
-    # The trim costs tens of ms: a small run must not pay it before its first call.
+    # A release costs tens of ms: a small run must not pay it before its first call.
     monkeypatch.setenv("ITEMEVAL_CACHE_DIR", str(tmp_path / "default-cache"))
-    trims: list[int] = []
-    monkeypatch.setattr(planning, "release_unused_memory", lambda: trims.append(1))
-    monkeypatch.setattr(driver, "release_unused_memory", lambda: trims.append(1))
+    calls: list[str] = []
+    monkeypatch.setattr(planning, "release_unused_memory", lambda: calls.append("release"))
+    monkeypatch.setattr(driver, "release_unused_memory", lambda: calls.append("release"))
+    monkeypatch.setattr(planning, "trim_heap", lambda: calls.append("trim"))
     study = load_study(write_study(tmp_path, **{"facets.grader": [], "budget.dev_items": 2}))
     options = RunOptions(no_ray=True, yes=True, quiet=True, stages=("generate",), limit=1)
     assert run_study(study, options).exit_code == 0
-    assert trims == []
+    assert calls == []
     monkeypatch.setattr(planning, "TRIM_AFTER_ITEMS", 2)  # the sample datasets are "large" now
     assert run_study(study, RunOptions(no_ray=True, yes=True, quiet=True)).exit_code == 0
-    assert trims == [1, 1, 1]  # after planning's scan, after the gate, before the grade set
+    releases = [c for c in calls if c == "release"]
+    # after planning's scan and after its index is merged, after the gate, after the commit,
+    # before the grade set
+    assert len(releases) == 5
+    # the scan trims after each batch once it is large (the sample datasets: a batch each)
+    assert "trim" in calls[: calls.index("release")]

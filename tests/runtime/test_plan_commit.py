@@ -9,7 +9,7 @@ import shutil
 import pytest
 from runtime_files import DATASETS, write_study
 
-from itemeval import planning
+from itemeval import item_index, planning
 from itemeval.config import load_study
 from itemeval.planning import commit_plan, make_plan
 from itemeval.store import read_items_part
@@ -68,3 +68,33 @@ def test_a_dataset_too_large_to_keep_is_read_again(tmp_path, monkeypatch):
     shutil.rmtree(data)
     with pytest.raises(FileNotFoundError):
         commit_plan(plan)
+
+
+@pytest.mark.parametrize("limit", [4, 1000])
+def test_the_item_index_names_the_snapshot_part_of_each_item(tmp_path, monkeypatch, limit):
+    # The index's dataset, fingerprint and part columns are not read from the items: they
+    # follow from each dataset's count. Small parts, so that items sit in several.
+    monkeypatch.setattr(item_index, "ITEMS_PER_PART", 3)
+    write = planning.write_items_snapshot
+    monkeypatch.setattr(
+        planning,
+        "write_items_snapshot",
+        lambda *args, **kwargs: write(*args, **kwargs, rows_per_part=3),
+    )
+    study, _ = _study_with_own_copies(tmp_path, "study")
+    plan = make_plan(study, limit=limit, keep_items=True)
+    commit_plan(plan)
+
+    index = plan.items.to_pylist()
+    by_dataset = {d.name: d for d in plan.datasets}
+    for dataset in plan.datasets:
+        ids = [row["item_id"] for row in index if row["dataset"] == dataset.name]
+        stored = [r["item_id"] for r in _snapshot_rows(plan)[dataset.name]]
+        assert ids == stored[: dataset.selected]  # its first `selected` items, in order
+        assert len(ids) == min(limit, dataset.items)
+    assert {d.snapshot.parts for d in plan.datasets} != {1}  # parts were cut
+    for row in index:
+        dataset = by_dataset[row["dataset"]]
+        assert row["fingerprint"] == dataset.fingerprint
+        part = read_items_part(dataset.snapshot, row["part"], ["item_id"])
+        assert row["item_id"] in part.column("item_id").to_pylist()

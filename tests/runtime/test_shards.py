@@ -6,9 +6,9 @@ from __future__ import annotations
 import pyarrow as pa
 from lifetimes import alive_at_each_call
 
-from itemeval.planning import ITEM_INDEX_SCHEMA
+from itemeval.item_index import ITEM_INDEX_SCHEMA, part_runs
 from itemeval.runtime import shards as shards_module
-from itemeval.runtime.shards import generate_shards, grade_shards, part_runs
+from itemeval.runtime.shards import generate_shards, grade_shards
 from itemeval.store import StudyStore, pending_generate, pending_grade
 
 
