@@ -85,7 +85,7 @@ class Plan:
     design: Design
     store: StudyStore
     datasets: list[DatasetPlan]
-    items: pa.Table  # ITEM_INDEX_SCHEMA, the selected items
+    items: pa.Table  # ITEM_INDEX_SCHEMA, the selected items (a run keeps the ids only)
     estimate: Estimate
     pending_generate: CellMasks | None  # keyed by generate condition id
     pending_grade: CellMasks | None  # keyed by (grade condition id, generate condition id)
@@ -210,7 +210,8 @@ def make_plan(
     selections = [SelectedItems(d.name, d.fingerprint, d.selected) for d in datasets]
     items = build_item_index(selections, id_chunks)  # empties `id_chunks`
     tables.settle()
-    if _large_scan(datasets):  # the id and token chunks just merged: their pages too (~30 MB)
+    # The id and token chunks just merged: their pages too (~35 MB at a million items).
+    if _large_scan(datasets):
         release_unused_memory()
     if items.num_rows:
         tables.item_ids = _item_ids(items)
