@@ -111,7 +111,8 @@ class Plan:
     def keep_only_item_ids(self) -> None:
         """For the rest of a run, which dispatches from the runs and the ids: the index's
         per-item dataset, fingerprint and part columns let go (12 bytes an item). `items` is
-        then the `item_id` column only."""
+        then the `item_id` column only, so the plan serves that run and nothing else
+        (`refresh_estimate` and the exports need the whole index)."""
         self.item_runs()
         self.items = self.items.select(["item_id"])
 

@@ -377,22 +377,29 @@ def _fold_watched(
     gen_condition_id: str,
     lookup: ItemLookup,
     epochs: int,
-    watch: np.ndarray,
+    watch: np.ndarray | None,
     present: np.ndarray | None,
 ) -> np.ndarray:
-    """The current solution's key at each `watch`ed cell (the store's rule; empty when none has
-    one), marking in `present` (if given) every cell that has an `ok` row."""
-    current = CurrentFold(len(watch))
+    """The current solution's key at each `watch`ed cell (None: every cell) by the store's rule
+    (empty when none has one), marking in `present` (if given) every cell with an `ok` row."""
+    current = CurrentFold(len(lookup) * epochs if watch is None else len(watch))
     columns = ["item_id", "epoch", "status", "text_hash", "written_at"]
     for ok in store.scan(SOLUTIONS, gen_condition_id, columns, reduce=_ok_rows_keyed):
         rows, positions = cell_positions(ok, lookup, epochs)
         if present is not None:
             present[positions] = True
-        rows, positions = _watched(watch, rows, positions)
+        if watch is not None:
+            rows, positions = _watched(watch, rows, positions)
         if len(rows):
             written = ok.column("written_at").cast(pa.int64()).to_numpy()[rows]
             current.add(positions, written, ok.column("text_hash").to_numpy()[rows])
     return current.keys
+
+
+#: Above this share of a condition's cells with several `ok` rows (a forced run made them all
+#: again, say), `_every_cells_keys` folds every cell by the rule at once: watching that many
+#: (their positions, and a key and a `written_at` each) would cost more than it saves.
+SEVERAL_SHARE = 0.25
 
 
 def _every_cells_keys(
@@ -417,10 +424,16 @@ def _every_cells_keys(
     several = np.flatnonzero(rows_of > 1)
     present = rows_of > 0
     del rows_of
+    if len(several) > SEVERAL_SHARE * cells:
+        del keys, several  # before the fold's own arrays are made
+        return SolutionKeys(
+            present, None, _fold_watched(store, gen_condition_id, lookup, epochs, None, None)
+        )
     if len(several):
         decided = _fold_watched(store, gen_condition_id, lookup, epochs, several, None)
-        if len(decided):
-            keys[several] = decided
+        # No key (the cells' rows gone since the first scan): none is current, so they are
+        # graded again, never matched against a row the first scan happened to see last.
+        keys[several] = decided if len(decided) else 0
     return SolutionKeys(present, None, keys if present.any() else np.zeros(0, np.uint64))
 
 

@@ -98,10 +98,11 @@ class ItemLookup:
         for start in range(1, n, _HASH_SLICE):
             stop = min(n, start + _HASH_SLICE)
             repeated[start:stop] = (words[start:stop] ^ words[start - 1 : stop - 1]) <= self._low
-        #: High bits that two or more items share, and those items (placed by `index_in`).
+        #: High bits that two or more items share, and the items that `index_in` places.
         self._shared = np.unique(words[repeated] & self._high)
-        sharing = np.isin(words & self._high, self._shared) if len(self._shared) else repeated
-        self._sharing_items = pa.array((words[sharing] & self._low).astype(np.int64))
+        # The first item of each run of equal high bits is the one a search lands on (and
+        # confirms on the strings); the others are placed by `index_in`.
+        self._sharing_items = pa.array((words[repeated] & self._low).astype(np.int64))
         self._built = True
 
     def positions(self, values: pa.Array | pa.ChunkedArray) -> np.ndarray:

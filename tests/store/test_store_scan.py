@@ -83,12 +83,15 @@ def test_a_local_scan_reads_with_no_more_threads_than_cpus(
 
 
 @pytest.mark.parametrize("batch_rows", [1, 4, 1000])
+@pytest.mark.parametrize("share", [0.0, 1.0], ids=["every-cell-folded", "several-watched"])
 def test_current_solution_is_the_one_the_store_rule_picks(
-    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch, batch_rows: int
+    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch, batch_rows: int, share: float
 ) -> None:
     """Several `ok` rows per cell across fragments: later `written_at` wins; on a tie the later
-    fragment, whether the two rows meet in one batch or in two."""
+    fragment, whether the two rows meet in one batch or in two; whether the cells with several
+    rows are decided in a second scan that watches them, or every cell is folded by the rule."""
     monkeypatch.setattr(fragments, "SCAN_BATCH_ROWS", batch_rows)
+    monkeypatch.setattr(pending_module, "SEVERAL_SHARE", share)
     items = pa.array([f"q{i}" for i in range(6)])
     store.write_solutions(
         "gen", [solution(f"q{i}", e, text=f"a{i}{e}", at=5) for i in range(6) for e in (0, 1)]
@@ -370,3 +373,19 @@ def test_a_stream_reads_again_when_what_it_listed_was_compacted(
     monkeypatch.setattr(fragments, "list_fragments", list_then_compact)
     assert pending_generate(store, ["c1"], items, 1, unique_ids=True).num_rows == 0
     assert listings[0] == 3 and len(listings) >= 2  # listed again after the compaction
+
+
+def test_cells_whose_rows_are_gone_by_the_second_scan_have_no_current_solution(
+    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cell with several rows is decided by a second scan; if that scan finds none of them
+    (rows deleted from outside meanwhile), no key is current there: its grades do not match,
+    and it is graded again rather than matched against whichever row the first scan saw last."""
+    items = pa.array(["q0", "q1"])
+    store.write_solutions("gen", [solution("q0", text="old", at=1), solution("q1", text="one")])
+    store.write_solutions("gen", [solution("q0", text="new", at=2)])
+    monkeypatch.setattr(pending_module, "SEVERAL_SHARE", 1.0)
+    monkeypatch.setattr(pending_module, "_fold_watched", lambda *args: np.zeros(0, np.uint64))
+    current = current_solution_keys(store, "gen", items, 1)
+    keys = hash_keys(pa.array([text_hash("old"), text_hash("new"), text_hash("one")]))
+    assert current.is_current(np.array([0, 0, 1]), keys).tolist() == [False, False, True]
