@@ -368,11 +368,11 @@ def current_solution_keys(
     if watch is None:
         return _every_cells_keys(store, gen_condition_id, lookup, epochs)
     present = np.zeros(len(lookup) * epochs, dtype=bool)
-    keys = _fold_watched(store, gen_condition_id, lookup, epochs, watch, present)
+    keys = _fold_by_rule(store, gen_condition_id, lookup, epochs, watch, present)
     return SolutionKeys(present, watch, keys)
 
 
-def _fold_watched(
+def _fold_by_rule(
     store: StudyStore,
     gen_condition_id: str,
     lookup: ItemLookup,
@@ -427,10 +427,10 @@ def _every_cells_keys(
     if len(several) > SEVERAL_SHARE * cells:
         del keys, several  # before the fold's own arrays are made
         return SolutionKeys(
-            present, None, _fold_watched(store, gen_condition_id, lookup, epochs, None, None)
+            present, None, _fold_by_rule(store, gen_condition_id, lookup, epochs, None, None)
         )
     if len(several):
-        decided = _fold_watched(store, gen_condition_id, lookup, epochs, several, None)
+        decided = _fold_by_rule(store, gen_condition_id, lookup, epochs, several, None)
         # No key (the cells' rows gone since the first scan): none is current, so they are
         # graded again, never matched against a row the first scan happened to see last.
         keys[several] = decided if len(decided) else 0

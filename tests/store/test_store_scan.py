@@ -385,7 +385,7 @@ def test_cells_whose_rows_are_gone_by_the_second_scan_have_no_current_solution(
     store.write_solutions("gen", [solution("q0", text="old", at=1), solution("q1", text="one")])
     store.write_solutions("gen", [solution("q0", text="new", at=2)])
     monkeypatch.setattr(pending_module, "SEVERAL_SHARE", 1.0)
-    monkeypatch.setattr(pending_module, "_fold_watched", lambda *args: np.zeros(0, np.uint64))
+    monkeypatch.setattr(pending_module, "_fold_by_rule", lambda *args: np.zeros(0, np.uint64))
     current = current_solution_keys(store, "gen", items, 1)
     keys = hash_keys(pa.array([text_hash("old"), text_hash("new"), text_hash("one")]))
     assert current.is_current(np.array([0, 0, 1]), keys).tolist() == [False, False, True]
