@@ -21,7 +21,7 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from itemeval.store import RESPONSE_SCHEMA, ResponseCache, build_table
+from itemeval.store import ResponseCache
 
 log = logging.getLogger("itemeval.journal")
 
@@ -95,4 +95,4 @@ class ResponseJournal:
                     )
 
     def _put(self, group: str, rows: list[dict[str, Any]]) -> None:
-        self.cache.put(group, build_table(RESPONSE_SCHEMA, rows))
+        self.cache.put(group, rows)  # built (and checked) once, by the cache

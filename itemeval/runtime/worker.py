@@ -15,6 +15,7 @@ that finished, then re-raises.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -109,6 +110,9 @@ class ShardRunner:
         )
         self._snapshots: dict[tuple[str, str], SnapshotInfo] = {}
         self._parts: OrderedDict[tuple[str, str, int], dict[str, WorkItem]] = OrderedDict()
+        # Shards read their part on threads; the first reader converts it, the others wait:
+        # without the lock a run's first shards each converted the same part (issue 14).
+        self._parts_lock = threading.Lock()
         self._fragments: OrderedDict[tuple[str, str], pa.Table] = OrderedDict()
 
     # -- the entry point -------------------------------------------------------------------
@@ -367,6 +371,10 @@ class ShardRunner:
     # -- reading ---------------------------------------------------------------------------
     def read_items(self, shard: Shard) -> dict[str, WorkItem]:
         """The items of the shard's part, by id (the last parts read are kept)."""
+        with self._parts_lock:
+            return self._read_items(shard)
+
+    def _read_items(self, shard: Shard) -> dict[str, WorkItem]:
         key = (shard.dataset, shard.fingerprint, shard.part)
         if key in self._parts:
             self._parts.move_to_end(key)

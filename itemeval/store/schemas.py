@@ -21,7 +21,7 @@ Readers fill them in (`conform_older`, `fill_columns`); nothing else is accepted
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -234,16 +234,22 @@ def schema_name(schema: pa.Schema) -> str:
     return meta.get(b"itemeval.schema", b"table").decode()
 
 
-def _default(column: Column, row: Mapping[str, Any], now: datetime) -> Any:
+def _row_default(name: str) -> Callable[[Mapping[str, Any]], Any] | None:
+    """The default of a column computed from the rest of its row, or None."""
+    if name == "text_hash":
+        return lambda row: text_hash(row.get("text") or "")
+    if name == "parse_ok":
+        return lambda row: row.get("status") == STATUS_OK
+    return None
+
+
+def _constant_default(column: Column, now: datetime) -> Any:
+    """The default of a column that is the same for every row (KeyError: it has none)."""
     name = column.name
     if name == "written_at":
         return now
     if name == "text":
         return ""
-    if name == "text_hash":
-        return text_hash(row.get("text") or "")
-    if name == "parse_ok":
-        return row.get("status") == STATUS_OK
     if name == "attempts":
         return 1
     if name == "cached":
@@ -263,7 +269,7 @@ def build_table(schema: pa.Schema, rows: Iterable[Mapping[str, Any]]) -> pa.Tabl
     """A table with exactly `schema` from row dicts, defaults filled (see `docs/store.md`).
 
     Unknown keys, missing required values and values of the wrong kind are a `StoreError`
-    naming the row and the column. The result has passed `check_table`.
+    naming the row and the column. The result would pass `check_table`.
     """
     columns = [Column(f.name, f.type, f.nullable, "") for f in schema]
     names = {c.name for c in columns}
@@ -279,25 +285,44 @@ def build_table(schema: pa.Schema, rows: Iterable[Mapping[str, Any]]) -> pa.Tabl
                     hint=f"the {what} columns are {sorted(names)}",
                 )
             )
-    # Column by column (every row written goes through here: a run writes three per call).
-    data: dict[str, list[Any]] = {}
-    for column in columns:
-        values = [row.get(column.name) for row in rows]
-        if not column.nullable and any(value is None for value in values):
-            for index, value in enumerate(values):
-                if value is not None:
-                    continue
-                if column.name in _REQUIRED_WITHOUT_DEFAULT:
-                    raise StoreError(
-                        Problem(f"row {index} has no value", file=what, field=column.name)
-                    )
-                values[index] = _default(column, rows[index], now)
-        data[column.name] = values
+    # Every row written goes through here (a run writes three per call): each row's values
+    # are taken in one C-level pass and transposed, not looked up cell by cell in Python.
+    order = [c.name for c in columns]
+    by_column = list(zip(*[list(map(row.get, order)) for row in rows], strict=True))
+    if not by_column:
+        by_column = [()] * len(columns)
+    data: dict[str, Sequence[Any] | pa.Array] = {}
+    hashed_here = False  # every text_hash computed below, so none to verify
+    for column, values in zip(columns, by_column, strict=True):
+        if column.nullable or None not in values:
+            data[column.name] = values
+            continue
+        missing = [index for index, value in enumerate(values) if value is None]
+        if column.name in _REQUIRED_WITHOUT_DEFAULT:
+            raise StoreError(
+                Problem(f"row {missing[0]} has no value", file=what, field=column.name)
+            )
+        from_row = _row_default(column.name)
+        if from_row is not None:
+            filled = list(values)
+            for index in missing:
+                filled[index] = from_row(rows[index])
+            data[column.name] = filled
+            hashed_here = hashed_here or (column.name == "text_hash" and len(missing) == len(rows))
+            continue
+        constant = _constant_default(column, now)
+        if len(missing) == len(rows):
+            data[column.name] = pa.repeat(pa.scalar(constant, column.type), len(rows))
+        else:
+            data[column.name] = [constant if value is None else value for value in values]
     try:
         table = pa.Table.from_pydict(data, schema=schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
         raise StoreError(Problem(f"a value has the wrong type: {exc}", file=what)) from exc
-    return check_table(table, schema)
+    # The table has the schema's types, order and flags, and no null in a required column,
+    # by construction: of `check_table` only the checks of values remain.
+    _check_values(table, what, verify_text_hash=not hashed_here)
+    return table
 
 
 def check_table(table: pa.Table, schema: pa.Schema, *, what: str | None = None) -> pa.Table:
@@ -346,11 +371,15 @@ def _first_true(mask: pa.ChunkedArray | pa.Array) -> int | None:
     return None if index < 0 else int(index)
 
 
-def _check_values(table: pa.Table, what: str) -> None:
+_STATUS_SET = pa.array(STATUSES)
+_TIER_SET = pa.array(TIERS)
+
+
+def _check_values(table: pa.Table, what: str, *, verify_text_hash: bool = True) -> None:
     names = table.column_names
     if "status" in names:
         status = table.column("status")
-        bad = _first_true(pc.invert(pc.is_in(status, value_set=pa.array(STATUSES))))
+        bad = _first_true(pc.invert(pc.is_in(status, value_set=_STATUS_SET)))
         if bad is not None:
             raise StoreError(
                 Problem(
@@ -367,7 +396,7 @@ def _check_values(table: pa.Table, what: str) -> None:
                     Problem(f"error row {bad} has no error_code", file=what, field="error_code")
                 )
     if "tier" in names:
-        bad = _first_true(pc.invert(pc.is_in(table.column("tier"), value_set=pa.array(TIERS))))
+        bad = _first_true(pc.invert(pc.is_in(table.column("tier"), value_set=_TIER_SET)))
         if bad is not None:
             raise StoreError(
                 Problem(
@@ -381,7 +410,7 @@ def _check_values(table: pa.Table, what: str) -> None:
         bad = _first_true(pc.less(table.column("epoch"), 0))
         if bad is not None:
             raise StoreError(Problem(f"row {bad} has a negative epoch", file=what, field="epoch"))
-    if "text_hash" in names:
+    if "text_hash" in names and verify_text_hash:
         wrong = pc.not_equal(text_hashes(table.column("text")), table.column("text_hash"))
         bad = _first_true(wrong)
         if bad is not None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow.compute as pc
 import pytest
@@ -22,6 +24,7 @@ from itemeval.runtime.shards import generate_shards, grade_shards
 from itemeval.runtime.worker import ShardRunner
 from itemeval.store import StudyStore, latest_manifest, list_manifests, read_manifest
 from itemeval.store.compact import compact_partition
+from itemeval.workitem import table_to_items
 
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True)
 
@@ -219,6 +222,36 @@ def test_a_cancelled_shard_writes_the_calls_that_finished(tmp_path):
     rows = _solutions(study.store_url)
     assert 4 <= rows.num_rows < shard.size  # what finished in 0.2 s at 2 x 40 ms, not more
     assert pc.all(pc.equal(rows.column("status"), "ok")).as_py()
+
+
+def test_shards_reading_one_part_at_once_convert_it_once(tmp_path, monkeypatch):
+    # A run's first shards start together and read their items on threads; each used to
+    # convert the same part (a 10,000-item part converted 3-4 times at 20,000 items).
+    study = load_study(write_study(tmp_path, **{"facets.grader": []}))
+    plan = make_plan(study)
+    commit_plan(plan)
+    shards = list(
+        generate_shards(plan.pending_generate, part_runs(plan.items), shard_size=8, usd_per_cell={})
+    )
+    first_part = shards[0].part, shards[0].dataset
+    same_part = [s for s in shards if (s.part, s.dataset) == first_part]
+    assert len(same_part) >= 4
+    converted = []
+
+    def slow_convert(table):
+        converted.append(table.num_rows)
+        time.sleep(0.05)  # a large part: the other readers arrive meanwhile
+        return table_to_items(table)
+
+    monkeypatch.setattr("itemeval.runtime.worker.table_to_items", slow_convert)
+    runner = ShardRunner(_context(study, plan, "parts-test"))
+    with ThreadPoolExecutor(max_workers=len(same_part)) as pool:
+        read = list(pool.map(runner.read_items, same_part))
+    assert len(converted) == 1
+    assert all(items is read[0] for items in read)  # one dict, shared
+    assert {cell for s in same_part for cell in s.cells.column("item_id").to_pylist()} <= set(
+        read[0]
+    )
 
 
 def test_a_pilot_runs_first_then_asks_again_before_the_rest(tmp_path, monkeypatch, capsys):

@@ -57,6 +57,21 @@ def test_build_table_rejects_bad_rows(solution, change, field) -> None:
         assert info.value.problems[0].field == field
 
 
+def test_build_table_fills_defaults_row_by_row_and_checks_given_hashes(solution) -> None:
+    # Some rows carry a value, others take the default; a given text_hash is still verified.
+    given = solution("q1", text="Paris", attempts=3, tier="batch")
+    table = build_table(SOLUTION_SCHEMA, [given, solution("q2", text="Rome")])
+    assert table.column("attempts").to_pylist() == [3, 1]
+    assert table.column("tier").to_pylist() == ["batch", "live"]
+    assert table.column("text_hash").to_pylist() == [text_hash("Paris"), text_hash("Rome")]
+    assert check_table(table, SOLUTION_SCHEMA).equals(table)  # what the store would accept
+    wrong = solution("q3", text="Oslo", text_hash=text_hash("Bergen"))
+    with pytest.raises(StoreError) as info:
+        build_table(SOLUTION_SCHEMA, [solution("q2", text="Rome"), wrong])
+    assert info.value.problems[0].field == "text_hash"
+    assert "row 1" in info.value.problems[0].message
+
+
 def test_check_table_never_casts(solution) -> None:
     table = build_table(SOLUTION_SCHEMA, [solution("q1")])
     as_int64 = table.set_column(1, "epoch", table.column("epoch").cast(pa.int64()))
