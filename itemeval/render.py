@@ -13,6 +13,7 @@ meaning must be obvious from reading them.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -43,6 +44,8 @@ def placeholders(template: str) -> list[str]:
 
 def lookup(values: Mapping[str, Any], name: str) -> Any:
     """Resolve a dotted name (`metadata.subject`) against nested mappings."""
+    if type(values) is dict and name in values:  # the common case, without the ABC check
+        return values[name]
     current: Any = values
     for part in name.split("."):
         if isinstance(current, Mapping) and part in current:
@@ -54,12 +57,18 @@ def lookup(values: Mapping[str, Any], name: str) -> Any:
 
 def render(template: str, values: Mapping[str, Any]) -> str:
     """Substitute every placeholder; `None` renders as an empty string, other values as `str()`."""
+    pieces = list(_pieces(template))
+    for index in range(1, len(pieces), 2):
+        value = lookup(values, pieces[index])
+        pieces[index] = "" if value is None else str(value)
+    return "".join(pieces)
 
-    def substitute(match: re.Match[str]) -> str:
-        value = lookup(values, match.group(1))
-        return "" if value is None else str(value)
 
-    return PLACEHOLDER.sub(substitute, template)
+@functools.lru_cache(maxsize=512)
+def _pieces(template: str) -> tuple[str, ...]:
+    """`template` cut at its placeholders, once per template (a run renders it per item):
+    literal text at even positions, placeholder names at odd ones."""
+    return tuple(PLACEHOLDER.split(template))
 
 
 def check(template: str, available: set[str] | frozenset[str]) -> list[str]:

@@ -3,7 +3,7 @@ cancelled and fails as `deadline`, a transient failure the `RetryPolicy` retries
 `max_attempts`; when every attempt ran out, the cell's row is an error with code `deadline`.
 
     async with limiter.acquire(estimate) as permit:
-        async with attempt_deadline(settings.deadline_s, where):
+        async with AttemptDeadline(settings.deadline_s, where):
             ...send, read the answer...
 
 The clock starts once the attempt holds its permit: waiting for a rate permit or a concurrency
@@ -17,9 +17,9 @@ each attempt is bounded, attempts are bounded, and so are the waits between them
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from contextvars import ContextVar
+from types import TracebackType
 
 from itemeval.providers.retry import TransientFailure
 from itemeval.providers.types import ErrorCode
@@ -29,25 +29,45 @@ from itemeval.providers.types import ErrorCode
 ATTEMPT_SENT: ContextVar[Callable[[], None] | None] = ContextVar("attempt_sent", default=None)
 
 
-@contextlib.asynccontextmanager
-async def attempt_deadline(seconds: float | None, where: str) -> AsyncIterator[None]:
+class AttemptDeadline:
     """Cancel the body after `seconds` and raise `TransientFailure(deadline)`; no bound when
     `seconds` is None. Only its own expiry becomes `deadline`: a `TimeoutError` raised by the
     body itself passes through unchanged. Entering it marks the attempt as sent
-    (`ATTEMPT_SENT`)."""
-    sent = ATTEMPT_SENT.get()
-    if sent is not None:
-        sent()
-    if seconds is None:
-        yield
-        return
-    scope = asyncio.timeout(seconds)
-    try:
-        async with scope:
-            yield
-    except TimeoutError:
-        if not scope.expired():
-            raise
-        raise TransientFailure(
-            ErrorCode.DEADLINE, f"no answer from {where} within deadline_s = {seconds:g} s"
-        ) from None
+    (`ATTEMPT_SENT`).
+
+    A class, not an `asynccontextmanager`: every attempt enters one, and a generator-based
+    manager costs an async generator and the loop's hooks for it per call (issue 14)."""
+
+    __slots__ = ("_scope", "_seconds", "_where")
+
+    def __init__(self, seconds: float | None, where: str) -> None:
+        self._seconds = seconds
+        self._where = where
+        self._scope: asyncio.Timeout | None = None
+
+    async def __aenter__(self) -> None:
+        sent = ATTEMPT_SENT.get()
+        if sent is not None:
+            sent()
+        if self._seconds is not None:
+            self._scope = asyncio.timeout(self._seconds)
+            await self._scope.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        scope = self._scope
+        if scope is None:
+            return
+        try:
+            await scope.__aexit__(exc_type, exc, tb)
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            raise TransientFailure(
+                ErrorCode.DEADLINE,
+                f"no answer from {self._where} within deadline_s = {self._seconds:g} s",
+            ) from None

@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 
 from itemeval.providers.concurrency import PermitsUnavailable
-from itemeval.providers.deadline import attempt_deadline
+from itemeval.providers.deadline import AttemptDeadline
 from itemeval.providers.failures import code_for_error, describe, failure
 from itemeval.providers.ratelimiter import RateLimiter
 from itemeval.providers.retry import RetryPolicy, TransientFailure, retry_after_from_headers
@@ -210,7 +210,7 @@ class HttpProvider:
         where = self.base_url or url
         async with (
             self.limiter.acquire(estimate) as permit,
-            attempt_deadline(self.settings.deadline_s, where),
+            AttemptDeadline(self.settings.deadline_s, where),
         ):
             try:
                 async with session.post(url, data=payload) as response:

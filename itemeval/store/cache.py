@@ -43,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.ids import content_hash, slugify
+from itemeval.ids import content_hash, sha256_hex, slugify
 from itemeval.providers.types import ModelRequest
 from itemeval.storage import Location, resolve
 from itemeval.store.content_keys import hash_keys
@@ -108,6 +108,10 @@ def request_hash(request: ModelRequest | Mapping[str, Any]) -> str:
 
 def cache_key(request_sha256: str, epoch: int) -> str:
     """The cache key of one call: its `request_hash` and its epoch, nothing else."""
+    if request_sha256.isascii() and request_sha256.isalnum():
+        # The canonical JSON of {"request": ..., "epoch": ...}, written out (a hex digest
+        # needs no escaping): the same bytes, without the encoder, once per call.
+        return sha256_hex(f'{{"epoch":{int(epoch)},"request":"{request_sha256}"}}')
     return content_hash({"request": request_sha256, "epoch": int(epoch)})
 
 

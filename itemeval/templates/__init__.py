@@ -32,12 +32,7 @@ import yaml
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import sha256_hex
 from itemeval.render import TemplateFieldError, check, placeholders, render
-from itemeval.templates.answer_formats import (
-    ANSWER_TEXTS_HASH,
-    answer_format,
-    answer_instructions,
-    choice_letters,
-)
+from itemeval.templates.answer_formats import ANSWER_TEXTS_HASH, answer_texts
 from itemeval.templates.messages import MessageTemplates, display_text, parse_messages
 from itemeval.workitem import WorkItem
 from itemeval.yaml_lines import safe_load
@@ -121,6 +116,7 @@ class Template:
     def render_prompt(self, item: WorkItem) -> tuple[dict[str, str], ...]:
         """Chat messages for a solver: the item's effective task prompt as the system message
         (when it has one), the rendered template as the user message."""
+        instructions, answer_format, letters = answer_texts(item.modality, item.target)
         values = {
             "input": item.input,
             "id": item.id,
@@ -129,9 +125,9 @@ class Template:
             "task_prompt": item.task_prompt or "",
             "difficulty": "" if item.difficulty is None else item.difficulty,
             "metadata": item.metadata,
-            "answer_instructions": answer_instructions(item.modality, item.target),
-            "answer_format": answer_format(item.modality, item.target),
-            "choice_letters": choice_letters(item.modality),
+            "answer_instructions": instructions,
+            "answer_format": answer_format,
+            "choice_letters": letters,
         }
         if self.messages:
             return self._render_messages(item, values)

@@ -10,6 +10,7 @@ sentence here changes the ids of the conditions that use it, as editing a prompt
 
 from __future__ import annotations
 
+import functools
 import re
 
 from itemeval.ids import content_hash
@@ -73,11 +74,15 @@ _FORMATS = {
 ANSWER_TEXTS_HASH = content_hash({"instructions": _INSTRUCTIONS, "formats": _FORMATS})
 
 
-def answer_instructions(modality: str | None, target: str | None) -> str:
-    kind = answer_kind(modality, target)
-    return _INSTRUCTIONS[kind].format(letters=choice_letters(modality))
+def answer_texts(modality: str | None, target: str | None) -> tuple[str, str, str]:
+    """`(answer_instructions, answer_format, choice_letters)` of an item: what a prompt renders
+    per item, found once per modality (and whether the target is a number)."""
+    return _answer_texts(modality, is_numeric_target(target))
 
 
-def answer_format(modality: str | None, target: str | None) -> str:
-    kind = answer_kind(modality, target)
-    return _FORMATS[kind].format(letters=choice_letters(modality))
+@functools.lru_cache(maxsize=64)
+def _answer_texts(modality: str | None, numeric: bool) -> tuple[str, str, str]:
+    kind = answer_kind(modality, "1" if numeric else None)
+    letters = choice_letters(modality)
+    instructions = _INSTRUCTIONS[kind].format(letters=letters)
+    return instructions, _FORMATS[kind].format(letters=letters), letters

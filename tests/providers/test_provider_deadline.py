@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from test_provider_sim_server import mc_request, run_client
 
 from itemeval.providers import EndpointSettings, ErrorCode
-from itemeval.providers.deadline import attempt_deadline
+from itemeval.providers.deadline import AttemptDeadline
 from itemeval.providers.retry import TransientFailure
 from itemeval.providers.types import TRANSIENT_CODES
 
@@ -30,13 +30,13 @@ def test_deadline_is_a_transient_code_and_at_most_the_timeout() -> None:
 def test_only_its_own_expiry_becomes_deadline() -> None:
     async def main() -> None:
         with pytest.raises(TransientFailure) as caught:
-            async with attempt_deadline(0.05, "here"):
+            async with AttemptDeadline(0.05, "here"):
                 await asyncio.sleep(5)
         assert caught.value.code == ErrorCode.DEADLINE
         with pytest.raises(TimeoutError):  # the body's own timeout is not the deadline's
-            async with attempt_deadline(5, "here"):
+            async with AttemptDeadline(5, "here"):
                 raise TimeoutError
-        async with attempt_deadline(None, "here"):
+        async with AttemptDeadline(None, "here"):
             await asyncio.sleep(0)
 
     asyncio.run(main())

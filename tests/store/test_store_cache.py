@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from itemeval.ids import content_hash
 from itemeval.providers.types import ModelRequest, SamplingParams
 from itemeval.store import (
     RESPONSE_SCHEMA,
@@ -59,6 +60,15 @@ def _response(item: str, epoch: int, text: str | None = None, key: str | None = 
 @pytest.fixture
 def cache(root_url: str) -> ResponseCache:
     return ResponseCache.open(root_url + "/cache")
+
+
+@pytest.mark.parametrize("epoch", [0, 1, 17, 1_000_000])
+def test_key_is_the_hash_of_the_canonical_json_of_request_and_epoch(epoch) -> None:
+    # The keys of every cache written so far: the written-out form must give the same bytes.
+    digest = request_hash(_request("q1"))
+    expected = content_hash({"request": digest, "epoch": epoch})
+    assert cache_key(digest, epoch) == expected
+    assert cache_key('a"b', epoch) == content_hash({"request": 'a"b', "epoch": epoch})
 
 
 def test_key_is_request_content_and_epoch_only() -> None:

@@ -13,7 +13,7 @@ import itertools
 import os
 
 from itemeval.providers.concurrency import PermitsUnavailable
-from itemeval.providers.deadline import attempt_deadline
+from itemeval.providers.deadline import AttemptDeadline
 from itemeval.providers.failures import failure
 from itemeval.providers.ratelimiter import RateLimiter
 from itemeval.providers.retry import RetryPolicy, TransientFailure
@@ -63,7 +63,7 @@ class SimProvider:
         request_id = f"sim-{_PROCESS_TAG}-{next(_COUNTER)}"
         async with (
             self.limiter.acquire(estimate) as permit,
-            attempt_deadline(self.settings.deadline_s, "the simulator"),
+            AttemptDeadline(self.settings.deadline_s, "the simulator"),
         ):
             reply = self.simulator.reply(
                 request.model,
