@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from itemeval.runtime.context import RunContext
+from itemeval.runtime.event_loop import new_event_loop
 from itemeval.runtime.shards import Shard, ShardSummary
 from itemeval.runtime.spend import LedgerState, LocalSpendSource, SpendLedger
 from itemeval.runtime.worker import ShardRunner
@@ -23,7 +24,7 @@ class InlineExecutor:
         self.workers = 1
         self._ledger = SpendLedger(budget_cap)
         self.per_worker = per_worker
-        self._loop = asyncio.new_event_loop()
+        self._loop = new_event_loop()  # uvloop's when installed (see event_loop.py)
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self._runner = ShardRunner(context, spend_source=LocalSpendSource(self._ledger))
