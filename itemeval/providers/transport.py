@@ -16,6 +16,7 @@ and the parse of an error body. Everything else is here, once:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -166,10 +167,8 @@ class HttpProvider:
         except (TypeError, ValueError) as exc:
             return failure(ErrorCode.BAD_REQUEST, f"cannot encode the request: {exc}")
         estimate = estimate_tokens(request)
-
-        async def attempt() -> ModelResult:
-            return await self._attempt(url, payload, estimate)
-
+        # a partial, not a closure coroutine: one coroutine frame fewer per call
+        attempt = functools.partial(self._attempt, url, payload, estimate)
         try:
             return await self._retry.run(attempt)
         except asyncio.CancelledError:

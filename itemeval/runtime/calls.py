@@ -278,7 +278,10 @@ class ShardCalls:
         usd = loser_usd = 0.0
         raced: RaceResult | None = None
         try:
-            raced = await race(lambda: _complete(provider, request), clock, reserve_hedge)
+            if clock is None:  # no hedging: one request, without the race's coroutine
+                raced = RaceResult(await _complete(provider, request))
+            else:
+                raced = await race(lambda: _complete(provider, request), clock, reserve_hedge)
             result = raced.result
             if price is not None:
                 usd = price.cost(result.usage)
