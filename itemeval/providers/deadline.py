@@ -71,3 +71,8 @@ class AttemptDeadline:
                 ErrorCode.DEADLINE,
                 f"no answer from {self._where} within deadline_s = {self._seconds:g} s",
             ) from None
+
+
+#: The name docs/providers.md gave plugin authors before `AttemptDeadline` became a class;
+#: kept so their providers go on working.
+attempt_deadline = AttemptDeadline

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from test_provider_sim_server import mc_request, run_client
 
 from itemeval.providers import EndpointSettings, ErrorCode
-from itemeval.providers.deadline import AttemptDeadline
+from itemeval.providers.deadline import AttemptDeadline, attempt_deadline
 from itemeval.providers.retry import TransientFailure
 from itemeval.providers.types import TRANSIENT_CODES
 
@@ -38,6 +38,9 @@ def test_only_its_own_expiry_becomes_deadline() -> None:
                 raise TimeoutError
         async with AttemptDeadline(None, "here"):
             await asyncio.sleep(0)
+        with pytest.raises(TransientFailure):  # the name plugins were given still works
+            async with attempt_deadline(0.01, "here"):
+                await asyncio.sleep(5)
 
     asyncio.run(main())
 
