@@ -44,7 +44,7 @@ def placeholders(template: str) -> list[str]:
 
 def lookup(values: Mapping[str, Any], name: str) -> Any:
     """Resolve a dotted name (`metadata.subject`) against nested mappings."""
-    if type(values) is dict and name in values:  # the common case, without the ABC check
+    if type(values) is dict and "." not in name and name in values:  # without the ABC check
         return values[name]
     current: Any = values
     for part in name.split("."):

@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import os
 
+from itemeval.errors import ConfigError, Problem
+
 #: Set to `asyncio` to run on the standard library's loop even where uvloop is installed.
 EVENT_LOOP_ENV = "ITEMEVAL_EVENT_LOOP"
 
@@ -23,16 +25,22 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     """A new event loop: uvloop's, unless it is missing or `ITEMEVAL_EVENT_LOOP=asyncio`."""
     choice = os.environ.get(EVENT_LOOP_ENV, "").strip().lower()
     if choice not in ("", "auto", "uvloop", "asyncio"):
-        raise ValueError(
-            f"{EVENT_LOOP_ENV}={choice!r}: expected 'asyncio', 'uvloop' or 'auto' (the default)"
+        raise ConfigError(
+            Problem(
+                f"{EVENT_LOOP_ENV}={choice!r} is not a loop itemeval knows",
+                hint="set it to asyncio, uvloop or auto (the default), or unset it",
+            )
         )
     if choice != "asyncio":
         try:
             import uvloop
         except ImportError:
             if choice == "uvloop":
-                raise ValueError(
-                    f"{EVENT_LOOP_ENV}=uvloop, but uvloop is not installed (pip install uvloop)"
+                raise ConfigError(
+                    Problem(
+                        f"{EVENT_LOOP_ENV}=uvloop, but uvloop is not installed",
+                        hint="pip install uvloop, or unset the variable",
+                    )
                 ) from None
         else:
             return uvloop.new_event_loop()

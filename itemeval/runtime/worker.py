@@ -110,9 +110,11 @@ class ShardRunner:
         )
         self._snapshots: dict[tuple[str, str], SnapshotInfo] = {}
         self._parts: OrderedDict[tuple[str, str, int], dict[str, WorkItem]] = OrderedDict()
-        # Shards read their part on threads; the first reader converts it, the others wait:
-        # without the lock a run's first shards each converted the same part (issue 14).
+        # Shards read their part on threads. The first reader of a part converts it and the
+        # other readers of that part wait (a run's first shards each converted the same part,
+        # issue 14); readers of other parts do not. `_parts_lock` guards the two dicts only.
         self._parts_lock = threading.Lock()
+        self._part_locks: dict[tuple[str, str, int], threading.Lock] = {}
         self._fragments: OrderedDict[tuple[str, str], pa.Table] = OrderedDict()
 
     # -- the entry point -------------------------------------------------------------------
@@ -371,14 +373,32 @@ class ShardRunner:
     # -- reading ---------------------------------------------------------------------------
     def read_items(self, shard: Shard) -> dict[str, WorkItem]:
         """The items of the shard's part, by id (the last parts read are kept)."""
-        with self._parts_lock:
-            return self._read_items(shard)
-
-    def _read_items(self, shard: Shard) -> dict[str, WorkItem]:
         key = (shard.dataset, shard.fingerprint, shard.part)
-        if key in self._parts:
+        with self._parts_lock:
+            items = self._kept_part(key)
+            if items is not None:
+                return items
+            part_lock = self._part_locks.setdefault(key, threading.Lock())
+        with part_lock:
+            with self._parts_lock:
+                items = self._kept_part(key)
+            if items is not None:  # converted while this reader waited
+                return items
+            items = self._convert_part(shard)
+            with self._parts_lock:
+                self._parts[key] = items
+                if len(self._parts) > ITEM_PARTS_CACHED:
+                    evicted, _ = self._parts.popitem(last=False)
+                    self._part_locks.pop(evicted, None)
+            return items
+
+    def _kept_part(self, key: tuple[str, str, int]) -> dict[str, WorkItem] | None:
+        items = self._parts.get(key)
+        if items is not None:
             self._parts.move_to_end(key)
-            return self._parts[key]
+        return items
+
+    def _convert_part(self, shard: Shard) -> dict[str, WorkItem]:
         snap_key = (shard.dataset, shard.fingerprint)
         info = self._snapshots.get(snap_key)
         if info is None:
@@ -389,11 +409,7 @@ class ShardRunner:
                     "missing from the store; run the command again to rewrite it"
                 )
             self._snapshots[snap_key] = info
-        items = {item.id: item for item in table_to_items(read_items_part(info, shard.part))}
-        self._parts[key] = items
-        if len(self._parts) > ITEM_PARTS_CACHED:
-            self._parts.popitem(last=False)
-        return items
+        return {item.id: item for item in table_to_items(read_items_part(info, shard.part))}
 
     def solution_texts(self, shard: Shard) -> dict[tuple[str, int, str], str]:
         """`(item_id, epoch, text_hash) -> text` for the shard's cells, read from the fragments

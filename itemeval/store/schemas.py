@@ -24,6 +24,8 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import repeat
+from operator import is_
 from typing import Any
 
 import pyarrow as pa
@@ -294,7 +296,7 @@ def build_table(schema: pa.Schema, rows: Iterable[Mapping[str, Any]]) -> pa.Tabl
     data: dict[str, Sequence[Any] | pa.Array] = {}
     hashed_here = False  # every text_hash computed below, so none to verify
     for column, values in zip(columns, by_column, strict=True):
-        if column.nullable or None not in values:
+        if column.nullable or not any(map(is_, values, repeat(None))):  # identity, not ==
             data[column.name] = values
             continue
         missing = [index for index, value in enumerate(values) if value is None]

@@ -19,6 +19,9 @@ _NUMBER = re.compile(r"^[-+]?\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?$")
 
 LETTERS = "ABCDEFGHIJ"
 
+#: Modalities whose answer shape is the modality itself, whatever the target.
+_SHAPED_BY_MODALITY = ("boolean", "ternary", "cloze")
+
 
 def is_numeric_target(target: str | None) -> bool:
     """True for targets such as `18`, `-3`, `1,450,000`, `2.5`, `$4`, `12%`."""
@@ -38,7 +41,7 @@ def answer_kind(modality: str | None, target: str | None) -> str:
     `short`, `long` or `free`."""
     if modality and modality.startswith("choiceof"):
         return "choice"
-    if modality in ("boolean", "ternary", "cloze"):
+    if modality in _SHAPED_BY_MODALITY:
         return modality
     if is_numeric_target(target) and modality in (None, "single-value", "short-prose"):
         return "number"
@@ -77,7 +80,8 @@ ANSWER_TEXTS_HASH = content_hash({"instructions": _INSTRUCTIONS, "formats": _FOR
 def answer_texts(modality: str | None, target: str | None) -> tuple[str, str, str]:
     """`(answer_instructions, answer_format, choice_letters)` of an item: what a prompt renders
     per item, found once per modality (and whether the target is a number)."""
-    return _answer_texts(modality, is_numeric_target(target))
+    shaped = bool(modality) and (modality.startswith("choiceof") or modality in _SHAPED_BY_MODALITY)
+    return _answer_texts(modality, not shaped and is_numeric_target(target))
 
 
 @functools.lru_cache(maxsize=64)

@@ -16,6 +16,13 @@ def test_dotted_lookup_and_none():
     assert render("{{a.b}}-{{ c }}", {"a": {"b": 2}, "c": None}) == "2-"
 
 
+def test_a_dotted_name_walks_the_mappings_even_beside_a_flat_key_of_that_spelling():
+    # A dataset row may have a column named "a.b"; `{{ a.b }}` still means values["a"]["b"].
+    assert render("{{ a.b }}", {"a.b": "flat", "a": {"b": "nested"}}) == "nested"
+    with pytest.raises(TemplateFieldError):
+        render("{{ a.b }}", {"a.b": "flat"})
+
+
 def test_unknown_field_names_alternatives():
     with pytest.raises(TemplateFieldError) as info:
         render("{{ nope }}", {"input": "x"})

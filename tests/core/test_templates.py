@@ -1,7 +1,7 @@
 import pytest
 
 from itemeval.errors import ConfigError
-from itemeval.templates import builtin_names, load_template
+from itemeval.templates import answer_formats, builtin_names, load_template
 from itemeval.workitem import WorkItem
 
 
@@ -53,6 +53,26 @@ def test_answer_instructions_follow_modality(modality, target, phrase):
     template = load_template("builtin:direct", "prompt")
     content = template.render_prompt(item(modality=modality, target=target))[-1]["content"]
     assert phrase in content
+
+
+@pytest.mark.parametrize(
+    "modality",
+    [None, "single-value", "short-prose", "long-prose", "choiceof4", "boolean", "ternary", "cloze"],
+)
+@pytest.mark.parametrize("target", ["12", "1,450,000", "$4", "12%", "Paris", "", "B"])
+def test_answer_texts_are_those_of_the_answer_kind(modality, target):
+    kind = answer_formats.answer_kind(modality, target)
+    letters = answer_formats.choice_letters(modality)
+    expected = (
+        answer_formats._INSTRUCTIONS[kind].format(letters=letters),
+        answer_formats._FORMATS[kind].format(letters=letters),
+        letters,
+    )
+    assert answer_formats.answer_texts(modality, target) == expected
+
+
+def test_answer_texts_of_a_choice_item_do_not_read_its_target():
+    assert answer_formats.answer_texts("choiceof3", 5)[2] == "A, B, C"  # type: ignore[arg-type]
 
 
 def test_prompt_templates_cannot_see_the_target(tmp_path):

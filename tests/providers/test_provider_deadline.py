@@ -42,6 +42,17 @@ def test_only_its_own_expiry_becomes_deadline() -> None:
             async with attempt_deadline(0.01, "here"):
                 await asyncio.sleep(5)
 
+        # Cancelled from outside before its expiry: a cancellation, never a deadline.
+        async def waits() -> None:
+            async with AttemptDeadline(5, "here"):
+                await asyncio.sleep(5)
+
+        task = asyncio.create_task(waits())
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
     asyncio.run(main())
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -252,6 +253,35 @@ def test_shards_reading_one_part_at_once_convert_it_once(tmp_path, monkeypatch):
     assert {cell for s in same_part for cell in s.cells.column("item_id").to_pylist()} <= set(
         read[0]
     )
+
+
+def test_readers_of_another_part_do_not_wait_for_a_conversion(tmp_path, monkeypatch):
+    study = load_study(write_study(tmp_path, **{"facets.grader": []}))
+    plan = make_plan(study)
+    commit_plan(plan)
+    shards = list(
+        generate_shards(plan.pending_generate, part_runs(plan.items), shard_size=8, usd_per_cell={})
+    )
+    by_part = {(s.dataset, s.part): s for s in shards}
+    assert len(by_part) >= 2
+    first, second = list(by_part.values())[:2]
+    started = []
+    other_started = threading.Event()
+
+    def convert(table):
+        started.append(table.num_rows)
+        if len(started) == 1:  # the first conversion waits until the other has begun
+            overlapped.append(other_started.wait(timeout=2.0))
+        else:
+            other_started.set()
+        return table_to_items(table)
+
+    overlapped: list[bool] = []
+    monkeypatch.setattr("itemeval.runtime.worker.table_to_items", convert)
+    runner = ShardRunner(_context(study, plan, "parts-test"))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(runner.read_items, [first, second]))
+    assert len(started) == 2 and overlapped == [True]
 
 
 def test_a_pilot_runs_first_then_asks_again_before_the_rest(tmp_path, monkeypatch, capsys):
