@@ -152,14 +152,13 @@ class RaceResult:
 
 async def race(
     send: Callable[[], Awaitable[ModelResult]],
-    clock: CellClock | None,
+    clock: CellClock,
     reserve_hedge: Callable[[], Awaitable[bool]],
 ) -> RaceResult:
     """`send()` once; if `clock.hedge_now` is set before it answers and `reserve_hedge()`
     grants, `send()` again and keep the first ok answer (see the module docstring). Cancelled,
-    it cancels what it sent and re-raises."""
-    if clock is None:
-        return RaceResult(await send())
+    it cancels what it sent and re-raises. A cell without hedging does not race: its caller
+    awaits its one request."""
 
     async def first_request() -> ModelResult:
         ATTEMPT_SENT.set(clock.mark)  # this task's attempts start the cell's clock

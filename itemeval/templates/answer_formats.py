@@ -19,9 +19,6 @@ _NUMBER = re.compile(r"^[-+]?\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?$")
 
 LETTERS = "ABCDEFGHIJ"
 
-#: Modalities whose answer shape is the modality itself, whatever the target.
-_SHAPED_BY_MODALITY = ("boolean", "ternary", "cloze")
-
 
 def is_numeric_target(target: str | None) -> bool:
     """True for targets such as `18`, `-3`, `1,450,000`, `2.5`, `$4`, `12%`."""
@@ -39,15 +36,23 @@ def choice_letters(modality: str | None) -> str:
 def answer_kind(modality: str | None, target: str | None) -> str:
     """The answer shape: `choice`, `boolean`, `ternary`, `number`, `cloze`, `word`,
     `short`, `long` or `free`."""
-    if modality and modality.startswith("choiceof"):
-        return "choice"
-    if modality in _SHAPED_BY_MODALITY:
-        return modality
+    kind = _kind_by_modality(modality)
+    if kind is not None:
+        return kind
     if is_numeric_target(target) and modality in (None, "single-value", "short-prose"):
         return "number"
     return {"single-value": "word", "short-prose": "short", "long-prose": "long"}.get(
         modality or "", "free"
     )
+
+
+def _kind_by_modality(modality: str | None) -> str | None:
+    """The answer shape when the modality alone decides it (the target is not read)."""
+    if modality and modality.startswith("choiceof"):
+        return "choice"
+    if modality in ("boolean", "ternary", "cloze"):
+        return modality
+    return None
 
 
 _INSTRUCTIONS = {
@@ -80,8 +85,8 @@ ANSWER_TEXTS_HASH = content_hash({"instructions": _INSTRUCTIONS, "formats": _FOR
 def answer_texts(modality: str | None, target: str | None) -> tuple[str, str, str]:
     """`(answer_instructions, answer_format, choice_letters)` of an item: what a prompt renders
     per item, found once per modality (and whether the target is a number)."""
-    shaped = bool(modality) and (modality.startswith("choiceof") or modality in _SHAPED_BY_MODALITY)
-    return _answer_texts(modality, not shaped and is_numeric_target(target))
+    numeric = _kind_by_modality(modality) is None and is_numeric_target(target)
+    return _answer_texts(modality, numeric)
 
 
 @functools.lru_cache(maxsize=64)

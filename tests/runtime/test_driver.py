@@ -225,15 +225,21 @@ def test_a_cancelled_shard_writes_the_calls_that_finished(tmp_path):
     assert pc.all(pc.equal(rows.column("status"), "ok")).as_py()
 
 
-def test_shards_reading_one_part_at_once_convert_it_once(tmp_path, monkeypatch):
-    # A run's first shards start together and read their items on threads; each used to
-    # convert the same part (a 10,000-item part converted 3-4 times at 20,000 items).
+def _committed_generate_shards(tmp_path):
+    """A study without a grader, planned and committed, and its generate shards of 8 cells."""
     study = load_study(write_study(tmp_path, **{"facets.grader": []}))
     plan = make_plan(study)
     commit_plan(plan)
-    shards = list(
-        generate_shards(plan.pending_generate, part_runs(plan.items), shard_size=8, usd_per_cell={})
+    shards = generate_shards(
+        plan.pending_generate, part_runs(plan.items), shard_size=8, usd_per_cell={}
     )
+    return study, plan, list(shards)
+
+
+def test_shards_reading_one_part_at_once_convert_it_once(tmp_path, monkeypatch):
+    # A run's first shards start together and read their items on threads; each used to
+    # convert the same part (a 10,000-item part converted 3-4 times at 20,000 items).
+    study, plan, shards = _committed_generate_shards(tmp_path)
     first_part = shards[0].part, shards[0].dataset
     same_part = [s for s in shards if (s.part, s.dataset) == first_part]
     assert len(same_part) >= 4
@@ -256,12 +262,7 @@ def test_shards_reading_one_part_at_once_convert_it_once(tmp_path, monkeypatch):
 
 
 def test_readers_of_another_part_do_not_wait_for_a_conversion(tmp_path, monkeypatch):
-    study = load_study(write_study(tmp_path, **{"facets.grader": []}))
-    plan = make_plan(study)
-    commit_plan(plan)
-    shards = list(
-        generate_shards(plan.pending_generate, part_runs(plan.items), shard_size=8, usd_per_cell={})
-    )
+    study, plan, shards = _committed_generate_shards(tmp_path)
     by_part = {(s.dataset, s.part): s for s in shards}
     assert len(by_part) >= 2
     first, second = list(by_part.values())[:2]
