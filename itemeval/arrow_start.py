@@ -1,11 +1,13 @@
 """pyarrow at a command's start, without importing pandas to learn whether it is there.
 
-pyarrow looks for pandas, so that it can recognise pandas objects, and imports it to find out:
-when `pyarrow.dataset` is first imported (its converters) and at the first conversion from
-Python objects (`pa.array`, `pa.table`). Where pandas is installed (the `hf` extra brings it)
-that import took 0.30-0.45 s of every command, before a run's first request (measured on the
-2-core machine, issue 14). itemeval hands pyarrow no pandas objects, so a command lets pyarrow
-look while pandas is out of sight, once (`skip_pandas_probe`); pyarrow keeps the answer.
+pyarrow looks for pandas, so that it can recognise pandas objects, and imports it to find out
+at the first conversion from Python objects (`pa.array`, `pa.table`). Where pandas is installed
+(the `hf` extra brings it) that import took 0.30-0.45 s of every command, before a run's first
+request (measured on the 2-core machine, issue 14). itemeval hands pyarrow no pandas objects, so
+a command lets pyarrow look while pandas is out of sight, once (`skip_pandas_probe`); pyarrow
+keeps the answer. `pyarrow.dataset` imports pandas for its own converters whenever it is first
+imported; no itemeval command uses it, and importing it here to keep pandas out took 0.03-0.06 s
+of every command's start, so it is left to whoever imports it (a user's own reader).
 
 Nothing that needs pandas breaks: pyarrow imports pandas for real whenever pandas is asked for
 (`to_pandas()` works as before). Code that may hand pyarrow pandas objects calls
@@ -45,10 +47,8 @@ def skip_pandas_probe() -> None:
     finder = _WithoutPandas()
     sys.meta_path.insert(0, finder)
     try:
-        # `pyarrow.dataset` imports pandas when it is first imported, if it can
-        importlib.import_module("pyarrow.dataset")
         importlib.import_module("pyarrow.parquet")
-        pa.array([], pa.null())  # pyarrow's check: it asks here, once, and keeps the answer
+        pa.array([0])  # pyarrow asks at its first conversion of a non-empty sequence, once
     finally:
         sys.meta_path.remove(finder)
 

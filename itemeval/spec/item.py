@@ -49,6 +49,7 @@ ITEM_ATTRIBUTES = (
     "taskPrompt",
 )
 _BY_CASEFOLD = {name.casefold(): name for name in ITEM_ATTRIBUTES}
+_CANONICAL_NAMES = frozenset(ITEM_ATTRIBUTES)
 CLOZE_BLANK = "___"
 # where the reference reader (commoneval) keeps an item's ad hoc attributes
 OTHERARGS = "otherargs"
@@ -137,6 +138,76 @@ def response_error(modality: Modality, response: str, prompt: str) -> str | None
 def parse_item(raw: Any, where: Where) -> tuple[Item | None, list[Problem]]:
     """Read one item leniently (see module doc). Returns the item (None if rejected) and the
     findings; the item is None exactly when a finding is an error."""
+    item = canonical_item(raw)
+    if item is not None:
+        return item, []
+    return _parse_lenient(raw, where)
+
+
+# `canonical_item`'s tables: a modality by its exact spelling, and each modality's labels (the
+# `labels` property computes them on every read)
+_MODALITY_BY_VALUE = {modality.value: modality for modality in Modality}
+_LABELS = {modality: modality.labels for modality in Modality}
+
+
+def canonical_item(raw: Any) -> Item | None:
+    """The item, when `raw` is one as the spec writes it: attribute names spelled as the spec
+    spells them, every value already of the spec's type and valid. Otherwise None, and
+    `parse_item` reads it leniently. Nearly every item read is canonical: this path finds the
+    same item as the lenient one with no findings (tested), in a quarter of the time."""
+    if type(raw) is not dict:
+        return None
+    identifier = raw.get("identifier")
+    spelled = raw.get("modality")
+    modality = _MODALITY_BY_VALUE.get(spelled) if type(spelled) is str else None
+    prompt = raw.get("prompt")
+    response = raw.get("response")
+    if (
+        modality is None
+        or type(identifier) is not str
+        or type(prompt) is not str
+        or type(response) is not str
+        or not IDENTIFIER_PATTERN.match(identifier)
+        or not prompt.strip()
+    ):
+        return None
+    labels = _LABELS[modality]
+    if (response not in labels) if labels is not None else not response.strip():
+        return None
+    if modality is Modality.CLOZE and CLOZE_BLANK not in prompt:
+        return None
+    difficulty = raw.get("difficulty")
+    if difficulty is not None:
+        if type(difficulty) is not float and type(difficulty) is not int:
+            return None
+        if not 0.0 <= difficulty <= 1.0:  # also false for NaN
+            return None
+        difficulty = float(difficulty)
+    task_prompt = raw.get("taskPrompt")
+    if task_prompt is not None and (type(task_prompt) is not str or not task_prompt.strip()):
+        return None
+    extras: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in _CANONICAL_NAMES:
+            continue
+        if type(key) is not str or key == OTHERARGS or key.casefold() in _BY_CASEFOLD:
+            return None  # an unusual spelling, the reader's stash, or not a name
+        extras[key] = value
+    fields = {
+        "identifier": identifier,
+        "modality": modality,
+        "prompt": prompt,
+        "response": response,
+        "difficulty": difficulty,
+        "support": raw.get("support"),
+        "task_prompt": task_prompt,
+        "extras": extras,
+    }
+    return trusted_item(fields, {})
+
+
+def _parse_lenient(raw: Any, where: Where) -> tuple[Item | None, list[Problem]]:
+    """`parse_item` for any input: every deviation found, accepted with a warning or rejected."""
     problems: list[Problem] = []
     if not isinstance(raw, Mapping):
         kind = "list" if isinstance(raw, list) else type(raw).__name__

@@ -233,3 +233,89 @@ def test_parsed_items_equal_validated_ones():
     assert parsed.model_fields_set == built.model_fields_set
     assert parsed.model_copy(update={"prompt": "1 + ___ = 2"}).to_dict()["prompt"] == "1 + ___ = 2"
     assert parsed.key == "x"
+
+
+def _variants():
+    """Items as real files hold them: a canonical one per modality, then each attribute changed
+    to something the lenient reader warns about, rejects, or takes as it is."""
+    base = {
+        "boolean": "True",
+        "choiceof2": "B",
+        "choiceof5": "E",
+        "ternary": "I don't know",
+        "cloze": "4",
+        "single-value": "42",
+        "short-prose": "Lima",
+        "long-prose": "An essay.",
+    }
+    changes = [
+        {},
+        {"identifier": "a b"},
+        {"identifier": 7},
+        {"identifier": ""},
+        {"modality": "Boolean"},
+        {"modality": "shortprose"},
+        {"modality": ["boolean"]},
+        {"modality": {"a": 1}},
+        {"prompt": "   "},
+        {"prompt": 3},
+        {"prompt": "no blank here"},
+        {"response": "b"},
+        {"response": " True"},
+        {"response": True},
+        {"response": "unknown"},
+        {"response": ""},
+        {"response": 4},
+        {"difficulty": 1},
+        {"difficulty": 0},
+        {"difficulty": True},
+        {"difficulty": 1.5},
+        {"difficulty": float("nan")},
+        {"difficulty": "0.5"},
+        {"difficulty": None},
+        {"support": {"page": 3}},
+        {"taskPrompt": "Answer briefly."},
+        {"taskPrompt": " "},
+        {"taskPrompt": 5},
+        {"taskPrompt": None},
+        {"Note": [1, 2]},
+        {"IDENTIFIER": "twice"},
+        {"otherargs": {"Note": 1}},
+        {"otherargs": 3},
+    ]
+    for modality, response in base.items():
+        prompt = "2 + ___ = 4" if modality == "cloze" else "A question?"
+        raw = {"identifier": "x.1", "modality": modality, "prompt": prompt, "response": response}
+        for change in changes:
+            yield {**raw, **change}
+        renamed = {("Prompt" if k == "prompt" else k): v for k, v in raw.items()}
+        yield renamed
+        yield {k: v for k, v in raw.items() if k != "response"}
+
+
+def test_the_canonical_path_reads_what_the_lenient_reader_reads():
+    """`parse_item` takes a short path for items written as the spec writes them; for every
+    other item it reads leniently. The short path must find what the lenient reader finds."""
+    from itemeval.spec.item import _parse_lenient, canonical_item
+
+    taken = 0
+    for raw in _variants():
+        lenient, problems = _parse_lenient(raw, WHERE)
+        fast = canonical_item(raw)
+        if fast is not None:
+            taken += 1
+            assert not problems, raw
+            assert lenient is not None
+            assert fast == lenient and fast.to_dict() == lenient.to_dict(), raw
+            assert type(fast.difficulty) is type(lenient.difficulty), raw
+            assert fast.model_fields_set == lenient.model_fields_set, raw
+            assert fast.__pydantic_private__ == lenient.__pydantic_private__, raw
+        item, found = parse_item(raw, WHERE)
+        assert found == problems, raw
+        assert (item is None) == (lenient is None), raw
+        if item is not None:
+            assert item.to_dict() == lenient.to_dict(), raw
+    # every canonical variant takes the short path: per modality, itself and seven changes it
+    # stays canonical under (64); a prompt without a blank outside cloze (7); and "b", " True"
+    # and "unknown" as the response of the four open-set modalities (12)
+    assert taken == 64 + 7 + 12
