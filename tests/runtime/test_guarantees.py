@@ -207,7 +207,7 @@ def test_a_killed_driver_repays_at_most_the_calls_in_flight(tmp_path):
                 "facets.replications": 1,
                 "budget.policy": "full",
                 "runtime.workers": 2,
-                "runtime.shard_size": 256,  # the default: a shard holds ~3 s of answers
+                "runtime.shard_size": 256,  # a shard holds ~3 s of answers
             },
         )
         env = {**os.environ, "ITEMEVAL_CACHE_DIR": str(tmp_path / "cache")}
