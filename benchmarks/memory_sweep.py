@@ -194,8 +194,9 @@ def main() -> None:
                 [sys.executable, __file__, "--one", kind, str(n), "--driver", args.driver],
                 capture_output=True,
                 text=True,
-                check=True,
             )
+            if done.returncode:  # say why: the sweep's own output is all a failure leaves
+                sys.exit(f"the {kind} sweep of {n:,} items failed:\n{done.stderr[-4000:]}")
             results.append(json.loads(done.stdout.strip().splitlines()[-1]))
     print("peak RSS in MB; 'own' leaves out shared pages (Ray's object store)")
     header = ("path", "items", "samples", "seconds", "driver", "own", "workers", "own")

@@ -193,17 +193,9 @@ def canonical_item(raw: Any) -> Item | None:
         if type(key) is not str or key == OTHERARGS or key.casefold() in _BY_CASEFOLD:
             return None  # an unusual spelling, the reader's stash, or not a name
         extras[key] = value
-    fields = {
-        "identifier": identifier,
-        "modality": modality,
-        "prompt": prompt,
-        "response": response,
-        "difficulty": difficulty,
-        "support": raw.get("support"),
-        "task_prompt": task_prompt,
-        "extras": extras,
-    }
-    return trusted_item(fields, {})
+    return trusted_item(
+        identifier, modality, prompt, response, difficulty, raw.get("support"), task_prompt, extras
+    )
 
 
 def _parse_lenient(raw: Any, where: Where) -> tuple[Item | None, list[Problem]]:
@@ -246,17 +238,18 @@ def _parse_lenient(raw: Any, where: Where) -> tuple[Item | None, list[Problem]]:
         return None, problems
     assert identifier is not None and modality is not None
     assert prompt is not None and response is not None
-    fields = {
-        "identifier": identifier,
-        "modality": modality,
-        "prompt": prompt,
-        "response": response,
-        "difficulty": difficulty,
-        "support": support,
-        "task_prompt": task_prompt,
-        "extras": split.extras,
-    }
-    return trusted_item(fields, split.spellings), problems
+    item = trusted_item(
+        identifier,
+        modality,
+        prompt,
+        response,
+        difficulty,
+        support,
+        task_prompt,
+        split.extras,
+        spellings=split.spellings,
+    )
+    return item, problems
 
 
 def _unpack_otherargs(extras: dict[str, Any], where: Where, problems: list[Problem]) -> None:
@@ -279,16 +272,37 @@ def _unpack_otherargs(extras: dict[str, Any], where: Where, problems: list[Probl
     extras.update((str(k), v) for k, v in nested.items())
 
 
-def trusted_item(fields: dict[str, Any], spellings: dict[str, str]) -> Item:
+def trusted_item(
+    identifier: str,
+    modality: Modality,
+    prompt: str,
+    response: str,
+    difficulty: float | None,
+    support: Any,
+    task_prompt: str | None,
+    extras: dict[str, Any],
+    *,
+    spellings: dict[str, str] | None = None,
+) -> Item:
     """An `Item` from values that `parse_item` has already checked (the lenient twin of
     `Item._check`), without validating again. This runs once per item read: it is what
     `model_construct` does, minus its generic default handling, and measured 4x faster."""
+    fields = {
+        "identifier": identifier,
+        "modality": modality,
+        "prompt": prompt,
+        "response": response,
+        "difficulty": difficulty,
+        "support": support,
+        "task_prompt": task_prompt,
+        "extras": extras,
+    }
     item = Item.__new__(Item)
     object.__setattr__(item, "__dict__", fields)
     given = {k for k, v in fields.items() if v is not None and not (k == "extras" and not v)}
     object.__setattr__(item, "__pydantic_fields_set__", given)
     object.__setattr__(item, "__pydantic_extra__", None)
-    object.__setattr__(item, "__pydantic_private__", {"_spellings": spellings})
+    object.__setattr__(item, "__pydantic_private__", {"_spellings": spellings or {}})
     return item
 
 
