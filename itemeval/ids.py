@@ -18,11 +18,16 @@ from typing import Any
 _SLUG_UNSAFE = re.compile(r"[^a-z0-9._-]+")
 
 
+# `json.dumps` with these options builds an encoder per call; this one is built once (a
+# content hash is taken per model call). Its output is `json.dumps`'s with the same options.
+_CANONICAL_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical_json(payload: Any) -> str:
     """The one serialisation that content hashes are computed over."""
-    return json.dumps(
-        payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _CANONICAL_ENCODER.encode(payload)
 
 
 def sha256_hex(data: str | bytes) -> str:

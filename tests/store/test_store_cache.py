@@ -81,6 +81,19 @@ def test_key_is_the_hash_of_the_canonical_json_of_request_and_epoch(epoch) -> No
     assert cache_key('a"b', epoch) == oracle('a"b')  # not a hex digest: escaped, as always
 
 
+def test_request_hash_is_sha256_of_the_canonical_json_every_cache_was_keyed_by() -> None:
+    # The form fixed in ids.py: keys sorted, no whitespace, UTF-8 as is, no NaN.
+    request = {
+        "model": "sim/strong",
+        "messages": [{"role": "user", "content": "Wie viel ist 2 + 2? \u00e9 \u2019 \U0001f600"}],
+        "params": {"temperature": 0.7, "max_tokens": 16, "top_p": 1e-07, "stop": ["\n"]},
+    }
+    text = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert request_hash(request) == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    with pytest.raises(ValueError):
+        content_hash({"x": float("nan")})
+
+
 def test_key_is_request_content_and_epoch_only() -> None:
     base = _key("q1", 0)
     assert base == _key("q1", 0)
