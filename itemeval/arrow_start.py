@@ -5,9 +5,8 @@ at the first conversion from Python objects (`pa.array`, `pa.table`). Where pand
 (the `hf` extra brings it) that import took 0.30-0.45 s of every command, before a run's first
 request (measured on the 2-core machine, issue 14). itemeval hands pyarrow no pandas objects, so
 a command lets pyarrow look while pandas is out of sight, once (`skip_pandas_probe`); pyarrow
-keeps the answer. `pyarrow.dataset` imports pandas for its own converters whenever it is first
-imported; no itemeval command uses it, and importing it here to keep pandas out took 0.03-0.06 s
-of every command's start, so it is left to whoever imports it (a user's own reader).
+keeps the answer, and later imports of its modules (`pyarrow.dataset` too) ask no more. The probe
+used to import `pyarrow.dataset` as well, which no command uses: 0.03-0.06 s of every start.
 
 Nothing that needs pandas breaks: pyarrow imports pandas for real whenever pandas is asked for
 (`to_pandas()` works as before). Code that may hand pyarrow pandas objects calls

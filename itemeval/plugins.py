@@ -35,8 +35,8 @@ SCORER_GROUP = "itemeval.scorers"
 PROVIDER_GROUP = "itemeval.providers"
 
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
-_REFERENCE = re.compile(rf"^{_IDENTIFIER}(\.{_IDENTIFIER})*:{_IDENTIFIER}(\.{_IDENTIFIER})*$")
-_ENTRY_POINT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+_REFERENCE = re.compile(rf"^{_IDENTIFIER}(\.{_IDENTIFIER})*:{_IDENTIFIER}(\.{_IDENTIFIER})*\Z")
+_ENTRY_POINT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*\Z")
 
 _lock = threading.Lock()
 _loaded: dict[tuple[str, str], Plugin] = {}

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 HF_ROWS_PER_BATCH = 1000
 HF_SAVED_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
-_COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
+_COMMIT_SHA = re.compile(r"^[0-9a-f]{40}\Z")
 
 
 def import_datasets() -> Any:

@@ -38,7 +38,7 @@ from itemeval.spec.directory import is_dataset_directory, read_dataset
 from itemeval.storage import Location, OptionsByUrl, resolve
 
 DatasetFormat = Literal["items", "jsonl", "csv", "parquet", "hf"]
-NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*\Z")
 SUFFIX_FORMATS = {
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",

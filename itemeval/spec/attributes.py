@@ -19,7 +19,7 @@ from itemeval.errors import Problem
 from itemeval.spec.findings import Where
 
 # RFC 3986 "unreserved" characters: the spec's "web-friendly characters".
-IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9._~-]+$")
+IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9._~-]+\Z")
 IDENTIFIER_HINT = "use only letters, digits and - _ . ~"
 
 
@@ -147,7 +147,7 @@ def read_fraction(value: Any, name: str, where: Where, problems: list[Problem]) 
             )
         )
         return None
-    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+    if not 0.0 <= value <= 1.0:  # false for NaN too; math.isfinite overflows on a huge int
         problems.append(
             where.error(f"expected a number between 0 and 1, found {value!r}", field=name)
         )

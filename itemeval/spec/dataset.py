@@ -74,7 +74,7 @@ _BY_CASEFOLD = {name.casefold(): name for name in DATASET_ATTRIBUTES}
 _TEXT_OR_LIST = ("creator", "contributor", "publisher", "language", "subject")
 _OPTIONAL_TEXT = ("title", "version", "metadataVersion", "sourceProcess", "licenseNotes")
 _REQUIRED_TEXT = ("description", "license", "source")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 PART_SUFFIXES = (".jsonl", ".json", ".yaml", ".yml")
 
 

@@ -44,7 +44,7 @@ class Dialect(StrEnum):
 
 
 # commoneval's `BaseItem` and `Dataset` accept these identifiers (no "~", unlike the spec)
-_READER_IDENTIFIER = re.compile(r"^[-a-zA-Z0-9_.]+$")
+_READER_IDENTIFIER = re.compile(r"^[-a-zA-Z0-9_.]+\Z")
 _READER_MODALITY = {Modality(spec): reader for reader, spec in READER_SPELLINGS.items()}
 _READER_TERNARY = {"True": "True", "False": "False", DONT_KNOW: "Unknown"}
 # the fields of commoneval's `Dataset` that a yaml may set, and the ones without a default

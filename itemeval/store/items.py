@@ -31,7 +31,7 @@ from itemeval.workitem import ITEM_SCHEMA
 ITEMS_PER_PART = 10_000
 COMPLETE_MARKER = "_complete.json"
 SNAPSHOT_FORMAT = "itemeval-items/1"
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ from itemeval.store.schemas import GRADE_SCHEMA, SOLUTION_SCHEMA, build_table, c
 
 # Partition values become directory names: keep them to characters every tool leaves alone.
 # (no `+`, `~`, `%` or `=`: hive readers URL-decode partition values).
-_PARTITION_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_PARTITION_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
 @dataclass(frozen=True, slots=True)

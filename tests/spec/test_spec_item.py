@@ -146,6 +146,23 @@ def test_number_identifier_and_prompt_are_read_as_text():
     assert {w.field for w in warnings} == {"identifier", "prompt"}
 
 
+def test_a_huge_or_unbounded_difficulty_is_an_error_not_a_crash():
+    for value in (10**400, -(10**400), float("inf"), float("nan"), 2):
+        raw = {"identifier": "x", "modality": "boolean", "prompt": "p", "response": "True"}
+        item, errors, _ = parse({**raw, "difficulty": value})
+        assert item is None and [e.field for e in errors] == ["difficulty"], value
+
+
+def test_an_identifier_with_a_line_break_at_its_end_is_rejected():
+    # `$` matches before a final newline: the identifier pattern must end at the string's end
+    raw = {"modality": "boolean", "prompt": "p", "response": "True"}
+    for identifier in ("x.1\n", "x.1\r\n", "x.1\nmore"):
+        item, errors, _ = parse({**raw, "identifier": identifier})
+        assert item is None and [e.field for e in errors] == ["identifier"], identifier
+    with pytest.raises(ValidationError):
+        Item(identifier="x.1\n", modality="boolean", prompt="p", response="True")
+
+
 def test_difficulty_as_numeric_text_is_read_with_a_warning():
     item, errors, warnings = parse(
         {
@@ -282,6 +299,8 @@ def _variants():
         {"IDENTIFIER": "twice"},
         {"otherargs": {"Note": 1}},
         {"otherargs": 3},
+        {7: "a YAML key that is a number"},
+        {None: "a YAML key that is null"},
     ]
     for modality, response in base.items():
         prompt = "2 + ___ = 4" if modality == "cloze" else "A question?"

@@ -39,7 +39,7 @@ from itemeval.providers.sim.batches import (
 )
 
 MAX_REQUESTS = 100_000
-_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")
 
 
 def _error(status: int, kind: str, message: str) -> web.Response:
