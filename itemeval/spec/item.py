@@ -154,7 +154,8 @@ def canonical_item(raw: Any) -> Item | None:
     """The item, when `raw` is one as the spec writes it: attribute names spelled as the spec
     spells them, every value already of the spec's type and valid. Otherwise None, and
     `parse_item` reads it leniently. Nearly every item read is canonical: this path finds the
-    same item as the lenient one with no findings (tested), in a quarter of the time."""
+    same item as the lenient one with no findings (tested), in under half the time (20,000
+    items: 0.075 against 0.18 s)."""
     if type(raw) is not dict:
         return None
     identifier = raw.get("identifier")
