@@ -36,7 +36,7 @@ from itemeval.spec.attributes import (
     split_attributes,
 )
 from itemeval.spec.findings import Where
-from itemeval.spec.modality import DONT_KNOW, READER_SPELLINGS, Modality
+from itemeval.spec.modality import BY_VALUE, DONT_KNOW, LABELS, READER_SPELLINGS, Modality
 
 # Spec order; this is the order `to_dict` writes them in.
 ITEM_ATTRIBUTES = (
@@ -124,7 +124,7 @@ class Item(BaseModel):
 
 def response_error(modality: Modality, response: str, prompt: str) -> str | None:
     """What is wrong with `response` (or a cloze prompt) for `modality`, or None."""
-    labels = modality.labels
+    labels = LABELS[modality]
     if labels is not None and response not in labels:
         allowed = ", ".join(f'"{label}"' for label in labels)
         if modality.n_choices and len(response.strip()) == 1 and response.strip().isalpha():
@@ -144,12 +144,6 @@ def parse_item(raw: Any, where: Where) -> tuple[Item | None, list[Problem]]:
     return _parse_lenient(raw, where)
 
 
-# `canonical_item`'s tables: a modality by its exact spelling, and each modality's labels (the
-# `labels` property computes them on every read)
-_MODALITY_BY_VALUE = {modality.value: modality for modality in Modality}
-_LABELS = {modality: modality.labels for modality in Modality}
-
-
 def canonical_item(raw: Any) -> Item | None:
     """The item, when `raw` is one as the spec writes it: attribute names spelled as the spec
     spells them, every value already of the spec's type and valid. Otherwise None, and
@@ -160,7 +154,7 @@ def canonical_item(raw: Any) -> Item | None:
         return None
     identifier = raw.get("identifier")
     spelled = raw.get("modality")
-    modality = _MODALITY_BY_VALUE.get(spelled) if type(spelled) is str else None
+    modality = BY_VALUE.get(spelled) if type(spelled) is str else None
     prompt = raw.get("prompt")
     response = raw.get("response")
     if (
@@ -172,10 +166,7 @@ def canonical_item(raw: Any) -> Item | None:
         or not prompt.strip()
     ):
         return None
-    labels = _LABELS[modality]
-    if (response not in labels) if labels is not None else not response.strip():
-        return None
-    if modality is Modality.CLOZE and CLOZE_BLANK not in prompt:
+    if response_error(modality, response, prompt) or not response.strip():
         return None
     difficulty = raw.get("difficulty")
     if difficulty is not None:

@@ -49,7 +49,7 @@ class Modality(StrEnum):
         if not isinstance(text, str):
             raise ValueError(f"expected a modality name, got {type(text).__name__}")
         key = text.strip().casefold()
-        found = _BY_SPELLING.get(_ALIASES.get(key, key))
+        found = BY_VALUE.get(_ALIASES.get(key, key))
         if found is None:
             hint = " (for multiple choice use choiceof2 .. choiceof5)" if "choice" in key else ""
             raise ValueError(
@@ -96,4 +96,7 @@ class Modality(StrEnum):
         return self in (Modality.SHORT_PROSE, Modality.LONG_PROSE)
 
 
-_BY_SPELLING = {m.value: m for m in Modality}  # a dict lookup: parse runs once per item read
+# Dict lookups for what runs once per item read: a modality by its spec spelling (`parse`, and
+# `spec.item.canonical_item`), and each modality's labels (the property builds them per read).
+BY_VALUE = {m.value: m for m in Modality}
+LABELS = {m: m.labels for m in Modality}
