@@ -30,7 +30,7 @@ from itemeval.runtime.requests import generate_requests, judge_requests
 from itemeval.runtime.rows import Call, judge_row, solution_row
 from itemeval.runtime.shards import Shard, ShardSummary
 from itemeval.runtime.worker import ShardRunner, fold_rows, generate_target, judge_target
-from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, cache_key, request_hash
+from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, cache_key, request_hashes
 
 #: Bytes a request takes in a batch, beyond its messages (the body's other fields).
 REQUEST_OVERHEAD = 2048
@@ -90,7 +90,7 @@ async def prepare_shard(
         fragments = dict(zip(places, cells["fragment"], strict=True))
     if not requests:
         return None
-    hashes = [request_hash(r) for r in requests]
+    hashes = request_hashes(requests)
     keys = [cache_key(h, e) for h, e in zip(hashes, kept["epoch"], strict=True)]
     hits = await asyncio.to_thread(
         runner.calls.cached_calls,

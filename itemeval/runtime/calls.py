@@ -40,7 +40,7 @@ from itemeval.store import (
     ResponseCache,
     cache_key,
     legacy_cache_key,
-    request_hash,
+    request_hashes,
 )
 
 
@@ -106,7 +106,7 @@ class ShardCalls:
         fresh: bool = False,
     ) -> CallOutcome:
         outcome = CallOutcome()
-        hashes = [request_hash(r) for r in requests]
+        hashes = request_hashes(requests)
         keys = [cache_key(h, e) for h, e in zip(hashes, epochs, strict=True)]
         if self.cache is not None and requests:
             outcome.calls.update(

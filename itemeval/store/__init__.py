@@ -25,6 +25,7 @@ from itemeval.store.cache import (
     legacy_cache_key,
     request_content,
     request_hash,
+    request_hashes,
 )
 from itemeval.store.compact import CompactionResult, compact, compact_partition
 from itemeval.store.current_solutions import SolutionIndex, solution_index
@@ -131,6 +132,7 @@ __all__ = [
     "read_snapshot_info",
     "request_content",
     "request_hash",
+    "request_hashes",
     "runs_spend",
     "select_conditions",
     "solution_index",

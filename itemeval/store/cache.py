@@ -43,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.ids import content_hash, sha256_hex, slugify
+from itemeval.ids import canonical_json, content_hash, sha256_hex, slugify
 from itemeval.providers.types import ModelRequest
 from itemeval.storage import Location, resolve
 from itemeval.store.content_keys import hash_keys
@@ -104,6 +104,27 @@ def request_content(request: ModelRequest | Mapping[str, Any]) -> dict[str, Any]
 def request_hash(request: ModelRequest | Mapping[str, Any]) -> str:
     """sha256 (hex) of the canonical JSON of `request_content(request)`."""
     return content_hash(request_content(request))
+
+
+def request_hashes(requests: Sequence[ModelRequest]) -> list[str]:
+    """`request_hash` of each request (a shard's, taken on the event loop once per call).
+
+    The canonical JSON is written out around its parts (its keys sort as messages, model,
+    params) and each distinct `params` object is encoded once, since a shard's requests share
+    theirs: the same bytes as `request_hash`, which a test holds, at half the cost."""
+    params_json: dict[int, str] = {}
+    hashes = []
+    for request in requests:
+        if not all(type(message) is dict for message in request.messages):
+            hashes.append(request_hash(request))  # `request_content` copies other mappings
+            continue
+        params = params_json.get(id(request.params))
+        if params is None:
+            params = params_json[id(request.params)] = canonical_json(request.params.as_dict())
+        messages = canonical_json(request.messages)  # a tuple is written as a list
+        model = canonical_json(request.model)
+        hashes.append(sha256_hex(f'{{"messages":{messages},"model":{model},"params":{params}}}'))
+    return hashes
 
 
 def cache_key(request_sha256: str, epoch: int) -> str:

@@ -7,6 +7,7 @@ import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 
 import pyarrow as pa
 import pytest
@@ -23,6 +24,7 @@ from itemeval.store import (
     default_cache_url,
     legacy_cache_key,
     request_hash,
+    request_hashes,
 )
 from itemeval.store.fragments import write_fragment
 
@@ -92,6 +94,35 @@ def test_request_hash_is_sha256_of_the_canonical_json_every_cache_was_keyed_by()
     assert request_hash(request) == hashlib.sha256(text.encode("utf-8")).hexdigest()
     with pytest.raises(ValueError):
         content_hash({"x": float("nan")})
+
+
+def test_request_hashes_of_a_shard_are_each_request_hash() -> None:
+    # The batch form writes the canonical JSON out around its parts and encodes each params
+    # object once: every request must still hash to exactly `request_hash`'s bytes.
+    shared = SamplingParams(temperature=0.0, max_tokens=16, stop=("\n", "END"))
+    messages = (
+        {"role": "system", "content": "Answer with a number."},
+        {"content": 'Wie viel ist 2 + 2? \u00e9 \u2019 \U0001f600 "quoted"', "role": "user"},
+    )
+    requests = [
+        ModelRequest(model="sim/strong", messages=messages, params=shared),
+        ModelRequest(model="sim/strong", messages=messages[1:], params=shared),
+        ModelRequest(model='a "model"/\u00e9', messages=messages, params=SamplingParams()),
+        ModelRequest(model="m", messages=messages, params=SamplingParams(top_p=1e-07, seed=3)),
+        ModelRequest(model="m", messages=list(messages), params=shared),  # type: ignore[arg-type]
+        ModelRequest(model="m", messages=(MappingProxyType(messages[0]),), params=shared),  # type: ignore[arg-type]
+        ModelRequest(model="m", messages=(), params=shared, sim_hints={"target": "4"}),
+    ]
+    assert request_hashes(requests) == [request_hash(r) for r in requests]
+    for request in requests:
+        content = {
+            "model": request.model,
+            "messages": [dict(m) for m in request.messages],
+            "params": request.params.as_dict(),
+        }
+        text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert request_hashes([request]) == [hashlib.sha256(text.encode("utf-8")).hexdigest()]
+    assert request_hashes([]) == []
 
 
 def test_key_is_request_content_and_epoch_only() -> None:

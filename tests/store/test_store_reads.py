@@ -41,6 +41,26 @@ def test_fragment_does_not_store_the_partition_column(store: StudyStore, solutio
     assert schema.equals(SOLUTION_SCHEMA, check_metadata=False)
 
 
+def test_fragments_are_plain_encoded_and_older_dictionary_fragments_still_read(
+    store: StudyStore, solution
+) -> None:
+    # Fragments carry no dictionary pages (smaller and quicker here, see encode_fragment);
+    # a store written before has dictionary-encoded fragments, read beside the new ones.
+    store.write_solutions("c1", [solution("q1"), solution("q2")])
+    (info,) = store.fragments("solutions", "c1")
+    with store.root.fs.open(info.path, "rb") as handle:
+        metadata = pq.ParquetFile(handle).metadata
+    chunks = [metadata.row_group(0).column(i) for i in range(metadata.num_columns)]
+    assert not [c.path_in_schema for c in chunks if c.has_dictionary_page]
+    older = build_table(SOLUTION_SCHEMA, [solution("q3")])
+    sink = pa.BufferOutputStream()
+    pq.write_table(older, sink, compression="zstd", use_dictionary=True)
+    store.partition("solutions", "c1").join("00000000T000000.000000Z-old.parquet").write_atomic(
+        sink.getvalue().to_pybytes()
+    )
+    assert [k[1] for k in _keys(store.read_solutions(["c1"]))] == ["q1", "q2", "q3"]
+
+
 def test_round_trip_with_partition_column(store: StudyStore, solution) -> None:
     store.write_solutions("c1", [solution("q1"), solution("q2", 1)])
     store.write_solutions("c2", [solution("q1")])
