@@ -12,14 +12,17 @@ import time
 
 
 def _process_started_at() -> float:
-    """The wall-clock moment this process started (Linux), else now."""
+    """The wall-clock moment this process started (Linux), else now.
+
+    /proc gives the start in clock ticks since boot. The boot's own wall time (`btime` in
+    /proc/stat) is whole seconds, which put every mark up to a second off; the process's age
+    on the boot clock does not round."""
     try:
         with open("/proc/self/stat") as handle:
             start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/stat") as handle:
-            boot = next(int(line.split()[1]) for line in handle if line.startswith("btime"))
-        return boot + start_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, StopIteration):
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+        return time.time() - age
+    except (OSError, ValueError, AttributeError):  # no /proc, or no boot clock (not Linux)
         return time.time()
 
 
