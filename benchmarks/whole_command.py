@@ -17,7 +17,9 @@ newest file the run wrote in the store to the command's exit); client CPU per sa
 two ways: the CPU of every process the command started (sampled from /proc every 50 ms, Ray's
 daemons included, which are not children of the command once it exits) and the machine's busy
 CPU minus the server's; and the peak RSS of the driver and of all its processes together. The
-ratio to the bare loop is printed beside each, measured in the same run.
+ratio to the bare loop is printed beside each, measured in the same run, and beside each the
+machine's steal: the share of its CPUs' time the hypervisor gave to others meanwhile (a run on
+a shared VM that reads slow with steal beside it was not given the CPUs).
 """
 
 from __future__ import annotations
@@ -49,11 +51,25 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def machine_busy_s() -> float:
-    """CPU seconds the whole machine spent busy (not idle or waiting on I/O) since boot."""
+    """CPU seconds the whole machine spent busy since boot: user, nice, system, irq and softirq
+    (not idle, waiting on I/O or stolen by the hypervisor, which ran no code of ours)."""
     with open("/proc/stat") as handle:
         fields = [int(x) for x in handle.readline().split()[1:]]
-    idle = fields[3] + fields[4]
-    return (sum(fields[:8]) - idle) / TICKS
+    idle, steal = fields[3] + fields[4], fields[7]
+    return (sum(fields[:8]) - idle - steal) / TICKS
+
+
+def machine_steal_s() -> float:
+    """CPU seconds the hypervisor ran others on this VM's CPUs since boot (`steal`): a run that
+    reads slower than its neighbours with steal beside it was not given the CPUs."""
+    with open("/proc/stat") as handle:
+        fields = [int(x) for x in handle.readline().split()[1:]]
+    return fields[7] / TICKS
+
+
+def steal_share(steal_s: float, wall_s: float) -> float:
+    """Steal as a share of the CPU time the machine's CPUs had over `wall_s`."""
+    return steal_s / (wall_s * (os.cpu_count() or 1)) if wall_s > 0 else 0.0
 
 
 def process_cpu_s(pid: int) -> float:
@@ -219,7 +235,7 @@ def run_command(url: str, server_pid: int, items: int, mode: str, in_flight: int
         if mode == "no-ray":
             command.append("--no-ray")
         before = frozenset(int(entry) for entry in os.listdir("/proc") if entry.isdigit())
-        busy0, server0 = machine_busy_s(), process_cpu_s(server_pid)
+        busy0, server0, steal0 = machine_busy_s(), process_cpu_s(server_pid), machine_steal_s()
         started = time.time()
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         tree = Tree(proc.pid, marker=tmp, foreign=before)
@@ -228,6 +244,7 @@ def run_command(url: str, server_pid: int, items: int, mode: str, in_flight: int
         ended = time.time()
         tree.stop()
         busy = machine_busy_s() - busy0 - (process_cpu_s(server_pid) - server0)
+        steal = machine_steal_s() - steal0
         if proc.returncode != 0:
             raise SystemExit(f"itemeval run failed ({proc.returncode}): {err.decode()[-2000:]}")
         seen = stats(url)
@@ -243,6 +260,7 @@ def run_command(url: str, server_pid: int, items: int, mode: str, in_flight: int
             "all_peak_mb": tree.peak_rss / 2**20,
             "by_process": tree.by_name(),
             "requests": seen.get("ok", 0),
+            "steal": steal_share(steal, ended - started),
         }
 
 
@@ -266,11 +284,13 @@ def main() -> None:
             f"{os.cpu_count()} CPUs"
         )
         for items in args.items:
+            steal0 = machine_steal_s()
             done, wall, cpu = asyncio.run(bench_bare(url, items, args.in_flight))
+            steal = steal_share(machine_steal_s() - steal0, wall)
             bare = done / wall
             print(
                 f"\nN = {items:,}: bare aiohttp loop {bare:,.0f} samples/s ({wall:.1f} s), "
-                f"{cpu * 1000 / done:.2f} ms CPU/sample"
+                f"{cpu * 1000 / done:.2f} ms CPU/sample; steal {steal:.1%}"
             )
             for mode in args.modes:
                 r = run_command(url, server.pid, items, mode, args.in_flight)
@@ -281,7 +301,7 @@ def main() -> None:
                     f"exit {r['exit_lag_s']:.2f} s after the last write; CPU/sample "
                     f"{r['cpu_ms_processes']:.2f} ms (processes) / {r['cpu_ms_machine']:.2f} ms "
                     f"(machine - server); peak RSS driver {r['driver_peak_mb']:.0f} MB, all "
-                    f"{r['all_peak_mb']:.0f} MB"
+                    f"{r['all_peak_mb']:.0f} MB; steal {r['steal']:.1%}"
                 )
                 if args.breakdown:
                     top = list(r["by_process"].items())[:8]
