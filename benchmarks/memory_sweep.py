@@ -195,9 +195,14 @@ def main() -> None:
                 capture_output=True,
                 text=True,
             )
-            if done.returncode:  # say why: the sweep's own output is all a failure leaves
-                sys.exit(f"the {kind} sweep of {n:,} items failed:\n{done.stderr[-4000:]}")
-            results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            lines = done.stdout.strip().splitlines()
+            if done.returncode or not lines:  # say why: its own output is all a sweep leaves
+                sys.exit(
+                    f"the {kind} sweep of {n:,} items failed (exit {done.returncode}, "
+                    f"{'no result printed' if not lines else 'see its errors'}):\n"
+                    f"{done.stderr[-4000:]}"
+                )
+            results.append(json.loads(lines[-1]))
     print("peak RSS in MB; 'own' leaves out shared pages (Ray's object store)")
     header = ("path", "items", "samples", "seconds", "driver", "own", "workers", "own")
     print("{:>6} {:>10} {:>10} {:>8} {:>7} {:>7} {:>12} {:>12}".format(*header))
