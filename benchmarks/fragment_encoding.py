@@ -6,8 +6,8 @@ Runs `itemeval run` (generate + the `auto` scorer, the in-process simulator, no 
 `--items` generated items into a fresh store and cache, then takes the fragments it wrote: the
 response cache's (the journal's), the solutions and the grades. For one fragment of each (the
 middle one in name order) and for each whole partition (its fragments concatenated, what a
-compaction writes), it encodes the table as `store.fragments.encode_fragment` does, once with
-dictionary pages (pyarrow's default, what fragments were before) and once plain, and prints the
+compaction writes), it encodes the table with `store.fragments.encode_fragment` (plain) and as
+fragments were encoded before (pyarrow's default: dictionary pages; zstd both), and prints the
 CPU of the encode (best of `--repeats`), the bytes, and the CPU of reading it back: every
 column, and the keys alone (item, epoch, status: what a resumed run reads of each fragment).
 """
@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE))
 from generated_data import write_dataset  # noqa: E402
 from whole_command import command_env, write_study  # noqa: E402
 
-from itemeval.store.fragments import ROW_GROUP_ROWS  # noqa: E402
+from itemeval.store.fragments import ROW_GROUP_ROWS, encode_fragment  # noqa: E402
 
 #: What a resumed run reads of every fragment (`without_stored`, the pending set); the cache
 #: has no status.
@@ -50,15 +50,11 @@ def best_cpu_s(action, repeats: int) -> float:
 
 
 def encode(table: pa.Table, dictionary: bool) -> bytes:
+    """The store's encoding (plain), or the one fragments had before (dictionary pages)."""
+    if not dictionary:
+        return encode_fragment(table)
     sink = io.BytesIO()
-    pq.write_table(
-        table,
-        sink,
-        compression="zstd",
-        use_dictionary=dictionary,
-        row_group_size=ROW_GROUP_ROWS,
-        write_statistics=True,
-    )
+    pq.write_table(table, sink, compression="zstd", row_group_size=ROW_GROUP_ROWS)
     return sink.getvalue()
 
 

@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = [
     ("the whole command vs the bare loop, 2,000 and 20,000 items", ["whole_command.py"]),
     ("client CPU per request vs bare aiohttp and httpx", ["client_throughput.py"]),
+    ("parquet encodings of a run's fragments: dictionary pages vs plain", ["fragment_encoding.py"]),
     ("rate-limit adherence, one client, 6,000/min", ["rate_limit.py", "--rpm", "6000"]),
     ("dispatch phase on Ray vs the bare loop", ["e2e_throughput.py", "--items", "15000"]),
     ("rate-limit adherence through the pipeline, 6,000/min", ["pipeline_rate_limit.py"]),
