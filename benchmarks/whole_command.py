@@ -9,7 +9,9 @@ In one run, against one `itemeval sim-server` answering after 50 ms (a subproces
 2. `itemeval run` (generate + the `auto` scorer) as a subprocess, fresh store and cache, one
    model, 256 in flight, in three modes: `default` (what a user gets: `runtime.local_ray: auto`,
    which starts in the command's process and brings Ray in only when it helps), `ray`
-   (`runtime.local_ray: always`: local Ray's workers join at once) and `no-ray` (`--no-ray`).
+   (`runtime.local_ray: always`: local Ray's workers join as soon as a shard waits for a place;
+   at 2,000 items, four shards of 512, none waits and Ray does not start) and `no-ray`
+   (`--no-ray`).
 
 For each: wall time and samples/s of the whole command; time to first request (the server's
 first arrival, from its own clock, minus the moment the command started); the exit lag (from the

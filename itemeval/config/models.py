@@ -128,8 +128,9 @@ class Runtime(StrictModel):
     shards_in_flight: int | None = Field(default=None, ge=1)  # default: 2 per worker
     #: A local run (no cluster address): its first shards run in its own process; Ray's
     #: workers join when they would help (`auto`: CPU-bound, more than 2 CPUs, long work),
-    #: at once (`always`), or never (`never`, as `--no-ray`). Under `auto`, a process that has
-    #: already called `ray.init` runs on that Ray. See docs/study.md#runtime.
+    #: as soon as a shard waits for a place (`always`), or never (`never`, as `--no-ray`).
+    #: Under `auto`, a process that has already called `ray.init` runs on that Ray. See
+    #: docs/study.md#runtime.
     local_ray: Literal["auto", "always", "never"] = "auto"
 
 

@@ -181,7 +181,7 @@ def dispatch(
         starved_since = _starved(executor, starved_since, now, bool(retries or upcoming))
         hint = getattr(executor, "progress", None)
         if hint is not None:  # a local run decides about Ray from the progress so far
-            hint(progress.done, cells)
+            hint(progress.done, cells, waiting=bool(retries or upcoming is not None))
         collect(executor.poll(POLL_S), retries, result, progress, cap)
         _report_health(executor, progress, told)
         progress.tick()

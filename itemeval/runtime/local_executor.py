@@ -6,7 +6,10 @@ its daemons cost more CPU than the calls, and a 20,000-item run was faster in on
 local run starts with the driver's own runner (`InlineExecutor`, the same `ShardRunner` the Ray
 workers run). Ray is started, and its workers join, when
 
-* `runtime.local_ray: always`: at once (the first shards still run here while Ray comes up); or
+* `runtime.local_ray: always`: as soon as a shard waits for a place (the first shards still run
+  here while Ray comes up). A study whose shards all fit here at once never waits, and Ray,
+  which would get none of them, is not started: on a 2-core machine its start and stop cost a
+  2,000-item run 6-7 s after its last row (issue 14); or
 * `auto` (the default): after `WATCH_S` of work, if this process is CPU-bound (its CPU time
   over `BUSY_SHARE` of the wall time), the machine has more than two CPUs (more processes can
   run), and the work left at the rate so far would take longer than `RAY_AFTER_S`.
@@ -70,6 +73,7 @@ class LocalExecutor:
         self._decided = mode == "never"
         self._done = 0
         self._total = 0
+        self._waiting = False  # a shard waits for a place in the executor
         self.notes: list[str] = []
         self._leased_at: float | None = None
         self.in_process = 0  # shards run by this process's runner
@@ -102,9 +106,10 @@ class LocalExecutor:
         self._lease_inline_slots()
         return done + self.ray.poll(timeout if not done else 0.0)
 
-    def progress(self, done: int, total: int) -> None:
-        """What dispatch knows: cells done and cells of the stage (for the decision)."""
-        self._done, self._total = done, total
+    def progress(self, done: int, total: int, *, waiting: bool = False) -> None:
+        """What dispatch knows: cells done and cells of the stage, and whether a shard waits for
+        a place (for the decision)."""
+        self._done, self._total, self._waiting = done, total, waiting
 
     def cancel_all(self) -> None:
         self.inline.cancel_all()
@@ -131,7 +136,11 @@ class LocalExecutor:
     def summary(self) -> str:
         """Where the shards ran, for the run's summary."""
         if self.ray is None:
-            why = "; ".join(self.notes) or "Ray was not needed"
+            why = "; ".join(self.notes) or (
+                "runtime.local_ray: always, but no shard waited for a place, so Ray was not started"
+                if self.mode == "always"
+                else "Ray was not needed"
+            )
             return f"{self.in_process:,} shard(s) ran in this process ({why})"
         return (
             f"{self.in_process:,} shard(s) ran in this process, {self.on_ray:,} on Ray workers: "
@@ -162,8 +171,9 @@ class LocalExecutor:
         if self._decided or self.ray is not None:
             return
         if self.mode == "always":
-            self._decided = True
-            self._start_ray("runtime.local_ray: always")
+            if self._waiting:  # Ray's workers would get the shards that wait, and new ones
+                self._decided = True
+                self._start_ray("runtime.local_ray: always")
             return
         if self._started_at is None:
             return

@@ -8,7 +8,7 @@ import re
 
 import pyarrow.compute as pc
 import pytest
-from runtime_files import physical_rows, sim_server, sim_stats, write_study
+from runtime_files import DATASETS, physical_rows, sim_server, sim_stats, write_study
 
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
@@ -49,3 +49,28 @@ def test_ray_workers_join_a_local_run_and_the_cap_and_limits_hold(tmp_path, ray_
     # Every dollar counted once, whichever ledger saw it: the one in this process, then the
     # actor that took its state over.
     assert spend.usd == pytest.approx(pc.sum(rows.column("usd")).as_py())
+
+
+def test_always_starts_no_ray_for_a_run_whose_shards_all_fit_in_the_process(tmp_path) -> None:
+    # One dataset (shards do not cross items parts), one shard per condition, four conditions,
+    # four places in the process: no shard ever waits, so Ray's workers would get nothing, and
+    # Ray (seconds to start and stop) stays out.
+    study = load_study(
+        write_study(
+            tmp_path,
+            **{
+                "datasets": [{"name": "arithmetic", "path": str(DATASETS / "arithmetic")}],
+                "facets.grader": [],
+                "runtime.local_ray": "always",
+                "runtime.shard_size": 1000,
+                "runtime.shards_in_flight": 4,
+            },
+        )
+    )
+    outcome = run_study(study, RunOptions(yes=True, quiet=True))
+    assert outcome.exit_code == ExitCode.OK, outcome.message
+    assert "4 shard(s) ran in this process (runtime.local_ray: always, but no shard waited" in (
+        outcome.message
+    )
+    assert "on Ray" not in outcome.message
+    assert physical_rows(study.store_url) == 4 * 12 * 2
