@@ -1,12 +1,17 @@
 """`itemeval demo` as `make demo` runs it: local Ray, `itemeval sim-server`, the demo study;
-a leaderboard with the three models in ability order; a second run has nothing left to do."""
+a leaderboard with the three models in ability order; no process of its Ray outlives the
+command; a second run has nothing left to do."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +21,34 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-def test_demo_runs_and_reruns(tmp_path):
-    env = {**os.environ, "ITEMEVAL_CACHE_DIR": str(tmp_path / "cache")}
+def processes_naming(marker: str) -> list[str]:
+    """Command lines of the live processes that name `marker` (Ray's name their session
+    directory, under RAY_TMPDIR)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(cmdline[:160])
+    return found
+
+
+@pytest.fixture
+def ray_tmp() -> Iterator[str]:
+    """A short directory of the test's own for Ray's session: Unix socket paths are limited in
+    length, and no other Ray of this test session may name it."""
+    folder = tempfile.mkdtemp(prefix="ie-demo-ray-", dir="/tmp")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_demo_runs_and_reruns(tmp_path, ray_tmp):
+    env = {**os.environ, "ITEMEVAL_CACHE_DIR": str(tmp_path / "cache"), "RAY_TMPDIR": ray_tmp}
     env.pop("RAY_ADDRESS", None)
     command = [sys.executable, "-m", "itemeval", "demo", str(REPO / "configs" / "demo.yaml")]
     first = subprocess.run(
@@ -29,6 +60,14 @@ def test_demo_runs_and_reruns(tmp_path):
     ranked = re.findall(r"^\d+\s+\S+\s+(strong|medium|weak)\s", out, flags=re.MULTILINE)
     assert ranked[:2] == ["strong", "strong"] and ranked[-2:] == ["weak", "weak"]
     assert (tmp_path / "studies" / "demo" / "manifests").is_dir()
+    assert "on Ray workers" in out  # the demo asks for local Ray: it ran and must be gone
+    # The command leaves its local Ray to end with its process (no `ray.shutdown()`): every
+    # daemon and worker of that Ray must be gone within seconds of the command's exit.
+    if os.path.isdir("/proc"):
+        deadline = time.monotonic() + 15
+        while processes_naming(ray_tmp) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not processes_naming(ray_tmp), "Ray outlived the command"
 
     again = subprocess.run(
         command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120

@@ -72,12 +72,16 @@ def entry() -> None:
     run (issue 14), for memory the system takes back at once. A thread that is not a daemon
     and still alive (say, a plugin's) is waited for, as the interpreter would. The process
     keeps few malloc arenas (`runtime.heap.limit_malloc_arenas`): a local run's shards run
-    here. pyarrow does not import pandas to learn whether it is there (`arrow_start`)."""
+    here. pyarrow does not import pandas to learn whether it is there (`arrow_start`). A local
+    Ray the run started is not stopped one process at a time: it ends with this process
+    (`runtime.cluster.process_ends_after_run`)."""
     from itemeval.arrow_start import skip_pandas_probe
     from itemeval.heap import limit_malloc_arenas
+    from itemeval.runtime.cluster import process_ends_after_run
 
     limit_malloc_arenas()
     skip_pandas_probe()
+    process_ends_after_run()
     code = main()
     logging.shutdown()
     try:
