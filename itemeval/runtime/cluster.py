@@ -81,9 +81,9 @@ def ray_cluster(address: str | None, *, quiet: bool = False) -> Iterator[Cluster
         cpus = int(ray.cluster_resources().get("CPU", 1))
         yield Cluster(cpus=max(1, cpus), address=address, shared=bool(address))
     finally:
-        # The `itemeval` command ends its process right after the run (every row and the
-        # manifest written, nothing of Ray's kept), so a local Ray that dies with it is left
-        # to the kernel; a library caller's process goes on, and its Ray is stopped.
+        # The `itemeval` command's process ends right after the run (its rows and manifest
+        # written by then; nothing of Ray's is kept), so a local Ray that dies with it is left
+        # to the kernel. A library caller's process goes on, and its Ray is stopped.
         if started and not (
             address is None and _PROCESS_ENDS_AFTER_RUN and _ends_with_this_process(ray)
         ):
