@@ -52,21 +52,15 @@ TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def machine_busy_s() -> float:
-    """CPU seconds the whole machine spent busy since boot: user, nice, system, irq and softirq
-    (not idle, waiting on I/O or stolen by the hypervisor, which ran no code of ours)."""
+def machine_cpu_s() -> tuple[float, float]:
+    """The whole machine's CPU seconds since boot, from one reading of /proc/stat: (busy,
+    stolen). Busy is user, nice, system, irq and softirq (not idle, not waiting on I/O, not
+    `steal`, the time the hypervisor ran others on this VM's CPUs, which ran no code of ours).
+    A run that reads slower than its neighbours with steal beside it was not given the CPUs."""
     with open("/proc/stat") as handle:
         fields = [int(x) for x in handle.readline().split()[1:]]
     idle, steal = fields[3] + fields[4], fields[7]
-    return (sum(fields[:8]) - idle - steal) / TICKS
-
-
-def machine_steal_s() -> float:
-    """CPU seconds the hypervisor ran others on this VM's CPUs since boot (`steal`): a run that
-    reads slower than its neighbours with steal beside it was not given the CPUs."""
-    with open("/proc/stat") as handle:
-        fields = [int(x) for x in handle.readline().split()[1:]]
-    return fields[7] / TICKS
+    return (sum(fields[:8]) - idle - steal) / TICKS, steal / TICKS
 
 
 def steal_share(steal_s: float, wall_s: float) -> float:
@@ -237,7 +231,7 @@ def run_command(url: str, server_pid: int, items: int, mode: str, in_flight: int
         if mode == "no-ray":
             command.append("--no-ray")
         before = frozenset(int(entry) for entry in os.listdir("/proc") if entry.isdigit())
-        busy0, server0, steal0 = machine_busy_s(), process_cpu_s(server_pid), machine_steal_s()
+        (busy0, steal0), server0 = machine_cpu_s(), process_cpu_s(server_pid)
         started = time.time()
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         tree = Tree(proc.pid, marker=tmp, foreign=before)
@@ -245,8 +239,9 @@ def run_command(url: str, server_pid: int, items: int, mode: str, in_flight: int
         _, err = proc.communicate(timeout=3600)
         ended = time.time()
         tree.stop()
-        busy = machine_busy_s() - busy0 - (process_cpu_s(server_pid) - server0)
-        steal = machine_steal_s() - steal0
+        (busy1, steal1), server1 = machine_cpu_s(), process_cpu_s(server_pid)
+        busy = busy1 - busy0 - (server1 - server0)
+        steal = steal1 - steal0
         if proc.returncode != 0:
             raise SystemExit(f"itemeval run failed ({proc.returncode}): {err.decode()[-2000:]}")
         seen = stats(url)
@@ -286,9 +281,9 @@ def main() -> None:
             f"{os.cpu_count()} CPUs"
         )
         for items in args.items:
-            steal0 = machine_steal_s()
+            _, steal0 = machine_cpu_s()
             done, wall, cpu = asyncio.run(bench_bare(url, items, args.in_flight))
-            steal = steal_share(machine_steal_s() - steal0, wall)
+            steal = steal_share(machine_cpu_s()[1] - steal0, wall)
             bare = done / wall
             print(
                 f"\nN = {items:,}: bare aiohttp loop {bare:,.0f} samples/s ({wall:.1f} s), "
