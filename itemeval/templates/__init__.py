@@ -22,6 +22,7 @@ template puts it, and a system message that renders empty is left out).
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -198,10 +199,39 @@ def _split_front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
     return meta, text[end + 5 :]
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    """True when `path`, with every `..` and symbolic link resolved, is in `folder`."""
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def _outside(name: str, kind: Kind, folder: Path | None, field: str) -> ConfigError:
+    where = f"the {kind}s folder {folder}" if folder is not None else f"the built-in {kind}s"
+    return ConfigError(
+        Problem(
+            f"{kind} template {name!r} is outside {where}",
+            field=field,
+            hint=f"name a file inside that folder (a sub-folder is fine: `shared/{kind}`), "
+            "without `..`, an absolute path or a link that leads out of it",
+        )
+    )
+
+
+def _check_name(name: str, kind: Kind, local_dir: Path | None, field: str) -> None:
+    """A template name is a path inside its folder: no absolute path, no `..` component (a
+    built-in name is one plain name). Links that lead out are caught once the file is found."""
+    builtin = name.startswith(BUILTIN_PREFIX)
+    short = name.removeprefix(BUILTIN_PREFIX)
+    parts = re.split(r"[/\\]", short)
+    escapes = not short or short.startswith(("/", "\\", "~")) or ".." in parts
+    if builtin and len(parts) > 1 or escapes or re.match(r"^[A-Za-z]:", short):
+        raise _outside(name, kind, None if builtin else local_dir, field)
+
+
 def load_template(
     name: str, kind: Kind, local_dir: Path | None = None, *, field: str = ""
 ) -> Template:
     """Load `builtin:NAME` from the package or `NAME` from `local_dir`, checking its fields."""
+    _check_name(name, kind, local_dir, field)
     if name.startswith(BUILTIN_PREFIX):
         short = name.removeprefix(BUILTIN_PREFIX)
         entry = _builtin_dir(kind).joinpath(f"{short}.txt")
@@ -243,6 +273,8 @@ def load_template(
                 )
             )
         path = found[0] if found else None
+        if path is not None and not _inside(path, local_dir):
+            raise _outside(name, kind, local_dir, field)
         if path is None:
             raise ConfigError(
                 Problem(
