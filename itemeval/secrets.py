@@ -1,21 +1,42 @@
-"""API keys: read from the environment at the last moment, never stored, never printed.
+"""Secrets: read from the environment at the last moment, never stored, never printed.
 
-Configs name the *variable* (`api_key_env: OPENAI_API_KEY`), never the key. `Secret` wraps a value
-so that `repr`, `str`, f-strings, pydantic dumps and pickles used in logs show `***`. Every key
-that was read is remembered in this process so `redact()` can scrub it from any text that leaves
-itemeval (error messages from providers, exception text, log lines).
+Configs name the *variable* (`api_key_env: OPENAI_API_KEY`, `headers_env`, a storage option's
+`secret_env: MINIO_SECRET`), never the value; `credential_problem` refuses a study that holds one
+(a credential-looking header, storage option or value). `Secret` wraps a value so that `repr`,
+`str`, f-strings, pydantic dumps and pickles used in logs show `***`. `redact()` scrubs from any
+text that leaves itemeval (error messages from providers, exception text, log lines, manifests)
+every secret this process has read and every credential its environment holds (the value of a
+variable whose name has a part `KEY`, `SECRET`, `TOKEN`, `PASSWORD`, ...: `AWS_SECRET_ACCESS_KEY`,
+`AWS_SESSION_TOKEN`, `RAY_AUTH_TOKEN`, `HF_TOKEN`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from itemeval.errors import ConfigError, Problem
 
 _KNOWN: set[str] = set()
 _LOCK = threading.Lock()
 _MASK = "***"
+_MIN_LENGTH = 6  # shorter values are too likely to be ordinary words to scrub
+
+#: Where a missing variable must be set. Not a Ray job's `runtime_env`: its `env_vars` are
+#: part of the job's description, which the dashboard and `ray job list` show (docs/cluster.md).
+KEY_HINT = (
+    "export {variable}=... in the environment of the process that runs itemeval (on a Ray "
+    "cluster: of `ray start` on every node, docs/cluster.md; not a job's runtime_env, whose "
+    "env_vars Ray's job list shows); secrets are never read from the study file"
+)
+
+#: Parts of an environment variable's name (split at `_`) that mark its value as a credential.
+_SECRET_NAME_PARTS = frozenset(
+    {"KEY", "APIKEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "SAS"}
+)
 
 
 class Secret:
@@ -25,9 +46,7 @@ class Secret:
 
     def __init__(self, value: str):
         self._value = value
-        if len(value) >= 6:
-            with _LOCK:
-                _KNOWN.add(value)
+        remember(value)
 
     def reveal(self) -> str:
         """The value, for the one place that puts it on the wire (an HTTP header)."""
@@ -63,20 +82,146 @@ def read_key(env_name: str, *, field: str | None = None, required: bool = True) 
             Problem(
                 f"environment variable {env_name} is not set",
                 field=field,
-                hint=f"export {env_name}=... in the shell (or the Ray runtime_env) that runs "
-                "itemeval; keys are never read from files",
+                hint=KEY_HINT.format(variable=env_name),
             )
         )
     return Secret(value)
 
 
+def remember(value: str) -> None:
+    """Scrub `value` from everything `redact` sees from now on (in this process)."""
+    if len(value) >= _MIN_LENGTH:
+        with _LOCK:
+            _KNOWN.add(value)
+
+
+def is_secret_variable(name: str) -> bool:
+    """True when the environment variable `name` holds a credential by its name's parts
+    (`AWS_SECRET_ACCESS_KEY`, `RAY_AUTH_TOKEN`; not `PWD` or `KEYBOARD`)."""
+    parts = name.upper().split("_")
+    return any(part in _SECRET_NAME_PARTS for part in parts) or "CONNECTION_STRING" in name.upper()
+
+
+def environment_secrets() -> Iterator[str]:
+    """The values of this process's credential variables (`is_secret_variable`)."""
+    for name, value in list(os.environ.items()):
+        if len(value) >= _MIN_LENGTH and is_secret_variable(name):
+            yield value
+
+
 def redact(text: str) -> str:
-    """`text` with every secret this process has read replaced by `***`."""
+    """`text` with every secret this process has read, and every credential in its
+    environment, replaced by `***`."""
     if not text:
         return text
     with _LOCK:
-        known = sorted(_KNOWN, key=len, reverse=True)
-    for value in known:
+        known = _KNOWN | set(environment_secrets())
+    for value in sorted(known, key=len, reverse=True):
         if value in text:
             text = text.replace(value, _MASK)
     return text
+
+
+# --------------------------------------------------------------------------- study files
+
+#: Header or option names that carry a credential, whole or as a part (split at `-`, `_`).
+_CREDENTIAL_PARTS = frozenset(
+    {
+        "authorization",
+        "auth",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "cookie",
+        "key",
+        "apikey",
+        "signature",
+        "credential",
+        "credentials",
+        "sas",
+        "session",
+    }
+)
+#: Whole option names that carry a credential in fsspec backends (s3fs, gcsfs, adlfs, ...).
+_CREDENTIAL_NAMES = frozenset({"connection_string", "client_secret", "account_key"})
+#: Names with a credential-like part that are not credentials (an S3 KMS key's id).
+_NOT_CREDENTIALS = frozenset({"kms_key_id", "ssekmskeyid", "key_prefix"})
+#: gcsfs `token` values that choose a way to authenticate rather than hold a credential.
+_AUTH_METHODS = frozenset({"anon", "google_default", "cloud", "browser", "cache"})
+#: Values that are credentials whatever their name: HTTP auth schemes, well-known key shapes.
+_CREDENTIAL_VALUE = re.compile(
+    r"^\s*(?:(?:bearer|basic|token|digest)\s+\S"
+    r"|sk-|sk_|rk_|pk_live|ghp_|gho_|github_pat_|glpat-|xox[abpr]-|hf_[A-Za-z0-9]{20}"
+    r"|AKIA[A-Z0-9]{12}|ASIA[A-Z0-9]{12}|AIza[0-9A-Za-z_-]{20}|eyJ[A-Za-z0-9_-]{10,}\.)",
+    re.IGNORECASE,
+)
+#: An option whose name ends so names the variable that holds the value (`secret_env: VAR`).
+ENV_SUFFIX = "_env"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def is_credential_name(name: str) -> bool:
+    """True when a header or option called `name` carries a credential (`X-Auth-Token`,
+    `x-api-key`, `aws_secret_access_key`, `secret`; not `X-Request-Id` or `endpoint_url`)."""
+    lowered = name.lower()
+    if lowered in _NOT_CREDENTIALS:
+        return False
+    parts = re.split(r"[-_.]", lowered)
+    return lowered in _CREDENTIAL_NAMES or any(p in _CREDENTIAL_PARTS for p in parts)
+
+
+def looks_like_credential(value: object) -> bool:
+    """True when `value` has the shape of a credential (`Bearer ...`, `sk-...`, `AKIA...`)."""
+    return isinstance(value, str) and bool(_CREDENTIAL_VALUE.match(value))
+
+
+def credential_problem(name: str, value: object) -> str | None:
+    """Why the study may not hold `name: value` (a header or a storage option), or None."""
+    if is_credential_name(name) and not (name.lower() == "token" and value in _AUTH_METHODS):
+        return f"{name!r} carries a credential"
+    if looks_like_credential(value):
+        return f"the value of {name!r} looks like a credential"
+    return None
+
+
+def option_problems(options: Mapping[str, Any], where: str) -> list[str]:
+    """Every credential that storage `options` (nested dicts too) hold instead of naming its
+    variable, as `where.path: why; what to do` (a value is never repeated)."""
+    found: list[str] = []
+    for name, value in options.items():
+        field = f"{where}.{name}"
+        if name.endswith(ENV_SUFFIX) and isinstance(value, str):
+            if not _ENV_NAME.match(value):
+                found.append(f"{field}: must be the NAME of an environment variable")
+            continue
+        if isinstance(value, Mapping):
+            found += option_problems(value, field)
+            continue
+        if value is None or isinstance(value, bool):
+            continue
+        why = credential_problem(name, value)
+        if why is not None:
+            found.append(
+                f"{field}: {why}; a study file names the variable that holds it "
+                f"({name}{ENV_SUFFIX}: SOME_VARIABLE), or leaves S3 credentials to the "
+                "environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE)"
+            )
+    return found
+
+
+def options_from_environment(options: Mapping[str, Any]) -> dict[str, Any]:
+    """`options` with each `NAME_env: VARIABLE` replaced by `NAME: <the variable's value>`
+    (nested dicts too), each value remembered for `redact`. A missing variable is a
+    `ConfigError` naming it."""
+    resolved: dict[str, Any] = {}
+    for name, value in options.items():
+        if isinstance(value, Mapping):
+            resolved[name] = options_from_environment(value)
+        elif name.endswith(ENV_SUFFIX) and isinstance(value, str) and _ENV_NAME.match(value):
+            secret = read_key(value, field=name)
+            assert secret is not None
+            resolved[name.removesuffix(ENV_SUFFIX)] = secret.reveal()
+        else:
+            resolved[name] = value
+    return resolved

@@ -40,6 +40,7 @@ from fsspec.registry import known_implementations
 
 from itemeval.errors import Problem, StorageCapabilityError
 from itemeval.ids import new_sortable_id
+from itemeval.secrets import ENV_SUFFIX, options_from_environment
 
 
 @dataclass(frozen=True)
@@ -414,11 +415,21 @@ def resolve(url: str | os.PathLike[str], storage_options: dict[str, Any] | None 
     text = os.fspath(url)
     if "://" not in text and not text.startswith("/"):
         text = os.path.abspath(text)
-    fs, path = fsspec.core.url_to_fs(text, **(storage_options or {}))
+    options = storage_options or {}
+    if _names_variables(options):  # `secret_env: VAR`: read in this process, never shipped
+        options = options_from_environment(options)
+    fs, path = fsspec.core.url_to_fs(text, **options)
     if isinstance(fs, LocalFileSystem):
         path = os.path.abspath(path)
         text = path
     return Location(url=text.rstrip("/") if text != "/" else text, fs=fs, path=path.rstrip("/"))
+
+
+def _names_variables(options: dict[str, Any]) -> bool:
+    return any(
+        name.endswith(ENV_SUFFIX) or (isinstance(value, dict) and _names_variables(value))
+        for name, value in options.items()
+    )
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,10 @@
   skips with the way to install it when absent), as s3fs `storage_options`. See `s3_servers.py`.
 * `ray_local`: one local Ray cluster for the session, bounded to 2 CPUs.
 * `shared_data`: the real benchmarks in `../shared/data`; tests that use it skip when absent.
+
+`s3_servers.S3_KEYS_BY_NAME` are storage options that name the variables holding the test
+servers' S3 credentials (a study file never holds a credential); the variables are set when this
+file imports `s3_servers`, so every Ray worker the session starts has them.
 """
 
 from __future__ import annotations

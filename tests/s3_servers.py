@@ -32,6 +32,12 @@ import s3fs
 SEAWEEDFS_KEYS = {"key": "testing", "secret": "testing"}
 S3RVER_KEYS = {"key": "S3RVER", "secret": "S3RVER"}
 S3RVER_VERSION = "3.7.1"
+#: Study `storage_options` that name the variables with S3 credentials (moto accepts any): a
+#: study file may not hold a credential. Set on import (conftest imports this module before any
+#: Ray starts), so every Ray worker of the session has them.
+os.environ.setdefault("ITEMEVAL_TEST_S3_KEY", "itemeval-test-key")
+os.environ.setdefault("ITEMEVAL_TEST_S3_SECRET", "itemeval-test-secret")
+S3_KEYS_BY_NAME = {"key_env": "ITEMEVAL_TEST_S3_KEY", "secret_env": "ITEMEVAL_TEST_S3_SECRET"}
 
 
 def storage_options(endpoint: str, keys: dict[str, str]) -> dict[str, Any]:

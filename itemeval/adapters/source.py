@@ -34,6 +34,7 @@ from itemeval.adapters.mapping import (
 )
 from itemeval.errors import ConfigError, DatasetError, Problem
 from itemeval.ids import slugify
+from itemeval.secrets import option_problems
 from itemeval.spec.directory import is_dataset_directory, read_dataset
 from itemeval.storage import Location, OptionsByUrl, resolve
 
@@ -80,6 +81,9 @@ class DatasetSource(BaseModel):
     def _check(self) -> DatasetSource:
         if not self.path.strip():
             raise ValueError("`path` must not be empty")
+        problems = option_problems(self.storage_options, "storage_options")
+        if problems:
+            raise ValueError("; ".join(problems))
         if self.name is None:
             self.name = default_name(self.path)
         if not NAME_PATTERN.match(self.name):

@@ -17,6 +17,7 @@ from itemeval.ids import slugify
 from itemeval.plugins import PROVIDER_GROUP, load_plugin
 from itemeval.providers.settings import BUILTIN_KINDS
 from itemeval.scoring import scorer_identity
+from itemeval.secrets import KEY_HINT
 from itemeval.storage import url_under
 
 
@@ -36,8 +37,7 @@ def check_keys(study: StudyConfig, endpoints: set[str] | None = None) -> None:
                         f"environment variable {variable} is not set",
                         file=str(study.path) if study.path else None,
                         field=f"endpoints.{name}.{field}",
-                        hint=f"export {variable}=... in the shell (or the Ray runtime_env) "
-                        "that runs itemeval; keys are never read from files",
+                        hint=KEY_HINT.format(variable=variable),
                     )
                 )
     if problems:

@@ -18,6 +18,7 @@ from itemeval.adapters import DatasetSource
 from itemeval.ids import slugify
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import SamplingParams
+from itemeval.secrets import option_problems
 from itemeval.storage import OptionsByUrl
 from itemeval.templates import Template, load_template
 
@@ -170,9 +171,20 @@ class StudyConfig(StrictModel):
             )
         return value
 
+    @field_validator("storage_options")
+    @classmethod
+    def _no_credentials(cls, value: dict[str, Any]) -> dict[str, Any]:
+        problems = option_problems(value, "storage_options")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
     @field_validator("storage_options_by_prefix")
     @classmethod
     def _prefixes_are_urls(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        problems = option_problems(value, "storage_options_by_prefix")
+        if problems:
+            raise ValueError("; ".join(problems))
         for prefix in value:
             if "://" not in prefix and not prefix.startswith("/"):
                 raise ValueError(

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from itemeval.plugins import syntax_problem
 from itemeval.providers.hedge_settings import HedgeSettings
+from itemeval.secrets import credential_problem
 
 #: The wire formats itemeval speaks itself; any other `kind` names a provider plugin.
 BUILTIN_KINDS = frozenset({"openai", "anthropic", "gemini", "sim"})
@@ -38,11 +39,6 @@ DEFAULT_BASE_URLS: dict[str, str] = {
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+\Z")
-# Headers that carry credentials: they must come from the environment (`headers_env`), never
-# from the study file, which is copied into manifests.
-_SECRET_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie"}
-)
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -375,10 +371,13 @@ class EndpointSettings(_Strict):
         for name in value:
             if not _HEADER_NAME.match(name):
                 raise ValueError(f"{name!r} is not a valid HTTP header name")
-            if name.lower() in _SECRET_HEADERS:
+            # A credential must come from the environment (`headers_env`), never from the
+            # study file, which travels with jobs and is copied into manifests.
+            why = credential_problem(name, value[name])
+            if why is not None:
                 raise ValueError(
-                    f"header {name!r} carries a credential: move it to headers_env "
-                    f"({name}: SOME_ENV_VAR) so it is read from the environment"
+                    f"header {why}: move it to headers_env ({name}: SOME_ENV_VAR) so it is "
+                    "read from the environment"
                 )
         return value
 

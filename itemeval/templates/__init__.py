@@ -223,7 +223,7 @@ def _check_name(name: str, kind: Kind, local_dir: Path | None, field: str) -> No
     short = name.removeprefix(BUILTIN_PREFIX)
     parts = re.split(r"[/\\]", short)
     escapes = not short or short.startswith(("/", "\\", "~")) or ".." in parts
-    if builtin and len(parts) > 1 or escapes or re.match(r"^[A-Za-z]:", short):
+    if (builtin and len(parts) > 1) or escapes or re.match(r"^[A-Za-z]:", short):
         raise _outside(name, kind, None if builtin else local_dir, field)
 
 

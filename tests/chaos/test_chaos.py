@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
 
 from runtime_files import assert_complete, distinct_calls, sim_server, sim_stats, write_study
 from s3_fault_proxy import s3_fault_proxy
+from s3_servers import S3_KEYS_BY_NAME
 
 from itemeval.config import load_study
 from itemeval.errors import StoreError
@@ -86,8 +87,7 @@ def test_chaos_then_one_clean_rerun(tmp_path, ray_local, s3_server, s3_bucket, m
                 **{
                     "store": store_url,
                     "storage_options": {
-                        "key": "testing",
-                        "secret": "testing",
+                        **S3_KEYS_BY_NAME,  # Ray's workers may predate the AWS variables
                         "client_kwargs": {"endpoint_url": s3_url, "region_name": "us-east-1"},
                     },
                     "endpoints.sim.base_url": sim_url,

@@ -40,6 +40,7 @@ from itemeval.store import StudyStore, latest_manifest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
 from s3_fault_proxy import s3_fault_proxy
+from s3_servers import S3_KEYS_BY_NAME
 
 pytestmark = [pytest.mark.ray]
 
@@ -67,8 +68,7 @@ def test_a_failed_store_write_pays_nothing_twice(tmp_path, ray_local, s3_server,
                 **{
                     "store": f"{s3_bucket}/studies/failed-write",
                     "storage_options": {
-                        "key": "testing",  # Ray's workers may predate the test's AWS variables
-                        "secret": "testing",
+                        **S3_KEYS_BY_NAME,  # Ray's workers may predate the AWS variables
                         "client_kwargs": {"endpoint_url": proxy["url"], "region_name": "us-east-1"},
                     },
                     "endpoints.sim.base_url": url,

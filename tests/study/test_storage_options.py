@@ -53,14 +53,14 @@ def test_the_longest_prefix_wins_and_a_prefix_ends_at_a_slash():
         storage_options=ENDPOINT,
         storage_options_by_prefix={
             "s3://open-data": {"anon": True},
-            "s3://open-data/private/": {"key": "k", "secret": "s"},
+            "s3://open-data/private/": {"key_env": "K", "secret_env": "S"},
             "gs://": {"project": "p"},
         },
     )
     options = study.options_by_url()
     assert options.for_url("s3://open-data/mmlu.parquet") == {"anon": True}
     assert options.for_url("s3://open-data") == {"anon": True}
-    assert options.for_url("s3://open-data/private/x") == {"key": "k", "secret": "s"}
+    assert options.for_url("s3://open-data/private/x") == {"key_env": "K", "secret_env": "S"}
     assert options.for_url("s3://open-data2/x") == ENDPOINT  # not under the prefix
     assert options.for_url("gs://anything/at/all") == {"project": "p"}
 
@@ -73,7 +73,7 @@ def test_the_default_follows_the_store_that_is_used():
 
 
 def test_options_never_print():
-    study = _study(storage_options={"secret": "canary-5f3a"})
+    study = _study(storage_options={"profile": "canary-5f3a"})
     assert "canary-5f3a" not in repr(study)
     assert "canary-5f3a" not in repr(study.options_by_url())
 
