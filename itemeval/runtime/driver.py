@@ -38,6 +38,7 @@ from itemeval.errors import ExitCode
 from itemeval.estimate import gate
 from itemeval.heap import release_unused_memory, run_collector_pace
 from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan
+from itemeval.providers.reachability import EndpointProbe
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import (
     Cap,
@@ -156,6 +157,8 @@ def run_study(
 def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunOutcome:
     progress = Progress(quiet=options.quiet)
     TIMELINE.mark("run_study")
+    on_cluster = bool(options.address or os.environ.get("RAY_ADDRESS"))
+    probe = EndpointProbe(study.used_endpoints(), on_cluster=on_cluster)  # while it plans
     plan = make_plan(
         study,
         store_url=options.store_url,
@@ -176,6 +179,8 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
         )
     TIMELINE.mark("planned")
     check_keys(study, _endpoints_for(plan, stages))
+    probe.check(_endpoints_for(plan, stages), str(study.path) if study.path else None)
+    TIMELINE.mark("endpoints reachable")
     check_cap_bounds(plan, stages)
     remaining = sum(line.remaining_usd for line in plan.estimate.lines if line.stage in stages)
     approved_by = gate(
