@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     BAD_INPUT = 2  # config, dataset, template or store contents are invalid; nothing was written
     GATE_DECLINED = 3  # the cost estimate needed confirmation and did not get it
     BUDGET_CAP = 4  # the estimate or the spend reached `budget.max_usd`
+    STORE_FAILED = 5  # the store failed after the run began writing; what it wrote is kept
     INTERRUPTED = 130  # Ctrl-C (the shell convention 128 + SIGINT)
 
 
@@ -113,3 +114,12 @@ class BudgetExceeded(ItemevalError):
     """The remaining estimate, or the spend during a run, would cross `budget.max_usd`."""
 
     exit_code = ExitCode.BUDGET_CAP
+
+
+class StoreFailedMidRun(ItemevalError):
+    """The store (or its contents) failed after the run had begun writing: its manifest and
+    some rows may be stored, so this is not bad input (exit 2 means nothing was written). What
+    was written is kept; the message and the run's manifest say what; the same command
+    continues once the store works."""
+
+    exit_code = ExitCode.STORE_FAILED

@@ -119,7 +119,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except BrokenPipeError:
         raise  # stdout went away: not a storage problem (see main)
     except ItemevalError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact(str(exc))}", file=sys.stderr)
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

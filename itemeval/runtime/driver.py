@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from itemeval.batch import BatchTier, open_batches_of
 from itemeval.config import StudyConfig, check_keys
-from itemeval.errors import ExitCode
+from itemeval.errors import ExitCode, StoreFailedMidRun
 from itemeval.estimate import gate
 from itemeval.heap import release_unused_memory, run_collector_pace
 from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan
@@ -48,6 +48,7 @@ from itemeval.runtime.dispatch import (
     count_unreported_rows,
     dispatch,
 )
+from itemeval.runtime.failures import failed_mid_run
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Shard, generate_shards, grade_shards
 from itemeval.runtime.spend import LedgerState
@@ -203,6 +204,7 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
     stop = Stop()
     cap = Cap(study.budget.max_usd)
     error: str | None = None
+    mid_run: StoreFailedMidRun | None = None  # a storage failure after the writing began
     try:
         with (
             _signals(stop) as reinstall,
@@ -230,14 +232,27 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
         stop.requested = True
     except BaseException as exc:
         error = redact(f"{type(exc).__name__}: {exc}")
-        raise
+        where = f"manifests/{manifest.run_id}.json"
+        mid_run = failed_mid_run(exc, outcome.stages, progress, where)
+        if mid_run is None:
+            raise
+        error = str(mid_run)
     finally:
         try:
             _count_unreported_rows(outcome, plan, progress)
         finally:  # a second Ctrl-C during the count still ends the manifest
-            _finish(outcome, manifest, plan, stop, cap, error)
+            try:
+                _finish(outcome, manifest, plan, stop, cap, error)
+            except Exception as exc:
+                if mid_run is None:
+                    raise
+                mid_run.args = (
+                    f"{mid_run} (the manifest could not be updated: {redact(repr(exc))})",
+                )
             TIMELINE.mark("manifest written")
             TIMELINE.report()
+    if mid_run is not None:
+        raise mid_run
     return outcome
 
 
