@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from itemeval.plugins import syntax_problem
 from itemeval.providers.hedge_settings import HedgeSettings
-from itemeval.secrets import credential_problem
+from itemeval.secrets import credential_problem, looks_like_credential
 
 #: The wire formats itemeval speaks itself; any other `kind` names a provider plugin.
 BUILTIN_KINDS = frozenset({"openai", "anthropic", "gemini", "sim"})
@@ -401,6 +401,13 @@ class EndpointSettings(_Strict):
             raise ValueError(
                 f"`options` are for provider plugins; a {self.kind} endpoint takes none"
             )
+        for name, value in self.options.items():
+            if looks_like_credential(value):
+                raise ValueError(
+                    f"options.{name}: the value looks like a credential; a plugin gets its key "
+                    "from api_key_env and secret headers from headers_env (environment "
+                    "variables), never from the study file"
+                )
         keyless = self.api_key_env is None and not self.free_unless_priced
         if self.kind in DEFAULT_BASE_URLS and keyless:
             raise ValueError(

@@ -170,3 +170,9 @@ def test_a_store_on_s3_with_named_credentials_keeps_them_out_of_every_object(
     for directory, _, files in os.walk(tmp_path):
         for name in files:
             assert CANARY.encode() not in (Path(directory) / name).read_bytes(), name
+
+
+def test_a_plugin_option_holding_a_key_is_refused(tmp_path, capsys):
+    endpoint = {"kind": "mypkg.gateway:Gateway", "options": {"auth": f"Bearer {CANARY}"}}
+    code, text = _plan(tmp_path, capsys, **{"endpoints.sim": endpoint})
+    assert code == 2 and "api_key_env" in text and CANARY not in text, text
