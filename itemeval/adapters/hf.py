@@ -19,6 +19,7 @@ from itemeval.adapters.handle import Fingerprint
 from itemeval.adapters.mapping import MappingSpec
 from itemeval.arrow_start import restore_pandas_probe
 from itemeval.errors import ConfigError, DatasetError, Problem
+from itemeval.secrets import options_from_environment
 from itemeval.spec.directory import hash_file
 from itemeval.spec.findings import Where
 from itemeval.storage import Location
@@ -116,7 +117,8 @@ class HFHandle(MappedHandle):
             return loaded, split or "train"
         try:
             loaded = datasets.load_from_disk(
-                self.local.url, storage_options=self.source.storage_options or None
+                self.local.url,
+                storage_options=options_from_environment(self.source.storage_options) or None,
             )
         except (FileNotFoundError, ValueError) as exc:
             raise DatasetError(
