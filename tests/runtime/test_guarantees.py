@@ -244,8 +244,7 @@ def test_a_slow_store_write_never_stalls_the_calls_in_flight(tmp_path, s3_server
                 **{
                     "store": f"{s3_bucket}/studies/slow-writes",
                     "storage_options": {
-                        "key": "testing",
-                        "secret": "testing",
+                        **S3_KEYS_BY_NAME,
                         "client_kwargs": {"endpoint_url": proxy["url"], "region_name": "us-east-1"},
                     },
                     "endpoints.sim.base_url": url,
