@@ -154,13 +154,15 @@ _CREDENTIAL_PARTS = frozenset(
         "credential",
         "credentials",
         "sas",
-        "session",
     }
 )
 #: Whole option names that carry a credential in fsspec backends (s3fs, gcsfs, adlfs, ...).
 _CREDENTIAL_NAMES = frozenset({"connection_string", "client_secret", "account_key"})
-#: Names with a credential-like part that are not credentials (an S3 KMS key's id).
-_NOT_CREDENTIALS = frozenset({"kms_key_id", "ssekmskeyid", "key_prefix"})
+#: Names with a credential-like part that are not credentials (an S3 KMS key's id, a request's
+#: idempotency key).
+_NOT_CREDENTIALS = frozenset(
+    {"kms_key_id", "ssekmskeyid", "key_prefix", "idempotency-key", "x-idempotency-key"}
+)
 #: gcsfs `token` values that choose a way to authenticate rather than hold a credential.
 _AUTH_METHODS = frozenset({"anon", "google_default", "cloud", "browser", "cache"})
 #: Values that are credentials whatever their name: HTTP auth schemes, well-known key shapes.

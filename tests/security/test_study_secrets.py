@@ -54,7 +54,12 @@ def test_a_credential_header_in_the_study_is_refused(tmp_path, capsys, headers):
 
 
 def test_plain_headers_pass(tmp_path, capsys):
-    headers = {"X-Request-Source": "nightly-evals", "anthropic-beta": "prompt-caching-2024-07-31"}
+    headers = {
+        "X-Request-Source": "nightly-evals",
+        "anthropic-beta": "prompt-caching-2024-07-31",
+        "X-Session-Id": "run-42",
+        "Idempotency-Key": "8e0f6a",
+    }
     endpoint = {"kind": "sim", "base_url": "http://127.0.0.1:9/v1", "headers": headers}
     code, text = _plan(tmp_path, capsys, **{"endpoints.sim": endpoint})
     assert code == 0, text
