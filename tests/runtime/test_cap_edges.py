@@ -6,13 +6,16 @@ usage priced independently."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pyarrow.compute as pc
 import pytest
 from runtime_files import sim_server, sim_stats, write_study
 
+from itemeval.cli.main import main
 from itemeval.config import load_study
-from itemeval.errors import ConfigError, ExitCode
+from itemeval.errors import BudgetExceeded, ConfigError, ExitCode
+from itemeval.planning import make_plan
 from itemeval.providers.pricing import Pricing
 from itemeval.providers.types import Usage
 from itemeval.runtime.driver import RunOptions, run_study
@@ -189,3 +192,69 @@ def test_attempts_abandoned_on_deadline_are_charged_and_the_cap_holds(tmp_path):
     )
     assert stats["ok"] == stats["requests"] and 0 < billed <= outcome.spent_usd <= max_usd
     assert stats["requests"] <= max_usd / floor  # never more attempts than the cap covers
+
+
+#: Short answers: a call's worst case is a small part of the study's cost.
+CHEAP = {
+    **ONE,
+    "models": [{"id": "sim/strong", "endpoint": "sim", "params": {"max_tokens": 16}}],
+    "budget.dev_items": 30,
+}
+
+
+def _full_cost(tmp_path, overrides) -> float:
+    """What the whole study costs, run on a store (and cache) of its own."""
+    return run_study(load_study(write_study(tmp_path / "full", **overrides)), INLINE).spent_usd
+
+
+def test_a_pilot_and_the_rest_share_one_allowance(tmp_path):
+    total = _full_cost(tmp_path, CHEAP)
+    max_usd = 0.75 * total  # the pilot (half) fits, the pilot and the rest do not
+    study = load_study(write_study(tmp_path / "pilot", **CHEAP, **{"budget.max_usd": max_usd}))
+    with pytest.raises(BudgetExceeded) as info:
+        run_study(study, replace(INLINE, pilot=0.5))
+    assert "of which this command's pilot spent $" in str(info.value)
+    store = StudyStore.open(study.store_url)
+    assert [read_manifest(store, r).outcome for r in list_manifests(store)] == ["completed"]
+    assert 0 < _manifests_usd(study.store_url) <= max_usd
+    assert _stored_usd(study.store_url) <= max_usd
+
+
+def test_study_max_usd_caps_what_the_study_spends_across_runs(tmp_path, capsys):
+    total = _full_cost(tmp_path, CHEAP)
+    cap = 0.75 * total
+    path = write_study(tmp_path / "study", **CHEAP, **{"budget.study_max_usd": cap})
+    study = load_study(path)
+    first = run_study(study, replace(INLINE, limit=15))  # half the items: it fits
+    assert first.exit_code == ExitCode.OK, first.message
+    with pytest.raises(BudgetExceeded) as info:  # the rest would cross what is left
+        run_study(study, INLINE)
+    assert f"the study had spent ${first.spent_usd:,.4f} of study_max_usd" in str(info.value)
+    assert _manifests_usd(study.store_url) <= cap and _stored_usd(study.store_url) <= cap
+    assert main(["status", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Paid by 1 run: $" in out and "The study has spent $" in out
+    assert f"of budget.study_max_usd ${cap:,.4f}" in out
+
+
+def test_study_max_usd_alone_holds_a_run_and_the_exit_4_message_shows_both(tmp_path):
+    overrides = {
+        **ONE,
+        "endpoints.sim.sim": {"models": {"verbose": {"ability": 0.7, "verbosity": 60}}},
+        "models": [{"id": "sim/verbose", "endpoint": "sim"}],
+        "facets.prompt": ["builtin:cot"],
+        "budget.dev_items": 30,
+        "runtime.shard_size": 4,
+        "runtime.shards_in_flight": 2,
+    }
+    study = load_study(write_study(tmp_path, **overrides))
+    cap = 1.2 * sum(line.usd for line in make_plan(study).estimate.lines)
+    study = load_study(write_study(tmp_path, **overrides, **{"budget.study_max_usd": cap}))
+    outcome = run_study(study, INLINE)
+    assert outcome.status == "budget_cap", outcome.message
+    assert _stored_usd(study.store_url) <= outcome.spent_usd <= cap
+    assert f"this run spent ${outcome.spent_usd:,.4f} of its allowance ${cap:,.4f}" in (
+        outcome.message
+    )
+    assert f"the study has spent ${outcome.spent_usd:,.4f} in all" in outcome.message
+    assert "raise budget.study_max_usd" in outcome.message
