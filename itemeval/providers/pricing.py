@@ -133,13 +133,14 @@ class ModelPrice:
             return self.long_input, self.long_output
         return 1.0, 1.0
 
-    def cost(self, usage: Usage) -> float:
+    def cost(self, usage: Usage, calls: int = 1) -> float:
         """USD of one call: cache reads at `cached_input`, cache writes at `cache_write`, the
         rest of the input at `input`, output (reasoning included) at `output`; all at the
-        long-context tier when the input reaches it."""
+        long-context tier when the input reaches it. `calls`: `usage` is the sum of that many
+        calls (an estimate), whose tier is that of their mean input."""
         cached = min(usage.cached_input_tokens, usage.input_tokens)
         written = min(usage.cache_write_input_tokens, usage.input_tokens - cached)
-        long_in, long_out = self.shares(usage.input_tokens)
+        long_in, long_out = self.shares(usage.input_tokens // max(1, calls))
         return (
             (
                 (usage.input_tokens - cached - written) * self.input_per_m

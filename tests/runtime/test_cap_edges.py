@@ -117,6 +117,8 @@ def test_a_long_prompt_is_priced_and_reserved_at_the_long_context_tier():
         (250_000 * 3.75 * 2 + 1_000 * 15.0 * 1.5) / 1e6
     )
     assert sonnet.worst_case(250_000, 0) > 2 * sonnet.worst_case(199_000, 0)
+    # An estimate prices a sum of calls at the tier of the mean call, not of the sum.
+    assert sonnet.cost(Usage(1_000_000, 0), calls=10) == pytest.approx(3.0)
 
 
 def test_the_cap_holds_on_a_model_dearer_past_its_long_context_threshold(tmp_path, monkeypatch):
