@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from itemeval.errors import BudgetExceeded
 from itemeval.planning import Plan
-from itemeval.store import runs_spend
+from itemeval.store import StudyStore, runs_spend
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +75,13 @@ class Allowance:
             )
         return "; ".join(parts)
 
-    def after(self, spent: float) -> str:
-        """The exit-4 message's account: this run's spend beside the study's total."""
+    def after(self, spent: float, study_total: float | None) -> str:
+        """The exit-4 message's account: this run's spend beside the study's total (what the
+        store records, this run included; None when it could not be read)."""
         text = f"this run spent ${spent:,.4f} of its allowance ${self.cap or 0.0:,.4f} ("
         text += self.describe() + ")"
-        if self.study_max_usd is not None:
-            total = (self.study_usd_before or 0.0) + spent
-            text += f"; the study has spent ${total:,.4f} in all"
+        if study_total is not None:
+            text += f"; the study has spent ${study_total:,.4f} in all, over every run"
         return text
 
     def how_to_go_on(self) -> str:
@@ -99,3 +99,12 @@ def run_allowance(plan: Plan, *, spent_before: float = 0.0) -> Allowance:
     if budget.study_max_usd is not None:
         study_before = runs_spend(plan.store).study_usd
     return Allowance(budget.max_usd, spent_before, budget.study_max_usd, study_before)
+
+
+def study_spent(store: StudyStore) -> float | None:
+    """What the study's store records as spent over every run (None when it cannot be read:
+    the message that shows it must not fail the run's end)."""
+    try:
+        return runs_spend(store).study_usd
+    except Exception:
+        return None

@@ -38,7 +38,7 @@ from itemeval.errors import ExitCode
 from itemeval.estimate import gate
 from itemeval.heap import release_unused_memory, run_collector_pace
 from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan
-from itemeval.runtime.allowance import Allowance, run_allowance
+from itemeval.runtime.allowance import Allowance, run_allowance, study_spent
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import (
     Cap,
@@ -640,7 +640,8 @@ def _summary_line(outcome: RunOutcome, plan: Plan) -> str:
     if outcome.status == "budget_cap" and ledger is not None and allowance is not None:
         not_sent = sum(r.not_sent for r in outcome.stages.values())
         spent += (
-            f" ({allowance.after(outcome.spent_usd)}), ${ledger.left or 0.0:,.4f} left; "
+            f" ({allowance.after(outcome.spent_usd, study_spent(plan.store))}), "
+            f"${ledger.left or 0.0:,.4f} left; "
             f"{not_sent:,} call{'s' if not_sent != 1 else ''} did not fit and were not sent "
             f"(their cells stay pending: {allowance.how_to_go_on()})"
         )

@@ -259,4 +259,17 @@ def test_study_max_usd_alone_holds_a_run_and_the_exit_4_message_shows_both(tmp_p
         outcome.message
     )
     assert f"the study has spent ${outcome.spent_usd:,.4f} in all" in outcome.message
+    # Under max_usd alone, another model of the study: a fresh allowance, and the message says
+    # what the study has spent in all (the first run's dollars too).
+    again = {
+        **overrides,
+        "endpoints.sim.sim": {"models": {"verbose2": {"ability": 0.7, "verbosity": 60}}},
+        "models": [{"id": "sim/verbose2", "endpoint": "sim"}],
+        "budget.max_usd": cap,
+    }
+    second = run_study(load_study(write_study(tmp_path, **again)), INLINE)
+    assert second.status == "budget_cap", second.message
+    total = _manifests_usd(study.store_url)
+    assert total == pytest.approx(outcome.spent_usd + second.spent_usd)
+    assert f"the study has spent ${total:,.4f} in all" in second.message
     assert "raise budget.study_max_usd" in outcome.message
