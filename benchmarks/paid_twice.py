@@ -279,7 +279,7 @@ def _verbose_models(root: Path) -> Path:
     path.write_text(
         "verbose: {ability: 0.7, verbosity: 60}\n"
         "long: {ability: 0.7, verbosity: 60}\n"
-        "acme-ft: {ability: 0.6}\n"
+        "acme-ft: {ability: 0.6, verbosity: 60}\n"
     )
     return path
 
@@ -330,31 +330,39 @@ def _cap_line(case: str, max_usd: float, ledger: float, stored: float, server: f
 
 
 def case_unpriced(root: Path) -> dict:
-    """A capped run on a model id no price table knows: refused (exit 2) with nothing sent;
-    with a price declared in a pricing file, capped at that price."""
+    """A capped run on a model id no price table knows (verbose beyond its estimate, under
+    max_usd = 1.2 x the estimate at the price declared later): refused (exit 2) with nothing
+    sent; with its price declared in a pricing file, capped at that price."""
     from itemeval.config import load_study
     from itemeval.errors import ConfigError
+    from itemeval.planning import make_plan
     from itemeval.runtime.driver import RunOptions, run_study
 
-    folder = root / "unpriced"
-    max_usd = 0.15
     overrides = {
-        "models": [{"id": "acme-ft", "endpoint": "sim", "params": {"max_tokens": 64}}],
+        "models": [{"id": "acme-ft", "endpoint": "sim"}],
         "facets.prompt": ["builtin:cot"],
         "budget.policy": "dev",
         "budget.dev_items": 200,
-        "budget.max_usd": max_usd,
     }
     options = RunOptions(no_ray=True, yes=True, quiet=True)
-    with sim_server("--latency-ms", "50", "--models", str(_verbose_models(root))) as url:
+    prices = root / "acme-prices.yaml"
+    prices.write_text("models:\n  acme-ft: {input: 2.0, output: 8.0, max_output: 8192}\n")
+    models = str(_verbose_models(root))
+    with sim_server("--latency-ms", "100", "--models", models) as url:
+        declared = root / "unpriced-declared"
+        plan = make_plan(load_study(_study(declared, url, **overrides, pricing=str(prices))))
+        max_usd = 1.2 * sum(line.usd for line in plan.estimate.lines)
+        capped = {**overrides, "budget.max_usd": max_usd}
         try:
-            run_study(load_study(_study(folder, url, **overrides)), options)
-            refused = "ran"
+            first = run_study(load_study(_study(root / "unpriced", url, **capped)), options)
+            refused = (  # what a version without the check did: the ledger saw $0
+                f"ran, exit {int(first.exit_code)}, ledger ${first.spent_usd:.4f}, server "
+                f"usage ${_server_usd(url, 'acme-ft', prices):.4f} at the price declared below"
+            )
         except ConfigError as exc:
             refused = f"exit {int(exc.exit_code)}, {sim_stats(url)['requests']} requests sent"
-        prices = folder / "prices.yaml"
-        prices.write_text("models:\n  acme-ft: {input: 2.0, output: 8.0}\n")
-        study = load_study(_study(folder, url, **overrides, pricing=str(prices)))
+    with sim_server("--latency-ms", "100", "--models", models) as url:
+        study = load_study(_study(declared, url, **capped, pricing=str(prices)))
         outcome = run_study(study, options)
         server = _server_usd(url, "acme-ft", prices)
     how = (
@@ -447,26 +455,28 @@ def case_pilot(root: Path) -> dict:
 
 def case_deadline(root: Path) -> dict:
     """Every attempt runs past `deadline_s` (the server answers in 300 ms, the deadline is
-    0.1 s) and is retried; the server answers, and bills, each one anyway."""
+    0.1 s) and is retried; the server answers, and bills, each one anyway (a verbose model:
+    each answer runs to max_tokens)."""
     from itemeval.config import load_study
     from itemeval.runtime.driver import RunOptions, run_study
 
     folder = root / "deadline"
     max_usd = 0.25
-    with sim_server("--latency-ms", "300") as url:
+    with sim_server("--latency-ms", "300", "--models", str(_verbose_models(root))) as url:
         overrides = {
             "endpoints.sim.deadline_s": 0.1,
             "endpoints.sim.max_attempts": 3,
             "endpoints.sim.backoff_initial_s": 0.02,
             "endpoints.sim.backoff_max_s": 0.05,
-            "models": [{"id": "sim/strong", "endpoint": "sim", "params": {"max_tokens": 400}}],
+            "models": [{"id": "sim/verbose", "endpoint": "sim", "params": {"max_tokens": 400}}],
+            "facets.prompt": ["builtin:cot"],
             "budget.policy": "dev",
             "budget.dev_items": 200,
             "budget.max_usd": max_usd,
         }
         study = load_study(_study(folder, url, **overrides))
         outcome = run_study(study, RunOptions(no_ray=True, yes=True, quiet=True))
-        server = _server_usd(url, "sim/strong")
+        server = _server_usd(url, "sim/verbose")
         stats = sim_stats(url)
     how = (
         f"exit {int(outcome.exit_code)} ({outcome.status}); {stats['requests']} attempts sent, "
