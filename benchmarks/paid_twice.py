@@ -262,13 +262,15 @@ def case_cap(root: Path) -> dict:
         study = load_study(_study(folder, url, **overrides, **{"budget.max_usd": cap}))
         outcome = run_study(study, RunOptions(no_ray=True, yes=True, quiet=True))
         answered = sim_stats(url)["ok"]
+        server = _server_usd(url, "sim/verbose")
     rows = StudyStore.open(study.store_url).read("solutions", columns=["usd"], dedup=False)
     stored = pc.sum(rows.column("usd")).as_py() or 0.0
     line = (
         f"cap      estimate ${estimate:.4f}  max_usd ${cap:.4f}  spent ${outcome.spent_usd:.4f} "
         f"({outcome.spent_usd / cap:.0%} of the cap)  stored usd ${stored:.4f}  rows "
         f"{rows.num_rows}/200  provider answers {answered}  exit {int(outcome.exit_code)} "
-        f"({outcome.status})  {'within' if outcome.spent_usd <= cap else 'OVER'}"
+        f"({outcome.status})  server usage priced ${server:.4f}  "
+        f"{'within' if max(outcome.spent_usd, server) <= cap else 'OVER'}"
     )
     print(line, flush=True)
     return {"case": "cap", "spent": outcome.spent_usd, "cap": cap, "stored": stored}
