@@ -13,7 +13,15 @@ then in turn, each on a fresh store and cache:
 * `writes`: the store on S3 (moto) behind a proxy that fails 20% of solution-fragment PUTs
   (whatever botocore retries: each failing object fails every attempt);
 * `cap`: a model 60x more verbose than the estimate, chain of thought, 200 items, and
-  `max_usd` = 1.2 x the estimate.
+  `max_usd` = 1.2 x the estimate;
+* the cap at its edges, each printing the ledger's dollars, the stored `usd` and the server's own
+  usage priced independently against `max_usd`:
+  `unpriced` (a model id no price table knows: refused; then with a declared price),
+  `longctx` (a model dearer past a long-context threshold, verbose beyond its estimate),
+  `pilot` (`--pilot 0.5` under 0.75 x what the whole study costs),
+  `deadline` (every attempt abandoned on `deadline_s` and retried; the server bills each).
+
+    .venv/bin/python benchmarks/paid_twice.py --cases unpriced longctx pilot deadline   # ~1 min
 
 For each it prints cells, physical rows (read without deduplication), the provider's successful
 answers (`/_sim/stats`), calls paid twice (answers minus the distinct calls the stored rows
@@ -31,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -256,13 +265,15 @@ def case_cap(root: Path) -> dict:
         study = load_study(_study(folder, url, **overrides, **{"budget.max_usd": cap}))
         outcome = run_study(study, RunOptions(no_ray=True, yes=True, quiet=True))
         answered = sim_stats(url)["ok"]
+        server = _server_usd(url, "sim/verbose")
     rows = StudyStore.open(study.store_url).read("solutions", columns=["usd"], dedup=False)
     stored = pc.sum(rows.column("usd")).as_py() or 0.0
     line = (
         f"cap      estimate ${estimate:.4f}  max_usd ${cap:.4f}  spent ${outcome.spent_usd:.4f} "
         f"({outcome.spent_usd / cap:.0%} of the cap)  stored usd ${stored:.4f}  rows "
         f"{rows.num_rows}/200  provider answers {answered}  exit {int(outcome.exit_code)} "
-        f"({outcome.status})  {'within' if outcome.spent_usd <= cap else 'OVER'}"
+        f"({outcome.status})  server usage priced ${server:.4f}  "
+        f"{'within' if max(outcome.spent_usd, server) <= cap else 'OVER'}"
     )
     print(line, flush=True)
     return {"case": "cap", "spent": outcome.spent_usd, "cap": cap, "stored": stored}
@@ -270,11 +281,225 @@ def case_cap(root: Path) -> dict:
 
 def _verbose_models(root: Path) -> Path:
     path = root / "models.yaml"
-    path.write_text("verbose: {ability: 0.7, verbosity: 60}\n")
+    path.write_text(
+        "verbose: {ability: 0.7, verbosity: 60}\n"
+        "long: {ability: 0.7, verbosity: 60}\n"
+        "acme-ft: {ability: 0.6, verbosity: 60}\n"
+    )
     return path
 
 
-CASES = {"kill": case_kill, "workers": case_workers, "writes": case_writes, "cap": case_cap}
+# ---------------------------------------------------------------- the cap at its edges
+
+
+def _server_usd(url: str, model: str, pricing_file: Path | None = None) -> float:
+    """What the sim-server answered, priced independently of the run: its own token counts
+    (answers to attempts the client abandoned included) at `model`'s price. The server counts
+    totals, not calls: a long-context tier applies to the total when every call passed it."""
+    from itemeval.providers.pricing import Pricing
+    from itemeval.providers.types import Usage
+
+    deadline = time.monotonic() + 10
+    while sim_stats(url)["in_flight"] and time.monotonic() < deadline:
+        time.sleep(0.05)  # answers to abandoned attempts are still being billed
+    usage = sim_stats(url)["usage"]
+    price = Pricing.load(pricing_file).price(model)
+    assert price is not None
+    return price.cost(
+        Usage(
+            input_tokens=usage["input_tokens"],
+            output_tokens=usage["output_tokens"],
+            cached_input_tokens=usage["cache_read_input_tokens"],
+            cache_write_input_tokens=usage["cache_creation_input_tokens"],
+        )
+    )
+
+
+def _stored(store_url: str) -> float:
+    import pyarrow.compute as pc
+
+    from itemeval.store import StudyStore
+
+    rows = StudyStore.open(store_url).read("solutions", columns=["usd"], dedup=False)
+    return float(pc.sum(rows.column("usd")).as_py() or 0.0)
+
+
+def _cap_line(case: str, max_usd: float, ledger: float, stored: float, server: float, how: str):
+    over = max(ledger, server) > max_usd + 1e-12
+    print(
+        f"{case:<9} max_usd ${max_usd:.4f}  ledger ${ledger:.4f}  stored usd ${stored:.4f}  "
+        f"server usage priced ${server:.4f}  {'OVER' if over else 'within'}  ({how})",
+        flush=True,
+    )
+    return {"case": case, "max_usd": max_usd, "ledger": ledger, "server": server, "over": over}
+
+
+def case_unpriced(root: Path) -> dict:
+    """A capped run on a model id no price table knows (verbose beyond its estimate, under
+    max_usd = 1.2 x the estimate at the price declared later): refused (exit 2) with nothing
+    sent; with its price declared in a pricing file, capped at that price."""
+    from itemeval.config import load_study
+    from itemeval.errors import ConfigError
+    from itemeval.planning import make_plan
+    from itemeval.runtime.driver import RunOptions, run_study
+
+    overrides = {
+        "models": [{"id": "acme-ft", "endpoint": "sim"}],
+        "facets.prompt": ["builtin:cot"],
+        "budget.policy": "dev",
+        "budget.dev_items": 200,
+    }
+    options = RunOptions(no_ray=True, yes=True, quiet=True)
+    prices = root / "acme-prices.yaml"
+    prices.write_text("models:\n  acme-ft: {input: 2.0, output: 8.0, max_output: 8192}\n")
+    models = str(_verbose_models(root))
+    with sim_server("--latency-ms", "100", "--models", models) as url:
+        declared = root / "unpriced-declared"
+        plan = make_plan(load_study(_study(declared, url, **overrides, pricing=str(prices))))
+        max_usd = 1.2 * sum(line.usd for line in plan.estimate.lines)
+        capped = {**overrides, "budget.max_usd": max_usd}
+        try:
+            first = run_study(load_study(_study(root / "unpriced", url, **capped)), options)
+            refused = (  # what a version without the check did: the ledger saw $0
+                f"ran, exit {int(first.exit_code)}, ledger ${first.spent_usd:.4f}, server "
+                f"usage ${_server_usd(url, 'acme-ft', prices):.4f} at the price declared below"
+            )
+        except ConfigError as exc:
+            refused = f"exit {int(exc.exit_code)}, {sim_stats(url)['requests']} requests sent"
+    with sim_server("--latency-ms", "100", "--models", models) as url:
+        study = load_study(_study(declared, url, **capped, pricing=str(prices)))
+        outcome = run_study(study, options)
+        server = _server_usd(url, "acme-ft", prices)
+    how = (
+        f"without a price: {refused}; with one declared: exit {int(outcome.exit_code)} "
+        f"({outcome.status}), {outcome.stages['generate'].counts.done} of 200 cells"
+    )
+    return _cap_line("unpriced", max_usd, outcome.spent_usd, _stored(study.store_url), server, how)
+
+
+def case_longctx(root: Path) -> dict:
+    """A model billed 2x input and 1.5x output past a (here small) long-context threshold,
+    verbose beyond the estimate, under max_usd = 1.2 x the estimate."""
+    import pyarrow.compute as pc
+
+    from itemeval.config import load_study
+    from itemeval.planning import make_plan
+    from itemeval.runtime.driver import RunOptions, run_study
+    from itemeval.store import StudyStore
+
+    folder = root / "longctx"
+    folder.mkdir(parents=True, exist_ok=True)
+    prices = folder / "prices.yaml"
+    above = 20  # every call's input passes it (checked below): the server's total is exact
+    prices.write_text(
+        "models:\n  sim/long: {input: 3.0, cached_input: 0.3, output: 15.0, max_output: 8192, "
+        f"long_context: {{above: {above}, input: 2, output: 1.5}}}}\n"
+    )
+    with sim_server("--latency-ms", "100", "--models", str(_verbose_models(root))) as url:
+        overrides = {
+            "models": [{"id": "sim/long", "endpoint": "sim"}],
+            "facets.prompt": ["builtin:cot"],
+            "budget.policy": "dev",
+            "budget.dev_items": 200,
+            "pricing": str(prices),
+        }
+        study = load_study(_study(folder, url, **overrides))
+        max_usd = 1.2 * sum(line.usd for line in make_plan(study).estimate.lines)
+        study = load_study(_study(folder, url, **overrides, **{"budget.max_usd": max_usd}))
+        outcome = run_study(study, RunOptions(no_ray=True, yes=True, quiet=True))
+        server = _server_usd(url, "sim/long", prices)
+    rows = StudyStore.open(study.store_url).read("solutions", columns=["input_tokens"])
+    long_rows = pc.sum(pc.greater(rows.column("input_tokens"), above)).as_py()
+    how = (
+        f"exit {int(outcome.exit_code)} ({outcome.status}); {long_rows} of {rows.num_rows} "
+        f"stored calls past the {above}-token threshold, billed 2x input and 1.5x output"
+    )
+    return _cap_line("longctx", max_usd, outcome.spent_usd, _stored(study.store_url), server, how)
+
+
+def case_pilot(root: Path) -> dict:
+    """`run --pilot 0.5` under a max_usd the pilot fits and the pilot and the rest do not
+    (below what the whole study costs, at least half its estimate)."""
+    from itemeval.config import load_study
+    from itemeval.errors import BudgetExceeded
+    from itemeval.planning import make_plan
+    from itemeval.runtime.driver import RunOptions, run_study
+    from itemeval.store import StudyStore, list_manifests, read_manifest
+
+    overrides = {  # a verbose model cut at max_tokens: the estimate is close to the cost
+        "models": [{"id": "sim/verbose", "endpoint": "sim", "params": {"max_tokens": 16}}],
+        "facets.prompt": ["builtin:cot"],
+        "budget.policy": "dev",
+        "budget.dev_items": 400,
+    }
+    options = RunOptions(no_ray=True, yes=True, quiet=True)
+    with sim_server("--latency-ms", "50", "--models", str(_verbose_models(root))) as url:
+        full = load_study(_study(root / "pilot-full", url, **overrides))
+        estimate = sum(line.usd for line in make_plan(full).estimate.lines)
+        total = run_study(full, options).spent_usd
+        requests_before = sim_stats(url)["requests"]
+        server_before = _server_usd(url, "sim/verbose")
+        max_usd = max(0.75 * total, 0.55 * estimate)
+        study = load_study(_study(root / "pilot", url, **overrides, **{"budget.max_usd": max_usd}))
+        try:
+            outcome = run_study(study, replace(options, pilot=0.5))
+            rest = f"exit {int(outcome.exit_code)} ({outcome.status})"
+        except BudgetExceeded as exc:
+            rest = f"exit {int(exc.exit_code)}: {str(exc)[:90]}..."
+        server = _server_usd(url, "sim/verbose") - server_before
+        sent = sim_stats(url)["requests"] - requests_before
+    store = StudyStore.open(study.store_url)
+    runs = [read_manifest(store, run) for run in list_manifests(store)]
+    ledger = sum(m.spend.usd for m in runs)
+    how = (
+        f"whole study: estimate ${estimate:.4f}, cost ${total:.4f}; runs recorded "
+        f"{[m.outcome for m in runs]}, {sent} requests for 400 cells; {rest}"
+    )
+    return _cap_line("pilot", max_usd, ledger, _stored(study.store_url), server, how)
+
+
+def case_deadline(root: Path) -> dict:
+    """Every attempt runs past `deadline_s` (the server answers in 300 ms, the deadline is
+    0.1 s) and is retried; the server answers, and bills, each one anyway (a verbose model:
+    each answer runs to max_tokens)."""
+    from itemeval.config import load_study
+    from itemeval.runtime.driver import RunOptions, run_study
+
+    folder = root / "deadline"
+    max_usd = 0.25
+    with sim_server("--latency-ms", "300", "--models", str(_verbose_models(root))) as url:
+        overrides = {
+            "endpoints.sim.deadline_s": 0.1,
+            "endpoints.sim.max_attempts": 3,
+            "endpoints.sim.backoff_initial_s": 0.02,
+            "endpoints.sim.backoff_max_s": 0.05,
+            "models": [{"id": "sim/verbose", "endpoint": "sim", "params": {"max_tokens": 400}}],
+            "facets.prompt": ["builtin:cot"],
+            "budget.policy": "dev",
+            "budget.dev_items": 200,
+            "budget.max_usd": max_usd,
+        }
+        study = load_study(_study(folder, url, **overrides))
+        outcome = run_study(study, RunOptions(no_ray=True, yes=True, quiet=True))
+        server = _server_usd(url, "sim/verbose")
+        stats = sim_stats(url)
+    how = (
+        f"exit {int(outcome.exit_code)} ({outcome.status}); {stats['requests']} attempts sent, "
+        f"{stats['ok']} answered by the server after the client gave up"
+    )
+    return _cap_line("deadline", max_usd, outcome.spent_usd, _stored(study.store_url), server, how)
+
+
+CASES = {
+    "kill": case_kill,
+    "workers": case_workers,
+    "writes": case_writes,
+    "cap": case_cap,
+    "unpriced": case_unpriced,
+    "longctx": case_longctx,
+    "pilot": case_pilot,
+    "deadline": case_deadline,
+}
 
 
 def main() -> int:

@@ -517,6 +517,7 @@ def _price(
         unpriced.add(line.model)
 
     def usd(
+        of: _Sums,
         input_tokens: float,
         output_tokens: float,
         cached: float = 0.0,
@@ -524,20 +525,21 @@ def _price(
     ) -> float:
         if at is None:
             return 0.0
-        return at.cost(Usage(round(input_tokens), round(output_tokens), round(cached)))
+        usage = Usage(round(input_tokens), round(output_tokens), round(cached))
+        return at.cost(usage, calls=of.cells)  # the context tier of the mean call
 
     every, remaining = sums
     for prefix, of in (("", every), ("remaining_", remaining)):
         setattr(line, f"{prefix}cells", of.cells)
         setattr(line, f"{prefix}input_tokens", round(of.input))
         setattr(line, f"{prefix}output_tokens", round(of.output))
-        setattr(line, f"{prefix}usd", usd(of.input, of.output, cached_fraction * of.input))
+        setattr(line, f"{prefix}usd", usd(of, of.input, of.output, cached_fraction * of.input))
     cached = cached_fraction * remaining.input
-    line.prior_remaining_usd = usd(remaining.prior_input, remaining.prior_output)
-    line.live_remaining_usd = usd(remaining.input, remaining.output, cached, at=live)
+    line.prior_remaining_usd = usd(remaining, remaining.prior_input, remaining.prior_output)
+    line.live_remaining_usd = usd(remaining, remaining.input, remaining.output, cached, at=live)
     line.prior_input_tokens = round(every.prior_input)
     line.prior_output_tokens = round(every.prior_output)
-    line.prior_usd = usd(every.prior_input, every.prior_output)
+    line.prior_usd = usd(every, every.prior_input, every.prior_output)
 
 
 def _add(total: EstimateLine, part: EstimateLine) -> None:

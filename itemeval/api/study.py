@@ -209,7 +209,9 @@ class Study:
             items=plan.item_count,
             epochs=design.epochs,
             conditions=rows,
-            runs=runs_spend(plan.store),
+            runs=runs_spend(plan.store).model_copy(
+                update={"study_max_usd": plan.study.budget.study_max_usd}
+            ),
             open_batches=open_batches(plan.store.root),
         )
 

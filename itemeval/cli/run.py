@@ -188,6 +188,8 @@ def _runs_line(spent: RunsSpend) -> str:
     """What the runs paid, as their manifests recorded it (it includes answers that reached the
     store later from the response cache, which the rows above count as free)."""
     line = f"Paid by {counted(spent.runs, 'run')}: {usd(spent.usd)}"
+    if spent.runs > 1:
+        line += f" (the latest run {usd(spent.last_usd)})"
     if spent.unstored_usd > 0:
         line += (
             f" ({usd(spent.unstored_usd)} of it on answers of failed or interrupted shards, "
@@ -196,6 +198,13 @@ def _runs_line(spent: RunsSpend) -> str:
     if spent.unfinished:
         line += (
             f"; {counted(spent.unfinished, 'run')} never recorded an end (killed, or still "
-            "running): what it paid is not counted"
+            f"running): its ledger's figure was never written; its stored rows cost "
+            f"{usd(spent.unfinished_usd)}"
+        )
+    if spent.study_max_usd is not None:
+        line += (
+            f"\nThe study has spent {usd(spent.study_usd)} of budget.study_max_usd "
+            f"{usd(spent.study_max_usd)} ({usd(max(0.0, spent.study_max_usd - spent.study_usd))} "
+            "left for the next runs)"
         )
     return line

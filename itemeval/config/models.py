@@ -111,6 +111,9 @@ class Budget(StrictModel):
     dev_items: int = Field(default=20, ge=1)
     confirm_above_usd: float | None = Field(default=None, ge=0)
     max_usd: float | None = Field(default=None, ge=0)
+    #: A cap on everything the study's store has recorded as spent, across invocations
+    #: (`store.study_spent`); a run's allowance is the smaller of what this and max_usd leave.
+    study_max_usd: float | None = Field(default=None, ge=0)
 
 
 class Cache(StrictModel):

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from types import TracebackType
 
+from itemeval.providers.attempts import ATTEMPTS, AttemptMeter
 from itemeval.providers.retry import TransientFailure
 from itemeval.providers.types import ErrorCode
 
@@ -38,22 +39,42 @@ class AttemptDeadline:
     A class, not an `asynccontextmanager`: every attempt enters one, and a generator-based
     manager costs an async generator and the loop's hooks for it per call (issue 14)."""
 
-    __slots__ = ("_scope", "_seconds", "_where")
+    __slots__ = ("_meter", "_scope", "_seconds", "_where")
 
     def __init__(self, seconds: float | None, where: str) -> None:
         self._seconds = seconds
         self._where = where
         self._scope: asyncio.Timeout | None = None
+        self._meter: AttemptMeter | None = None
 
     async def __aenter__(self) -> None:
         sent = ATTEMPT_SENT.get()
         if sent is not None:
             sent()
+        meter = self._meter = ATTEMPTS.get()
+        if meter is not None:
+            meter.attempt_sent()
         if self._seconds is not None:
             self._scope = asyncio.timeout(self._seconds)
             await self._scope.__aenter__()
 
     async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        meter = self._meter
+        if meter is None:
+            return await self._exit(exc_type, exc, tb)
+        try:
+            await self._exit(exc_type, exc, tb)
+        except BaseException as raised:
+            meter.attempt_ended(raised)
+            raise
+        meter.attempt_ended(exc)
+
+    async def _exit(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,

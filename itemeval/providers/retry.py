@@ -25,6 +25,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from itemeval.providers.attempts import ATTEMPTS
 from itemeval.providers.types import ErrorCode, ModelResult
 from itemeval.secrets import redact
 
@@ -40,8 +41,12 @@ class TransientFailure(Exception):
         http_status: int | None = None,
         retry_after_s: float | None = None,
         request_id: str | None = None,
+        sent: bool = True,
     ):
+        """`sent=False`: the attempt never reached the provider (the connection was refused):
+        it cannot have been billed (`attempts.py`)."""
         super().__init__(message)
+        self.sent = sent
         self.code = code
         self.message = message
         self.http_status = http_status
@@ -116,14 +121,20 @@ class RetryPolicy:
 
         The first attempt runs without any retry machinery (the common case, measured: tenacity's
         per-call setup is a sixth of the client's CPU); only after a transient failure does
-        tenacity take over, seeded with that failure as attempt 1.
+        tenacity take over, seeded with that failure as attempt 1. Under a budget cap each retry
+        is first covered by a reservation of its own (`attempts.AttemptMeter.may_send`).
         """
         started = time.perf_counter()
         try:
             result = await attempt()
             attempts = 1
         except TransientFailure as first:
+            meter = ATTEMPTS.get()
+            if meter is not None and meter.capped:
+                attempt = meter.guard(attempt)
             result, attempts = await self._retry(first, attempt)
+            if meter is not None and result is meter.refusal_result:
+                attempts -= 1  # the retry that did not fit was never sent
         return finish(result, attempts, (time.perf_counter() - started) * 1000.0)
 
     async def _retry(

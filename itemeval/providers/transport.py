@@ -227,6 +227,8 @@ class HttpProvider:
                 raise TransientFailure(
                     ErrorCode.CONNECTION_ERROR,
                     redact(f"{type(exc).__name__} talking to {where}: {exc}"),
+                    # refused or unresolvable: the request never reached the provider
+                    sent=not isinstance(exc, aiohttp.ClientConnectorError),
                 ) from None
             request_id = headers.get(self.request_id_header)
             if 200 <= status < 300:

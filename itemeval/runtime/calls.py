@@ -9,11 +9,14 @@
    that does not fit is not sent and leaves no row (its cell stays pending).
 3. The provider call; its real cost settles the reservation. On an endpoint with `hedge:`, a
    call straggling in the shard's tail gets a second request, reserved too; the first answer
-   wins and both are paid (`hedging.py`).
+   wins and both are paid (`hedging.py`). Every attempt abandoned without an answer (deadline,
+   timeout, a hedge's loser, an interruption) is charged its worst case, and under a cap a
+   retry is reserved before it is sent (`providers/attempts.py`).
 4. A fresh, successful answer goes to the journal (`journal.py`) the moment it arrives, so it is
    in the cache within about a second, before the shard's store fragment.
 
-Cancelled (an interrupted run), it cancels the calls in flight, settles them, and re-raises; the
+Cancelled (an interrupted run), it cancels the calls in flight, settles them (each attempt in
+flight at its worst case: the provider may bill it), and re-raises; the
 calls that finished are in `CallOutcome.calls` of the exception's `outcome` attribute so the
 caller can still write them.
 """
@@ -26,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from itemeval.providers.attempts import ATTEMPTS, AttemptMeter
 from itemeval.providers.bounds import input_token_bound, output_token_bound
 from itemeval.providers.pricing import ModelPrice, Pricing
 from itemeval.providers.settings import EndpointSettings
@@ -135,6 +139,7 @@ class ShardCalls:
                     epochs[i],
                     tail=tail,
                     index=i,
+                    outcome=outcome,
                 )
             ): i
             for i in todo
@@ -251,31 +256,55 @@ class ShardCalls:
         *,
         tail: ShardTail | None = None,
         index: int = 0,
+        outcome: CallOutcome | None = None,
     ) -> Call | None:
-        worst = 0.0
-        # The worst case is reserved under a cap, and prices a hedge's loser cancelled in flight.
-        hedging = tail is not None
-        bound = worst_case_usd(price, settings, request) if self.account.capped or hedging else None
-        if self.account.capped:
-            if bound is None or not await self.account.reserve(bound):
-                if tail is not None:
-                    tail.not_sent()
-                return None
-            worst = bound
+        """One cell's call. Its attempts are metered (`providers/attempts.py`): each one
+        abandoned without an answer (deadline, timeout, a hedge's loser, an interruption) is
+        charged its worst case; under a cap every attempt in flight or abandoned is covered by a
+        reservation first, so the call never costs more than it reserved."""
+        capped = self.account.capped
+        bound = worst_case_usd(price, settings, request) if capped else None
+        if capped and (bound is None or not await self.account.reserve(bound)):
+            if tail is not None:
+                tail.not_sent()
+            return None
+        reserved = bound if capped and bound is not None else 0.0  # dollars held for this call
+        charged = 0.0  # dollars of abandoned attempts already moved from reserved to spent
+        charged_attempts = 0
+
+        async def reserve_retry() -> bool:
+            # The attempts abandoned so far are spent now: their reservations no longer wait
+            # for anything (a call alone under the cap is refused, not left waiting on itself).
+            nonlocal reserved, charged, charged_attempts
+            assert bound is not None
+            due = (meter.abandoned - charged_attempts) * bound
+            if due > 0:
+                self.account.settle(due, due, calls=0)
+                reserved, charged = reserved - due, charged + due
+                charged_attempts = meter.abandoned
+            if not await self.account.reserve(bound):
+                return False
+            reserved += bound
+            return True
+
+        meter = AttemptMeter(reserve_retry if capped else None)
+        token = ATTEMPTS.set(meter)
         clock = tail.sent(index) if tail is not None else None
-        hedge_reserved: float | None = None  # the hedge's reservation, once granted
+        hedge_granted = False
 
         async def reserve_hedge() -> bool:
-            nonlocal hedge_reserved
+            nonlocal reserved, hedge_granted
             assert tail is not None
-            ask = worst if self.account.capped else 0.0
+            ask = bound if capped and bound is not None else 0.0
             if not await self.account.try_reserve(ask):
                 tail.hedges.give_back()
                 return False
-            hedge_reserved = ask
+            reserved += ask
+            meter.covered += 1
+            hedge_granted = True
             return True
 
-        usd = loser_usd = 0.0
+        usd = 0.0
         raced: RaceResult | None = None
         try:
             if clock is None:  # no hedging: one request, without the race's coroutine
@@ -283,31 +312,54 @@ class ShardCalls:
             else:
                 raced = await race(lambda: _complete(provider, request), clock, reserve_hedge)
             result = raced.result
-            if price is not None:
-                usd = price.cost(result.usage)
-                if raced.loser is not None:
-                    loser_usd = price.cost(raced.loser.usage)
-                elif raced.loser_abandoned and raced.loser_sent:
-                    # Cancelled in flight: the provider may bill it in full; count the most.
-                    loser_usd = bound if bound is not None else usd
-            result = _with_hedge(result, raced, usd + loser_usd)
             sent_at = clock.sent_at if clock is not None else None
             if tail is not None and sent_at is not None and result.ok and not raced.hedged:
                 tail.hedges.observe(time.monotonic() - sent_at)
         finally:
-            # Cancelled mid-call: what it cost is unknown; the reservations come back.
-            self.account.settle(worst, usd)
-            if hedge_reserved is not None:
+            ATTEMPTS.reset(token)
+            usd = self._charge(price, settings, request, bound, meter, raced)
+            self.account.settle(reserved, usd - charged, calls=1)
+            if hedge_granted:
                 sent = raced is None or raced.loser_sent
-                self.account.settle(hedge_reserved, loser_usd, calls=1 if sent else 0)
+                self.account.settle(0.0, 0.0, calls=1 if sent else 0)
                 if not sent and tail is not None:
                     tail.hedges.give_back()  # never left the limiter: not one of max_share
             if tail is not None and clock is not None:
                 tail.ended(index)
+        if meter.refused and outcome is not None:
+            outcome.not_sent += 1  # a retry did not fit: the cap is reached
+        result = _with_hedge(result, raced, usd)
         call = Call(item_id, epoch, result, request_sha256, key)
         if result.ok and self.journal is not None:
             self.journal.add(target.group, response_row(call, model=target.model))
         return call
+
+    @staticmethod
+    def _charge(
+        price: ModelPrice | None,
+        settings: EndpointSettings,
+        request: ModelRequest,
+        bound: float | None,
+        meter: AttemptMeter,
+        raced: RaceResult | None,
+    ) -> float:
+        """What a call cost: the usage its answers reported, and the worst case of each attempt
+        abandoned without an answer (`providers/attempts.py`)."""
+        if price is None:
+            return 0.0
+        usd = 0.0
+        if raced is not None:
+            usd = price.cost(raced.result.usage)
+            if raced.loser is not None:
+                usd += price.cost(raced.loser.usage)
+        abandoned = meter.abandoned
+        if meter.sent == 0 and raced is not None and raced.loser_abandoned and raced.loser_sent:
+            abandoned += 1  # a provider that does not report its attempts: the loser was sent
+        if abandoned:
+            worst = bound if bound is not None else worst_case_usd(price, settings, request)
+            # Unbounded output (no cap, no max_tokens): the answer's cost is the best guess.
+            usd += abandoned * (worst if worst is not None else usd)
+        return usd
 
 
 def _with_hedge(result: ModelResult, raced: RaceResult, usd: float) -> ModelResult:
@@ -321,10 +373,11 @@ def _with_hedge(result: ModelResult, raced: RaceResult, usd: float) -> ModelResu
 def worst_case_usd(
     price: ModelPrice | None, settings: EndpointSettings, request: ModelRequest
 ) -> float | None:
-    """The most a call can cost (0 for a model without a price), or None when its output is
-    unbounded (the plan refuses such calls under a cap; see `planning.check_cap_bounds`)."""
+    """The most a call can cost, or None when it cannot be priced: a model without a price, or
+    unbounded output (the plan refuses both under a cap, `planning.check_cap_bounds`; a call
+    that still met one under a cap would not be sent)."""
     if price is None:
-        return 0.0
+        return None
     output = output_token_bound(settings, request.params, price.max_output_tokens)
     if output is None:
         return None

@@ -39,6 +39,7 @@ from itemeval.estimate import gate
 from itemeval.heap import release_unused_memory, run_collector_pace
 from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan
 from itemeval.providers.reachability import EndpointProbe
+from itemeval.runtime.allowance import Allowance, run_allowance, study_spent
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import (
     Cap,
@@ -94,6 +95,8 @@ class RunOptions:
     pilot: float | None = None
     #: Set for the run after a pilot: the gate asks whatever its threshold, with this text.
     ask_again: str | None = None
+    #: What this command spent before this run (the pilot): max_usd is the command's allowance.
+    spent_before: float = 0.0
 
 
 @dataclass
@@ -107,6 +110,7 @@ class RunOutcome:
     ledger: LedgerState | None = None  # the run's ledger at the end (None: nothing ran)
     cache_url: str | None = None  # the response cache the run used
     executor_note: str = ""  # where the shards ran (a local run: this process, Ray workers)
+    allowance: Allowance | None = None  # what the run could spend (`allowance.py`)
 
     @property
     def spent_usd(self) -> float:
@@ -184,6 +188,8 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
     TIMELINE.mark("endpoints reachable")
     check_cap_bounds(plan, stages)
     remaining = sum(line.remaining_usd for line in plan.estimate.lines if line.stage in stages)
+    allowance = run_allowance(plan, spent_before=options.spent_before)
+    allowance.check(remaining)
     approved_by = gate(
         remaining,
         study.budget,
@@ -199,16 +205,17 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
     manifest = _manifest(plan, options, remaining, approved_by)
     write_manifest_start(plan.store, manifest)
     outcome = RunOutcome("completed", ExitCode.OK, store_url, run_id=manifest.run_id)
-    context = _context(plan, manifest.run_id, options)
+    outcome.allowance = allowance
+    cap = Cap(allowance.cap)
+    context = _context(plan, manifest.run_id, options, capped=cap.max_usd is not None)
     outcome.cache_url = context.cache_url
     stop = Stop()
-    cap = Cap(study.budget.max_usd)
     error: str | None = None
     mid_run: StoreFailedMidRun | None = None  # a storage failure after the writing began
     try:
         with (
             _signals(stop) as reinstall,
-            _executor(plan, context, options, executor_factory) as executor,
+            _executor(plan, context, options, executor_factory, cap.max_usd) as executor,
         ):
             reinstall()  # Ray's own SIGTERM handler would exit without recording anything
             TIMELINE.mark("executor ready")
@@ -297,7 +304,7 @@ def _endpoints_for(plan: Plan, stages: tuple[StageName, ...]) -> set[str]:
     return names
 
 
-def _context(plan: Plan, run_id: str, options: RunOptions) -> RunContext:
+def _context(plan: Plan, run_id: str, options: RunOptions, *, capped: bool) -> RunContext:
     study = plan.study
     if study.cache.enabled:
         cache_url = study.cache_url or default_cache_url()
@@ -320,7 +327,7 @@ def _context(plan: Plan, run_id: str, options: RunOptions) -> RunContext:
         cache_url=cache_url,
         cache_storage_options=storage.for_url(cache_url),
         reuse_since=datetime.now(UTC) if options.force else None,
-        capped=study.budget.max_usd is not None,
+        capped=capped,
         score_inline=(
             tuple(c.id for c in plan.design.scorers)
             if "grade" in options.stages and not options.force
@@ -331,10 +338,9 @@ def _context(plan: Plan, run_id: str, options: RunOptions) -> RunContext:
 
 @contextlib.contextmanager
 def _executor(
-    plan: Plan, context: RunContext, options: RunOptions, factory: Any
+    plan: Plan, context: RunContext, options: RunOptions, factory: Any, budget_cap: float | None
 ) -> Iterator[Executor]:
     runtime = plan.study.runtime
-    budget_cap = plan.study.budget.max_usd
     with contextlib.ExitStack() as stack:
         executor: Executor
         if factory is not None:
@@ -601,7 +607,12 @@ def _finish(
         error = "; ".join(failed[:5])
     elif cell_errors:
         outcome.exit_code = ExitCode.CELL_ERRORS
-    spend = SpendRecord(max_usd=cap.max_usd)
+    allowance = outcome.allowance
+    spend = SpendRecord(
+        max_usd=cap.max_usd,
+        study_usd_before=allowance.study_usd_before if allowance else None,
+        study_max_usd=allowance.study_max_usd if allowance else None,
+    )
     for result in outcome.stages.values():
         for name in ("input_tokens", "output_tokens", "calls", "cache_hits"):
             setattr(spend, name, getattr(spend, name) + getattr(result.spend, name))
@@ -637,7 +648,7 @@ def _summary_line(outcome: RunOutcome, plan: Plan) -> str:
     how = {
         "completed": "Done",
         "interrupted": "Interrupted (run the same command again to continue)",
-        "budget_cap": "Stopped at the budget cap (budget.max_usd)",
+        "budget_cap": "Stopped at the budget cap",
         "failed": "Failed",
     }[outcome.status]
     spent = f"spent ${outcome.spent_usd:,.4f}"
@@ -645,12 +656,14 @@ def _summary_line(outcome: RunOutcome, plan: Plan) -> str:
     if unstored > 1e-9:
         spent += f" (${unstored:,.4f} of it on answers stored from the response cache later)"
     ledger = outcome.ledger
-    if outcome.status == "budget_cap" and ledger is not None and ledger.cap is not None:
+    allowance = outcome.allowance
+    if outcome.status == "budget_cap" and ledger is not None and allowance is not None:
         not_sent = sum(r.not_sent for r in outcome.stages.values())
         spent += (
-            f" of max_usd ${ledger.cap:,.4f}, ${ledger.left or 0.0:,.4f} left; {not_sent:,} "
-            f"call{'s' if not_sent != 1 else ''} did not fit and were not sent (their cells stay "
-            "pending: raise budget.max_usd, or run again for a new allowance)"
+            f" ({allowance.after(outcome.spent_usd, study_spent(plan.store))}), "
+            f"${ledger.left or 0.0:,.4f} left; "
+            f"{not_sent:,} call{'s' if not_sent != 1 else ''} did not fit and were not sent "
+            f"(their cells stay pending: {allowance.how_to_go_on()})"
         )
     line = f"{how}. " + "; ".join(parts) + f"; {spent}. Store: {outcome.store_url}"
     if outcome.executor_note:

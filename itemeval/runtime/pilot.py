@@ -7,7 +7,8 @@
             `--yes` stops there, exit 3, with the pilot's cells stored)
     run     the rest (the pilot's cells are stored: not called again)
 
-The pilot and the rest are two runs, each with its own manifest.
+The pilot and the rest are two runs, each with its own manifest, and one allowance:
+`budget.max_usd` bounds the command, so the rest runs under what the pilot left of it.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def run_with_pilot(
     )
     rest = run(
         study,
-        replace(options, pilot=None, ask_again=question),
+        # One allowance for the command: the rest may spend what the pilot left of max_usd.
+        replace(options, pilot=None, ask_again=question, spent_before=first.spent_usd),
         executor_factory=executor_factory,
     )
     rest.message = (

@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any, Literal
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from itemeval.errors import Problem, StoreError
@@ -80,7 +82,9 @@ class SpendRecord(_Model):
     calls: int = 0
     cache_hits: int = 0
     unstored_usd: float = 0.0
-    max_usd: float | None = None  # the cap the run ran under
+    max_usd: float | None = None  # the cap the run ran under (what max_usd and study_max_usd left)
+    study_usd_before: float | None = None  # under study_max_usd: the study's spend before the run
+    study_max_usd: float | None = None
     not_sent: int = 0  # calls not sent because their worst case did not fit under max_usd
 
 
@@ -214,16 +218,43 @@ class RunsSpend(_Model):
     usd: float = 0.0  # every dollar the runs' ledgers counted
     unstored_usd: float = 0.0  # the part spent on answers later stored from the response cache
     unfinished: int = 0  # runs whose manifest never recorded an end (killed, or still running)
+    unfinished_usd: float = 0.0  # what the rows those runs wrote cost
+    last_usd: float = 0.0  # what the latest run spent
+    study_max_usd: float | None = None  # the study's cap, when it has one
+
+    @property
+    def study_usd(self) -> float:
+        """Everything the store records as spent: the runs' ledgers, and the rows of runs that
+        never recorded an end (what `budget.study_max_usd` caps)."""
+        return self.usd + self.unfinished_usd
 
 
 def runs_spend(store: StudyStore) -> RunsSpend:
-    """The spend every run recorded in its manifest, summed."""
+    """The spend every run recorded in its manifest, summed; for a run whose manifest never
+    recorded an end, what its stored rows cost (its ledger's figure was never written)."""
     total = RunsSpend()
+    unfinished: list[str] = []
     for run_id in list_manifests(store):
         manifest = read_manifest(store, run_id)
         total.runs += 1
         if manifest.outcome == "running":
             total.unfinished += 1
+            unfinished.append(run_id)
         total.usd += manifest.spend.usd
+        total.last_usd = manifest.spend.usd
         total.unstored_usd += manifest.spend.unstored_usd
+    if unfinished:
+        total.unfinished_usd = _rows_usd(store, unfinished)
     return total
+
+
+def _rows_usd(store: StudyStore, run_ids: list[str]) -> float:
+    """What the rows that `run_ids` wrote cost (solutions and grades, read without dedup)."""
+    wanted = pa.array(run_ids, pa.string())
+    usd = 0.0
+    for stage in ("solutions", "grades"):
+        rows = store.read(stage, columns=["run_id", "usd"], dedup=False)
+        if rows.num_rows:
+            mine = rows.filter(pc.is_in(rows.column("run_id"), value_set=wanted))
+            usd += float(pc.sum(mine.column("usd")).as_py() or 0.0)
+    return usd

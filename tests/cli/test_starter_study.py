@@ -66,6 +66,7 @@ def test_the_starter_has_the_examples_we_expect():
         "name-gsm8k",
         "openai:",
         "scorer-[auto]",
+        "study_max_usd-200",
         "location-~/.cache/itemeval",
     ]
     assert EXAMPLES[1][1] - EXAMPLES[1][0] == 7  # the whole gsm8k dataset entry

@@ -153,7 +153,8 @@ def test_packaged_prices_and_lookup_order() -> None:
     assert pricing.price("claude-opus-4-5-20251101").key == "claude-opus-4-5"
     assert pricing.price("claude-opus-4-20250514").key == "claude-opus-4"
     assert pricing.price("openai/gpt-4.1-mini").key == "gpt-4.1-mini"  # vendor/ stripped
-    assert pricing.price("gemini-2.5-flash-preview-05-20").key == "gemini-2.5-flash"
+    # a preview is not a snapshot: its price is its own (unpriced here)
+    assert pricing.price("gemini-2.5-flash-preview-05-20") is None
     assert pricing.price("sim/strong").key == "sim/strong"
     assert pricing.price("sim/custom-model").key == "sim/*"  # pattern
     assert pricing.price("gpt-4oo") is None  # a prefix must end at a separator
