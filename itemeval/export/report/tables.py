@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from itemeval.export.report.data import ReportData, leaderboard_lines
 from itemeval.export.report.difficulty import ItemScore
 from itemeval.export.report.summary import CodeCount, FacetTable, fmt_proportion
+from itemeval.statistics.words import rank_text
 
 MAX_LISTED_UNSOLVED = 50
 NOTHING_GRADED = "Nothing graded yet: `itemeval run STUDY` (or `itemeval grade STUDY`) first."
@@ -108,27 +109,40 @@ def provenance(data: ReportData) -> str:
 
 
 def condition_table(data: ReportData) -> TextTable:
-    header, rows, right = leaderboard_lines(data.leaderboard)
+    header, rows, right = leaderboard_lines(data.leaderboard, data.headline_family)
     return TextTable(header, rows, right)
 
 
 def model_table(data: ReportData) -> TextTable:
     board = data.leaderboard
     graders = sorted(board.graders, key=lambda g: board.primary is None or g.id != board.primary.id)
+    found = (
+        data.statistics.find(board.primary.id, scope="models")
+        if data.statistics is not None and board.primary is not None
+        else None
+    )
+    family = found[1] if found is not None else None
+    position = {name: u for u, name in enumerate(family.units)} if family else {}
     rows = []
     for rank, line in enumerate(board.models, start=1):
         headline = board.headline(line)
+        u = position.get(line.name)
+        lead = [str(rank)] if family is None else ["", ""]
+        if family is not None and u is not None:
+            lead = [str(family.tiers[u]), rank_text(family, u)]
         rows.append(
             [
-                str(rank),
+                *lead,
                 line.name,
                 str(line.conditions),
                 *(fmt_proportion(line.accuracy.get(g.id)) for g in graders),
                 f"{int(headline.trials):,}" if headline and headline.defined else "0",
             ]
         )
-    header = ["#", "model", "conditions", *(g.label for g in graders), "graded"]
-    return TextTable(header, rows, {0, 2, *range(3, 4 + len(graders))})
+    first = ["#"] if family is None else ["tier", "rank"]
+    header = [*first, "model", "conditions", *(g.label for g in graders), "graded"]
+    n = len(first)
+    return TextTable(header, rows, {*range(n), n + 1, *range(n + 2, n + 3 + len(graders))})
 
 
 def facet_matrix(table: FacetTable, column_title: str) -> TextTable:
