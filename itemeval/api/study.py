@@ -7,6 +7,8 @@
     study.status()                                # per condition (`itemeval status`)
     study.results().to_pandas()                   # the long table
     study.export(), study.report()                # files (`itemeval export`, `report`)
+    study.comparisons().comparisons               # paired comparisons (what `export` writes)
+    study.plan(detect=0.03)                       # items and epochs for 3 points (`plan --detect`)
 
 Every method takes the selection options of its command (`store`, `condition`, `limit`, ...) as
 keyword arguments with the same meaning, raises the same errors (`ConfigError` and the other
@@ -21,7 +23,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -48,6 +50,9 @@ from itemeval.export import (
     write_report,
 )
 from itemeval.planning import Plan, make_plan
+
+if TYPE_CHECKING:
+    from itemeval.statistics.tables import ComparisonTables
 from itemeval.store import runs_spend, status_counts
 
 Conditions = str | Sequence[str] | None
@@ -238,6 +243,27 @@ class Study:
         """The headline leaderboard as text, with 95% bootstrap intervals (what `itemeval demo`
         prints after its run)."""
         return leaderboard_text(self._plan(store, limit, condition, with_pending=False))
+
+    def comparisons(
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        resamples: int = Bootstrap().resamples,
+        seed: int = Bootstrap().seed,
+    ) -> ComparisonTables:
+        """Paired comparisons of every pair of conditions (and of models, and per dataset)
+        under every grader, with adjusted p-values, rank intervals, tiers and variance
+        components (docs/statistics.md): `.comparisons`, `.rankings` and
+        `.variance_components` are the arrow tables `export` writes."""
+        from itemeval.statistics.study import analysis_options, plan_statistics
+        from itemeval.statistics.tables import ComparisonTables
+
+        if resamples < 1:
+            raise InputError(Problem("must be at least 1", field="resamples"))
+        plan = self._plan(store, limit, condition, with_pending=False)
+        return ComparisonTables(plan_statistics(plan, analysis_options(plan, resamples, seed)))
 
     def export(
         self,

@@ -192,3 +192,20 @@ def components_table(stats: StudyStatistics) -> pa.Table:
 
 def _finite(value: float) -> float:
     return -math.inf if math.isnan(value) else float(value)
+
+
+class ComparisonTables:
+    """What `Study.comparisons()` returns: the three tables `export` writes, and the families
+    they come from (`statistics`)."""
+
+    def __init__(self, statistics: StudyStatistics):
+        self.statistics = statistics
+        self.comparisons = comparisons_table(statistics)
+        self.rankings = rankings_table(statistics)
+        self.variance_components = components_table(statistics)
+
+    def __repr__(self) -> str:
+        return (
+            f"ComparisonTables({self.comparisons.num_rows} comparisons, "
+            f"{self.rankings.num_rows} rankings, {self.variance_components.num_rows} components)"
+        )
