@@ -172,6 +172,10 @@ def compare(
             values[i] = _ratio(tallies, a, both), _ratio(tallies, b, both)
             diffs[:, i] = extra_diffs[:, extra_position[i]]
     pair_lows, pair_highs = _quantiles(diffs, tail)
+    inflate = small_sample_factor(n, confidence)
+    if inflate > 1:
+        lows, highs = _widen(estimates, lows, highs, inflate)
+        pair_lows, pair_highs = _widen(values[:, 0] - values[:, 1], pair_lows, pair_highs, inflate)
     tests = [
         _test(tallies, a, b, values[i, 0], values[i, 1], residuals, gram)
         for i, (a, b) in enumerate(pairs_index)
@@ -219,6 +223,24 @@ def compare(
         resamples=resamples,
         seed=seed,
     )
+
+
+def small_sample_factor(clusters: int, confidence: float = DEFAULT_CONFIDENCE) -> float:
+    """How much a percentile interval over `clusters` clusters is widened around its estimate:
+    sqrt(G / (G - 1)) t_(G-1) / z, the small-sample inflation of a t interval over a normal one
+    (1.015 at 116 clusters, 1.44 at 6): the bootstrap of few clusters is too narrow otherwise."""
+    if clusters < 2:
+        return 1.0
+    from scipy.stats import norm, t  # lazy: scipy costs a second to import
+
+    q = 1 - (1 - confidence) / 2
+    return math.sqrt(clusters / (clusters - 1)) * float(t.ppf(q, clusters - 1) / norm.ppf(q))
+
+
+def _widen(
+    centre: np.ndarray, lows: np.ndarray, highs: np.ndarray, factor: float
+) -> tuple[np.ndarray, np.ndarray]:
+    return centre - factor * (centre - lows), centre + factor * (highs - centre)
 
 
 def _with_adjusted(c: PairComparison, adjusted: float) -> PairComparison:

@@ -1,0 +1,74 @@
+"""Paired comparisons on a real store (the demo-like run): the report's section, the families,
+`analysis.cluster_by` read from item attributes and metadata, and its bad input."""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+import pytest
+import yaml
+from export_studies import Run
+
+from itemeval.config import study_from_mapping
+from itemeval.errors import ConfigError
+from itemeval.export.report.data import report_data
+from itemeval.export.report.markdown import report_markdown
+from itemeval.export.report.summary import Bootstrap
+from itemeval.planning import make_plan
+from itemeval.statistics.study import plan_statistics
+from itemeval.statistics.tables import comparisons_table, components_table
+
+
+def _plan(demo_run: Run, **analysis):
+    data = yaml.safe_load(demo_run.study_path.read_text())
+    data["analysis"] = analysis
+    config = study_from_mapping(data, base_dir=demo_run.study_path.parent)
+    return make_plan(config, with_pending=False)
+
+
+def test_the_report_says_which_differences_are_real(demo_run: Run):
+    data = report_data(demo_run.plan(), Bootstrap(resamples=300))
+    family = data.headline_family
+    assert family is not None and len(family.pairs) == 15  # 6 conditions
+    tiers = dict(zip(family.units, family.tiers, strict=True))
+    assert tiers["strong_cot_default"] == tiers["strong_direct_default"] == 1
+    assert max(tiers.values()) >= 2 and tiers["weak_cot_default"] > 1
+    markdown = report_markdown(data)
+    assert "## Which differences are real" in markdown
+    assert "### Paired differences (row minus column)" in markdown
+    assert "not distinguishable: " in markdown and "strong_direct_default ~ strong_cot" in markdown
+    # every family: 2 graders' accuracy (conditions, models, 4 datasets), the judge's mean
+    # score is its verdict here (0 or 1) and is not repeated
+    table = comparisons_table(data.statistics)
+    scope, dataset = table.column("scope").to_pylist(), table.column("dataset").to_pylist()
+    scopes = set(zip(scope, dataset, strict=True))
+    assert ("models", None) in scopes and ("dataset", "facts-tf") in scopes
+    assert set(table.column("metric").to_pylist()) == {"accuracy"}
+    assert table.num_rows == 2 * (15 + 3 + 4 * 15)
+    components = components_table(data.statistics).to_pylist()
+    assert len(components) == 12 and all(c["items"] > 0 for c in components)
+    assert all(0 <= c["between_item_share"] <= 1 for c in components)
+
+
+def test_cluster_by_resamples_whole_clusters(demo_run: Run):
+    plain = plan_statistics(_plan(demo_run), headline_only=True)
+    by_metadata = plan_statistics(_plan(demo_run, cluster_by="continent"), headline_only=True)
+    clusters = by_metadata.clusters
+    assert clusters is not None and clusters.missing > 0  # only capitals-short has continents
+    assert clusters.count < len(clusters.codes)
+    by_modality = plan_statistics(_plan(demo_run, cluster_by="modality"), headline_only=True)
+    assert by_modality.clusters is not None and by_modality.clusters.count <= 6
+    table = comparisons_table(by_modality)
+    assert set(table.column("test").to_pylist()) == {"paired_t_cluster"}
+    assert pc.all(pc.equal(table.column("cluster_by"), "modality")).as_py()
+    assert max(table.column("clusters").to_pylist()) <= 6
+    items = comparisons_table(plain)
+    assert plain.clusters is None  # two epochs an item: the paired t-test there too
+    assert items.column("items").to_pylist() == items.column("clusters").to_pylist()
+
+
+def test_cluster_by_a_field_no_item_has_is_a_config_error(demo_run: Run):
+    with pytest.raises(ConfigError) as error:
+        plan_statistics(_plan(demo_run, cluster_by="passage"), headline_only=True)
+    assert "analysis.cluster_by" in str(error.value) and "passage" in str(error.value)
+    with pytest.raises(ConfigError, match=r"analysis\.adjust"):
+        _plan(demo_run, adjust="bonferroni")
