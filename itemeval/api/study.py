@@ -113,12 +113,23 @@ class Study:
         condition: Conditions = None,
         force: bool = False,
         accept_dataset_change: Sequence[str] = (),
+        detect: float | None = None,
+        power: float = 0.8,
+        alpha: float = 0.05,
     ) -> PlanSummary:
         """The grid, the cells and what is still to do. Reads the datasets and the store,
-        writes nothing."""
-        return PlanSummary.of(
-            self._plan(store, limit, condition, force=force, accept=accept_dataset_change)
-        )
+        writes nothing. With `detect` (a difference in accuracy, e.g. 0.03), also the items and
+        epochs a paired comparison of two conditions needs to detect it with probability
+        `power` at level `alpha`, and what that design would cost (`PlanSummary.power`;
+        docs/statistics.md)."""
+        if detect is not None:
+            _check_power(detect, power, alpha)
+        plan = self._plan(store, limit, condition, force=force, accept=accept_dataset_change)
+        if detect is None:
+            return PlanSummary.of(plan)
+        from itemeval.statistics.planning import power_plan_of
+
+        return PlanSummary.of(plan, power_plan_of(plan, detect, power, alpha))
 
     def estimate(
         self,
@@ -208,7 +219,10 @@ class Study:
             s.as_dict() | {"slug": design.condition(s.condition_id).slug}
             for s in (*generate, *grade)
         ]
+        from itemeval.statistics.planning import tell_apart
+
         return StatusSummary(
+            differences=tell_apart(plan),
             study=plan.study.study,
             store=plan.store.root.url,
             items=plan.item_count,
@@ -343,6 +357,24 @@ def write_starter_study(path: str | os.PathLike[str], *, force: bool = False) ->
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
     return target
+
+
+def _check_power(detect: float, power: float, alpha: float) -> None:
+    problems = []
+    if not 0 < detect < 1:
+        problems.append(
+            Problem(
+                f"{detect} is not a difference in accuracy",
+                field="detect",
+                hint="a share between 0 and 1, e.g. 0.03 for 3 points",
+            )
+        )
+    if not 0 < power < 1:
+        problems.append(Problem(f"{power} is not a probability", field="power", hint="e.g. 0.8"))
+    if not 0 < alpha < 1:
+        problems.append(Problem(f"{alpha} is not a level", field="alpha", hint="e.g. 0.05"))
+    if problems:
+        raise InputError(problems)
 
 
 def _selectors(condition: Conditions) -> list[str] | None:

@@ -181,6 +181,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"Open batches: {len(batch['open'])} ({cells:,} cells); the next run collects them "
             "(or the run still polling them)"
         )
+    if status.differences:
+        print(status.differences)
     return int(ExitCode.OK)
 
 

@@ -110,6 +110,8 @@ class PowerPlan:
     available_items: int
     usd_per_item_epoch: float | None
     notes: list[str] = field(default_factory=list)
+    #: items needed however many epochs (tau^2 alone): no design with fewer items can work
+    least_items: int = 0
 
     @property
     def recommended(self) -> PlanRow | None:
@@ -153,9 +155,29 @@ def power_plan(
         raise ValueError(f"power must be between 0 and 1, not {power}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be between 0 and 1, not {alpha}")
+    z = z_value(1 - alpha / 2) + z_value(power)
+    scale = z * z * variance.deff / (detect * detect)
+    least = max(2, math.ceil(scale * variance.between))
+    choices = list(epochs)
+    # The fewest epochs that fit the items there are, when more than the choices offer:
+    # scale (tau^2 + 2 s2 / k) <= N  <=>  k >= 2 s2 / (N / scale - tau^2).
+    room = available_items / scale - variance.between
+    if variance.within > 0 and room > 0:
+        fewest = math.ceil(2 * variance.within / room)
+        if fewest > max(choices):
+            choices.append(fewest)
     rows = []
-    for k in epochs:
+    for k in choices:
         n = items_needed(detect, variance, k, power, alpha)
         usd = usd_per_item_epoch * n * k if usd_per_item_epoch is not None else None
         rows.append(PlanRow(k, n, n * k, usd, n <= available_items))
-    return PowerPlan(detect, power, alpha, variance, rows, available_items, usd_per_item_epoch)
+    return PowerPlan(
+        detect,
+        power,
+        alpha,
+        variance,
+        rows,
+        available_items,
+        usd_per_item_epoch,
+        least_items=least,
+    )

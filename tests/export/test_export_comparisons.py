@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pyarrow.compute as pc
 import pytest
 import yaml
 from export_studies import Run
 
+from itemeval.cli.main import main
 from itemeval.config import study_from_mapping
-from itemeval.errors import ConfigError
+from itemeval.errors import ConfigError, ExitCode
 from itemeval.export.report.data import report_data
 from itemeval.export.report.markdown import report_markdown
 from itemeval.export.report.summary import Bootstrap
@@ -72,3 +76,25 @@ def test_cluster_by_a_field_no_item_has_is_a_config_error(demo_run: Run):
     assert "analysis.cluster_by" in str(error.value) and "passage" in str(error.value)
     with pytest.raises(ConfigError, match=r"analysis\.adjust"):
         _plan(demo_run, adjust="bonferroni")
+
+
+def test_plan_detect_and_status_answer_from_the_store(demo_run: Run, capsys, tmp_path):
+    study = str(demo_run.study_path)
+    assert main(["plan", study, "--detect", "0.1"]) == 0
+    out = capsys.readouterr().out
+    assert "Power: to detect a difference of 0.1" in out
+    assert "from the store: 15 pairs of conditions" in out
+    assert re.search(r"^Needed: [\d,]+ items x \d+ epoch\(s\) for \$", out, flags=re.MULTILINE)
+    assert main(["plan", study, "--detect", "0.1", "--json"]) == 0
+    power = json.loads(capsys.readouterr().out)["power"]
+    best = power["recommended"]
+    assert best["fits"] and best["usd"] > 0 and power["variance"]["between"] > 0
+    # nothing stored: the stated conservative default
+    empty = str(tmp_path / "empty")
+    assert main(["plan", study, "--detect", "0.03", "--store", empty]) == 0
+    assert "conservative default" in capsys.readouterr().out
+    assert main(["plan", study, "--detect", "3"]) == int(ExitCode.BAD_INPUT)
+    assert "field 'detect'" in capsys.readouterr().err
+    assert main(["status", study]) == 0
+    out = capsys.readouterr().out
+    assert "Which differences are real (paired tests, Holm-adjusted p < 0.05)" in out

@@ -7,34 +7,12 @@ import math
 import numpy as np
 import pytest
 from scipy.stats import binomtest, false_discovery_control
+from simulated import simulate, tallies_of
 
 from itemeval.statistics.intervals import bootstrap_proportion
 from itemeval.statistics.multiplicity import adjust, holm, tiers
 from itemeval.statistics.paired import MCNEMAR, PAIRED_T, compare, mcnemar_exact
 from itemeval.statistics.tallies import Tallies
-
-
-def simulate(abilities, items, epochs, rng, *, slope=8.0, difficulty=None):
-    """One study: answers (items x epochs x conditions) drawn from a logistic item model."""
-    d = rng.uniform(0, 1, items) if difficulty is None else difficulty
-    p = 1 / (1 + np.exp(-slope * (np.asarray(abilities)[None, :] - d[:, None])))
-    answers = rng.uniform(size=(items, epochs, len(abilities))) < p[:, None, :]
-    return answers.astype(np.float64), p
-
-
-def tallies_of(answers, cluster_of_item=None, names=None):
-    items, epochs, k = answers.shape
-    item = np.repeat(np.arange(items), epochs * k)
-    unit = np.tile(np.arange(k), items * epochs)
-    cluster = item if cluster_of_item is None else np.asarray(cluster_of_item)[item]
-    return Tallies.from_rows(
-        names or [f"c{j}" for j in range(k)],
-        unit,
-        cluster,
-        answers.ravel(),
-        binary=True,
-        item_clusters=cluster_of_item is None,
-    )
 
 
 def test_mcnemar_exact_is_the_binomial_test():

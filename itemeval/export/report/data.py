@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,11 +35,11 @@ from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.conditions import DesignFacets
 from itemeval.export.table.fetch import ItemFetcher
 from itemeval.planning import Plan
-from itemeval.statistics.families import StudyStatistics
-from itemeval.statistics.paired import Family
-from itemeval.statistics.study import analysis_options, plan_statistics
-from itemeval.statistics.words import rank_text, verdict
 from itemeval.store import latest_manifest
+
+if TYPE_CHECKING:  # imported where used: a run, which imports this module, never compares
+    from itemeval.statistics.families import StudyStatistics
+    from itemeval.statistics.paired import Family
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
                 strict=True,
             )
         }
+
+    from itemeval.statistics.study import analysis_options, plan_statistics
 
     cost_lines = costs(cells, plan.pricing)
     statistics = plan_statistics(
@@ -176,6 +179,8 @@ def leaderboard_lines(
 ) -> tuple[list[str], list[list[str]], set[int]]:
     """Header, rows and right-aligned columns of the condition leaderboard. With the headline
     `family`, each row starts with its tier and its 95% rank interval instead of a bare rank."""
+    from itemeval.statistics.words import rank_text
+
     graders = list(board.graders)
     if board.primary is not None:
         graders.sort(key=lambda g: g.id != board.primary.id)  # type: ignore[union-attr]
@@ -235,6 +240,8 @@ def format_leaderboard(
         )
     text = intro + "\n\n" + text_table(rows, header, right)
     if family is not None:
+        from itemeval.statistics.words import verdict
+
         text += "\n\n" + verdict(family)
     return text
 
@@ -242,6 +249,8 @@ def format_leaderboard(
 def leaderboard_text(plan: Plan, bootstrap: Bootstrap | None = None) -> str:
     """The leaderboard of `plan`'s store as aligned plain text, with 95% intervals, tiers and
     rank intervals of the headline grader's paired comparisons."""
+    from itemeval.statistics.study import analysis_options, plan_statistics
+
     bootstrap = bootstrap or Bootstrap()
     cells = read_cells(plan)
     board = leaderboard(cells, bootstrap)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from html import escape
 
-from itemeval.export.report import comparisons as cmp
 from itemeval.export.report import svg
 from itemeval.export.report import tables as t
 from itemeval.export.report.data import ReportData
@@ -173,6 +172,9 @@ def difficulty_plot(data: ReportData) -> str | None:
 
 def differences_section(data: ReportData) -> str:
     """The section "Which differences are real" (`report.comparisons`)."""
+    # imported here: a run imports this module and never compares
+    from itemeval.export.report import comparisons as cmp
+
     parts = [f"<section id='differences'><h2>{escape(cmp.TITLE)}</h2>"]
     parts.append(f"<p class='note'>{escape(cmp.note(data))}</p>")
     line = cmp.headline_verdict(data)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from itemeval.export.report import comparisons as cmp
 from itemeval.export.report import tables as t
 from itemeval.export.report.data import ReportData
 
@@ -22,6 +21,9 @@ def md_table(table: t.TextTable) -> str:
 
 def differences_markdown(data: ReportData) -> list[str]:
     """The section "Which differences are real" (`report.comparisons`)."""
+    # imported here: a run imports this module and never compares
+    from itemeval.export.report import comparisons as cmp
+
     out = ["", f"## {cmp.TITLE}", "", cmp.note(data), ""]
     line = cmp.headline_verdict(data)
     family = data.headline_family

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from itemeval.export.report.data import ReportData, leaderboard_lines
 from itemeval.export.report.difficulty import ItemScore
 from itemeval.export.report.summary import CodeCount, FacetTable, fmt_proportion
-from itemeval.statistics.words import rank_text
 
 MAX_LISTED_UNSOLVED = 50
 NOTHING_GRADED = "Nothing graded yet: `itemeval run STUDY` (or `itemeval grade STUDY`) first."
@@ -123,6 +122,8 @@ def model_table(data: ReportData) -> TextTable:
     )
     family = found[1] if found is not None else None
     position = {name: u for u, name in enumerate(family.units)} if family else {}
+    from itemeval.statistics.words import rank_text
+
     rows = []
     for rank, line in enumerate(board.models, start=1):
         headline = board.headline(line)
