@@ -98,3 +98,13 @@ def test_plan_detect_and_status_answer_from_the_store(demo_run: Run, capsys, tmp
     assert main(["status", study]) == 0
     out = capsys.readouterr().out
     assert "Which differences are real (paired tests, Holm-adjusted p < 0.05)" in out
+
+
+def test_cluster_by_widens_the_leaderboard_intervals_too(demo_run: Run):
+    plain = report_data(_plan(demo_run), Bootstrap(resamples=300)).leaderboard
+    data = report_data(_plan(demo_run, cluster_by="modality"), Bootstrap(resamples=300))
+    clustered = data.leaderboard
+    assert "clusters of items sharing 'modality'" in report_markdown(data)
+    for before, after in zip(plain.conditions, clustered.conditions, strict=True):
+        a, b = plain.headline(before), clustered.headline(after)
+        assert a.value == b.value and a.clusters > b.clusters and b.clusters <= 6

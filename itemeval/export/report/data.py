@@ -8,7 +8,7 @@ demo prints (`leaderboard_text`) is built from the same pieces.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -103,6 +103,8 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
     statistics = plan_statistics(
         plan, analysis_options(plan, bootstrap.resamples, bootstrap.seed), cells=cells
     )
+    if statistics.clusters is not None:  # analysis.cluster_by: every interval over clusters
+        bootstrap = replace(bootstrap, clusters=statistics.clusters.codes)
     manifest = latest_manifest(plan.store)
     last_run = (
         {
@@ -230,7 +232,7 @@ def format_leaderboard(
     intro = (
         f"Leaderboard of {study}: accuracy by {board.primary.label}"
         + (" (ranked), and by the other graders" if len(board.graders) > 1 else "")
-        + f"\n95% intervals: bootstrap over items, epochs kept together "
+        + f"\n95% intervals: bootstrap over {_unit(bootstrap)}, epochs kept together "
         f"({bootstrap.resamples} resamples, seed {bootstrap.seed})"
     )
     if family is not None:
@@ -246,6 +248,10 @@ def format_leaderboard(
     return text
 
 
+def _unit(bootstrap: Bootstrap) -> str:
+    return "items" if bootstrap.clusters is None else "clusters of items (analysis.cluster_by)"
+
+
 def leaderboard_text(plan: Plan, bootstrap: Bootstrap | None = None) -> str:
     """The leaderboard of `plan`'s store as aligned plain text, with 95% intervals, tiers and
     rank intervals of the headline grader's paired comparisons."""
@@ -253,8 +259,10 @@ def leaderboard_text(plan: Plan, bootstrap: Bootstrap | None = None) -> str:
 
     bootstrap = bootstrap or Bootstrap()
     cells = read_cells(plan)
-    board = leaderboard(cells, bootstrap)
     options = analysis_options(plan, bootstrap.resamples, bootstrap.seed)
     statistics = plan_statistics(plan, options, cells=cells, headline_only=True)
+    if statistics.clusters is not None:  # analysis.cluster_by: every interval over clusters
+        bootstrap = replace(bootstrap, clusters=statistics.clusters.codes)
+    board = leaderboard(cells, bootstrap)
     family = headline_family(statistics, board)
     return format_leaderboard(plan.study.study, board, bootstrap, family)

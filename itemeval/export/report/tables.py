@@ -337,9 +337,17 @@ def headline_note(data: ReportData) -> str:
         note += "; also shown: " + ", ".join(others)
     return (
         note
-        + f". 95% intervals: percentile bootstrap over items with an item's epochs kept together "
+        + f". 95% intervals: percentile bootstrap over {_resampled(data)} with an item's epochs "
+        "kept together "
         f"({data.bootstrap.resamples:,} resamples, seed {data.bootstrap.seed})."
     )
+
+
+def _resampled(data: ReportData) -> str:
+    clusters = data.statistics.clusters if data.statistics is not None else None
+    if clusters is None:
+        return "items"
+    return f"clusters of items sharing {clusters.by!r} (analysis.cluster_by)"
 
 
 METHOD = [
