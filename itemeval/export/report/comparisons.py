@@ -14,7 +14,7 @@ from itemeval.statistics.words import ADJUSTMENTS, p_text, rank_text, verdict
 
 TITLE = "Which differences are real"
 #: Conditions beyond which the matrix is left out (the pair list still has every pair).
-MAX_MATRIX = 12
+MAX_MATRIX = 20
 
 
 def _signed(value: float) -> str:
@@ -186,13 +186,15 @@ def difference_plot(family: Family | None) -> str | None:
         )
     if not rows:
         return None
-    top = max(max(abs(r.low), abs(r.high)) for r in rows if not math.isnan(r.low))
-    top = max(top, 0.01)
+    finite = [r for r in rows if not (math.isnan(r.low) or math.isnan(r.high))]
+    low = min([0.0, *(r.low for r in finite)])
+    high = max([0.01, *(r.high for r in finite)])
+    pad = (high - low) * 0.05
     return svg.difference_chart(
         rows,
-        title="Paired differences with 95% intervals (blue: real; grey: not distinguishable)",
+        title="Paired differences, 95% intervals (blue: real; grey: not distinguishable)",
         axis_label="difference in accuracy (better minus worse)",
-        domain=(-top * 1.05, top * 1.05),
+        domain=(low - pad, high + pad),
     )
 
 

@@ -400,9 +400,9 @@ def difference_chart(
     def x(v: float) -> float:
         return label_w + (min(max(v, lo), hi) - lo) / span * plot_w
 
-    body = [_text(label_w, 18, title, size=14, weight="600")]
+    body = [_text(12, 18, title, size=14, weight="600")]
     plot_bottom = top + row_h * len(rows)
-    for tick in nice_ticks(lo, hi, 6):
+    for tick in [t for t in nice_ticks(lo, hi, 6) if lo - 1e-12 <= t <= hi + 1e-12]:
         body.append(_line(x(tick), top - 6, x(tick), plot_bottom, GRID))
         body.append(
             _text(x(tick), plot_bottom + 14, _fmt(tick), size=11, anchor="middle", fill=MUTED)
