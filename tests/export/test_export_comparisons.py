@@ -14,6 +14,7 @@ from export_studies import Run
 from itemeval.cli.main import main
 from itemeval.config import study_from_mapping
 from itemeval.errors import ConfigError, ExitCode
+from itemeval.export import ExportOptions, export_study
 from itemeval.export.report.data import report_data
 from itemeval.export.report.markdown import report_markdown
 from itemeval.export.report.summary import Bootstrap
@@ -108,3 +109,21 @@ def test_cluster_by_widens_the_leaderboard_intervals_too(demo_run: Run):
     for before, after in zip(plain.conditions, clustered.conditions, strict=True):
         a, b = plain.headline(before), clustered.headline(after)
         assert a.value == b.value and a.clusters > b.clusters and b.clusters <= 6
+
+
+def test_every_eval_ever_intervals_resample_clusters(demo_run: Run, tmp_path):
+    plan = _plan(demo_run, cluster_by="modality")
+    export_study(plan, ExportOptions(out=str(tmp_path), formats=("eee",), eee_version="0.3.0"))
+    records = [
+        json.loads(p.read_text())
+        for p in (tmp_path / "eee").rglob("*.json")
+        if not p.name.endswith("_samples.jsonl")
+    ]
+    assert records
+    for record in records:
+        result = record["evaluation_results"][0]["score_details"]
+        details, uncertainty = result["details"], result["uncertainty"]
+        assert details["cluster_by"] == "modality" and int(details["clusters"]) <= 2
+        assert int(details["items"]) > int(details["clusters"])
+        method = uncertainty["confidence_interval"]["method"]
+        assert "clusters of items sharing 'modality'" in method

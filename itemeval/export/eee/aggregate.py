@@ -25,6 +25,7 @@ class EvaluationTotals:
     checksum: str
     samples_file_name: str
     cluster_by: str | None = None  # analysis.cluster_by: resampled clusters, not items
+    items: int | None = None  # graded items (None: as many as the interval's clusters)
 
 
 def build_aggregate(evaluation: Evaluation, totals: EvaluationTotals) -> dict[str, Any]:
@@ -52,7 +53,9 @@ def build_aggregate(evaluation: Evaluation, totals: EvaluationTotals) -> dict[st
             "bootstrap_standard_error": accuracy.se,
             "correct": int(accuracy.successes),
             "graded_answers": int(accuracy.trials),
-            "items": accuracy.clusters,
+            "items": totals.items if totals.items is not None else accuracy.clusters,
+            "clusters": accuracy.clusters if totals.cluster_by else None,
+            "cluster_by": totals.cluster_by,
             "epochs": context.epochs,
             "grader_kind": evaluation.grade.kind,
             "grader": evaluation.grade.grader,

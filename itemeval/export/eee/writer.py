@@ -192,6 +192,7 @@ class EeeWriter:
                 checksum=state.hasher.hexdigest(),
                 samples_file_name=state.evaluation.samples_path.rsplit("/", 1)[1],
                 cluster_by=by,
+                items=len(ids),
             )
             record = build_aggregate(state.evaluation, totals)
             text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
