@@ -1,7 +1,7 @@
 """How fast the comparisons are at scale: 20 conditions (190 pairs) over 1,000,000 grades.
 
     .venv/bin/python benchmarks/stat_speed.py [--conditions 20] [--grades 1000000]
-        [--epochs 1] [--datasets 2] [--resamples 2000]
+        [--epochs 1] [--datasets 2] [--resamples 2000] [--under-way]
 
 Builds the report's in-memory cells (`StudyCells`: one row per grade, integer codes) for a
 design of `--conditions` generate conditions (5 models x conditions/5 prompts) under one scorer,
@@ -43,7 +43,9 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def synthetic_cells(conditions: int, grades: int, epochs: int, datasets: int) -> StudyCells:
+def synthetic_cells(
+    conditions: int, grades: int, epochs: int, datasets: int, under_way: bool = False
+) -> StudyCells:
     rng = np.random.default_rng(0)
     items = grades // (conditions * epochs)
     models = 5
@@ -72,6 +74,10 @@ def synthetic_cells(conditions: int, grades: int, epochs: int, datasets: int) ->
     p = 1 / (1 + np.exp(-8 * (ability[gen] - difficulty[item])))
     correct = rng.uniform(size=len(p)) < p
     dataset = (item % datasets).astype(np.int32)
+    if under_way:  # a study under way: condition j has graded its first 50-100% of the items
+        done = (items * (0.5 + 0.5 * np.arange(conditions) / max(1, conditions - 1))).astype(int)
+        keep = item < done[gen]
+        gen, item, epoch, correct, dataset = (a[keep] for a in (gen, item, epoch, correct, dataset))
     n = len(gen)
     table = pa.table(
         {
@@ -101,10 +107,18 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--datasets", type=int, default=2)
     parser.add_argument("--resamples", type=int, default=2000)
+    parser.add_argument(
+        "--under-way",
+        action="store_true",
+        help="each condition graded on its own share of the items (50-100%%): every pair "
+        "compared over the items both graded",
+    )
     args = parser.parse_args()
     import scipy.stats  # noqa: F401  (its import, ~1 s, is not the computation's)
 
-    cells = synthetic_cells(args.conditions, args.grades, args.epochs, args.datasets)
+    cells = synthetic_cells(
+        args.conditions, args.grades, args.epochs, args.datasets, args.under_way
+    )
     before = peak_mb()
     print(
         f"{cells.grades.num_rows:,} grades: {args.conditions} conditions x "

@@ -125,42 +125,54 @@ def compare(
     estimates = tallies.estimates()
     pairs_index = [(a, b) for a in range(k) for b in range(a + 1, k)]
     # A pair whose units graded exactly the same clusters is "aligned": its difference is the
-    # difference of the units' own estimates, in the resamples too. Others get their own columns.
+    # difference of the units' own estimates, in the resamples too. Any other pair is compared
+    # over the clusters both graded (its mask): each unit is summed once per distinct mask,
+    # over that mask's rows only, so a study under way (masks nested as items get done) costs
+    # a few more products, not one per pair.
     aligned = [bool(np.array_equal(graded[:, a], graded[:, b])) for a, b in pairs_index]
-    extra = [i for i, ok in enumerate(aligned) if not ok]
-    extra_columns = []
-    for i in extra:
-        a, b = pairs_index[i]
-        both = (graded[:, a] & graded[:, b]).astype(np.float64)
-        for column in (tallies.sums[:, a], tallies.counts[:, a]):
-            extra_columns.append(column * both)
-        for column in (tallies.sums[:, b], tallies.counts[:, b]):
-            extra_columns.append(column * both)
+    mask_ids: dict[bytes, int] = {}
+    groups: list[tuple[np.ndarray, list[int]]] = []  # (rows of the mask, units summed there)
+    pair_group: dict[int, int] = {}
+    for i, (a, b) in enumerate(pairs_index):
+        if aligned[i]:
+            continue
+        both = graded[:, a] & graded[:, b]
+        key = np.packbits(both).tobytes()
+        if key not in mask_ids:
+            mask_ids[key] = len(groups)
+            groups.append((np.flatnonzero(both), []))
+        g = mask_ids[key]
+        pair_group[i] = g
+        for u in (a, b):  # a unit that graded exactly the mask uses its own resamples
+            if u not in groups[g][1] and not np.array_equal(graded[:, u], both):
+                groups[g][1].append(u)
     base = np.concatenate([tallies.sums, tallies.counts], axis=1)
-    matrix = np.concatenate([base, np.stack(extra_columns, axis=1)], axis=1) if extra else base
 
     means = np.full((resamples, k), np.nan)
-    extra_diffs = np.full((resamples, len(extra)), np.nan)
+    group_means = [np.full((resamples, len(units)), np.nan) for _, units in groups]
     if n > 0:
         rng = np.random.default_rng(seed)
         chunk = max(1, _CHUNK_CELLS // max(1, n))
         for start in range(0, resamples, chunk):
             rows = min(chunk, resamples - start)
-            weighted = cluster_weights(rng, n, rows) @ matrix
+            weights = cluster_weights(rng, n, rows)
+            weighted = weights @ base
             with np.errstate(invalid="ignore", divide="ignore"):
-                means[start : start + rows] = weighted[:, :k] / weighted[:, k : 2 * k]
-                for j in range(len(extra)):
-                    c = 2 * k + 4 * j
-                    extra_diffs[start : start + rows, j] = (
-                        weighted[:, c] / weighted[:, c + 1]
-                        - weighted[:, c + 2] / weighted[:, c + 3]
+                means[start : start + rows] = weighted[:, :k] / weighted[:, k:]
+                for (where, units), out in zip(groups, group_means, strict=True):
+                    if not units:
+                        continue
+                    part = np.concatenate(
+                        [tallies.sums[where][:, units], tallies.counts[where][:, units]], axis=1
                     )
+                    summed = weights[:, where] @ part
+                    width = len(units)
+                    out[start : start + rows] = summed[:, :width] / summed[:, width:]
     tail = (1.0 - confidence) / 2
     lows, highs = _quantiles(means, tail)
     rank_low, rank_high = _rank_intervals(means, tail)
 
     residuals, gram = _residuals(tallies, estimates)
-    extra_position = {i: j for j, i in enumerate(extra)}
     diffs = np.empty((resamples, len(pairs_index)))
     values = np.full((len(pairs_index), 2), np.nan)
     for i, (a, b) in enumerate(pairs_index):
@@ -168,18 +180,22 @@ def compare(
             values[i] = estimates[a], estimates[b]
             diffs[:, i] = means[:, a] - means[:, b]
         else:
-            both = graded[:, a] & graded[:, b]
-            values[i] = _ratio(tallies, a, both), _ratio(tallies, b, both)
-            diffs[:, i] = extra_diffs[:, extra_position[i]]
+            where, units = groups[pair_group[i]]
+            values[i] = _ratio(tallies, a, where), _ratio(tallies, b, where)
+            out = group_means[pair_group[i]]
+            first = out[:, units.index(a)] if a in units else means[:, a]
+            second = out[:, units.index(b)] if b in units else means[:, b]
+            diffs[:, i] = first - second
     pair_lows, pair_highs = _quantiles(diffs, tail)
-    inflate = small_sample_factor(n, confidence)
-    if inflate > 1:
-        lows, highs = _widen(estimates, lows, highs, inflate)
-        pair_lows, pair_highs = _widen(values[:, 0] - values[:, 1], pair_lows, pair_highs, inflate)
     tests = [
         _test(tallies, a, b, values[i, 0], values[i, 1], residuals, gram)
         for i, (a, b) in enumerate(pairs_index)
     ]
+    # Widen by the small-sample factor of the clusters each interval rests on.
+    own = small_sample_factors(graded.sum(axis=0), confidence)
+    lows, highs = _widen(estimates, lows, highs, own)
+    factors = small_sample_factors(np.array([t.common for t in tests]), confidence)
+    pair_lows, pair_highs = _widen(values[:, 0] - values[:, 1], pair_lows, pair_highs, factors)
     p_values = _t_p_values(tests)
     comparisons = []
     for i, (a, b) in enumerate(pairs_index):
@@ -225,20 +241,27 @@ def compare(
     )
 
 
-def small_sample_factor(clusters: int, confidence: float = DEFAULT_CONFIDENCE) -> float:
-    """How much a percentile interval over `clusters` clusters is widened around its estimate:
+def small_sample_factors(
+    clusters: np.ndarray, confidence: float = DEFAULT_CONFIDENCE
+) -> np.ndarray:
+    """How much a percentile interval over G clusters is widened around its estimate:
     sqrt(G / (G - 1)) t_(G-1) / z, the small-sample inflation of a t interval over a normal one
-    (1.015 at 116 clusters, 1.44 at 6): the bootstrap of few clusters is too narrow otherwise."""
-    if clusters < 2:
-        return 1.0
-    from scipy.stats import norm, t  # lazy: scipy costs a second to import
+    (1.015 at 116 clusters, 1.44 at 6): the bootstrap of few clusters is too narrow otherwise.
+    1 for fewer than 2 clusters."""
+    g = np.asarray(clusters, dtype=np.float64)
+    out = np.ones(g.shape)
+    several = g >= 2
+    if several.any():
+        from scipy.stats import norm, t  # lazy: scipy costs a second to import
 
-    q = 1 - (1 - confidence) / 2
-    return math.sqrt(clusters / (clusters - 1)) * float(t.ppf(q, clusters - 1) / norm.ppf(q))
+        q = 1 - (1 - confidence) / 2
+        dof = g[several] - 1
+        out[several] = np.sqrt(g[several] / dof) * t.ppf(q, dof) / norm.ppf(q)
+    return out
 
 
 def _widen(
-    centre: np.ndarray, lows: np.ndarray, highs: np.ndarray, factor: float
+    centre: np.ndarray, lows: np.ndarray, highs: np.ndarray, factor: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     return centre - factor * (centre - lows), centre + factor * (highs - centre)
 
