@@ -171,7 +171,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             }
         )
         return int(ExitCode.OK)
-    print(format_leaderboard(result.data.study, result.data.leaderboard, bootstrap))
+    data = result.data
+    print(format_leaderboard(data.study, data.leaderboard, data.bootstrap, data.headline_family))
     print()
     print(f"Report: {result.html}")
     print(f"        {result.markdown}")

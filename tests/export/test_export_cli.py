@@ -99,6 +99,8 @@ def test_defaults_write_next_to_the_store(tmp_path: Path, capsys):
     printed = capsys.readouterr().out
     assert printed.splitlines()[0].startswith("Leaderboard of tiny: accuracy by scorer: auto")
     assert "sim-strong" in printed.splitlines()[4]  # ranked first
+    assert printed.splitlines()[3].split()[:2] == ["tier", "rank"]
+    assert "Which differences are real" in printed
     assert (exports / "report.html").exists() and (exports / "report.md").exists()
     table = read_parquet(exports / "long_table.parquet")
     assert table.num_rows == 16 and pc.all(table.column("graded")).as_py()
