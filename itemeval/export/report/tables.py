@@ -358,6 +358,12 @@ METHOD = [
     "replacement and keeps every epoch (and, for a model, every condition) of a drawn item "
     "together, so repeated answers to one item do not count as independent evidence. Seeded: "
     "the same store gives the same intervals.",
+    "Paired comparisons: the difference of two conditions over the items both graded, a 95% "
+    "interval from a paired bootstrap (one resample drives both; epochs stay with their item), "
+    "the exact McNemar test with one epoch and a binary score, else a paired t-test with a "
+    "cluster-robust standard error; p-values adjusted per family (Holm by default). Tier: the "
+    "conditions not told apart from the best of the tier; rank: the 95% interval of the rank "
+    "over the bootstrap's resamples. Formulas and calibration: docs/statistics.md.",
     "Grader agreement: over the answers both graders graded validly, the share of equal "
     "verdicts (correct or not) and Cohen's kappa = (p_o - p_e) / (1 - p_e), where p_e is the "
     "agreement expected from each grader's own rate of 'correct'. Kappa is n/a when both "
