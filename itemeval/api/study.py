@@ -198,10 +198,17 @@ class Study:
 
     # -- see where it stands -----------------------------------------------------------------
     def status(
-        self, *, store: str | None = None, limit: int | None = None, condition: Conditions = None
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        differences: bool = True,
     ) -> StatusSummary:
         """Per condition: expected, done, pending, errors by code, parse failures, cached,
-        tokens and USD; and what the runs paid. Reads the store only."""
+        tokens and USD; and what the runs paid. Reads the store only. With `differences`
+        (the default), also whether the headline grader's paired comparisons tell the
+        conditions apart yet (`StatusSummary.differences`; it reads every grade)."""
         plan = self._plan(store, limit, condition, with_pending=False)
         design = plan.design
         per_condition = plan.item_count * design.epochs
@@ -222,7 +229,7 @@ class Study:
         from itemeval.statistics.planning import tell_apart
 
         return StatusSummary(
-            differences=tell_apart(plan),
+            differences=tell_apart(plan) if differences else None,
             study=plan.study.study,
             store=plan.store.root.url,
             items=plan.item_count,

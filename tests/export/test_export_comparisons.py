@@ -99,6 +99,8 @@ def test_plan_detect_and_status_answer_from_the_store(demo_run: Run, capsys, tmp
     assert main(["status", study]) == 0
     out = capsys.readouterr().out
     assert "Which differences are real (paired tests, Holm-adjusted p < 0.05)" in out
+    assert main(["status", study, "--no-differences"]) == 0
+    assert "Which differences are real" not in capsys.readouterr().out
 
 
 def test_cluster_by_widens_the_leaderboard_intervals_too(demo_run: Run):
