@@ -57,8 +57,13 @@ def test_demo_runs_and_reruns(tmp_path, ray_tmp):
     assert first.returncode == 0, first.stderr[-3000:]
     out = first.stdout
     assert "Done. generate: 2,088 ok" in out and "grade: 4,176 ok" in out
-    ranked = re.findall(r"^\d+\s+\S+\s+(strong|medium|weak)\s", out, flags=re.MULTILINE)
+    # tier, rank interval, condition, model
+    ranked = re.findall(r"^\s*\d+\s+\S+\s+\S+\s+(strong|medium|weak)\s", out, flags=re.MULTILINE)
     assert ranked[:2] == ["strong", "strong"] and ranked[-2:] == ["weak", "weak"]
+    # strong_cot and strong_direct cannot be told apart: one tier, the same rank interval
+    assert re.search(r"^\s*1\s+1-2\s+strong_cot\S*\s", out, flags=re.MULTILINE)
+    assert re.search(r"^\s*1\s+1-2\s+strong_direct\S*\s", out, flags=re.MULTILINE)
+    assert re.search(r"not distinguishable: .*strong_\w+ ~ strong_\w+", out)
     assert (tmp_path / "studies" / "demo" / "manifests").is_dir()
     assert "on Ray workers" in out  # the demo asks for local Ray: it ran and must be gone
     # The command leaves its local Ray to end with its process (no `ray.shutdown()`): every

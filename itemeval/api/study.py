@@ -7,6 +7,8 @@
     study.status()                                # per condition (`itemeval status`)
     study.results().to_pandas()                   # the long table
     study.export(), study.report()                # files (`itemeval export`, `report`)
+    study.comparisons().comparisons               # paired comparisons (what `export` writes)
+    study.plan(detect=0.03)                       # items and epochs for 3 points (`plan --detect`)
 
 Every method takes the selection options of its command (`store`, `condition`, `limit`, ...) as
 keyword arguments with the same meaning, raises the same errors (`ConfigError` and the other
@@ -21,7 +23,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -48,6 +50,9 @@ from itemeval.export import (
     write_report,
 )
 from itemeval.planning import Plan, make_plan
+
+if TYPE_CHECKING:
+    from itemeval.statistics.tables import ComparisonTables
 from itemeval.store import runs_spend, status_counts
 
 Conditions = str | Sequence[str] | None
@@ -108,12 +113,23 @@ class Study:
         condition: Conditions = None,
         force: bool = False,
         accept_dataset_change: Sequence[str] = (),
+        detect: float | None = None,
+        power: float = 0.8,
+        alpha: float = 0.05,
     ) -> PlanSummary:
         """The grid, the cells and what is still to do. Reads the datasets and the store,
-        writes nothing."""
-        return PlanSummary.of(
-            self._plan(store, limit, condition, force=force, accept=accept_dataset_change)
-        )
+        writes nothing. With `detect` (a difference in accuracy, e.g. 0.03), also the items and
+        epochs a paired comparison of two conditions needs to detect it with probability
+        `power` at level `alpha`, and what that design would cost (`PlanSummary.power`;
+        docs/statistics.md)."""
+        if detect is not None:
+            _check_power(detect, power, alpha)
+        plan = self._plan(store, limit, condition, force=force, accept=accept_dataset_change)
+        if detect is None:
+            return PlanSummary.of(plan)
+        from itemeval.statistics.planning import power_plan_of
+
+        return PlanSummary.of(plan, power_plan_of(plan, detect, power, alpha))
 
     def estimate(
         self,
@@ -182,10 +198,17 @@ class Study:
 
     # -- see where it stands -----------------------------------------------------------------
     def status(
-        self, *, store: str | None = None, limit: int | None = None, condition: Conditions = None
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        differences: bool = True,
     ) -> StatusSummary:
         """Per condition: expected, done, pending, errors by code, parse failures, cached,
-        tokens and USD; and what the runs paid. Reads the store only."""
+        tokens and USD; and what the runs paid. Reads the store only. With `differences`
+        (the default), also whether the headline grader's paired comparisons tell the
+        conditions apart yet (`StatusSummary.differences`; it reads every grade)."""
         plan = self._plan(store, limit, condition, with_pending=False)
         design = plan.design
         per_condition = plan.item_count * design.epochs
@@ -203,7 +226,10 @@ class Study:
             s.as_dict() | {"slug": design.condition(s.condition_id).slug}
             for s in (*generate, *grade)
         ]
+        from itemeval.statistics.planning import tell_apart
+
         return StatusSummary(
+            differences=tell_apart(plan) if differences else None,
             study=plan.study.study,
             store=plan.store.root.url,
             items=plan.item_count,
@@ -240,6 +266,27 @@ class Study:
         """The headline leaderboard as text, with 95% bootstrap intervals (what `itemeval demo`
         prints after its run)."""
         return leaderboard_text(self._plan(store, limit, condition, with_pending=False))
+
+    def comparisons(
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        resamples: int = Bootstrap().resamples,
+        seed: int = Bootstrap().seed,
+    ) -> ComparisonTables:
+        """Paired comparisons of every pair of conditions (and of models, and per dataset)
+        under every grader, with adjusted p-values, rank intervals, tiers and variance
+        components (docs/statistics.md): `.comparisons`, `.rankings` and
+        `.variance_components` are the arrow tables `export` writes."""
+        from itemeval.statistics.study import analysis_options, plan_statistics
+        from itemeval.statistics.tables import ComparisonTables
+
+        if resamples < 1:
+            raise InputError(Problem("must be at least 1", field="resamples"))
+        plan = self._plan(store, limit, condition, with_pending=False)
+        return ComparisonTables(plan_statistics(plan, analysis_options(plan, resamples, seed)))
 
     def export(
         self,
@@ -319,6 +366,24 @@ def write_starter_study(path: str | os.PathLike[str], *, force: bool = False) ->
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
     return target
+
+
+def _check_power(detect: float, power: float, alpha: float) -> None:
+    problems = []
+    if not 0 < detect < 1:
+        problems.append(
+            Problem(
+                f"{detect} is not a difference in accuracy",
+                field="detect",
+                hint="a share between 0 and 1, e.g. 0.03 for 3 points",
+            )
+        )
+    if not 0 < power < 1:
+        problems.append(Problem(f"{power} is not a probability", field="power", hint="e.g. 0.8"))
+    if not 0 < alpha < 1:
+        problems.append(Problem(f"{alpha} is not a level", field="alpha", hint="e.g. 0.05"))
+    if problems:
+        raise InputError(problems)
 
 
 def _selectors(condition: Conditions) -> list[str] | None:

@@ -7,8 +7,8 @@ JSON exactly), plus the internal object it was made from for callers who want mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from itemeval.design import Design
 from itemeval.errors import ExitCode
@@ -17,6 +17,9 @@ from itemeval.planning import Plan
 from itemeval.runtime.dispatch import StageResult
 from itemeval.runtime.driver import RunOutcome
 from itemeval.store import RunsSpend
+
+if TYPE_CHECKING:
+    from itemeval.statistics.power import PowerPlan
 
 
 def format_usd(value: float) -> str:
@@ -68,9 +71,11 @@ class PlanSummary:
     warnings: list[str]
     design: Design = field(repr=False)
     plan: Plan = field(repr=False)
+    #: `plan --detect`: items and epochs a paired comparison needs (`statistics.power`)
+    power: PowerPlan | None = None
 
     @classmethod
-    def of(cls, plan: Plan) -> PlanSummary:
+    def of(cls, plan: Plan, power: PowerPlan | None = None) -> PlanSummary:
         design = plan.design
         return cls(
             selection=Selection.of(plan),
@@ -81,12 +86,14 @@ class PlanSummary:
             warnings=_warnings(plan),
             design=design,
             plan=plan,
+            power=power,
         )
 
     def to_json(self) -> dict[str, Any]:
         """What `itemeval plan --json` prints."""
         s = self.selection
-        return {
+        extra = {"power": _power_json(self.power)} if self.power is not None else {}
+        return extra | {
             "study": s.study,
             "store": s.store,
             "items": s.items,
@@ -97,6 +104,26 @@ class PlanSummary:
             "cells": self.cells,
             "pending": self.pending,
         }
+
+
+def _power_json(plan: PowerPlan) -> dict[str, Any]:
+    best = plan.recommended
+    return {
+        "detect": plan.detect,
+        "power": plan.power,
+        "alpha": plan.alpha,
+        "variance": {
+            "between": plan.variance.between,
+            "within": plan.variance.within,
+            "design_effect": plan.variance.deff,
+            "source": plan.variance.source,
+        },
+        "available_items": plan.available_items,
+        "usd_per_item_epoch": plan.usd_per_item_epoch,
+        "designs": [asdict(r) for r in plan.rows],
+        "recommended": asdict(best) if best is not None else None,
+        "notes": plan.notes,
+    }
 
 
 @dataclass(frozen=True)
@@ -208,6 +235,8 @@ class StatusSummary:
     conditions: list[dict[str, Any]]  # `store.ConditionStatus.as_dict()` and the slug
     runs: RunsSpend
     open_batches: list[dict[str, Any]] = field(default_factory=list)  # records not collected
+    #: whether the headline grader's paired comparisons tell the conditions apart yet
+    differences: str | None = None
 
     @property
     def prompt_cache(self) -> dict[str, Any]:
@@ -237,6 +266,7 @@ class StatusSummary:
             "runs": self.runs.model_dump(),
             "prompt_cache": self.prompt_cache,
             "batch": self.batch,
+            "differences": self.differences,
         }
 
 

@@ -104,6 +104,9 @@ def _selection(args: argparse.Namespace) -> dict[str, Any]:
     return {"store": args.store, "limit": args.limit, "condition": args.condition}
 
 
+STATISTICS_FILES = ("comparisons", "rankings", "variance_components")
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     formats = parse_formats(args.format)
     result = study_from(args).export(
@@ -120,7 +123,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         return int(ExitCode.OK)
     what = "rows (grading events)" if not args.include_ungraded else "rows"
     print(f"Exported {result.rows:,} {what} of study {result.study} in {result.seconds:.1f} s")
+    statistics = [k for k in result.files if k.startswith(STATISTICS_FILES)]
     for kind, url in result.files.items():
+        if kind in statistics:
+            if kind == statistics[0]:
+                names = sorted({result.files[k].rsplit("/", 1)[1] for k in statistics})
+                folder = url.rsplit("/", 1)[0]
+                print(f"  {'compare':<8} {folder}/ {', '.join(names)}  (paired comparisons)")
+            continue
         line = f"  {kind:<8} {url}"
         if kind == "eee":
             line += (
@@ -161,7 +171,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             }
         )
         return int(ExitCode.OK)
-    print(format_leaderboard(result.data.study, result.data.leaderboard, bootstrap))
+    data = result.data
+    print(format_leaderboard(data.study, data.leaderboard, data.bootstrap, data.headline_family))
     print()
     print(f"Report: {result.html}")
     print(f"        {result.markdown}")

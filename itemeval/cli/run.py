@@ -52,6 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.add_argument(
         "--limit", type=int, metavar="N", help="expected counts for N items/dataset"
     )
+    status.add_argument(
+        "--no-differences",
+        action="store_true",
+        help="skip the paired comparisons (which read every grade of the study)",
+    )
     add_output(status)
     status.set_defaults(func=cmd_status)
 
@@ -115,7 +120,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    status = study_from(args).status(store=args.store, limit=args.limit, condition=args.condition)
+    status = study_from(args).status(
+        store=args.store,
+        limit=args.limit,
+        condition=args.condition,
+        differences=not args.no_differences,
+    )
     if args.json:
         print_json(status.to_json())
         return int(ExitCode.OK)
@@ -181,6 +191,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"Open batches: {len(batch['open'])} ({cells:,} cells); the next run collects them "
             "(or the run still polling them)"
         )
+    if status.differences:
+        print(status.differences)
     return int(ExitCode.OK)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from itemeval.api import Selection, write_starter_study
 from itemeval.cli.options import (
@@ -22,6 +22,9 @@ from itemeval.cli.options import (
 from itemeval.errors import ExitCode
 from itemeval.estimate import Estimate
 
+if TYPE_CHECKING:
+    from itemeval.statistics.power import PowerPlan
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     init = subparsers.add_parser("init", help="write a commented starter study file")
@@ -33,6 +36,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_study(plan)
     add_selection(plan)
     add_output(plan)
+    power = plan.add_argument_group("power planning (docs/statistics.md)")
+    power.add_argument(
+        "--detect",
+        type=float,
+        metavar="DIFF",
+        help="also print the items and epochs a paired comparison of two conditions needs to "
+        "detect this difference in accuracy (e.g. 0.03), and what that design would cost",
+    )
+    power.add_argument("--power", type=float, default=0.8, help="chance to detect it (0.8)")
+    power.add_argument("--alpha", type=float, default=0.05, help="the test's level (0.05)")
     plan.set_defaults(func=cmd_plan)
 
     estimate = subparsers.add_parser(
@@ -63,7 +76,8 @@ def _selection(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    plan = study_from(args).plan(**_selection(args))
+    power = {"detect": args.detect, "power": args.power, "alpha": args.alpha}
+    plan = study_from(args).plan(**_selection(args), **power)
     if args.json:
         print_json(plan.to_json())
         return int(ExitCode.OK)
@@ -107,6 +121,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"Still to do: generate {plan.pending['generate']:,} of {counts['generate']:,}; "
             f"grade {plan.pending['grade']:,} of {total_grade:,}"
         )
+    if plan.power is not None:
+        print()
+        print(render_power(plan.power, len(plan.generate)))
     _print_warnings(plan.warnings)
     return int(ExitCode.OK)
 
@@ -193,6 +210,56 @@ def render_estimate(estimate: Estimate) -> str:
             "batch has not answered by its deadline are called live, at live prices"
         )
     return "\n".join(out)
+
+
+def render_power(power: PowerPlan, conditions: int) -> str:
+    """`plan --detect`: the designs that detect the difference, and the cheapest that fits."""
+    v = power.variance
+    rows = [
+        [
+            str(r.epochs),
+            f"{r.items:,}",
+            f"{r.answers_per_condition:,}",
+            "yes" if r.fits else "no",
+            usd(r.usd) if r.usd is not None else "n/a",
+        ]
+        for r in power.rows
+    ]
+    lines = [
+        f"Power: to detect a difference of {power.detect:g} in accuracy between two conditions "
+        f"(paired test, alpha {power.alpha:g}, power {power.power:g})",
+        f"  Var(d) = tau^2 + 2 s2_within / epochs = {v.between:.4g} + 2 x {v.within:.4g} / "
+        f"epochs" + (f", x {v.deff:.2f} (clusters)" if v.deff > 1 else ""),
+        f"  from {v.source}",
+        "",
+        table(
+            rows,
+            [
+                "epochs",
+                "items",
+                "answers per condition",
+                f"fits ({power.available_items:,} items)",
+                f"cost ({conditions} conditions, calibrated)",
+            ],
+            right={0, 1, 2, 4},
+        ),
+        "",
+    ]
+    best = power.recommended
+    if best is None:
+        lines.append(
+            f"No design fits: the datasets have {power.available_items:,} items, and however "
+            f"many epochs, the items' own differences need at least {power.least_items:,}. "
+            "Add items, or plan for a larger difference."
+        )
+    else:
+        cost = f" for {usd(best.usd)}" if best.usd is not None else ""
+        lines.append(
+            f"Needed: {best.items:,} items x {best.epochs} epoch(s){cost} (every condition; an "
+            "extra epoch costs as much as an extra item, so the fewest answers win)."
+        )
+    lines += power.notes
+    return "\n".join(lines)
 
 
 def _header(selection: Selection) -> str:

@@ -138,6 +138,20 @@ class Runtime(StrictModel):
     local_ray: Literal["auto", "always", "never"] = "auto"
 
 
+class Analysis(StrictModel):
+    """How results are compared (docs/statistics.md). Never changes a result or an id."""
+
+    #: Items that are not independent (a shared passage, a source document): an item attribute
+    #: (`difficulty`, `modality`, ...) or a metadata key. Every interval and test then resamples
+    #: whole groups of items with the same value.
+    cluster_by: str | None = Field(default=None, min_length=1)
+    #: How the p-values of a family of comparisons are adjusted: Holm (family-wise error) or
+    #: Benjamini-Hochberg (false discovery rate).
+    adjust: Literal["holm", "bh"] = "holm"
+    #: The level at which a difference counts as real, after the adjustment.
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+
+
 class StudyConfig(StrictModel):
     """A whole study file (the `itemeval.Study` API object wraps one)."""
 
@@ -160,6 +174,7 @@ class StudyConfig(StrictModel):
     prompts_dir: str = "prompts"
     rubrics_dir: str = "rubrics"
     runtime: Runtime = Runtime()
+    analysis: Analysis = Analysis()
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _path: Path | None = PrivateAttr(default=None)

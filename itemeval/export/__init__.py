@@ -7,7 +7,7 @@ Read the store, never write it. The map, one package or module per concern:
 * `eee/`        Every Eval Ever: records, aggregates, the streaming writer, the JSON schemas
 * `report/`     `write_report`: report.html and report.md (summary, difficulty, tables, plots)
 * `study`       `export_study`: parquet, CSV and Every Eval Ever in one streaming pass
-* `stats`       bootstrap intervals over items, agreement and Cohen's kappa
+* `stats`       agreement and Cohen's kappa (intervals and comparisons: `itemeval.statistics`)
 * `outputs`     output directories at any fsspec URL, files written wholly or not at all
 
 `table/` imports neither `eee/` nor `report/`; `stats` and `outputs` import nothing of `export`.

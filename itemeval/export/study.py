@@ -8,6 +8,8 @@ table: memory stays bounded by one batch plus the located keys of the partitions
 Files (under `--out`, default `<store>/exports/`):
 
     long_table.parquet   long_table.csv   eee/data/<dataset>/<developer>/<model>/<uuid>.json ...
+    comparisons.parquet  comparisons.csv  (and rankings.*, variance_components.*): the paired
+                         comparisons of `itemeval.statistics`, in each table format asked for
     export.json          what was exported: counts, options, files
 
 Each file is written wholly or not at all (`export.outputs`); a failed export leaves the
@@ -218,6 +220,31 @@ def parse_formats(text: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p.strip().lower() for p in parts if p.strip()))
 
 
+def _write_statistics(
+    plan: Plan, out: OutputDir, formats: list[str], options: ExportOptions
+) -> dict[str, str]:
+    """The comparisons, rankings and variance components tables (`itemeval.statistics`)."""
+    from itemeval.statistics.study import analysis_options, plan_statistics
+    from itemeval.statistics.tables import comparisons_table, components_table, rankings_table
+
+    stats = plan_statistics(plan, analysis_options(plan, options.resamples, options.seed))
+    files = {}
+    for name, table in (
+        ("comparisons", comparisons_table(stats)),
+        ("rankings", rankings_table(stats)),
+        ("variance_components", components_table(stats)),
+    ):
+        for fmt in formats:
+            sink = pa.BufferOutputStream()
+            if fmt == "parquet":
+                pq.write_table(table, sink)
+            else:
+                pacsv.write_csv(table, sink)
+            key = name if fmt == "parquet" else f"{name}_csv"
+            files[key] = out.write_bytes(f"{name}.{fmt}", sink.getvalue().to_pybytes())
+    return files
+
+
 def export_study(plan: Plan, options: ExportOptions | None = None) -> ExportResult:
     """Write the long table and/or Every Eval Ever records of `plan`'s store (see module doc)."""
     options = options or ExportOptions()
@@ -279,6 +306,9 @@ def export_study(plan: Plan, options: ExportOptions | None = None) -> ExportResu
                 sink.abort()
         raise
     result.rows = scan.counts.rows
+    tables = [f for f in ("parquet", "csv") if f in options.formats]
+    if tables:
+        result.files |= _write_statistics(plan, out, tables, options)
     if eee is not None:
         result.eee_evaluations = eee.totals.evaluations
         result.eee_samples = eee.totals.samples

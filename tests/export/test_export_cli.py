@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 from export_studies import Run, read_csv, read_parquet, run
 
+from itemeval.api import Study
 from itemeval.cli.main import main
 from itemeval.errors import ExitCode
 
@@ -64,17 +65,42 @@ def test_defaults_write_next_to_the_store(tmp_path: Path, capsys):
     exports = Path(result.store_url) / "exports"
     assert main(["export", str(result.study_path), "--eee-version", "0.3.0"]) == 0
     assert sorted(p.name for p in exports.iterdir()) == [
+        "comparisons.csv",
+        "comparisons.parquet",
         "eee",
         "export.json",
         "long_table.csv",
         "long_table.parquet",
+        "rankings.csv",
+        "rankings.parquet",
+        "variance_components.csv",
+        "variance_components.parquet",
     ]
     assert len(list((exports / "eee").rglob("*.json"))) == 2  # 2 models x 1 dataset x 1 scorer
+    # one pair of conditions under the one grader: strong minus weak on the same 8 items
+    comparisons = read_parquet(exports / "comparisons.parquet").to_pylist()
+    assert len(comparisons) == 1
+    pair = comparisons[0]
+    assert pair["scope"] == "conditions" and pair["items"] == 8 and pair["test"] == "mcnemar_exact"
+    assert pair["ci_low"] <= pair["difference"] <= pair["ci_high"]
+    assert pair["p_adjusted"] == pair["p_value"]  # a family of one pair
+    api = Study.from_yaml(result.study_path).comparisons()  # the Python API: the same tables
+    assert api.comparisons.to_pylist() == comparisons
+    assert api.rankings.equals(read_parquet(exports / "rankings.parquet"))
+    aggregates = [
+        json.loads(p.read_text())
+        for p in (exports / "eee").rglob("*.json")
+        if "samples" not in p.name and "evaluation_results" in p.read_text()
+    ]
+    uncertainty = aggregates[0]["evaluation_results"][0]["score_details"]["uncertainty"]
+    assert {"standard_error", "confidence_interval", "standard_deviation"} <= set(uncertainty)
     capsys.readouterr()
     assert main(["report", str(result.study_path)]) == 0
     printed = capsys.readouterr().out
     assert printed.splitlines()[0].startswith("Leaderboard of tiny: accuracy by scorer: auto")
     assert "sim-strong" in printed.splitlines()[4]  # ranked first
+    assert printed.splitlines()[3].split()[:2] == ["tier", "rank"]
+    assert "Which differences are real" in printed
     assert (exports / "report.html").exists() and (exports / "report.md").exists()
     table = read_parquet(exports / "long_table.parquet")
     assert table.num_rows == 16 and pc.all(table.column("graded")).as_py()

@@ -78,5 +78,8 @@ def test_leaderboard_orders_known_abilities_and_intervals_cover_the_truth(tmp_pa
     text = leaderboard_text(plan)
     lines = text.splitlines()
     assert "95% intervals" in text
-    ranked = [line.split()[2] for line in lines[4:]]
+    assert lines[3].split()[:3] == ["tier", "rank", "condition"]
+    ranked = [line.split()[3] for line in lines[4:7]]
     assert ranked == ["sim/strong", "sim/medium", "sim/weak"]
+    assert [line.split()[0] for line in lines[4:7]] == ["1", "2", "3"]  # three tiers
+    assert lines[-1].startswith("Which differences are real") and "all 3 pairs differ" in text

@@ -214,10 +214,16 @@ def test_export_to_s3(demo_run: Run, s3_bucket: str, tmp_path: Path):
     assert remote.equals(local)
     fs.invalidate_cache()
     assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(out)) == [
+        "comparisons.csv",
+        "comparisons.parquet",
         "eee",
         "export.json",
         "long_table.csv",
         "long_table.parquet",
+        "rankings.csv",
+        "rankings.parquet",
+        "variance_components.csv",
+        "variance_components.parquet",
     ]
     # The Every Eval Ever tree replaced the previous one as a whole.
     records = fs.glob(f"{out}/eee/data/**/*.json")

@@ -52,7 +52,7 @@ def test_report_files_are_self_contained(demo_run: Run, tmp_path: Path):
         "## Method",
     ):
         assert section in markdown
-    assert "| 1 | strong_" in markdown  # the strong model ranks first
+    assert "| 1 | 1-2 | strong_" in markdown  # the strong model ranks first, tier 1 and rank 1-2
 
 
 def test_leaderboard_accuracy_matches_the_long_table(demo_run: Run, long_rows: list[dict]):

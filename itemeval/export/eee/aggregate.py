@@ -3,6 +3,7 @@ evaluation is and `docs/results.md` for the field-by-field mapping)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,8 @@ class EvaluationTotals:
     evaluated_at: str | None  # latest grade time, unix seconds as a string
     checksum: str
     samples_file_name: str
+    cluster_by: str | None = None  # analysis.cluster_by: resampled clusters, not items
+    items: int | None = None  # graded items (None: as many as the interval's clusters)
 
 
 def build_aggregate(evaluation: Evaluation, totals: EvaluationTotals) -> dict[str, Any]:
@@ -30,10 +33,17 @@ def build_aggregate(evaluation: Evaluation, totals: EvaluationTotals) -> dict[st
     context = evaluation.context
     v3 = context.version == "0.3.0"
     accuracy = totals.accuracy
-    interval = (
-        f"percentile bootstrap over items (epochs of an item kept together), "
-        f"{accuracy.resamples} resamples, seed {accuracy.seed}"
+    unit = (
+        f"clusters of items sharing {totals.cluster_by!r} (analysis.cluster_by)"
+        if totals.cluster_by
+        else "items (epochs of an item kept together)"
     )
+    interval = (
+        f"percentile bootstrap over {unit}, {accuracy.resamples} resamples, seed {accuracy.seed}"
+    )
+    # The standard deviation of the per-answer scores (0 or 1): sqrt(p (1 - p)), n - 1 divisor.
+    n = accuracy.trials
+    sd = math.sqrt(accuracy.value * (1 - accuracy.value) * n / (n - 1)) if n > 1 else 0.0
     details = strings(
         {
             "ci_lower": accuracy.low,
@@ -43,7 +53,9 @@ def build_aggregate(evaluation: Evaluation, totals: EvaluationTotals) -> dict[st
             "bootstrap_standard_error": accuracy.se,
             "correct": int(accuracy.successes),
             "graded_answers": int(accuracy.trials),
-            "items": accuracy.clusters,
+            "items": totals.items if totals.items is not None else accuracy.clusters,
+            "clusters": accuracy.clusters if totals.cluster_by else None,
+            "cluster_by": totals.cluster_by,
             "epochs": context.epochs,
             "grader_kind": evaluation.grade.kind,
             "grader": evaluation.grade.grader,
@@ -64,6 +76,7 @@ def build_aggregate(evaluation: Evaluation, totals: EvaluationTotals) -> dict[st
                 "confidence_level": accuracy.confidence,
                 "method": interval,
             },
+            "standard_deviation": sd,
             "num_samples": int(accuracy.trials),
             "num_bootstrap_samples": accuracy.resamples,
         }

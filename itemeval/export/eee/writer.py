@@ -96,6 +96,8 @@ class EeeWriter:
         self.resamples = resamples
         self.seed = seed
         self.totals = EeeTotals()
+        self.plan = plan
+        self._clusters: dict[str, int] | None = None
         study = plan.study
         self._datasets = {
             d.name: DatasetSourceInfo(
@@ -171,6 +173,13 @@ class EeeWriter:
             self.totals.files.append(f"{EEE_DIR}/{state.evaluation.samples_path}")
             ids = list(state.tallies)
             tallies = np.array(list(state.tallies.values()), dtype=np.float64)
+            by = self.plan.study.analysis.cluster_by
+            if by:  # analysis.cluster_by: resample whole clusters of items
+                codes = self._cluster_codes(by)
+                groups = np.unique([codes[i] for i in ids], return_inverse=True)[1]
+                tallies = np.stack(
+                    [np.bincount(groups, weights=tallies[:, j]) for j in (0, 1)], axis=1
+                )
             accuracy = bootstrap_proportion(
                 tallies[:, 0], tallies[:, 1], resamples=self.resamples, seed=self.seed
             )
@@ -182,6 +191,8 @@ class EeeWriter:
                 evaluated_at=_unix(state.latest),
                 checksum=state.hasher.hexdigest(),
                 samples_file_name=state.evaluation.samples_path.rsplit("/", 1)[1],
+                cluster_by=by,
+                items=len(ids),
             )
             record = build_aggregate(state.evaluation, totals)
             text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
@@ -224,6 +235,16 @@ class EeeWriter:
             )
             state = self._open[dataset] = _Open(evaluation)
         return state
+
+    def _cluster_codes(self, by: str) -> dict[str, int]:
+        """Item id -> cluster code of `analysis.cluster_by` (read once)."""
+        if self._clusters is None:
+            from itemeval.statistics.study import item_clusters
+
+            ids = self.plan.items.column("item_id").to_pylist()
+            codes = item_clusters(self.plan, by).codes.tolist()
+            self._clusters = dict(zip(ids, codes, strict=True))
+        return self._clusters
 
     def _item(self, row: dict[str, Any]) -> tuple[str | None, list[str] | None]:
         """The item's rendered prompt and answer options (remembered, see `_items`)."""

@@ -8,6 +8,7 @@ wholly or not at all.
 * `difficulty`  item difficulty as observed: hardest items, items nothing answered right
 * `data`        everything a report shows, computed once; the terminal leaderboard
 * `tables`      the report's tables as text cells (shared by HTML and Markdown)
+* `comparisons` the section "Which differences are real" (numbers from `itemeval.statistics`)
 * `svg`         the report's plots, drawn as inline SVG
 * `html`, `markdown`   the two renderings
 """

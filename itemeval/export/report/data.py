@@ -8,8 +8,9 @@ demo prints (`leaderboard_text`) is built from the same pieces.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,6 +36,10 @@ from itemeval.export.table.conditions import DesignFacets
 from itemeval.export.table.fetch import ItemFetcher
 from itemeval.planning import Plan
 from itemeval.store import latest_manifest
+
+if TYPE_CHECKING:  # imported where used: a run, which imports this module, never compares
+    from itemeval.statistics.families import StudyStatistics
+    from itemeval.statistics.paired import Family
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,12 @@ class ReportData:
     batch_saved_usd: float = 0.0  # what the batch prices saved on them
     last_run: dict[str, str] = field(default_factory=dict)
     version: str = __version__
+    statistics: StudyStatistics | None = None  # paired comparisons, ranks, tiers, components
+
+    @property
+    def headline_family(self) -> Family | None:
+        """The headline grader's accuracy over conditions: the leaderboard's tiers and ranks."""
+        return headline_family(self.statistics, self.leaderboard)
 
 
 def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
@@ -86,7 +97,14 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
             )
         }
 
+    from itemeval.statistics.study import analysis_options, plan_statistics
+
     cost_lines = costs(cells, plan.pricing)
+    statistics = plan_statistics(
+        plan, analysis_options(plan, bootstrap.resamples, bootstrap.seed), cells=cells
+    )
+    if statistics.clusters is not None:  # analysis.cluster_by: every interval over clusters
+        bootstrap = replace(bootstrap, clusters=statistics.clusters.codes)
     manifest = latest_manifest(plan.store)
     last_run = (
         {
@@ -123,7 +141,15 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         batch_rows=sum(c.batch_rows for c in cost_lines),
         batch_saved_usd=sum(c.batch_saved_usd for c in cost_lines),
         last_run=last_run,
+        statistics=statistics,
     )
+
+
+def headline_family(statistics: StudyStatistics | None, board: Leaderboard) -> Family | None:
+    if statistics is None or board.primary is None:
+        return None
+    found = statistics.find(board.primary.id)
+    return found[1] if found is not None else None
 
 
 def _total_usd(cells: StudyCells) -> float:
@@ -150,20 +176,38 @@ def text_table(rows: Sequence[Sequence[str]], header: Sequence[str], right: set[
     return "\n".join([line(header), *(line(r) for r in rows)])
 
 
-def leaderboard_lines(board: Leaderboard) -> tuple[list[str], list[list[str]], set[int]]:
-    """Header, rows and right-aligned columns of the condition leaderboard."""
+def leaderboard_lines(
+    board: Leaderboard, family: Family | None = None
+) -> tuple[list[str], list[list[str]], set[int]]:
+    """Header, rows and right-aligned columns of the condition leaderboard. With the headline
+    `family`, each row starts with its tier and its 95% rank interval instead of a bare rank."""
+    from itemeval.statistics.words import rank_text
+
     graders = list(board.graders)
     if board.primary is not None:
         graders.sort(key=lambda g: g.id != board.primary.id)  # type: ignore[union-attr]
-    header = ["#", "condition", "model", "prompt", "config", *(g.label for g in graders), "graded"]
+    first = ["tier", "rank"] if family is not None else ["#"]
+    header = [*first, "condition", "model", "prompt", "config"]
+    header += [*(g.label for g in graders), "graded"]
+    position = {name: u for u, name in enumerate(family.units)} if family is not None else {}
+    lines = list(board.conditions)
+    if family is not None:  # by tier, then accuracy (a tier holds what cannot be told apart)
+        lines.sort(key=lambda line: family.tiers[position[line.name]])
     rows = []
-    for rank, line in enumerate(board.conditions, start=1):
+    for rank, line in enumerate(lines, start=1):
         f = line.generate
         assert f is not None
         headline = board.headline(line)
+        u = position.get(line.name)
+        if family is None:
+            lead = [str(rank)]
+        elif u is None:
+            lead = ["", ""]
+        else:
+            lead = [str(family.tiers[u]), rank_text(family, u)]
         rows.append(
             [
-                str(rank),
+                *lead,
                 f.slug,
                 f.model_name,
                 f.prompt,
@@ -172,25 +216,53 @@ def leaderboard_lines(board: Leaderboard) -> tuple[list[str], list[list[str]], s
                 f"{int(headline.trials):,}" if headline and headline.defined else "0",
             ]
         )
-    right = {0, *range(5, 5 + len(graders) + 1)}
+    lead = len(first)
+    right = {*range(lead), *range(lead + 4, lead + 4 + len(graders) + 1)}
     return header, rows, right
 
 
-def format_leaderboard(study: str, board: Leaderboard, bootstrap: Bootstrap) -> str:
-    """A leaderboard as aligned plain text with a two-line heading."""
+def format_leaderboard(
+    study: str, board: Leaderboard, bootstrap: Bootstrap, family: Family | None = None
+) -> str:
+    """A leaderboard as aligned plain text with a heading; with the headline `family`, tiers,
+    rank intervals and a line saying which differences are real."""
     if board.primary is None:
         return "No grader in this study: nothing to rank."
-    header, rows, right = leaderboard_lines(board)
+    header, rows, right = leaderboard_lines(board, family)
     intro = (
         f"Leaderboard of {study}: accuracy by {board.primary.label}"
         + (" (ranked), and by the other graders" if len(board.graders) > 1 else "")
-        + f"\n95% intervals: bootstrap over items, epochs kept together "
+        + f"\n95% intervals: bootstrap over {_unit(bootstrap)}, epochs kept together "
         f"({bootstrap.resamples} resamples, seed {bootstrap.seed})"
     )
-    return intro + "\n\n" + text_table(rows, header, right)
+    if family is not None:
+        intro += (
+            "; rank: 95% interval of the rank over the same resamples; tier: conditions that "
+            "cannot be told apart from the best of the tier"
+        )
+    text = intro + "\n\n" + text_table(rows, header, right)
+    if family is not None:
+        from itemeval.statistics.words import verdict
+
+        text += "\n\n" + verdict(family)
+    return text
+
+
+def _unit(bootstrap: Bootstrap) -> str:
+    return "items" if bootstrap.clusters is None else "clusters of items (analysis.cluster_by)"
 
 
 def leaderboard_text(plan: Plan, bootstrap: Bootstrap | None = None) -> str:
-    """The leaderboard of `plan`'s store as aligned plain text, with 95% intervals."""
+    """The leaderboard of `plan`'s store as aligned plain text, with 95% intervals, tiers and
+    rank intervals of the headline grader's paired comparisons."""
+    from itemeval.statistics.study import analysis_options, plan_statistics
+
     bootstrap = bootstrap or Bootstrap()
-    return format_leaderboard(plan.study.study, leaderboard(read_cells(plan), bootstrap), bootstrap)
+    cells = read_cells(plan)
+    options = analysis_options(plan, bootstrap.resamples, bootstrap.seed)
+    statistics = plan_statistics(plan, options, cells=cells, headline_only=True)
+    if statistics.clusters is not None:  # analysis.cluster_by: every interval over clusters
+        bootstrap = replace(bootstrap, clusters=statistics.clusters.codes)
+    board = leaderboard(cells, bootstrap)
+    family = headline_family(statistics, board)
+    return format_leaderboard(plan.study.study, board, bootstrap, family)

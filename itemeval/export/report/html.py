@@ -170,10 +170,44 @@ def difficulty_plot(data: ReportData) -> str | None:
     )
 
 
+def differences_section(data: ReportData) -> str:
+    """The section "Which differences are real" (`report.comparisons`)."""
+    # imported here: a run imports this module and never compares
+    from itemeval.export.report import comparisons as cmp
+
+    parts = [f"<section id='differences'><h2>{escape(cmp.TITLE)}</h2>"]
+    parts.append(f"<p class='note'>{escape(cmp.note(data))}</p>")
+    line = cmp.headline_verdict(data)
+    family = data.headline_family
+    if line and family is not None:
+        parts.append(f"<p><b>{escape(line)}</b></p>")
+        matrix = cmp.difference_matrix(family)
+        if matrix:
+            parts.append("<h3>Paired differences (row minus column)</h3>")
+            parts.append(html_table(matrix, table_id="difference-matrix"))
+        plot = cmp.difference_plot(family)
+        if plot:
+            parts.append(_figure("differences", plot))
+        parts.append("<h3>Every pair</h3>")
+        parts.append(html_table(cmp.pairs_table(family), table_id="pairs"))
+    families = cmp.families_table(data)
+    if families:
+        parts.append("<h3>Every family: graders, metrics, models and datasets</h3>")
+        parts.append(html_table(families, table_id="families"))
+    components = cmp.components_table(data)
+    if components:
+        parts.append("<h3>Variance components: more items or more epochs?</h3>")
+        parts.append(f"<p class='note'>{escape(cmp.COMPONENTS_NOTE)}</p>")
+        parts.append(html_table(components, table_id="variance-components"))
+    parts.append("</section>")
+    return "".join(parts)
+
+
 # -- the page ---------------------------------------------------------------------------------
 
 _SECTIONS = [
     ("leaderboard-section", "Leaderboard"),
+    ("differences", "Differences"),
     ("prompts", "Prompt sensitivity"),
     ("agreement", "Grader agreement"),
     ("cost", "Cost"),
@@ -219,6 +253,7 @@ def report_html(data: ReportData) -> str:
     add("<h3>By model</h3><p class='note'>Every condition of a model pooled.</p>")
     add(html_table(t.model_table(data), table_id="leaderboard-models"))
     add("</section>")
+    add(differences_section(data))
 
     add("<section id='prompts'><h2>Prompt sensitivity</h2>")
     add(

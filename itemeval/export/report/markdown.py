@@ -19,6 +19,31 @@ def md_table(table: t.TextTable) -> str:
     return "\n".join(lines)
 
 
+def differences_markdown(data: ReportData) -> list[str]:
+    """The section "Which differences are real" (`report.comparisons`)."""
+    # imported here: a run imports this module and never compares
+    from itemeval.export.report import comparisons as cmp
+
+    out = ["", f"## {cmp.TITLE}", "", cmp.note(data), ""]
+    line = cmp.headline_verdict(data)
+    family = data.headline_family
+    if line and family is not None:
+        out += [f"**{line}**", ""]
+        matrix = cmp.difference_matrix(family)
+        if matrix:
+            out += ["### Paired differences (row minus column)", "", md_table(matrix), ""]
+        out += ["### Every pair", "", md_table(cmp.pairs_table(family)), ""]
+    families = cmp.families_table(data)
+    if families:
+        out += ["### Every family: graders, metrics, models and datasets", ""]
+        out += [md_table(families), ""]
+    components = cmp.components_table(data)
+    if components:
+        out += ["### Variance components: more items or more epochs?", ""]
+        out += [cmp.COMPONENTS_NOTE, "", md_table(components)]
+    return out
+
+
 def report_markdown(data: ReportData) -> str:
     out: list[str] = [f"# itemeval report: {data.study}", ""]
     if data.description:
@@ -36,6 +61,7 @@ def report_markdown(data: ReportData) -> str:
     out += [md_table(t.condition_table(data)), "", "### By model", ""]
     out += ["Every condition of a model pooled (all its prompts and configs).", ""]
     out += [md_table(t.model_table(data))]
+    out += differences_markdown(data)
 
     if data.by_prompt is not None:
         out += ["", "## Prompt sensitivity", ""]

@@ -52,6 +52,9 @@ from itemeval.providers.pricing import Pricing
 class Bootstrap:
     resamples: int = DEFAULT_RESAMPLES
     seed: int = DEFAULT_SEED
+    #: per selected item, the cluster it is resampled with (`analysis.cluster_by`); None: each
+    #: item is its own
+    clusters: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 def headline_code(cells: StudyCells) -> int | None:
@@ -81,7 +84,11 @@ def proportions(
     table = pa.table(
         {
             **dict(zip(names, keys, strict=True)),
-            "item": grades.column("item"),
+            "item": (
+                grades.column("item")
+                if bootstrap.clusters is None
+                else pa.array(bootstrap.clusters[grades.column("item").to_numpy()])
+            ),
             "c": pc.cast(grades.column("correct"), pa.int64()),
         }
     )

@@ -378,3 +378,48 @@ def histogram(
         )
         body.append(_text(x + 12, y, name, size=12))
     return _svg(width, height, title, body)
+
+
+def difference_chart(
+    rows: Sequence[IntervalRow],
+    *,
+    title: str,
+    axis_label: str,
+    domain: tuple[float, float],
+    width: float = 900,
+) -> str:
+    """Differences as dots with interval whiskers around a zero line (no bars): a whisker that
+    crosses zero is a difference the data cannot tell from none."""
+    label_w = max([text_width(r.label) for r in rows] + [60]) + 16
+    top, row_h, bottom, right = 40, 24, 44, 70
+    plot_w = max(200.0, width - label_w - right)
+    height = top + row_h * max(1, len(rows)) + bottom
+    lo, hi = domain
+    span = (hi - lo) or 1.0
+
+    def x(v: float) -> float:
+        return label_w + (min(max(v, lo), hi) - lo) / span * plot_w
+
+    body = [_text(12, 18, title, size=14, weight="600")]
+    plot_bottom = top + row_h * len(rows)
+    for tick in [t for t in nice_ticks(lo, hi, 6) if lo - 1e-12 <= t <= hi + 1e-12]:
+        body.append(_line(x(tick), top - 6, x(tick), plot_bottom, GRID))
+        body.append(
+            _text(x(tick), plot_bottom + 14, _fmt(tick), size=11, anchor="middle", fill=MUTED)
+        )
+    body.append(_line(x(0.0), top - 6, x(0.0), plot_bottom, INK, 1.5))
+    body.append(
+        _text(
+            label_w + plot_w / 2, plot_bottom + 34, axis_label, size=12, anchor="middle", fill=MUTED
+        )
+    )
+    for i, row in enumerate(rows):
+        cy = top + row_h * i + row_h / 2
+        fill = color(row.group)
+        body.append(_text(label_w - 10, cy, row.label, anchor="end"))
+        body.append(_line(x(row.low), cy, x(row.high), cy, fill, 2))
+        for end in (row.low, row.high):
+            body.append(_line(x(end), cy - 5, x(end), cy + 5, fill, 2))
+        body.append(f'<circle cx="{x(row.value):.1f}" cy="{cy:.1f}" r="4.5" fill="{fill}"/>')
+        body.append(_text(x(hi) + 8, cy, f"{row.value:+.3f}", size=11, fill=MUTED))
+    return _svg(label_w + plot_w + right, height, title, body)

@@ -108,27 +108,42 @@ def provenance(data: ReportData) -> str:
 
 
 def condition_table(data: ReportData) -> TextTable:
-    header, rows, right = leaderboard_lines(data.leaderboard)
+    header, rows, right = leaderboard_lines(data.leaderboard, data.headline_family)
     return TextTable(header, rows, right)
 
 
 def model_table(data: ReportData) -> TextTable:
     board = data.leaderboard
     graders = sorted(board.graders, key=lambda g: board.primary is None or g.id != board.primary.id)
+    found = (
+        data.statistics.find(board.primary.id, scope="models")
+        if data.statistics is not None and board.primary is not None
+        else None
+    )
+    family = found[1] if found is not None else None
+    position = {name: u for u, name in enumerate(family.units)} if family else {}
+    from itemeval.statistics.words import rank_text
+
     rows = []
     for rank, line in enumerate(board.models, start=1):
         headline = board.headline(line)
+        u = position.get(line.name)
+        lead = [str(rank)] if family is None else ["", ""]
+        if family is not None and u is not None:
+            lead = [str(family.tiers[u]), rank_text(family, u)]
         rows.append(
             [
-                str(rank),
+                *lead,
                 line.name,
                 str(line.conditions),
                 *(fmt_proportion(line.accuracy.get(g.id)) for g in graders),
                 f"{int(headline.trials):,}" if headline and headline.defined else "0",
             ]
         )
-    header = ["#", "model", "conditions", *(g.label for g in graders), "graded"]
-    return TextTable(header, rows, {0, 2, *range(3, 4 + len(graders))})
+    first = ["#"] if family is None else ["tier", "rank"]
+    header = [*first, "model", "conditions", *(g.label for g in graders), "graded"]
+    n = len(first)
+    return TextTable(header, rows, {*range(n), n + 1, *range(n + 2, n + 3 + len(graders))})
 
 
 def facet_matrix(table: FacetTable, column_title: str) -> TextTable:
@@ -322,9 +337,17 @@ def headline_note(data: ReportData) -> str:
         note += "; also shown: " + ", ".join(others)
     return (
         note
-        + f". 95% intervals: percentile bootstrap over items with an item's epochs kept together "
+        + f". 95% intervals: percentile bootstrap over {_resampled(data)} with an item's epochs "
+        "kept together "
         f"({data.bootstrap.resamples:,} resamples, seed {data.bootstrap.seed})."
     )
+
+
+def _resampled(data: ReportData) -> str:
+    clusters = data.statistics.clusters if data.statistics is not None else None
+    if clusters is None:
+        return "items"
+    return f"clusters of items sharing {clusters.by!r} (analysis.cluster_by)"
 
 
 METHOD = [
@@ -335,6 +358,12 @@ METHOD = [
     "replacement and keeps every epoch (and, for a model, every condition) of a drawn item "
     "together, so repeated answers to one item do not count as independent evidence. Seeded: "
     "the same store gives the same intervals.",
+    "Paired comparisons: the difference of two conditions over the items both graded, a 95% "
+    "interval from a paired bootstrap (one resample drives both; epochs stay with their item), "
+    "the exact McNemar test with one epoch and a binary score, else a paired t-test with a "
+    "cluster-robust standard error; p-values adjusted per family (Holm by default). Tier: the "
+    "conditions not told apart from the best of the tier; rank: the 95% interval of the rank "
+    "over the bootstrap's resamples. Formulas and calibration: docs/statistics.md.",
     "Grader agreement: over the answers both graders graded validly, the share of equal "
     "verdicts (correct or not) and Cohen's kappa = (p_o - p_e) / (1 - p_e), where p_e is the "
     "agreement expected from each grader's own rate of 'correct'. Kappa is n/a when both "
