@@ -12,7 +12,9 @@ exactly the content that defines the condition and nothing else:
 * generate: `{"stage": "generate", "model": <model id>, "params": <resolved sampling params>,
   "prompt": {"name": <template name>, "sha256": <template hash>}}`
 * judge: `{"stage": "grade", "grader": {"model": <judge model id>, "params": <judge params>},
-  "rubric": {"name": <rubric name>, "sha256": <rubric hash>}}`
+  "rubric": {"name": <rubric name>, "sha256": <rubric hash>}}`; a grader with
+  `structured: false` adds `"verdict": "text"` to its `grader` object (the default, structured
+  where the endpoint has it, adds nothing: ids from before structured verdicts stay)
 * verifiable: `{"stage": "grade", "scorer": <name>, "version": <scorer version>}`; a custom
   scorer's names where its function is defined and its version or source hash instead
   (`scoring/custom.py`)
@@ -79,6 +81,8 @@ class GradeCondition:
     endpoint: str | None = None
     rubric: Template | None = None
     params: SamplingParams | None = None
+    #: the judge answers through its endpoint's structured output (the verdict is the reply)
+    structured: bool = False
     # verifiable scorers: the name the study uses (built-in, entry point or module:function)
     scorer: str | None = None
 
@@ -98,6 +102,7 @@ class GradeCondition:
                 "rubric": self.rubric.name,
                 "rubric_sha256": self.rubric.sha256,
                 "params": self.params.as_dict(),
+                "structured": self.structured,
             }
         else:
             out["scorer"] = self.scorer
@@ -208,10 +213,19 @@ def build_design(study: StudyConfig) -> Design:
     for grader_name in study.facets.grader:
         grader = study.graders[grader_name]
         params = grader.params()
+        endpoint = study.endpoints.get(grader.endpoint)
+        structured = (
+            grader.structured
+            and endpoint is not None
+            and endpoint.structured_output(thinking=grader.thinks)
+        )
+        identity: dict[str, Any] = {"model": grader.model, "params": params.as_dict()}
+        if not grader.structured:
+            identity["verdict"] = "text"
         for rubric in rubrics:
             payload = {
                 "stage": "grade",
-                "grader": {"model": grader.model, "params": params.as_dict()},
+                "grader": identity,
                 "rubric": {"name": rubric.name, "sha256": rubric.sha256},
             }
             slug = slugify(f"{grader_name}_{rubric.short_name}")
@@ -226,6 +240,7 @@ def build_design(study: StudyConfig) -> Design:
                     endpoint=grader.endpoint,
                     rubric=rubric,
                     params=params,
+                    structured=structured,
                 )
             )
     for index, scorer in enumerate(study.scorers):

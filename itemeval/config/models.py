@@ -94,6 +94,15 @@ class Grader(StrictModel):
     seed: int | None = None
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
     thinking_budget: int | None = Field(default=None, ge=0)
+    #: Answer through the endpoint's structured output (a JSON schema: OpenAI-compatible
+    #: `response_format`, Anthropic tool use, Gemini's response schema, the simulator) where it
+    #: has one; false: a text reply read by the text parser and its guards.
+    structured: bool = True
+
+    @property
+    def thinks(self) -> bool:
+        """Whether the judge asks for hidden reasoning (thinking)."""
+        return bool(self.thinking_budget) or self.reasoning_effort not in (None, "minimal")
 
     def params(self) -> SamplingParams:
         return SamplingParams(

@@ -454,6 +454,14 @@ class EndpointSettings(_Strict):
         """True when a provider plugin serves this endpoint (`kind` is not built in)."""
         return self.kind not in BUILTIN_KINDS
 
+    def structured_output(self, *, thinking: bool = False) -> bool:
+        """Whether this endpoint's client can ask for a structured reply (a JSON schema): every
+        built-in wire can, except Anthropic with extended thinking (a forced tool cannot be
+        combined with thinking); a plugin's cannot (it never sees the schema)."""
+        if self.is_plugin:
+            return False
+        return not (thinking and self.wire == "anthropic")
+
     @property
     def in_process(self) -> bool:
         """True for the in-process simulator (kind sim, no base_url)."""
