@@ -33,6 +33,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_study(plan)
     add_selection(plan)
     add_output(plan)
+    plan.add_argument(
+        "--gold-sample",
+        type=int,
+        metavar="N",
+        help="also draw N stored answers (stratified by condition and dataset) and write a "
+        "labelling file for a person to fill in (see docs/judges.md)",
+    )
+    plan.add_argument(
+        "--gold-out",
+        metavar="PATH",
+        help="where the labelling file goes (default "
+        "<study>-gold-sample.csv; an existing file is never overwritten)",
+    )
     plan.set_defaults(func=cmd_plan)
 
     estimate = subparsers.add_parser(
@@ -63,7 +76,22 @@ def _selection(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    plan = study_from(args).plan(**_selection(args))
+    study = study_from(args)
+    plan = study.plan(**_selection(args))
+    if args.gold_sample is not None or args.gold_out is not None:
+        sample = study.gold_sample(
+            args.gold_sample,
+            args.gold_out,
+            store=args.store,
+            limit=args.limit,
+            condition=args.condition,
+        )
+        print(
+            f"wrote {sample.path}: {sample.rows:,} of {sample.answers:,} answers from "
+            f"{sample.strata} strata (condition x dataset); fill in `verdict` with pass or "
+            "fail, then name the file in the study's gold.labels",
+            file=sys.stderr if args.json else sys.stdout,
+        )
     if args.json:
         print_json(plan.to_json())
         return int(ExitCode.OK)

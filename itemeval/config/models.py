@@ -114,6 +114,26 @@ class Grader(StrictModel):
         )
 
 
+class Panel(StrictModel):
+    """Several judges' stored verdicts combined into one (`itemeval.judging.panels`): a grade
+    condition of its own that makes no model call."""
+
+    graders: list[str] = Field(min_length=2)  # judges by their name under `graders:`
+    combine: Literal["majority", "mean", "median"] = "majority"
+    tie: Literal["fail", "pass"] = "fail"
+
+
+class Gold(StrictModel):
+    """What judges are calibrated against (`itemeval.judging`): a verifiable scorer of the study
+    where items have a checkable answer, and/or a labels file of human verdicts (these win
+    where both give one)."""
+
+    scorer: str | None = None
+    labels: str | None = None  # CSV or JSON Lines, relative to the study file
+    sample: int | None = Field(default=None, ge=1)  # answers `plan --gold-sample` draws
+    seed: int = 0
+
+
 class Budget(StrictModel):
     policy: Literal["dev", "full"] = "full"
     dev_items: int = Field(default=20, ge=1)
@@ -159,6 +179,8 @@ class StudyConfig(StrictModel):
     sampling: Sampling = Sampling()
     facets: Facets = Facets()
     graders: dict[str, Grader] = Field(default_factory=dict)
+    panels: dict[str, Panel] = Field(default_factory=dict)
+    gold: Gold = Gold()
     budget: Budget = Budget()
     cache: Cache = Cache()
     pricing: str | None = None

@@ -216,6 +216,7 @@ def test_export_to_s3(demo_run: Run, s3_bucket: str, tmp_path: Path):
     assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(out)) == [
         "eee",
         "export.json",
+        "judges.json",  # the study has a judge: its analysis (itemeval.judging)
         "long_table.csv",
         "long_table.parquet",
     ]

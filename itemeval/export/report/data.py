@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from itemeval import __version__
 from itemeval.export.report.difficulty import DatasetDifficulty, item_difficulty
+from itemeval.export.report.judges import judge_analysis, with_panels
 from itemeval.export.report.summary import (
     Bootstrap,
     Cost,
@@ -33,6 +34,7 @@ from itemeval.export.report.summary import (
 from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.conditions import DesignFacets
 from itemeval.export.table.fetch import ItemFetcher
+from itemeval.judging import JudgeAnalysis
 from itemeval.planning import Plan
 from itemeval.store import latest_manifest
 
@@ -64,11 +66,12 @@ class ReportData:
     batch_saved_usd: float = 0.0  # what the batch prices saved on them
     last_run: dict[str, str] = field(default_factory=dict)
     version: str = __version__
+    judges: JudgeAnalysis | None = None  # judges and panels against gold (report/judges.py)
 
 
 def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
     bootstrap = bootstrap or Bootstrap()
-    cells = read_cells(plan)
+    cells = with_panels(read_cells(plan), plan.design)
     facets = cells.facets
     snapshots = {d.name: d.snapshot for d in plan.datasets if d.snapshot is not None}
     fetcher = ItemFetcher(plan.items, snapshots, ["input", "target", "difficulty"])
@@ -123,6 +126,7 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         batch_rows=sum(c.batch_rows for c in cost_lines),
         batch_saved_usd=sum(c.batch_saved_usd for c in cost_lines),
         last_run=last_run,
+        judges=judge_analysis(cells, plan, resamples=bootstrap.resamples, seed=bootstrap.seed),
     )
 
 
@@ -193,4 +197,5 @@ def format_leaderboard(study: str, board: Leaderboard, bootstrap: Bootstrap) -> 
 def leaderboard_text(plan: Plan, bootstrap: Bootstrap | None = None) -> str:
     """The leaderboard of `plan`'s store as aligned plain text, with 95% intervals."""
     bootstrap = bootstrap or Bootstrap()
-    return format_leaderboard(plan.study.study, leaderboard(read_cells(plan), bootstrap), bootstrap)
+    cells = with_panels(read_cells(plan), plan.design)
+    return format_leaderboard(plan.study.study, leaderboard(cells, bootstrap), bootstrap)

@@ -9,6 +9,7 @@ from html import escape
 from itemeval.export.report import svg
 from itemeval.export.report import tables as t
 from itemeval.export.report.data import ReportData
+from itemeval.export.report.judge_tables import judges_html
 from itemeval.export.report.summary import FacetTable
 
 _CI = re.compile(r"^(\S+) (\[[^\]]*\])$")
@@ -176,6 +177,7 @@ _SECTIONS = [
     ("leaderboard-section", "Leaderboard"),
     ("prompts", "Prompt sensitivity"),
     ("agreement", "Grader agreement"),
+    ("judges", "Judges"),
     ("cost", "Cost"),
     ("errors", "Errors"),
     ("difficulty", "Item difficulty"),
@@ -257,6 +259,8 @@ def report_html(data: ReportData) -> str:
         )
     )
     add("</section>")
+
+    add(judges_html(data.judges))
 
     add("<section id='cost'><h2>Cost per correct answer</h2>")
     add(
