@@ -56,7 +56,8 @@ def test_demo_runs_and_reruns(tmp_path, ray_tmp):
     )
     assert first.returncode == 0, first.stderr[-3000:]
     out = first.stdout
-    assert "Done. generate: 2,088 ok" in out and "grade: 4,176 ok" in out
+    assert "Done. generate: 2,088 ok" in out and "grade: 8,352 ok" in out  # 3 judges, a scorer
+    assert "panel: jury (majority of judge, judge-medium, judge-weak)" in out  # no calls of its own
     ranked = re.findall(r"^\d+\s+\S+\s+(strong|medium|weak)\s", out, flags=re.MULTILINE)
     assert ranked[:2] == ["strong", "strong"] and ranked[-2:] == ["weak", "weak"]
     assert (tmp_path / "studies" / "demo" / "manifests").is_dir()
@@ -74,3 +75,19 @@ def test_demo_runs_and_reruns(tmp_path, ray_tmp):
     )
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Nothing left to do" in again.stdout
+    # The report shows the panel and the judges calibrated against the scorer as gold.
+    report = subprocess.run(
+        [sys.executable, "-m", "itemeval", "report", str(REPO / "configs" / "demo.yaml")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.returncode == 0, report.stderr[-3000:]
+    markdown = (tmp_path / "studies" / "demo" / "exports" / "report.md").read_text()
+    judges = markdown.split("## Judges", 1)[1].split("\n## ", 1)[0]
+    assert "Gold: scorer auto (2,088 answers)" in judges
+    corrected = r"\| judge: judge \(sim/judge, rubric correctness\) \| all answers \| [\d,]+ \| "
+    assert re.search(corrected + r"0\.\d+ \[0\.\d+, 0\.\d+\] \| 0\.\d+ \[", judges), judges
+    assert "effective independent judges" in judges

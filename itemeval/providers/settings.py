@@ -65,6 +65,20 @@ class SimModelSpec(_Strict):
     judge_accuracy: Probability = Field(
         0.95, description="probability that a judge verdict from this model is right"
     )
+    judge_false_pass: Probability | None = Field(
+        None,
+        description="as a judge, the chance it passes a wrong answer (default 1 - judge_accuracy)",
+    )
+    judge_false_fail: Probability | None = Field(
+        None,
+        description="as a judge, the chance it fails a right answer (default 1 - judge_accuracy)",
+    )
+    judge_length_bias: Annotated[float, Field(ge=-1, le=1)] = Field(
+        0.0,
+        description="as a judge, how much more often it passes a long answer: added to its "
+        "chance of a pass (false pass up, false fail down) per 1,000 characters of the judged "
+        "answer, up to 1,000",
+    )
     verbosity: Annotated[float, Field(gt=0, le=100)] = Field(
         1.0,
         description="how much reasoning and prose it writes, as a multiple of the default "

@@ -285,7 +285,9 @@ class Simulator:
             truth = answers.solution_matches(solution, str(target))
         else:
             truth = stable_unit("judge-truth", *key) < 0.5
-        right = stable_unit("judge-right", *key) < spec.judge_accuracy
+        false_pass, false_fail = judge_error_rates(spec, solution)
+        error = false_fail if truth else false_pass
+        right = stable_unit("judge-right", *key) < 1.0 - error
         verdict = truth if right else not truth
         low, high = _score_range(hints.get("score_range"))
         reasoning = (
@@ -297,6 +299,22 @@ class Simulator:
             which = answers.JUDGE_FAILURES[int(stable_unit("judge-which", *key) * 4)]
             return answers.malformed_judge_output(which, reasoning, structured=structured)
         return answers.judge_output(high if verdict else low, reasoning, structured=structured)
+
+
+def judge_error_rates(spec: SimModelSpec, solution: str) -> tuple[float, float]:
+    """(false pass, false fail) of a simulated judge on this answer: its declared rates (or
+    `1 - judge_accuracy`), moved by its length bias."""
+    false_pass = spec.judge_false_pass
+    false_fail = spec.judge_false_fail
+    if false_pass is None:
+        false_pass = 1.0 - spec.judge_accuracy
+    if false_fail is None:
+        false_fail = 1.0 - spec.judge_accuracy
+    if spec.judge_length_bias:
+        shift = spec.judge_length_bias * min(1.0, len(solution) / 1000.0)
+        false_pass = min(1.0, max(0.0, false_pass + shift))
+        false_fail = min(1.0, max(0.0, false_fail - shift))
+    return false_pass, false_fail
 
 
 def _reasoning_mean(spec: SimModelSpec, effort: str | None, budget: int | None) -> float:
