@@ -122,6 +122,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
             ["condition id", "kind", "grader", "rubric"],
         )
     )
+    for panel in plan.design.panels:
+        members = ", ".join(panel.member_names)
+        print(f"panel {panel.id}: {panel.combine} of {members} (computed from their grades)")
     print()
     print(
         f"Cells: generate {counted(len(plan.generate), 'condition')} x "

@@ -30,7 +30,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240917
@@ -53,6 +52,8 @@ class Rate:
     def of(cls, k: int, n: int) -> Rate:
         if n == 0:
             return cls(k, n, None, None, None)
+        from scipy import stats  # here: importing scipy.stats costs every command ~0.5 s
+
         ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
         return cls(k, n, k / n, float(ci.low), float(ci.high))
 

@@ -75,8 +75,9 @@ def verdicts(grades: pa.Table, codes: Sequence[int], shape: Shape) -> Verdicts:
     keys = shape.keys(column(rows, "gen", np.int64), column(rows, "item", np.int64), 0)
     keys = keys + column(rows, "epoch", np.int64)
     unique, inverse = np.unique(keys, return_inverse=True)
-    where = {code: i for i, code in enumerate(codes)}
-    col = np.array([where[int(g)] for g in grade], dtype=np.int64)
+    lookup = np.full(max(codes, default=0) + 1, -1, dtype=np.int64)
+    lookup[np.asarray(codes, dtype=np.int64)] = np.arange(len(codes))
+    col = lookup[grade]
     passed = np.full((unique.size, len(codes)), np.nan)
     score = np.full((unique.size, len(codes)), np.nan)
     passed[inverse, col] = column(rows, "correct")
@@ -84,6 +85,20 @@ def verdicts(grades: pa.Table, codes: Sequence[int], shape: Shape) -> Verdicts:
     dataset = np.zeros(unique.size, dtype=np.int32)
     dataset[inverse] = column(rows, "dataset", np.int32)
     return Verdicts(unique, dataset, passed, score, shape)
+
+
+def merge_gold(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gold verdicts from several sources as (sorted keys, verdicts); a later source wins where
+    two give a verdict on the same answer."""
+    if not parts:
+        return np.empty(0, dtype=np.int64), np.empty(0)
+    keys = np.concatenate([k for k, _ in parts]).astype(np.int64)
+    values = np.concatenate([v for _, v in parts]).astype(float)
+    # The last occurrence of each key: unique over the reversed arrays.
+    unique, first = np.unique(keys[::-1], return_index=True)
+    return unique, values[::-1][first]
 
 
 def aligned(keys: np.ndarray, gold_keys: np.ndarray, gold: np.ndarray) -> np.ndarray:

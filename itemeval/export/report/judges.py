@@ -20,7 +20,7 @@ from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.conditions import GradeFacets
 from itemeval.judging import Grader, JudgeAnalysis, PanelRule, analyse, panel_grades
 from itemeval.judging.gold import Labels, read_label_rows, resolve_labels
-from itemeval.judging.verdicts import Shape, column
+from itemeval.judging.verdicts import Shape, column, merge_gold
 from itemeval.planning import Plan
 from itemeval.storage import resolve
 from itemeval.store import SOLUTIONS
@@ -77,7 +77,7 @@ def judge_analysis(
     if not graders:
         return None
     shape = shape_of(cells)
-    gold: dict[int, float] = {}
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
     sources = []
     gold_config = plan.study.gold
     notes = []
@@ -95,19 +95,18 @@ def judge_analysis(
             keys = shape.keys(
                 column(rows, "gen", np.int64), column(rows, "item", np.int64), 0
             ) + column(rows, "epoch", np.int64)
-            gold.update(zip(keys.tolist(), column(rows, "correct").tolist(), strict=True))
+            parts.append((keys, column(rows, "correct")))
             sources.append(f"scorer {gold_config.scorer} ({keys.size:,} answers)")
     if gold_config.labels is not None:
         labels = read_labels(cells, plan, gold_config.labels)
-        gold.update(zip(labels.keys.tolist(), labels.verdicts.tolist(), strict=True))
+        parts.append((labels.keys, labels.verdicts))
         sources.append(f"labels {gold_config.labels} ({labels.keys.size:,} answers)")
         if labels.stale or labels.unmatched:
             notes.append(
                 f"{labels.stale:,} labels of answers generated again since and "
                 f"{labels.unmatched:,} of answers outside this selection were left out"
             )
-    gold_keys = np.array(sorted(gold), dtype=np.int64)
-    gold_values = np.array([gold[int(k)] for k in gold_keys], dtype=float)
+    gold_keys, gold_values = merge_gold(parts)
     result = analyse(
         cells.grades,
         shape,
