@@ -63,6 +63,12 @@ def test_a_panel_costs_its_judges_calls_and_nothing_more(tmp_path: Path) -> None
             judged = 0 if model == "sim/strong" else len(distinct)
             assert after["ok_by_model"][model] == solved + judged
         assert run_study(load_study(path), INLINE).exit_code == ExitCode.OK
+        # Another store, the same response cache: the structured judge calls (their schema is
+        # request content) are answered from the cache, not asked again.
+        elsewhere = write_study(
+            tmp_path / "elsewhere", **panel, **{"cache.location": str(tmp_path / "cache")}
+        )
+        assert run_study(load_study(elsewhere), INLINE).exit_code == ExitCode.OK
         study = Study.from_yaml(path)
         analysis = study.judges(resamples=200)
         assert sim_stats(url)["requests"] == after["requests"]  # re-run and analysis: none
@@ -102,3 +108,5 @@ def test_a_panel_costs_its_judges_calls_and_nothing_more(tmp_path: Path) -> None
     report = labelled_study.report(str(tmp_path / "out"), resamples=50)
     markdown = Path(report.markdown).read_text()
     assert "## Judges" in markdown and "panel: jury" in markdown
+    page = Path(report.html).read_text()
+    assert "<table id='judge-corrected'>" in page and "<table id='judge-panels'>" in page
