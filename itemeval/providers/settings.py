@@ -73,6 +73,12 @@ class SimModelSpec(_Strict):
         None,
         description="as a judge, the chance it fails a right answer (default 1 - judge_accuracy)",
     )
+    judge_shared_errors: Probability = Field(
+        0.0,
+        description="as a judge, the share of its verdicts drawn from a draw every judge with "
+        "this setting shares (per answer): judges err on the same answers, their errors "
+        "correlate (about the product of their shares)",
+    )
     judge_length_bias: Annotated[float, Field(ge=-1, le=1)] = Field(
         0.0,
         description="as a judge, how much more often it passes a long answer: added to its "

@@ -36,3 +36,30 @@ def test_a_length_bias_passes_long_wrong_answers_more_often() -> None:
     short = verdicts(spec, ["ANSWER: 41"] * 3000, "42").mean()
     long = verdicts(spec, ["x" * 1200 + "\nANSWER: 41"] * 3000, "42").mean()
     assert abs(short - 0.1) < 0.02 and abs(long - 0.4) < 0.03
+
+
+def test_shared_errors_correlate_judges_as_declared() -> None:
+    """Three judges with equal error rates and a shared share `s` of their draws: their error
+    correlation is s squared, and the panel is worth 3 / (1 + 2 s^2) independent judges."""
+    from itemeval.judging import panel_agreement
+
+    n, share = 4000, 0.7
+    solutions = [f"ANSWER: {41 + i % 2}" for i in range(n)]
+    truth = np.array([float(i % 2) for i in range(n)])  # "ANSWER: 42" is right
+    columns = []
+    for name in ("a", "b", "c"):
+        spec = SimModelSpec(
+            ability=0.5, judge_false_pass=0.25, judge_false_fail=0.25, judge_shared_errors=share
+        )
+        sim = Simulator(SimSettings(seed=7, models={name: spec}))
+        scores = []
+        for i, solution in enumerate(solutions):
+            hints = {"item_id": f"q{i}", "target": "42", "role": "judge", "solution": solution}
+            reply = sim.answer(
+                f"sim/{name}", [{"role": "user", "content": "grade"}], hints=hints, structured=True
+            )
+            scores.append(parse_structured_verdict(reply.text).score)
+        columns.append(np.array(scores, dtype=float))
+    agreement = panel_agreement(np.column_stack(columns), truth)
+    assert abs(agreement.mean_error_correlation - share**2) < 0.05
+    assert abs(agreement.effective_judges - 3 / (1 + 2 * share**2)) < 0.12

@@ -287,7 +287,13 @@ class Simulator:
             truth = stable_unit("judge-truth", *key) < 0.5
         false_pass, false_fail = judge_error_rates(spec, solution)
         error = false_fail if truth else false_pass
-        right = stable_unit("judge-right", *key) < 1.0 - error
+        draw = stable_unit("judge-right", *key)
+        if spec.judge_shared_errors and stable_unit("judge-shared", *key) < (
+            spec.judge_shared_errors
+        ):
+            # A draw without the judge's name: every judge drawing it errs on the same answers.
+            draw = stable_unit("judge-right-shared", key[0], *key[2:])
+        right = draw < 1.0 - error
         verdict = truth if right else not truth
         low, high = _score_range(hints.get("score_range"))
         reasoning = (
