@@ -34,6 +34,8 @@ BENCHMARKS = [
     ("peak memory of driver and workers, 100k and 1M items x 2 models", ["memory_sweep.py"]),
     ("planning's memory by phase, 100k and 1M items x 2 models", ["planning_memory.py"]),
     ("a heavy-tailed provider, with and without hedging", ["stragglers.py"]),
+    ("judge calibration: interval coverage over 500 simulated studies", ["judge_calibration.py"]),
+    ("a 3-judge panel over 5,000 stored answers, counted at the server", ["panel_cost.py"]),
 ]
 
 

@@ -12,10 +12,16 @@ exactly the content that defines the condition and nothing else:
 * generate: `{"stage": "generate", "model": <model id>, "params": <resolved sampling params>,
   "prompt": {"name": <template name>, "sha256": <template hash>}}`
 * judge: `{"stage": "grade", "grader": {"model": <judge model id>, "params": <judge params>},
-  "rubric": {"name": <rubric name>, "sha256": <rubric hash>}}`
+  "rubric": {"name": <rubric name>, "sha256": <rubric hash>}}`; a grader with
+  `structured: false` adds `"verdict": "text"` to its `grader` object (the default, structured
+  where the endpoint has it, adds nothing: ids from before structured verdicts stay)
 * verifiable: `{"stage": "grade", "scorer": <name>, "version": <scorer version>}`; a custom
   scorer's names where its function is defined and its version or source hash instead
   (`scoring/custom.py`)
+* panel (`panels:`, one per panel and rubric): `{"stage": "grade", "panel": {"members":
+  [<member judge condition ids>], "combine": <rule>, "tie": <rule>}}`. A panel is computed from
+  its members' stored grades (`itemeval.judging.panels`); it is in `Design.panels`, never in
+  `Design.grade`, so nothing runs it
 
 Readable names (the model's `name`, a model config's `name`, a grader's key) only enter the slug.
 Execution knobs (endpoints, retries, timeouts, limits, concurrency, budget, store, runtime) never
@@ -79,6 +85,8 @@ class GradeCondition:
     endpoint: str | None = None
     rubric: Template | None = None
     params: SamplingParams | None = None
+    #: the judge answers through its endpoint's structured output (the verdict is the reply)
+    structured: bool = False
     # verifiable scorers: the name the study uses (built-in, entry point or module:function)
     scorer: str | None = None
 
@@ -98,6 +106,7 @@ class GradeCondition:
                 "rubric": self.rubric.name,
                 "rubric_sha256": self.rubric.sha256,
                 "params": self.params.as_dict(),
+                "structured": self.structured,
             }
         else:
             out["scorer"] = self.scorer
@@ -108,10 +117,39 @@ class GradeCondition:
 
 
 @dataclass(frozen=True, slots=True)
+class PanelCondition:
+    """A panel of judges under one rubric: its members' verdicts combined, no call made."""
+
+    id: str
+    slug: str
+    name: str  # the panel's key under `panels:`
+    members: tuple[str, ...]  # judge grade condition ids, in the panel's order
+    member_names: tuple[str, ...]  # the judges' names under `graders:`
+    rubric: Template
+    combine: str
+    tie: str
+    payload: dict[str, Any] = field(repr=False)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "stage": "grade",
+            "kind": "panel",
+            "panel": self.name,
+            "members": list(self.members),
+            "graders": list(self.member_names),
+            "rubric": self.rubric.name,
+            "combine": self.combine,
+            "tie": self.tie,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Design:
     generate: tuple[GenerateCondition, ...]
     grade: tuple[GradeCondition, ...]
     epochs: int
+    panels: tuple[PanelCondition, ...] = ()
 
     @property
     def conditions(self) -> tuple[GenerateCondition | GradeCondition, ...]:
@@ -162,9 +200,13 @@ class Design:
         known = [c.id for c in self.generate] + [c.id for c in self.grade]
         chosen = set(select_conditions(known, wanted))
         generate = tuple(c for c in self.generate if c.id in chosen)
-        grade = tuple(c for c in self.grade if c.id in chosen)
+        grade = tuple(c for c in self.grade if c.id in chosen) or self.grade
+        kept = {c.id for c in grade}
         return Design(
-            generate=generate or self.generate, grade=grade or self.grade, epochs=self.epochs
+            generate=generate or self.generate,
+            grade=grade,
+            epochs=self.epochs,
+            panels=tuple(p for p in self.panels if kept.issuperset(p.members)),
         )
 
 
@@ -208,10 +250,19 @@ def build_design(study: StudyConfig) -> Design:
     for grader_name in study.facets.grader:
         grader = study.graders[grader_name]
         params = grader.params()
+        endpoint = study.endpoints.get(grader.endpoint)
+        structured = (
+            grader.structured
+            and endpoint is not None
+            and endpoint.structured_output(thinking=grader.thinks)
+        )
+        identity: dict[str, Any] = {"model": grader.model, "params": params.as_dict()}
+        if not grader.structured:
+            identity["verdict"] = "text"
         for rubric in rubrics:
             payload = {
                 "stage": "grade",
-                "grader": {"model": grader.model, "params": params.as_dict()},
+                "grader": identity,
                 "rubric": {"name": rubric.name, "sha256": rubric.sha256},
             }
             slug = slugify(f"{grader_name}_{rubric.short_name}")
@@ -226,6 +277,7 @@ def build_design(study: StudyConfig) -> Design:
                     endpoint=grader.endpoint,
                     rubric=rubric,
                     params=params,
+                    structured=structured,
                 )
             )
     for index, scorer in enumerate(study.scorers):
@@ -240,7 +292,51 @@ def build_design(study: StudyConfig) -> Design:
             )
         )
     _check_distinct(generate, grade)
-    return Design(generate=tuple(generate), grade=tuple(grade), epochs=study.facets.replications)
+    return Design(
+        generate=tuple(generate),
+        grade=tuple(grade),
+        epochs=study.facets.replications,
+        panels=_panels(study, grade, rubrics),
+    )
+
+
+def _panels(
+    study: StudyConfig, grade: list[GradeCondition], rubrics: list[Template]
+) -> tuple[PanelCondition, ...]:
+    """One panel condition per panel and rubric (its members: the judges' conditions under it)."""
+    out = []
+    for name, panel in study.panels.items():
+        for rubric in rubrics:
+            members = [
+                next(
+                    c.id
+                    for c in grade
+                    if c.kind == "judge"
+                    and c.grader_name == member
+                    and c.rubric is not None
+                    and c.rubric.sha256 == rubric.sha256
+                )
+                for member in panel.graders
+            ]
+            payload = {
+                "stage": "grade",
+                "panel": {"members": members, "combine": panel.combine, "tie": panel.tie},
+            }
+            slug = slugify(f"{name}_{rubric.short_name}")
+            out.append(
+                PanelCondition(
+                    id=condition_id(slug, payload),
+                    slug=slug,
+                    name=name,
+                    members=tuple(members),
+                    member_names=tuple(panel.graders),
+                    rubric=rubric,
+                    combine=panel.combine,
+                    tie=panel.tie,
+                    payload=payload,
+                )
+            )
+    return tuple(out)
 
 
 def _check_distinct(generate: Iterable[GenerateCondition], grade: Iterable[GradeCondition]) -> None:

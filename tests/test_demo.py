@@ -47,7 +47,7 @@ def ray_tmp() -> Iterator[str]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_demo_runs_and_reruns(tmp_path, ray_tmp):
+def test_demo_runs_and_reruns(tmp_path, ray_tmp, monkeypatch):
     env = {**os.environ, "ITEMEVAL_CACHE_DIR": str(tmp_path / "cache"), "RAY_TMPDIR": ray_tmp}
     env.pop("RAY_ADDRESS", None)
     command = [sys.executable, "-m", "itemeval", "demo", str(REPO / "configs" / "demo.yaml")]
@@ -56,7 +56,8 @@ def test_demo_runs_and_reruns(tmp_path, ray_tmp):
     )
     assert first.returncode == 0, first.stderr[-3000:]
     out = first.stdout
-    assert "Done. generate: 2,088 ok" in out and "grade: 4,176 ok" in out
+    assert "Done. generate: 2,088 ok" in out and "grade: 8,352 ok" in out  # 3 judges, a scorer
+    assert "panel: jury (majority of judge, judge-medium, judge-weak)" in out  # no calls of its own
     # tier, rank interval, condition, model
     ranked = re.findall(r"^\s*\d+\s+\S+\s+\S+\s+(strong|medium|weak)\s", out, flags=re.MULTILINE)
     assert ranked[:2] == ["strong", "strong"] and ranked[-2:] == ["weak", "weak"]
@@ -79,3 +80,15 @@ def test_demo_runs_and_reruns(tmp_path, ray_tmp):
     )
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Nothing left to do" in again.stdout
+    # The report shows the panel and the judges calibrated against the scorer as gold (in
+    # this process: `itemeval report` computes the same).
+    from itemeval import Study
+
+    monkeypatch.chdir(tmp_path)
+    report = Study.from_yaml(REPO / "configs" / "demo.yaml").report(resamples=200)
+    markdown = Path(report.markdown).read_text()
+    judges = markdown.split("## Judges", 1)[1].split("\n## ", 1)[0]
+    assert "Gold: scorer auto (2,088 answers)" in judges
+    corrected = r"\| judge: judge \(sim/judge, rubric correctness\) \| all answers \| [\d,]+ \| "
+    assert re.search(corrected + r"0\.\d+ \[0\.\d+, 0\.\d+\] \| 0\.\d+ \[", judges), judges
+    assert "effective independent judges" in judges

@@ -49,6 +49,9 @@ from itemeval.export import (
     leaderboard_text,
     write_report,
 )
+from itemeval.export.gold_sample import GoldSample, write_gold_sample
+from itemeval.export.report.judges import study_judges
+from itemeval.judging import JudgeAnalysis
 from itemeval.planning import Plan, make_plan
 
 if TYPE_CHECKING:
@@ -331,6 +334,47 @@ class Study:
             raise InputError(Problem("must be at least 1", field="resamples"))
         bootstrap = Bootstrap(resamples=resamples, seed=seed)
         return write_report(self._plan(store, limit, condition, with_pending=False), out, bootstrap)
+
+    def judges(
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        resamples: int = Bootstrap().resamples,
+        seed: int = Bootstrap().seed,
+    ) -> JudgeAnalysis | None:
+        """Every judge and panel against the study's gold (`gold:`): sensitivity and
+        specificity, accuracy corrected for the judge's errors with its interval, how far the
+        raw figure is off; each panel's agreement and effective number of independent judges
+        (None for a study without judges). See docs/judges.md."""
+        if resamples < 1:
+            raise InputError(Problem("must be at least 1", field="resamples"))
+        plan = self._plan(store, limit, condition, with_pending=False)
+        return study_judges(plan, resamples=resamples, seed=seed)
+
+    def gold_sample(
+        self,
+        n: int | None = None,
+        out: str | None = None,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+    ) -> GoldSample:
+        """Draw `n` answers (default `gold.sample`) stratified by condition and dataset and
+        write a labelling file (CSV, default `<study>-gold-sample.csv`) with an empty
+        `verdict` column for a person to fill; name it in `gold.labels` once filled."""
+        n = n or self.config.gold.sample
+        if n is None:
+            raise InputError(
+                Problem(
+                    "how many answers to sample?",
+                    field="gold.sample",
+                    hint="pass --gold-sample N or set gold.sample in the study",
+                )
+            )
+        return write_gold_sample(self._plan(store, limit, condition, with_pending=False), n, out)
 
     # -- inside ------------------------------------------------------------------------------
     def _plan(

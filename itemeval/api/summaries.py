@@ -101,6 +101,7 @@ class PlanSummary:
             "datasets": s.datasets,
             "generate": self.generate,
             "grade": self.grade,
+            "panels": [p.describe() | {"slug": p.slug} for p in self.design.panels],
             "cells": self.cells,
             "pending": self.pending,
         }

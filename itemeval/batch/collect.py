@@ -153,6 +153,7 @@ def _row(
         grader=condition.model_id or "",
         rubric=condition.rubric,
         run_id=context.run_id,
+        structured=condition.structured,
     )
 
 

@@ -157,6 +157,7 @@ async def _write_hits(
                 grader=grader.model_id or "",
                 rubric=grader.rubric,
                 run_id=context.run_id,
+                structured=grader.structured,
             )
             for c in calls
         ]

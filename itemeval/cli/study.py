@@ -46,6 +46,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     power.add_argument("--power", type=float, default=0.8, help="chance to detect it (0.8)")
     power.add_argument("--alpha", type=float, default=0.05, help="the test's level (0.05)")
+    plan.add_argument(
+        "--gold-sample",
+        type=int,
+        metavar="N",
+        help="also draw N stored answers (stratified by condition and dataset) and write a "
+        "labelling file for a person to fill in (see docs/judges.md)",
+    )
+    plan.add_argument(
+        "--gold-out",
+        metavar="PATH",
+        help="where the labelling file goes (default "
+        "<study>-gold-sample.csv; an existing file is never overwritten)",
+    )
     plan.set_defaults(func=cmd_plan)
 
     estimate = subparsers.add_parser(
@@ -76,8 +89,23 @@ def _selection(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    study = study_from(args)
     power = {"detect": args.detect, "power": args.power, "alpha": args.alpha}
-    plan = study_from(args).plan(**_selection(args), **power)
+    plan = study.plan(**_selection(args), **power)
+    if args.gold_sample is not None or args.gold_out is not None:
+        sample = study.gold_sample(
+            args.gold_sample,
+            args.gold_out,
+            store=args.store,
+            limit=args.limit,
+            condition=args.condition,
+        )
+        print(
+            f"wrote {sample.path}: {sample.rows:,} of {sample.answers:,} answers from "
+            f"{sample.strata} strata (condition x dataset); fill in `verdict` with pass or "
+            "fail, then name the file in the study's gold.labels",
+            file=sys.stderr if args.json else sys.stdout,
+        )
     if args.json:
         print_json(plan.to_json())
         return int(ExitCode.OK)
@@ -108,6 +136,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
             ["condition id", "kind", "grader", "rubric"],
         )
     )
+    for panel in plan.design.panels:
+        members = ", ".join(panel.member_names)
+        print(f"panel {panel.id}: {panel.combine} of {members} (computed from their grades)")
     print()
     print(
         f"Cells: generate {counted(len(plan.generate), 'condition')} x "

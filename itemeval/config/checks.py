@@ -84,6 +84,16 @@ def cross_check(study: StudyConfig) -> list[Problem]:
     for index, name in enumerate(study.facets.grader):
         if name not in study.graders:
             unknown("grader", name, sorted(study.graders), f"facets.grader[{index}]")
+    for name, panel in study.panels.items():
+        for index, member in enumerate(panel.graders):
+            if member not in study.facets.grader:
+                unknown(
+                    "grader", member, list(study.facets.grader), f"panels.{name}.graders[{index}]"
+                )
+        if len(set(panel.graders)) != len(panel.graders):
+            problems.append(Problem("a panel names a grader twice", field=f"panels.{name}.graders"))
+    if study.gold.scorer is not None and study.gold.scorer not in study.scorers:
+        unknown("scorer", study.gold.scorer, study.scorers, "gold.scorer")
     if study.facets.rubric and not study.facets.grader:
         problems.append(
             Problem(

@@ -95,6 +95,15 @@ class Grader(StrictModel):
     seed: int | None = None
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
     thinking_budget: int | None = Field(default=None, ge=0)
+    #: Answer through the endpoint's structured output (a JSON schema: OpenAI-compatible
+    #: `response_format`, Anthropic tool use, Gemini's response schema, the simulator) where it
+    #: has one; false: a text reply read by the text parser and its guards.
+    structured: bool = True
+
+    @property
+    def thinks(self) -> bool:
+        """Whether the judge asks for hidden reasoning (thinking)."""
+        return bool(self.thinking_budget) or self.reasoning_effort not in (None, "minimal")
 
     def params(self) -> SamplingParams:
         return SamplingParams(
@@ -104,6 +113,26 @@ class Grader(StrictModel):
             reasoning_effort=self.reasoning_effort,
             thinking_budget=self.thinking_budget,
         )
+
+
+class Panel(StrictModel):
+    """Several judges' stored verdicts combined into one (`itemeval.judging.panels`): a grade
+    condition of its own that makes no model call."""
+
+    graders: list[str] = Field(min_length=2)  # judges by their name under `graders:`
+    combine: Literal["majority", "mean", "median"] = "majority"
+    tie: Literal["fail", "pass"] = "fail"
+
+
+class Gold(StrictModel):
+    """What judges are calibrated against (`itemeval.judging`): a verifiable scorer of the study
+    where items have a checkable answer, and/or a labels file of human verdicts (these win
+    where both give one)."""
+
+    scorer: str | None = None
+    labels: str | None = None  # CSV or JSON Lines, relative to the study file
+    sample: int | None = Field(default=None, ge=1)  # answers `plan --gold-sample` draws
+    seed: int = 0
 
 
 class Budget(StrictModel):
@@ -168,6 +197,8 @@ class StudyConfig(StrictModel):
     sampling: Sampling = Sampling()
     facets: Facets = Facets()
     graders: dict[str, Grader] = Field(default_factory=dict)
+    panels: dict[str, Panel] = Field(default_factory=dict)
+    gold: Gold = Gold()
     budget: Budget = Budget()
     cache: Cache = Cache()
     pricing: str | None = None

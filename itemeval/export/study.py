@@ -35,12 +35,14 @@ from itemeval.errors import InputError, Problem
 from itemeval.export.eee.records import EEE_VERSIONS, RELATIONSHIPS, RecordContext
 from itemeval.export.eee.writer import EeeWriter
 from itemeval.export.outputs import OutputDir, OutputFile
+from itemeval.export.report.judges import study_judges
 from itemeval.export.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from itemeval.export.table.columns import LONG_TABLE_SCHEMA
 from itemeval.export.table.scan import DEFAULT_BATCH_ROWS, LongTableScan, Pair, ScanCounts
 from itemeval.planning import Plan
 
 FORMATS = ("parquet", "csv", "eee")
+JUDGES_FILE = "judges.json"  # every judge and panel against gold, when the study has judges
 PARQUET_FILE = "long_table.parquet"
 CSV_FILE = "long_table.csv"
 SUMMARY_FILE = "export.json"
@@ -309,6 +311,11 @@ def export_study(plan: Plan, options: ExportOptions | None = None) -> ExportResu
     tables = [f for f in ("parquet", "csv") if f in options.formats]
     if tables:
         result.files |= _write_statistics(plan, out, tables, options)
+    judges = study_judges(plan, resamples=options.resamples, seed=options.seed)
+    if judges is not None:  # judges and panels against gold (itemeval.judging)
+        result.files["judges"] = out.write_bytes(
+            JUDGES_FILE, (json.dumps(judges.as_dict(), indent=2) + "\n").encode("utf-8")
+        )
     if eee is not None:
         result.eee_evaluations = eee.totals.evaluations
         result.eee_samples = eee.totals.samples

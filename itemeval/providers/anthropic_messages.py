@@ -15,12 +15,16 @@ Parameter mapping:
 |                    | to budget + max_tokens when it would not leave room for the answer    |
 | reasoning_effort   | without a thinking_budget: minimal = no thinking, low = 1024,         |
 |                    | medium = 4096, high = 16384 thinking tokens                           |
+| reply_schema       | one tool (`name`, `input_schema`) and `tool_choice` forcing it; the   |
+|                    | result's text is the tool call's `input` as JSON (Anthropic refuses   |
+|                    | a forced tool with thinking: judges that think answer in text)        |
 
 Prompt caching: the stable prefix (everything before the final message: the system prompt, any
 earlier turns) carries `cache_control: {"type": "ephemeral"}` on its last block when it is long
 enough and repeats; `cache_breakpoints.py` says which requests mark it and why.
 
-Parsed: the text blocks of `content` (thinking blocks are skipped), `stop_reason` normalised
+Parsed: the text blocks of `content` (thinking blocks are skipped), or, for a request with a
+reply schema, the `input` of its tool's `tool_use` block as canonical JSON, `stop_reason` normalised
 (`end_turn`/`stop_sequence` -> `stop`, `max_tokens` -> `length`, `refusal` -> `content_filter`, a
 failure), usage where input = `input_tokens` + `cache_creation_input_tokens` +
 `cache_read_input_tokens`, cached input = `cache_read_input_tokens` and cache writes =
@@ -35,6 +39,7 @@ from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
+from itemeval.ids import canonical_json
 from itemeval.providers.cache_breakpoints import (
     Breakpoint,
     CacheBreakpoints,
@@ -148,6 +153,16 @@ class AnthropicMessagesProvider(HttpProvider):
             body["top_p"] = params.top_p
         if params.stop:
             body["stop_sequences"] = list(params.stop)
+        if request.reply_schema is not None:
+            schema = request.reply_schema
+            body["tools"] = [
+                {
+                    "name": schema.name,
+                    "description": schema.description,
+                    "input_schema": schema.schema,
+                }
+            ]
+            body["tool_choice"] = {"type": "tool", "name": schema.name}
         return body
 
     def parse_success(self, body: Any, request_id: str | None) -> ModelResult:
@@ -156,15 +171,19 @@ class AnthropicMessagesProvider(HttpProvider):
         request_id = request_id or body.get("id")
         usage = parse_usage(body.get("usage"))
         parts: list[str] = []
+        tool_input: str | None = None
         for block in body["content"]:
             if not isinstance(block, dict):
                 raise MalformedBody("a `content` block is not an object")
-            if block.get("type") == "text":
+            if block.get("type") == "tool_use" and tool_input is None:
+                # Structured output: the forced tool's input is the reply, not the text beside.
+                tool_input = canonical_json(block.get("input"))
+            elif block.get("type") == "text":
                 text = block.get("text")
                 if not isinstance(text, str):
                     raise MalformedBody("a text block has no `text` string")
                 parts.append(text)
-        text = "".join(parts)
+        text = "".join(parts) if tool_input is None else tool_input
         raw_reason = body.get("stop_reason")
         finish = _STOP_REASONS.get(raw_reason, raw_reason) if raw_reason else None
         if finish == "content_filter":

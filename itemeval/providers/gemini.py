@@ -15,6 +15,8 @@ Parameter mapping:
 | thinking_budget    | `generationConfig.thinkingConfig.thinkingBudget`                      |
 | reasoning_effort   | without a thinking_budget: thinkingBudget minimal = 0, low = 1024,    |
 |                    | medium = 4096, high = 16384                                           |
+| reply_schema       | `generationConfig.responseMimeType: application/json` and             |
+|                    | `responseSchema` (the schema in Gemini's OpenAPI subset)              |
 
 Parsed: the text parts of `candidates[0].content` (parts marked `thought` are skipped),
 `finishReason` normalised (`STOP` -> `stop`, `MAX_TOKENS` -> `length`, `SAFETY`, `RECITATION`,
@@ -79,6 +81,9 @@ class GeminiProvider(HttpProvider):
         budget = thinking_budget(params)
         if budget is not None:
             config["thinkingConfig"] = {"thinkingBudget": budget}
+        if request.reply_schema is not None:
+            config["responseMimeType"] = "application/json"
+            config["responseSchema"] = response_schema(request.reply_schema.schema)
         if config:
             body["generationConfig"] = config
         return body
@@ -158,3 +163,16 @@ def parse_usage(usage: Any) -> Usage:
         cached_input_tokens=_int(usage.get("cachedContentTokenCount")),
         reasoning_tokens=thoughts,
     )
+
+
+def response_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema as Gemini's `responseSchema` (its OpenAPI subset): without
+    `additionalProperties`, properties kept in their order (`propertyOrdering`)."""
+    out: dict[str, Any] = {
+        key: value for key, value in schema.items() if key not in ("additionalProperties",)
+    }
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        out["properties"] = {name: response_schema(value) for name, value in properties.items()}
+        out["propertyOrdering"] = list(properties)
+    return out

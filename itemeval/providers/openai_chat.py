@@ -15,6 +15,8 @@ Groq, ...). Parameter mapping:
 | reasoning_effort   | `reasoning_effort`                                                |
 | thinking_budget    | not sent: chat completions has no token budget for reasoning;     |
 |                    | use `reasoning_effort`                                            |
+| reply_schema       | `response_format: {type: json_schema, json_schema: {name, strict: |
+|                    | true, schema}}` (structured output; the content is the JSON)      |
 
 Parsed: `choices[0].message.content` (a `refusal` with no content is `content_filter`),
 `finish_reason` (`content_filter` is a failure), usage with
@@ -76,6 +78,17 @@ class OpenAIChatProvider(HttpProvider):
             body["stop"] = list(params.stop)
         if params.reasoning_effort is not None:
             body["reasoning_effort"] = params.reasoning_effort
+        if request.reply_schema is not None:
+            schema = request.reply_schema
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": schema.name,
+                    "description": schema.description,
+                    "strict": True,
+                    "schema": schema.schema,
+                },
+            }
         return body
 
     def parse_success(self, body: Any, request_id: str | None) -> ModelResult:

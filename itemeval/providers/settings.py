@@ -61,6 +61,26 @@ class SimModelSpec(_Strict):
     judge_accuracy: Probability = Field(
         0.95, description="probability that a judge verdict from this model is right"
     )
+    judge_false_pass: Probability | None = Field(
+        None,
+        description="as a judge, the chance it passes a wrong answer (default 1 - judge_accuracy)",
+    )
+    judge_false_fail: Probability | None = Field(
+        None,
+        description="as a judge, the chance it fails a right answer (default 1 - judge_accuracy)",
+    )
+    judge_shared_errors: Probability = Field(
+        0.0,
+        description="as a judge, the share of its verdicts drawn from a draw every judge with "
+        "this setting shares (per answer): judges err on the same answers, their errors "
+        "correlate (about the product of their shares)",
+    )
+    judge_length_bias: Annotated[float, Field(ge=-1, le=1)] = Field(
+        0.0,
+        description="as a judge, how much more often it passes a long answer: added to its "
+        "chance of a pass (false pass up, false fail down) per 1,000 characters of the judged "
+        "answer, up to 1,000",
+    )
     verbosity: Annotated[float, Field(gt=0, le=100)] = Field(
         1.0,
         description="how much reasoning and prose it writes, as a multiple of the default "
@@ -459,6 +479,14 @@ class EndpointSettings(_Strict):
     def is_plugin(self) -> bool:
         """True when a provider plugin serves this endpoint (`kind` is not built in)."""
         return self.kind not in BUILTIN_KINDS
+
+    def structured_output(self, *, thinking: bool = False) -> bool:
+        """Whether this endpoint's client can ask for a structured reply (a JSON schema): every
+        built-in wire can, except Anthropic with extended thinking (a forced tool cannot be
+        combined with thinking); a plugin's cannot (it never sees the schema)."""
+        if self.is_plugin:
+            return False
+        return not (thinking and self.wire == "anthropic")
 
     @property
     def in_process(self) -> bool:

@@ -72,19 +72,37 @@ class SamplingParams:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplySchema:
+    """Structured output: the reply must be one JSON object valid against `schema` (a JSON
+    Schema of an object). Each client maps it to its wire format (OpenAI `response_format`
+    `json_schema`, Anthropic a forced tool named `name`, Gemini `responseSchema`); the result's
+    `text` is then that JSON object and nothing else."""
+
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """What enters the request's content (its hash and cache key)."""
+        return {"name": self.name, "schema": self.schema}
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One call: chat messages (`{"role": "system"|"user"|"assistant", "content": str}`),
     the model id as the endpoint knows it, and sampling parameters.
 
     `sim_hints` is read only by the simulated provider (the item's target, difficulty, modality,
     id and the epoch, so that a simulated model can be right with a known probability); real
-    clients never send it.
+    clients never send it. `reply_schema`, when set, asks for structured output (see
+    `ReplySchema`); it is request content.
     """
 
     model: str
     messages: tuple[dict[str, str], ...]
     params: SamplingParams = field(default_factory=SamplingParams)
     sim_hints: dict[str, Any] | None = None
+    reply_schema: ReplySchema | None = None
 
 
 @dataclass(frozen=True, slots=True)

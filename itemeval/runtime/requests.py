@@ -12,7 +12,8 @@ from typing import Any
 
 from itemeval.design import GenerateCondition, GradeCondition
 from itemeval.providers.settings import EndpointSettings
-from itemeval.providers.types import ModelRequest
+from itemeval.providers.types import ModelRequest, ReplySchema
+from itemeval.scoring import VERDICT_SCHEMA, VERDICT_SCHEMA_NAME
 from itemeval.workitem import WorkItem
 
 
@@ -50,6 +51,7 @@ def judge_requests(
     assert condition.model_id is not None
     rubric = condition.rubric
     sim = endpoint.kind == "sim"
+    schema = VERDICT if condition.structured else None
     kept: dict[str, list[Any]] = {"item_id": [], "epoch": []}
     judged: dict[tuple[str, int], tuple[str, str]] = {}
     requests = []
@@ -66,12 +68,19 @@ def judge_requests(
                 messages=rubric.render_rubric(item, text),
                 params=condition.params,
                 sim_hints=_judge_hints(item, epoch, text) if sim else None,
+                reply_schema=schema,
             )
         )
         kept["item_id"].append(item_id)
         kept["epoch"].append(epoch)
         judged[(item_id, epoch)] = (wanted, text)
     return requests, kept, judged
+
+
+#: What a judge with structured output is asked for: the verdict object and nothing else.
+VERDICT = ReplySchema(
+    VERDICT_SCHEMA_NAME, VERDICT_SCHEMA, "Record the verdict: the reasoning, then the score."
+)
 
 
 def _solver_hints(item: WorkItem, epoch: int) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from itemeval.providers.types import ModelResult
-from itemeval.scoring import Score, parse_judge_output
+from itemeval.scoring import Score, parse_judge_output, parse_structured_verdict
 from itemeval.secrets import redact
 from itemeval.store import STATUS_ERROR, STATUS_OK
 from itemeval.templates import Template
@@ -81,10 +81,12 @@ def judge_row(
     grader: str,
     rubric: Template,
     run_id: str,
+    structured: bool = False,
 ) -> dict[str, Any]:
     """A judge's grade. Provider failures are `error` rows (retried later); an answer that
     breaks the score contract is an `ok` row with `parse_ok = false` (final). `solution` is the
-    text that was judged: a score block copied from it is never taken as the judge's."""
+    text that was judged: a score block copied from it is never taken as the judge's.
+    `structured`: the judge answered through structured output, so the reply is the verdict."""
     result = call.result
     row: dict[str, Any] = {
         "gen_condition_id": gen_condition_id,
@@ -98,13 +100,21 @@ def judge_row(
     }
     if not result.ok:
         return row | {"status": STATUS_ERROR, "parse_ok": False, **_error(result)}
-    verdict = parse_judge_output(
-        result.text,
-        judged=solution,
-        min_score=rubric.min_score,
-        max_score=rubric.max_score,
-        finish_reason=result.finish_reason,
-    )
+    if structured:
+        verdict = parse_structured_verdict(
+            result.text,
+            min_score=rubric.min_score,
+            max_score=rubric.max_score,
+            finish_reason=result.finish_reason,
+        )
+    else:
+        verdict = parse_judge_output(
+            result.text,
+            judged=solution,
+            min_score=rubric.min_score,
+            max_score=rubric.max_score,
+            finish_reason=result.finish_reason,
+        )
     return row | {
         "status": STATUS_OK,
         "judge_text": result.text,

@@ -244,6 +244,7 @@ class ShardRunner:
                 grader=condition.model_id or "",
                 rubric=rubric,
                 run_id=self.context.run_id,
+                structured=condition.structured,
             )
 
         target = judge_target(condition)

@@ -4,7 +4,7 @@
 * `verifiable`  the built-in scorers (`exact_match`, `multiple_choice`, `numeric`, `token_f1`,
                 `auto`)
 * `custom`      scorer plugins, their identity in condition ids, and `score` (any scorer)
-* `judge`       the strict judge-output parser and its guards
+* `judge`       the strict judge-output parsers (structured and text) and the text guards
 """
 
 from itemeval.scoring.custom import (
@@ -16,12 +16,21 @@ from itemeval.scoring.custom import (
     scorer_identity,
 )
 from itemeval.scoring.extract import answer_span, extract_answer
-from itemeval.scoring.judge import JudgeVerdict, ParseCode, parse_judge_output
+from itemeval.scoring.judge import (
+    VERDICT_SCHEMA,
+    VERDICT_SCHEMA_NAME,
+    JudgeVerdict,
+    ParseCode,
+    parse_judge_output,
+    parse_structured_verdict,
+)
 from itemeval.scoring.verifiable import SCORER_VERSION, SCORERS, Score, auto_scorer_for
 
 __all__ = [
     "SCORERS",
     "SCORER_VERSION",
+    "VERDICT_SCHEMA",
+    "VERDICT_SCHEMA_NAME",
     "JudgeVerdict",
     "ParseCode",
     "Score",
@@ -32,6 +41,7 @@ __all__ = [
     "auto_scorer_for",
     "extract_answer",
     "parse_judge_output",
+    "parse_structured_verdict",
     "score",
     "scorer",
     "scorer_identity",

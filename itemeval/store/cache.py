@@ -86,19 +86,27 @@ def default_cache_url() -> str:
 def request_content(request: ModelRequest | Mapping[str, Any]) -> dict[str, Any]:
     """The exact content of a call that the cache key and `request_hash` cover.
 
-    `sim_hints` are not request content (real providers never see them).
+    `sim_hints` are not request content (real providers never see them). A reply schema
+    (structured output) is, under `reply_schema`, only when set: a request without one hashes
+    as it always did.
     """
     if isinstance(request, ModelRequest):
-        return {
+        content = {
             "model": request.model,
             "messages": [dict(m) for m in request.messages],
             "params": request.params.as_dict(),
         }
-    return {
+        if request.reply_schema is not None:
+            content["reply_schema"] = request.reply_schema.as_dict()
+        return content
+    content = {
         "model": request["model"],
         "messages": [dict(m) for m in request["messages"]],
         "params": dict(request.get("params") or {}),
     }
+    if request.get("reply_schema") is not None:
+        content["reply_schema"] = dict(request["reply_schema"])
+    return content
 
 
 def request_hash(request: ModelRequest | Mapping[str, Any]) -> str:
@@ -115,8 +123,11 @@ def request_hashes(requests: Sequence[ModelRequest]) -> list[str]:
     params_json: dict[int, str] = {}
     hashes = []
     for request in requests:
-        if not all(type(message) is dict for message in request.messages):
-            hashes.append(request_hash(request))  # `request_content` copies other mappings
+        if request.reply_schema is not None or not all(
+            type(message) is dict for message in request.messages
+        ):
+            # `request_content` copies other mappings and adds the reply schema
+            hashes.append(request_hash(request))
             continue
         params = params_json.get(id(request.params))
         if params is None:

@@ -218,6 +218,7 @@ def test_export_to_s3(demo_run: Run, s3_bucket: str, tmp_path: Path):
         "comparisons.parquet",
         "eee",
         "export.json",
+        "judges.json",  # the study has a judge: its analysis (itemeval.judging)
         "long_table.csv",
         "long_table.parquet",
         "rankings.csv",

@@ -140,3 +140,26 @@ def test_base_has_no_secrets_or_paths_in_payloads(tmp_path):
     text = json.dumps([c.payload for c in (*design.generate, *design.grade)])
     assert str(tmp_path) not in text and "6000" not in text
     assert BASE["study"] not in text
+
+
+def test_structured_verdicts_keep_the_judge_id_and_turning_them_off_changes_it(tmp_path):
+    """Structured output is the default (the golden id above is unchanged by it); a grader that
+    asks for text replies is another condition; a judge that thinks on Anthropic answers in
+    text (a forced tool cannot be combined with thinking)."""
+    design = build_design(load_study(write_study(tmp_path)))
+    judge = next(c for c in design.grade if c.kind == "judge")
+    assert judge.structured and judge.id == GOLDEN["judge_correctness"]
+    text = build_design(
+        load_study(write_study(tmp_path, variant(**{"graders.judge.structured": False})))
+    )
+    text_judge = next(c for c in text.grade if c.kind == "judge")
+    assert not text_judge.structured and text_judge.id != judge.id
+    assert text_judge.payload["grader"]["verdict"] == "text"
+    anthropic = variant(
+        **{
+            "endpoints.claude": {"kind": "anthropic", "base_url": "http://127.0.0.1:9"},
+            "graders.judge": {"model": "claude-x", "endpoint": "claude", "thinking_budget": 2048},
+        }
+    )
+    thinking = build_design(load_study(write_study(tmp_path, anthropic)))
+    assert not next(c for c in thinking.grade if c.kind == "judge").structured

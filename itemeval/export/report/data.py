@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from itemeval import __version__
 from itemeval.export.report.difficulty import DatasetDifficulty, item_difficulty
+from itemeval.export.report.judges import judge_analysis, with_panels
 from itemeval.export.report.summary import (
     Bootstrap,
     Cost,
@@ -34,6 +35,7 @@ from itemeval.export.report.summary import (
 from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.conditions import DesignFacets
 from itemeval.export.table.fetch import ItemFetcher
+from itemeval.judging import JudgeAnalysis
 from itemeval.planning import Plan
 from itemeval.store import latest_manifest
 
@@ -70,6 +72,7 @@ class ReportData:
     last_run: dict[str, str] = field(default_factory=dict)
     version: str = __version__
     statistics: StudyStatistics | None = None  # paired comparisons, ranks, tiers, components
+    judges: JudgeAnalysis | None = None  # judges and panels against gold (report/judges.py)
 
     @property
     def headline_family(self) -> Family | None:
@@ -79,7 +82,7 @@ class ReportData:
 
 def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
     bootstrap = bootstrap or Bootstrap()
-    cells = read_cells(plan)
+    cells = with_panels(read_cells(plan), plan.design)
     facets = cells.facets
     snapshots = {d.name: d.snapshot for d in plan.datasets if d.snapshot is not None}
     fetcher = ItemFetcher(plan.items, snapshots, ["input", "target", "difficulty"])
@@ -142,6 +145,7 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         batch_saved_usd=sum(c.batch_saved_usd for c in cost_lines),
         last_run=last_run,
         statistics=statistics,
+        judges=judge_analysis(cells, plan, resamples=bootstrap.resamples, seed=bootstrap.seed),
     )
 
 
@@ -258,7 +262,7 @@ def leaderboard_text(plan: Plan, bootstrap: Bootstrap | None = None) -> str:
     from itemeval.statistics.study import analysis_options, plan_statistics
 
     bootstrap = bootstrap or Bootstrap()
-    cells = read_cells(plan)
+    cells = with_panels(read_cells(plan), plan.design)
     options = analysis_options(plan, bootstrap.resamples, bootstrap.seed)
     statistics = plan_statistics(plan, options, cells=cells, headline_only=True)
     if statistics.clusters is not None:  # analysis.cluster_by: every interval over clusters

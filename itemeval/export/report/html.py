@@ -9,6 +9,7 @@ from html import escape
 from itemeval.export.report import svg
 from itemeval.export.report import tables as t
 from itemeval.export.report.data import ReportData
+from itemeval.export.report.judge_tables import judges_html
 from itemeval.export.report.summary import FacetTable
 
 _CI = re.compile(r"^(\S+) (\[[^\]]*\])$")
@@ -210,6 +211,7 @@ _SECTIONS = [
     ("differences", "Differences"),
     ("prompts", "Prompt sensitivity"),
     ("agreement", "Grader agreement"),
+    ("judges", "Judges"),
     ("cost", "Cost"),
     ("errors", "Errors"),
     ("difficulty", "Item difficulty"),
@@ -292,6 +294,8 @@ def report_html(data: ReportData) -> str:
         )
     )
     add("</section>")
+
+    add(judges_html(data.judges))
 
     add("<section id='cost'><h2>Cost per correct answer</h2>")
     add(

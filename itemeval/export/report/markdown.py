@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from itemeval.export.report import tables as t
 from itemeval.export.report.data import ReportData
+from itemeval.export.report.judge_tables import judges_markdown
 
 
 def md_table(table: t.TextTable) -> str:
@@ -80,6 +81,8 @@ def report_markdown(data: ReportData) -> str:
     out += ["", "## Grader agreement", ""]
     agreement = t.agreement_table(data)
     out += [md_table(agreement) if agreement else "Only one grader: nothing to compare."]
+
+    out += judges_markdown(data.judges)
 
     out += ["", "## Cost per correct answer", "", md_table(t.cost_table(data))]
 

@@ -57,7 +57,7 @@ class GradeFacets:
 
     id: str
     slug: str
-    kind: str  # "scorer" | "judge"
+    kind: str  # "scorer" | "judge" | "panel" (the report's panels of judges)
     grader: str  # the scorer's name, or the judge's key under `graders:`
     grader_model: str | None  # judges: the judge model id
     rubric: str | None  # judges: the rubric template name
@@ -95,6 +95,8 @@ class GradeFacets:
         correctness)`."""
         if self.kind == "scorer":
             return f"scorer: {self.grader}"
+        if self.kind == "panel":  # a panel of judges (the report adds them: report/judges.py)
+            return f"panel: {self.grader}"
         rubric = (self.rubric or "").removeprefix("builtin:")
         return f"judge: {self.grader} ({self.grader_model}, rubric {rubric})"
 

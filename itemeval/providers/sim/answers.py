@@ -189,13 +189,17 @@ def render_answer(
 # --------------------------------------------------------------------------- judge answers
 
 
-def judge_output(score: float, reasoning: str) -> str:
+def judge_output(score: float, reasoning: str, *, structured: bool = False) -> str:
+    """A judge's verdict: reasoning then a fenced block, or (structured) the object alone."""
+    if structured:
+        return json.dumps({"reasoning": reasoning, "score": score})
     body = json.dumps({"score": score, "reasoning": reasoning})
     return f"{reasoning}\n\n```json\n{body}\n```"
 
 
-def malformed_judge_output(failure_code: str, reasoning: str) -> str:
-    """A judge answer that the strict parser must reject with exactly `failure_code`."""
+def malformed_judge_output(failure_code: str, reasoning: str, *, structured: bool = False) -> str:
+    """A judge answer that the strict parser must reject with exactly `failure_code` (the
+    structured parser, when `structured`)."""
     if failure_code == "no_json_object":
         return f"{reasoning} I would rate it as correct overall, score one out of one."
     if failure_code == "no_score_in_json":
@@ -207,6 +211,8 @@ def malformed_judge_output(failure_code: str, reasoning: str) -> str:
         body = '{"score": 1e999, "reasoning": ' + json.dumps(reasoning) + "}"
     else:
         raise ValueError(f"unknown judge failure code {failure_code!r}")
+    if structured:
+        return body
     return f"{reasoning}\n\n```json\n{body}\n```"
 
 

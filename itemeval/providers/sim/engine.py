@@ -9,6 +9,9 @@ fault drawn by content instead: those requests hang on every attempt.
 Hints (`ModelRequest.sim_hints`, or the `itemeval_sim` body field over HTTP):
 `item_id`, `epoch`, `target`, `modality`, `difficulty`; for judge calls `role: "judge"`,
 `solution` (the text being judged), `target`, optionally `score_range: [low, high]`.
+A judge asked for structured output (`structured=True`: a request's reply schema, or its wire
+form on the server) answers with the verdict object alone; its malformed replies are then the
+object without a valid score, or a sentence where the object should be.
 Without hints the item id is a hash of the prompt and the answer is plausible but not calibrated.
 
 Hidden reasoning: a model with `reasoning_tokens > 0` (the catalog's `sim/reasoner`) reasons on
@@ -61,6 +64,7 @@ class SimReply:
     retry_after_s: float = 0.0
     message: str = ""
     reasoning_summary: str = ""  # what a provider that shows thinking (Anthropic) would show
+    tool: str | None = None  # structured output asked on the wire: the schema's (tool's) name
 
 
 def count_tokens(text: str) -> int:
@@ -115,6 +119,7 @@ class Simulator:
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
         thinking_budget: int | None = None,
+        structured: bool = False,
     ) -> SimReply:
         """One attempt: the answer, its latency, or an injected fault (drawn per attempt)."""
         if model_name(model) not in self.models:
@@ -137,6 +142,7 @@ class Simulator:
             max_tokens=max_tokens,
             reasoning_effort=reasoning_effort,
             thinking_budget=thinking_budget,
+            structured=structured,
         )
         reply.delay_s += delay
         return reply
@@ -150,6 +156,7 @@ class Simulator:
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
         thinking_budget: int | None = None,
+        structured: bool = False,
     ) -> SimReply:
         """The answer alone, without latency or fault draws: deterministic, and what batches use
         (so a batch answers exactly as live calls do, and does not shift the live fault
@@ -161,7 +168,7 @@ class Simulator:
         prompt = "\n\n".join(_content(m) for m in messages)
         hints = hints or {}
         if hints.get("role") == "judge" or (not hints and answers.is_judge_prompt(prompt)):
-            text = self._judge(name, spec, prompt, hints)
+            text = self._judge(name, spec, prompt, hints, structured=structured)
         else:
             text = self._solve(name, spec, prompt, hints)
         reasoning = 0
@@ -262,7 +269,15 @@ class Simulator:
             answer = answers.wrong_answer(form, target, prompt, key)
         return answers.render_answer(form, answer, key, spec.verbosity)
 
-    def _judge(self, name: str, spec: SimModelSpec, prompt: str, hints: Mapping[str, Any]) -> str:
+    def _judge(
+        self,
+        name: str,
+        spec: SimModelSpec,
+        prompt: str,
+        hints: Mapping[str, Any],
+        *,
+        structured: bool = False,
+    ) -> str:
         solution = str(hints.get("solution") or prompt)
         key = (*self._item_key(name, prompt, hints), sha256_hex(solution)[:16])
         target = hints.get("target")
@@ -270,7 +285,15 @@ class Simulator:
             truth = answers.solution_matches(solution, str(target))
         else:
             truth = stable_unit("judge-truth", *key) < 0.5
-        right = stable_unit("judge-right", *key) < spec.judge_accuracy
+        false_pass, false_fail = judge_error_rates(spec, solution)
+        error = false_fail if truth else false_pass
+        draw = stable_unit("judge-right", *key)
+        if spec.judge_shared_errors and stable_unit("judge-shared", *key) < (
+            spec.judge_shared_errors
+        ):
+            # A draw without the judge's name: every judge drawing it errs on the same answers.
+            draw = stable_unit("judge-right-shared", key[0], *key[2:])
+        right = draw < 1.0 - error
         verdict = truth if right else not truth
         low, high = _score_range(hints.get("score_range"))
         reasoning = (
@@ -280,8 +303,24 @@ class Simulator:
         )
         if stable_unit("judge-malformed", *key) < self.settings.judge_malformed_rate:
             which = answers.JUDGE_FAILURES[int(stable_unit("judge-which", *key) * 4)]
-            return answers.malformed_judge_output(which, reasoning)
-        return answers.judge_output(high if verdict else low, reasoning)
+            return answers.malformed_judge_output(which, reasoning, structured=structured)
+        return answers.judge_output(high if verdict else low, reasoning, structured=structured)
+
+
+def judge_error_rates(spec: SimModelSpec, solution: str) -> tuple[float, float]:
+    """(false pass, false fail) of a simulated judge on this answer: its declared rates (or
+    `1 - judge_accuracy`), moved by its length bias."""
+    false_pass = spec.judge_false_pass
+    false_fail = spec.judge_false_fail
+    if false_pass is None:
+        false_pass = 1.0 - spec.judge_accuracy
+    if false_fail is None:
+        false_fail = 1.0 - spec.judge_accuracy
+    if spec.judge_length_bias:
+        shift = spec.judge_length_bias * min(1.0, len(solution) / 1000.0)
+        false_pass = min(1.0, max(0.0, false_pass + shift))
+        false_fail = min(1.0, max(0.0, false_fail - shift))
+    return false_pass, false_fail
 
 
 def _reasoning_mean(spec: SimModelSpec, effort: str | None, budget: int | None) -> float:

@@ -72,6 +72,7 @@ class SimProvider:
                 max_tokens=params.max_tokens,
                 reasoning_effort=params.reasoning_effort,
                 thinking_budget=params.thinking_budget,
+                structured=request.reply_schema is not None,
             )
             timeout = self.settings.timeout_s
             if reply.kind == "timeout" or reply.delay_s >= timeout:

@@ -112,7 +112,9 @@ class SimServer:
                 max_tokens=call.max_tokens,
                 reasoning_effort=call.reasoning_effort,
                 thinking_budget=call.thinking_budget,
+                structured=call.structured is not None,
             )
+            reply.tool = call.structured
             tokens = reply.usage.input_tokens + reply.usage.output_tokens or input_tokens(
                 call.messages
             )
@@ -202,7 +204,9 @@ class SimServer:
             max_tokens=call.max_tokens,
             reasoning_effort=call.reasoning_effort,
             thinking_budget=call.thinking_budget,
+            structured=call.structured is not None,
         )
+        reply.tool = call.structured
         if reply.kind == "unknown_model":
             stats.errored += 1
             return BatchAnswer(404, wire.error_body(404, "not_found", reply.message), request_id)

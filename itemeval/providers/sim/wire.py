@@ -56,6 +56,9 @@ class Call:
     thinking_budget: int | None = None
     breakpoints: int = 0  # Anthropic cache_control markers (the top-level one included)
     cache_control: Any = None  # Anthropic's top-level (automatic) cache_control
+    #: structured output asked: the schema's name (OpenAI `response_format`, Anthropic's forced
+    #: tool, Gemini's `responseSchema`), else None
+    structured: str | None = None
 
 
 class Wire:
@@ -131,6 +134,7 @@ class OpenAIWire(Wire):
             hints=body.get("itemeval_sim"),
             max_tokens=body.get("max_completion_tokens") or body.get("max_tokens"),
             reasoning_effort=body.get("reasoning_effort"),
+            structured=_openai_schema(body.get("response_format")),
         )
 
     def success(
@@ -212,6 +216,7 @@ class AnthropicWire(Wire):
             thinking_budget=budget,
             breakpoints=anthropic_breakpoints(messages, top_level),
             cache_control=top_level,
+            structured=_anthropic_tool(body, budget),
         )
 
     def prompt_cache(
@@ -235,14 +240,21 @@ class AnthropicWire(Wire):
                     "signature": _signature(reply.reasoning_summary),
                 }
             )
-        content.append({"type": "text", "text": reply.text})
+        tool_input = _object(reply.text) if reply.tool else None
+        stop = self._STOP.get(reply.finish_reason, reply.finish_reason)
+        if tool_input is not None:
+            tool = {"type": "tool_use", "id": f"toolu_sim{serial}", "name": reply.tool}
+            content.append(tool | {"input": tool_input})
+            stop = "tool_use"
+        else:
+            content.append({"type": "text", "text": reply.text})
         return {
             "id": f"msg_sim{serial}",
             "type": "message",
             "role": "assistant",
             "model": model,
             "content": content,
-            "stop_reason": self._STOP.get(reply.finish_reason, reply.finish_reason),
+            "stop_reason": stop,
             "stop_sequence": None,
             "usage": {
                 "input_tokens": usage.input_tokens - cache.read - cache.written,
@@ -264,6 +276,37 @@ class AnthropicWire(Wire):
 
     def limit_headers(self, limiter: Limiter) -> dict[str, str]:
         return limiter.anthropic_headers()
+
+
+def _openai_schema(response_format: Any) -> str | None:
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return None
+    schema = response_format.get("json_schema")
+    if not isinstance(schema, dict) or not isinstance(schema.get("schema"), dict):
+        raise ValueError("response_format.json_schema: `name` and `schema` are required")
+    return str(schema.get("name") or "response")
+
+
+def _anthropic_tool(body: dict[str, Any], thinking_budget: int | None) -> str | None:
+    """The forced tool's name (structured output), as Anthropic checks it."""
+    choice = body.get("tool_choice")
+    if not isinstance(choice, dict) or choice.get("type") != "tool":
+        return None
+    name = choice.get("name")
+    tools = body.get("tools") or []
+    if not any(isinstance(t, dict) and t.get("name") == name for t in tools):
+        raise ValueError(f"tool_choice: no tool named {name!r} in `tools`")
+    if thinking_budget is not None:
+        raise ValueError("Thinking may not be enabled when tool_choice forces tool use.")
+    return str(name)
+
+
+def _object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _signature(text: str) -> str:
@@ -302,6 +345,7 @@ class GeminiWire(Wire):
             hints=body.get("itemeval_sim"),
             max_tokens=config.get("maxOutputTokens"),
             thinking_budget=thinking.get("thinkingBudget"),
+            structured="response" if config.get("responseSchema") else None,
         )
 
     def success(

@@ -1,0 +1,210 @@
+"""Does the corrected accuracy cover the truth? Simulated studies whose truth is known.
+
+    .venv/bin/python benchmarks/judge_calibration.py [--studies 500] [--items 300]
+                                                     [--gold 120] [--resamples 1000] [--json]
+
+Each simulated study, in-process (no server, no store):
+
+1. a simulated solver (`Simulator.answer`, ability drawn per study in [0.3, 0.9]) answers
+   `--items` arithmetic items (numeric targets, difficulty from the item id), 2 epochs;
+   the truth of each answer is what the simulator's correct judge decides (the answer's final
+   line equals the target);
+2. a simulated judge with declared error rates (false pass and false fail drawn per study from
+   [0.02, 0.30]) grades every answer through structured output, read by the judge parser;
+3. `--gold` answers drawn at random get their true verdict (a person's labels);
+4. `itemeval.judging.calibrate` (the code behind the report, `export` and `Study.judges()`)
+   gives the raw judged accuracy and the corrected one, each with its 95% interval.
+
+It prints the share of studies whose interval holds the study's true accuracy (the realised
+share of right answers), for the corrected interval and the raw one, the mean absolute error
+of both point estimates, and the measured error rates against the declared ones. Scenario
+`length-bias`: the judge also favours long answers (`judge_length_bias` 0.3) and the second
+epoch's answers are chain-of-thought (long): the judge's error rates differ between answers,
+which the correction (one pair of rates for all answers) does not assume. The corrected
+interval's coverage is also printed per epoch (a group of its own, as a generate condition is in
+the report): all answers, then the short and the long ones apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from itemeval.judging import calibrate
+from itemeval.providers.settings import SimModelSpec, SimSettings
+from itemeval.providers.sim.answers import solution_matches
+from itemeval.providers.sim.engine import Simulator
+from itemeval.runtime.requests import VERDICT
+from itemeval.scoring import parse_structured_verdict
+
+JUDGE_PROMPT = "Grade the response.\nReference: {target}\nResponse: {solution}"
+
+
+@dataclass
+class Outcome:
+    truth: float
+    raw: tuple[float, float, float]
+    corrected: tuple[float | None, float | None, float | None]
+    false_pass: tuple[float, float | None]  # declared, measured
+    false_fail: tuple[float, float | None]
+    by_form: list[tuple[float, float | None, float | None]]  # (truth, low, high): short, long
+
+
+def one_study(index: int, args: argparse.Namespace, length_bias: float) -> Outcome:
+    rng = np.random.default_rng(index)
+    ability = float(rng.uniform(0.3, 0.9))
+    false_pass, false_fail = (float(x) for x in rng.uniform(0.02, 0.30, size=2))
+    models = {
+        "solver": SimModelSpec(ability=ability, verbosity=3.0),
+        "noisy": SimModelSpec(
+            ability=0.5,
+            judge_false_pass=false_pass,
+            judge_false_fail=false_fail,
+            judge_length_bias=length_bias,
+        ),
+    }
+    sim = Simulator(SimSettings(seed=index, models=models))
+    truth, judge, cluster, form = [], [], [], []
+    for item in range(args.items):
+        target = str(int(rng.integers(2, 999)))
+        for epoch in range(2):
+            long_form = length_bias and epoch == 1  # chain of thought: long answers
+            prompt = f"Item {item}: compute it." + (
+                " Think step by step, then give ANSWER: <value>." if long_form else ""
+            )
+            hints = {"item_id": f"b{index}-{item}", "epoch": epoch, "target": target}
+            hints["modality"] = "single-value"
+            answer = sim.answer("sim/solver", [{"role": "user", "content": prompt}], hints=hints)
+            solution = answer.text
+            right = solution_matches(solution, target)
+            reply = sim.answer(
+                "sim/noisy",
+                [
+                    {
+                        "role": "user",
+                        "content": JUDGE_PROMPT.format(target=target, solution=solution),
+                    }
+                ],
+                hints=hints | {"role": "judge", "solution": solution},
+                structured=VERDICT is not None,
+            )
+            verdict = parse_structured_verdict(reply.text, min_score=0, max_score=1)
+            truth.append(float(right))
+            judge.append(np.nan if verdict.score is None else float(verdict.score >= 1))
+            cluster.append(item)
+            form.append(epoch)
+    truth_a = np.array(truth)
+    gold = np.full(truth_a.size, np.nan)
+    chosen = rng.choice(truth_a.size, size=min(args.gold, truth_a.size), replace=False)
+    gold[chosen] = truth_a[chosen]
+    result = calibrate(
+        np.array(judge),
+        gold,
+        np.array(cluster, dtype=np.int64),
+        np.array(form, dtype=np.int64),
+        groups=2,
+        resamples=args.resamples,
+        seed=index,
+    )
+    line = result.groups[0]
+    return Outcome(
+        truth=float(truth_a.mean()),
+        raw=(line.raw.value, line.raw.low, line.raw.high),  # type: ignore[arg-type]
+        corrected=(line.corrected.value, line.corrected.low, line.corrected.high),
+        false_pass=(false_pass, result.rates.false_pass),
+        false_fail=(false_fail, result.rates.false_fail),
+        by_form=[
+            (
+                float(truth_a[np.array(form) == g].mean()),
+                result.groups[g + 1].corrected.low,
+                result.groups[g + 1].corrected.high,
+            )
+            for g in (0, 1)
+        ],
+    )
+
+
+def summarise(outcomes: list[Outcome]) -> dict[str, float]:
+    def covers(low: float | None, high: float | None, value: float) -> bool:
+        return low is not None and high is not None and low <= value <= high
+
+    corrected = [o for o in outcomes if o.corrected[0] is not None]
+    return {
+        "studies": len(outcomes),
+        "corrected_given": len(corrected),
+        "coverage_corrected": float(
+            np.mean([covers(o.corrected[1], o.corrected[2], o.truth) for o in outcomes])
+        ),
+        "coverage_raw": float(np.mean([covers(o.raw[1], o.raw[2], o.truth) for o in outcomes])),
+        "coverage_corrected_by_epoch": [
+            float(
+                np.mean(
+                    [covers(o.by_form[g][1], o.by_form[g][2], o.by_form[g][0]) for o in outcomes]
+                )
+            )
+            for g in (0, 1)
+        ],
+        "mae_corrected": float(np.mean([abs(o.corrected[0] - o.truth) for o in corrected])),
+        "mae_raw": float(np.mean([abs(o.raw[0] - o.truth) for o in outcomes])),
+        "mean_width_corrected": float(
+            np.mean([o.corrected[2] - o.corrected[1] for o in corrected if o.corrected[1]])
+        ),
+        "mae_false_pass": float(
+            np.mean([abs(o.false_pass[1] - o.false_pass[0]) for o in outcomes if o.false_pass[1]])
+        ),
+        "mae_false_fail": float(
+            np.mean([abs(o.false_fail[1] - o.false_fail[0]) for o in outcomes if o.false_fail[1]])
+        ),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--studies", type=int, default=500)
+    parser.add_argument("--items", type=int, default=300)
+    parser.add_argument("--gold", type=int, default=120)
+    parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--scenarios", nargs="+", default=["declared", "length-bias"])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    report = {}
+    for scenario in args.scenarios:
+        started = time.monotonic()
+        bias = 0.3 if scenario == "length-bias" else 0.0
+        outcomes = [one_study(i, args, bias) for i in range(args.studies)]
+        report[scenario] = summarise(outcomes) | {"seconds": time.monotonic() - started}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print(
+        f"{args.studies} simulated studies per scenario: {args.items} items x 2 epochs, "
+        f"{args.gold} gold labels, {args.resamples} bootstrap resamples"
+    )
+    for scenario, s in report.items():
+        print(f"\n{scenario}  ({s['seconds']:.0f} s)")
+        print(
+            f"  coverage of the true accuracy: corrected interval {s['coverage_corrected']:.1%}"
+            f" (target >= 94%), raw judged interval {s['coverage_raw']:.1%}"
+        )
+        print(
+            f"  mean absolute error: corrected {s['mae_corrected']:.4f}, raw {s['mae_raw']:.4f};"
+            f" corrected interval width {s['mean_width_corrected']:.3f};"
+            f" given in {s['corrected_given']} of {s['studies']} studies"
+        )
+        short, long = s["coverage_corrected_by_epoch"]
+        print(
+            f"  per epoch (under length-bias: short answers, then long ones): corrected interval"
+            f" {short:.1%} and {long:.1%}"
+        )
+        print(
+            f"  measured vs declared error rates (mean absolute difference): false pass "
+            f"{s['mae_false_pass']:.4f}, false fail {s['mae_false_fail']:.4f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Panels combine stored verdicts by their rule; agreement, error correlation and the effective
+number of judges on verdicts whose truth is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from itemeval.judging import PanelRule, combine, panel_agreement, panel_grades
+from itemeval.judging.agreement import effective_judges, kappa
+from itemeval.judging.verdicts import Shape
+
+
+def test_majority_and_its_tie_rule() -> None:
+    passed = np.array([[1, 1, 0], [1, 0, 0], [1, 0, 1]], dtype=bool)
+    verdict, score = combine(passed, passed.astype(float), PanelRule("majority"))
+    assert verdict.tolist() == [True, False, True]
+    assert score.tolist() == pytest.approx([2 / 3, 1 / 3, 2 / 3])
+    split = np.array([[1, 0], [1, 1], [0, 0]], dtype=bool)
+    assert combine(split, split.astype(float), PanelRule("majority", "fail"))[0].tolist() == [
+        False,
+        True,
+        False,
+    ]
+    assert combine(split, split.astype(float), PanelRule("majority", "pass"))[0].tolist() == [
+        True,
+        True,
+        False,
+    ]
+
+
+def test_mean_and_median_against_the_pass_score() -> None:
+    scores = np.array([[2.0, 4.0, 9.0], [6.0, 6.0, 0.0]])
+    passed = scores >= 5
+    mean, value = combine(passed, scores, PanelRule("mean", pass_score=5.0))
+    assert value.tolist() == [5.0, 4.0] and mean.tolist() == [True, False]
+    median, value = combine(passed, scores, PanelRule("median", pass_score=5.0))
+    assert value.tolist() == [4.0, 6.0] and median.tolist() == [False, True]
+    even = np.array([[3.0, 7.0]])
+    assert combine(even >= 5, even, PanelRule("median", "fail", 5.0))[1].tolist() == [3.0]
+    assert combine(even >= 5, even, PanelRule("median", "pass", 5.0))[1].tolist() == [7.0]
+
+
+def _grades(rows: list[tuple[int, int, int, int, bool, bool]]) -> pa.Table:
+    grade, gen, item, epoch, correct, valid = zip(*rows, strict=True)
+    n = len(rows)
+    return pa.table(
+        {
+            "grade": pa.array(grade, pa.int32()),
+            "gen": pa.array(gen, pa.int32()),
+            "item": pa.array(item, pa.int32()),
+            "dataset": pa.array([0] * n, pa.int32()),
+            "epoch": pa.array(epoch, pa.int32()),
+            "correct": pa.array(correct),
+            "score": pa.array([float(c) for c in correct]),
+            "valid": pa.array(valid),
+        }
+    )
+
+
+def test_a_panel_grades_the_answers_every_member_graded() -> None:
+    shape = Shape(gens=2, items=3, epochs=1)
+    rows = [
+        # grade, gen, item, epoch, correct, valid
+        (0, 0, 0, 0, True, True),
+        (1, 0, 0, 0, True, True),
+        (2, 0, 0, 0, False, True),
+        (0, 1, 2, 0, False, True),
+        (1, 1, 2, 0, False, True),
+        (2, 1, 2, 0, True, True),
+        (0, 0, 1, 0, True, True),  # member 1 failed to parse here, member 2 never graded it
+        (1, 0, 1, 0, True, False),
+    ]
+    panel = panel_grades(_grades(rows), [0, 1, 2], 7, PanelRule(), shape)
+    columns = [panel.column(c).to_pylist() for c in ("gen", "item", "correct")]
+    got = sorted(zip(*columns, strict=True))
+    assert got == [(0, 0, True), (1, 2, False)]
+    assert set(panel.column("grade").to_pylist()) == {7}
+
+
+def test_kappa_of_known_tables() -> None:
+    a = np.array([1, 1, 0, 0], dtype=bool)
+    assert kappa(a, a) == (1.0, 1.0)
+    assert kappa(a, ~a) == (0.0, -1.0)
+
+
+def test_errors_that_coincide_are_worth_one_judge_and_independent_ones_all_of_them() -> None:
+    rng = np.random.default_rng(3)
+    gold = (rng.random(20_000) < 0.6).astype(float)
+    shared = rng.random(gold.size) < 0.2
+    same = np.column_stack([np.where(shared, 1 - gold, gold)] * 4)
+    agreement = panel_agreement(same, gold)
+    assert agreement.mean_error_correlation == pytest.approx(1.0)
+    assert agreement.effective_judges == pytest.approx(1.0)
+    flips = rng.random((gold.size, 4)) < 0.2
+    independent = np.where(flips, 1 - gold[:, None], gold[:, None])
+    agreement = panel_agreement(independent, gold)
+    assert abs(agreement.mean_error_correlation) < 0.03
+    assert agreement.effective_judges == pytest.approx(4.0, abs=0.3)
+    assert effective_judges(6, 0.36) == pytest.approx(6 / (1 + 5 * 0.36))
+    assert panel_agreement(independent).effective_judges is None  # no gold, no claim
