@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     BAD_INPUT = 2  # config, dataset, template or store contents are invalid; nothing was written
     GATE_DECLINED = 3  # the cost estimate needed confirmation and did not get it
     BUDGET_CAP = 4  # the estimate or the spend reached `budget.max_usd`
+    IMPORT_REFUSED = 5  # `itemeval import --strict` met a record it rejects; nothing was written
     INTERRUPTED = 130  # Ctrl-C (the shell convention 128 + SIGINT)
 
 
@@ -101,6 +102,12 @@ class StoreError(InputError):
 class StorageCapabilityError(StoreError):
     """The storage location lacks a guarantee the store relies on: exclusive creation (an
     object store that overwrites on a conditional PUT, a filesystem without hard links)."""
+
+
+class ImportRefused(InputError):
+    """`import --strict` met a record it would reject: the import writes nothing."""
+
+    exit_code = ExitCode.IMPORT_REFUSED
 
 
 class GateDeclined(ItemevalError):

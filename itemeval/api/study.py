@@ -60,6 +60,19 @@ class Study:
 
     def __init__(self, config: StudyConfig):
         self.config = config
+        self._store_only: str | None = None  # a store read without a study file
+
+    @classmethod
+    def from_store(cls, url: str) -> Study:
+        """The results in the store at `url`, without a study file: `status`, `results`,
+        `leaderboard`, `export` and `report` read them (imported conditions and the
+        conditions native runs recorded in their manifests; docs/importing.md). Running needs
+        a study file."""
+        from itemeval.importing.store_plan import store_plan
+
+        study = cls(store_plan(url).study)
+        study._store_only = url
+        return study
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str]) -> Study:
@@ -188,16 +201,15 @@ class Study:
         tokens and USD; and what the runs paid. Reads the store only."""
         plan = self._plan(store, limit, condition, with_pending=False)
         design = plan.design
-        per_condition = plan.item_count * design.epochs
+        per_condition: int | None = plan.item_count * design.epochs
+        per_grade = per_condition * len(design.generate)
+        if self._store_only is not None:  # without a design, nothing is expected
+            per_condition = per_grade = None
         generate = status_counts(
             plan.store, "solutions", [c.id for c in design.generate], per_condition, plan.pricing
         )
         grade = status_counts(
-            plan.store,
-            "grades",
-            [c.id for c in design.grade],
-            per_condition * len(design.generate),
-            plan.pricing,
+            plan.store, "grades", [c.id for c in design.grade], per_grade, plan.pricing
         )
         rows = [
             s.as_dict() | {"slug": design.condition(s.condition_id).slug}
@@ -294,6 +306,10 @@ class Study:
         accept: Sequence[str] = (),
         with_pending: bool = True,
     ) -> Plan:
+        if self._store_only is not None:
+            from itemeval.importing.store_plan import store_plan
+
+            return store_plan(store or self._store_only, condition=_selectors(condition))
         return make_plan(
             self.config,
             store_url=store,

@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status = subparsers.add_parser(
         "status", help="per condition: expected, done, errors, parse failures, cached, tokens, USD"
     )
-    add_study(status)
+    add_study(status, store_alone=True)
     status.add_argument("--store", metavar="URL", help="store root (overrides the study's)")
     status.add_argument("--condition", metavar="ID-PREFIX-OR-SLUG", help="only these conditions")
     status.add_argument(
@@ -114,6 +114,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     return int(summary.exit_code)
 
 
+def _count(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"  # "-": a store read without its study
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     status = study_from(args).status(store=args.store, limit=args.limit, condition=args.condition)
     if args.json:
@@ -130,9 +134,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                 [
                     r["stage"],
                     r["slug"],
-                    f"{r['expected']:,}",
+                    _count(r["expected"]),
                     f"{r['done']:,}",
-                    f"{r['pending']:,}",
+                    _count(r["pending"]),
                     ", ".join(f"{k} {v}" for k, v in r["errors"].items()) or "0",
                     f"{r['parse_failures']:,}",
                     f"{r['cached']:,}",

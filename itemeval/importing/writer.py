@@ -1,0 +1,370 @@
+"""The writer of an import: samples in, solution and grade fragments, items and a lock out.
+
+Rows are buffered per condition, column by column, and written as a fragment every
+`FLUSH_ROWS` rows (memory: one buffer per condition, never the file). Each sample is checked
+against what came before: a second record of the same cell and metric is a
+`duplicate_sample_id`, the same cell with another answer a `conflicting_answer`, the same item
+id with another input or reference a `conflicting_item`; what was seen is kept as 64-bit hashes.
+Items are spooled to a temporary file and written, at the end, as a dataset in the item format
+(`imported/datasets/<name>/`), pinned in `dataset_locks.json` and snapshot like any dataset of a
+study. `abort` removes every fragment written so far.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+from itemeval.adapters.source import DatasetSource, open_source
+from itemeval.errors import DatasetError
+from itemeval.importing.model import GenerateFacts, GradeFacts, Rejection, Sample
+from itemeval.locks import pin_datasets, read_locks
+from itemeval.spec.dataset import DatasetMeta
+from itemeval.spec.directory import read_dataset
+from itemeval.spec.item import Item
+from itemeval.spec.modality import Modality
+from itemeval.storage import Location
+from itemeval.store.items import write_items_snapshot
+from itemeval.store.layout import StudyStore
+from itemeval.store.schemas import GRADE_SCHEMA, SOLUTION_SCHEMA, TIMESTAMP
+from itemeval.workitem import items_to_table
+
+FLUSH_ROWS = 50_000
+DATASETS_DIR = "imported/datasets"
+
+
+def _key(*parts: object) -> int:
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+@dataclass
+class _Buffer:
+    columns: dict[str, list[Any]]
+    rows: int = 0
+
+
+def _new_buffer(schema: pa.Schema) -> _Buffer:
+    return _Buffer({name: [] for name in schema.names})
+
+
+@dataclass
+class _DatasetSpool:
+    name: str
+    path: str
+    handle: Any
+    items: dict[int, int] = field(default_factory=dict)  # id key -> content key
+    count: int = 0
+    assumed_modality: int = 0
+
+
+class ImportWriter:
+    """Write the samples of one import into `store` (see the module doc)."""
+
+    def __init__(self, store: StudyStore, import_id: str, *, flush_rows: int = FLUSH_ROWS):
+        self.store = store
+        self.import_id = import_id
+        self.flush_rows = flush_rows
+        self.written: list[Location] = []
+        self.generate: dict[str, GenerateFacts] = {}
+        self.grade: dict[str, GradeFacts] = {}
+        self.rejected: Counter[str] = Counter()
+        self.samples = 0
+        self.solutions = 0
+        self.grades = 0
+        self.epochs = 1
+        self.now = datetime.now(UTC)
+        self._gen_ids: dict[GenerateFacts, str] = {}
+        self._grade_ids: dict[GradeFacts, str] = {}
+        self._solution_seen: dict[int, int] = {}  # cell key -> text key
+        self._grade_seen: set[int] = set()
+        self._solutions: dict[str, _Buffer] = {}
+        self._grades: dict[str, _Buffer] = {}
+        self._spool_dir = tempfile.mkdtemp(prefix="itemeval-import-")
+        self._datasets: dict[str, _DatasetSpool] = {}
+
+    # -- samples ---------------------------------------------------------------------------
+    def add(self, sample: Sample) -> Rejection | None:
+        """Buffer one sample; a rejection if it conflicts with one already added."""
+        gen_id = self._gen_ids.get(sample.gen)
+        if gen_id is None:
+            gen_id = self._gen_ids[sample.gen] = sample.gen.id
+            self.generate[gen_id] = sample.gen
+        grade_id = self._grade_ids.get(sample.grade)
+        if grade_id is None:
+            grade_id = self._grade_ids[sample.grade] = sample.grade.id
+            self.grade[grade_id] = sample.grade
+        cell = _key(gen_id, sample.item_id, sample.epoch)
+        grade_key = _key(grade_id, cell)
+        if grade_key in self._grade_seen:
+            return self._reject(sample, "duplicate_sample_id", f"sample {sample.item_id}")
+        text_key = _key(sample.answer)
+        known = self._solution_seen.get(cell)
+        if known is not None and known != text_key:
+            return self._reject(sample, "conflicting_answer", f"sample {sample.item_id}")
+        problem = self._item(sample)
+        if problem is not None:
+            return problem
+        self._grade_seen.add(grade_key)
+        text_hash = hashlib.sha256(sample.answer.encode("utf-8")).hexdigest()[:16]
+        provenance = hashlib.sha256(sample.record_id.encode("utf-8")).hexdigest()
+        if known is None:
+            self._solution_seen[cell] = text_key
+            self._solution_row(gen_id, sample, text_hash, provenance)
+        self._grade_row(grade_id, gen_id, sample, text_hash)
+        self.samples += 1
+        self.epochs = max(self.epochs, sample.epoch + 1)
+        return None
+
+    def _reject(self, sample: Sample, reason: str, detail: str) -> Rejection:
+        file, _, line = sample.record_id.rpartition(":")
+        return Rejection(
+            reason, file or sample.record_id, int(line) if line.isdigit() else None, detail
+        )
+
+    def _solution_row(self, gen_id: str, s: Sample, text_hash: str, provenance: str) -> None:
+        buffer = self._solutions.get(gen_id) or self._solutions.setdefault(
+            gen_id, _new_buffer(SOLUTION_SCHEMA)
+        )
+        c = buffer.columns
+        c["item_id"].append(s.item_id)
+        c["epoch"].append(s.epoch)
+        c["status"].append("ok")
+        c["error_code"].append(None)
+        c["error_message"].append(None)
+        c["text"].append(s.answer)
+        c["text_hash"].append(text_hash)
+        c["finish_reason"].append(s.finish_reason)
+        c["input_tokens"].append(s.input_tokens)
+        c["output_tokens"].append(s.output_tokens)
+        c["cached_input_tokens"].append(s.cached_input_tokens)
+        c["reasoning_tokens"].append(s.reasoning_tokens)
+        c["usd"].append(s.usd)
+        c["latency_ms"].append(s.latency_ms)
+        c["request_id"].append(s.record_id)
+        c["attempts"].append(0)
+        c["cached"].append(False)
+        c["tier"].append("live")
+        c["request_hash"].append(provenance)
+        c["model"].append(s.gen.model_id)
+        c["run_id"].append(self.import_id)
+        c["written_at"].append(self.now)
+        buffer.rows += 1
+        self.solutions += 1
+        if buffer.rows >= self.flush_rows:
+            self._flush("solutions", gen_id, buffer, SOLUTION_SCHEMA)
+
+    def _grade_row(self, grade_id: str, gen_id: str, s: Sample, text_hash: str) -> None:
+        buffer = self._grades.get(grade_id) or self._grades.setdefault(
+            grade_id, _new_buffer(GRADE_SCHEMA)
+        )
+        c = buffer.columns
+        c["gen_condition_id"].append(gen_id)
+        c["item_id"].append(s.item_id)
+        c["epoch"].append(s.epoch)
+        c["status"].append("ok")
+        c["score"].append(s.score)
+        c["correct"].append(s.correct)
+        c["extracted"].append(s.extracted)
+        c["parse_ok"].append(True)
+        c["parse_code"].append(None)
+        c["reasoning"].append(s.reasoning)
+        c["judge_text"].append(None)
+        c["solution_hash"].append(text_hash)
+        c["error_code"].append(None)
+        c["error_message"].append(None)
+        c["input_tokens"].append(0)
+        c["output_tokens"].append(0)
+        c["cached_input_tokens"].append(0)
+        c["reasoning_tokens"].append(0)
+        c["usd"].append(0.0)
+        c["latency_ms"].append(0.0)
+        c["request_id"].append(s.record_id)
+        c["attempts"].append(0)
+        c["cached"].append(False)
+        c["tier"].append("live")
+        c["request_hash"].append(None)
+        c["grader"].append(s.grade.metric)
+        c["run_id"].append(self.import_id)
+        c["written_at"].append(self.now)
+        buffer.rows += 1
+        self.grades += 1
+        if buffer.rows >= self.flush_rows:
+            self._flush("grades", grade_id, buffer, GRADE_SCHEMA)
+
+    def _flush(self, stage: str, condition: str, buffer: _Buffer, schema: pa.Schema) -> None:
+        if buffer.rows == 0:
+            return
+        arrays = [pa.array(buffer.columns[f.name], f.type) for f in schema]
+        table = pa.Table.from_arrays(arrays, schema=schema)
+        name = self.store.write(stage, condition, table)
+        if name is not None:
+            self.written.append(self.store.partition(stage, condition).join(name))
+        for values in buffer.columns.values():
+            values.clear()
+        buffer.rows = 0
+
+    def flush(self) -> None:
+        for condition, buffer in self._solutions.items():
+            self._flush("solutions", condition, buffer, SOLUTION_SCHEMA)
+        for condition, buffer in self._grades.items():
+            self._flush("grades", condition, buffer, GRADE_SCHEMA)
+
+    # -- items -----------------------------------------------------------------------------
+    def _item(self, s: Sample) -> Rejection | None:
+        spool = self._datasets.get(s.dataset)
+        if spool is None:
+            path = os.path.join(self._spool_dir, f"{len(self._datasets)}.jsonl")
+            handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in write_datasets
+            spool = self._datasets[s.dataset] = _DatasetSpool(s.dataset, path, handle)
+        id_key = _key(s.item_id.casefold())
+        content = _key(s.input, s.reference)
+        known = spool.items.get(id_key)
+        if known is not None:
+            if known != content:
+                return self._reject(s, "conflicting_item", f"item {s.item_id}")
+            return None
+        modality = _modality(s)
+        extras = dict(s.item_extras)
+        if s.choices and "choices" not in extras:
+            extras["choices"] = s.choices
+        record: dict[str, Any] = {
+            "identifier": s.item_id,
+            "prompt": s.input,
+            "response": s.reference,
+        }
+        if s.difficulty is not None:
+            record["difficulty"] = s.difficulty
+        if s.task_prompt is not None:
+            record["taskPrompt"] = s.task_prompt
+        error = None
+        for candidate in (modality, None) if modality else (None,):
+            fields = extras if candidate else extras | {"modalityAssumed": True}
+            attempt = record | {
+                "modality": candidate or Modality.SHORT_PROSE.value,
+                "extras": fields,
+            }
+            try:
+                Item.model_validate(attempt)
+            except ValueError as exc:
+                error = str(exc).splitlines()[-1].strip() if str(exc) else type(exc).__name__
+                continue
+            record, error = attempt, None
+            break
+        if error is not None:
+            return self._reject(s, "invalid_item", f"item {s.item_id}: {error}"[:160])
+        if candidate is None:
+            spool.assumed_modality += 1
+        spool.items[id_key] = content
+        spool.handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        spool.count += 1
+        return None
+
+    def write_datasets(self, study_root: Location) -> dict[str, str]:
+        """Write each dataset met (merged with one imported before under the same name) in
+        the item format, pin it and snapshot it; returns name -> fingerprint."""
+        out: dict[str, str] = {}
+        locks = read_locks(study_root)
+        for name, spool in self._datasets.items():
+            spool.handle.close()
+            location = study_root.join(DATASETS_DIR, name)
+            url = location.url
+            existed = location.join(f"{name}.yaml").exists()
+            meta = DatasetMeta(
+                identifier=name,
+                hasPart=[f"{name}.jsonl"],
+                description=f"items imported into an itemeval store ({spool.count} new)",
+                source="itemeval import",
+            )
+            from itemeval.spec.writer import write_dataset
+
+            write_dataset(
+                url, meta, self._merged_items(url if existed else None, spool), overwrite=True
+            )
+            handle = open_source(DatasetSource(name=name, path=url, format="items"))
+            pin = None if locks is None else locks.datasets.get(name)
+            accept = [name] if pin is not None and pin.fingerprint != handle.fingerprint() else []
+            pin_datasets(study_root, [handle], accept_changed=accept)
+            fingerprint = handle.fingerprint()
+            write_items_snapshot(
+                self.store,
+                name,
+                fingerprint,
+                (items_to_table(b) for b in handle.iter_batches(5000)),
+            )
+            out[name] = fingerprint
+        return out
+
+    def _merged_items(self, existing: str | None, spool: _DatasetSpool) -> Iterator[Item]:
+        seen: set[str] = set()
+        if existing is not None:
+            for item in read_dataset(existing).iter_items():
+                seen.add(item.identifier.casefold())
+                yield item
+        with open(spool.path, encoding="utf-8") as handle:
+            for line in handle:
+                record = json.loads(line)
+                if record["identifier"].casefold() in seen:
+                    continue
+                extras = record.pop("extras")
+                try:
+                    yield Item.model_validate(record | {"extras": extras})
+                except ValueError as exc:
+                    raise DatasetError(_item_problem(record["identifier"], exc)) from None
+
+    @property
+    def assumed_modality(self) -> int:
+        return sum(s.assumed_modality for s in self._datasets.values())
+
+    def abort(self) -> None:
+        for location in self.written:
+            location.delete()
+        self.written = []
+        self.close()
+
+    def close(self) -> None:
+        for spool in self._datasets.values():
+            if not spool.handle.closed:
+                spool.handle.close()
+            if os.path.exists(spool.path):
+                os.remove(spool.path)
+        if os.path.isdir(self._spool_dir):
+            os.rmdir(self._spool_dir)
+
+
+def _item_problem(identifier: str, exc: Exception) -> Any:
+    from itemeval.errors import Problem
+
+    return Problem(
+        f"item {identifier!r} cannot be written in the item format: {exc}".splitlines()[0]
+    )
+
+
+def _modality(s: Sample) -> str | None:
+    if s.modality:
+        try:
+            return Modality.parse(s.modality).value
+        except ValueError:
+            pass
+    if s.choices and 2 <= len(s.choices) <= 5:
+        return Modality.for_choices(len(s.choices)).value
+    reference = s.reference.strip().casefold()
+    if reference in ("true", "false", "yes", "no"):
+        return Modality.BOOLEAN.value
+    try:
+        float(reference.replace(",", ""))
+    except ValueError:
+        return None
+    return Modality.SINGLE_VALUE.value
+
+
+_ = TIMESTAMP
