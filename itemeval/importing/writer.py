@@ -246,6 +246,8 @@ class ImportWriter:
             record["difficulty"] = s.difficulty
         if s.task_prompt is not None:
             record["taskPrompt"] = s.task_prompt
+        if "support" in extras:  # a spec attribute, not an ad hoc one
+            record["support"] = extras.pop("support")
         error = None
         for candidate in (modality, None) if modality else (None,):
             fields = extras if candidate else extras | {"modalityAssumed": True}
