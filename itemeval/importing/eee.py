@@ -200,7 +200,9 @@ def _generate_facts(facts: AggregateFacts, result: dict[str, Any]) -> GenerateFa
         tool=facts.library,
         model_id=facts.model_id,
         model_name=facts.model_name,
-        params=tuple(sorted(params.items())),
+        params=tuple(
+            sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items())
+        ),
         prompt_name=str(details.get("prompt") or f"{facts.library}:prompt")
         if facts.itemeval
         else f"{facts.library}:prompt",

@@ -61,7 +61,7 @@ class GenerateFacts:
 
     @property
     def params_dict(self) -> dict[str, Any]:
-        return dict(self.params)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.params}
 
     @property
     def prompt_sha256(self) -> str | None:

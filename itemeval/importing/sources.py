@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from itemeval.importing import eee
+from itemeval.importing import eee, tools
 from itemeval.importing.model import Rejection, Sample, SourceFile
 
 
@@ -70,13 +70,38 @@ def discover(sources: list[str]) -> Found:
     from itemeval.errors import InputError, Problem
 
     found = Found()
-    eee_paths: list[str] = []
+    paths: list[str] = []
     for source in sources:
         if not os.path.exists(source):
             raise InputError(Problem("no such file or folder", file=source))
-        paths = [source] if os.path.isfile(source) else _walk(source)
-        eee_paths.extend(p for p in paths if p.endswith((".json", ".jsonl")))
-    units, rejected = eee.units(sorted(dict.fromkeys(eee_paths)))
+        paths.extend([source] if os.path.isfile(source) else _walk(source))
+    paths = list(dict.fromkeys(os.path.normpath(p) for p in paths))
+    claimed: set[str] = set()
+    for folder in tools.helm_folders(paths):
+        found.units.append(tools.HelmRun(folder))
+        claimed |= {p for p in paths if os.path.dirname(p) == folder}
+    for path in sorted(p for p in paths if p not in claimed):
+        if path.endswith(".eval"):
+            found.units.append(tools.InspectLog(path))
+            claimed.add(path)
+        elif tools.is_lm_eval_results(path):
+            run = tools.LmEvalRun(path)
+            try:
+                samples = run.samples_files()
+            except (OSError, ValueError) as exc:
+                found.rejected.append(Rejection("invalid_json", path, None, str(exc)[:160]))
+                claimed.add(path)
+                continue
+            found.units.append(run)
+            claimed |= {path, *samples.values()}
+        elif tools.is_inspect_json(path):
+            found.units.append(tools.InspectLog(path))
+            claimed.add(path)
+    eee_paths = [p for p in paths if p not in claimed and p.endswith((".json", ".jsonl"))]
+    for path in paths:
+        if path not in claimed and path not in eee_paths:
+            found.rejected.append(Rejection("not_a_record", path, None, "not a format read"))
+    units, rejected = eee.units(sorted(eee_paths))
     found.rejected.extend(rejected)
     for unit in units:
         source = EeeSource(unit)
