@@ -49,6 +49,7 @@ class ImportResult:
     grades: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)
+    rejected_files: list[str] = field(default_factory=list)  # whole files not read, and why
     generate: list[dict[str, Any]] = field(default_factory=list)
     grade: list[dict[str, Any]] = field(default_factory=list)
     datasets: dict[str, str] = field(default_factory=dict)
@@ -87,6 +88,8 @@ def import_sources(
                 )
             )
         rejected[rejection.reason] += 1
+        if rejection.line is None and rejection.reason in ("not_a_record", "invalid_json"):
+            result.rejected_files.append(rejection.describe())
         if examples[rejection.reason] < EXAMPLES_PER_REASON:
             examples[rejection.reason] += 1
             result.examples.append(rejection.describe())

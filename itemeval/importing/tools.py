@@ -412,6 +412,7 @@ def _inspect_value(value: Any) -> float | None:
 
 HELM_CORE = ("exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match")
 HELM_FILES = ("run_spec.json", "scenario_state.json", "per_instance_stats.json")
+HELM_OPTIONAL = ("scenario.json", "stats.json")  # read for provenance only
 
 
 @dataclass
@@ -429,7 +430,9 @@ class HelmRun:
 
     def source_files(self) -> list[SourceFile]:
         if self._files is None:
-            paths = [os.path.join(self.folder, n) for n in HELM_FILES]
+            names = (*HELM_FILES, *HELM_OPTIONAL)
+            paths = [os.path.join(self.folder, n) for n in names]
+            paths = [p for p in paths if os.path.isfile(p)]
             self._files = [SourceFile(p, "helm", None, sha256_file(p)) for p in paths]
         return self._files
 

@@ -105,15 +105,15 @@ class ImportWriter:
             self.grade[grade_id] = sample.grade
         cell = _key(gen_id, sample.item_id, sample.epoch)
         grade_key = _key(grade_id, cell)
+        problem = self._item(sample)
+        if problem is not None:
+            return problem
         if grade_key in self._grade_seen:
             return self._reject(sample, "duplicate_sample_id", f"sample {sample.item_id}")
         text_key = _key(sample.answer)
         known = self._solution_seen.get(cell)
         if known is not None and known != text_key:
             return self._reject(sample, "conflicting_answer", f"sample {sample.item_id}")
-        problem = self._item(sample)
-        if problem is not None:
-            return problem
         self._grade_seen.add(grade_key)
         text_hash = hashlib.sha256(sample.answer.encode("utf-8")).hexdigest()[:16]
         provenance = hashlib.sha256(sample.record_id.encode("utf-8")).hexdigest()

@@ -1,0 +1,140 @@
+"""`itemeval import`: real files of every kind, rejections by reason, `--strict`, and an import
+that fails half way leaving nothing behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from itemeval.cli.main import main
+from itemeval.errors import ExitCode
+from itemeval.importing import catalog as catalog_module
+from itemeval.importing import import_sources, read_imports
+from itemeval.store.layout import StudyStore
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "every_eval_ever"
+if not SHARED.exists():
+    SHARED = Path("/work/shared/data/every_eval_ever")
+needs_data = pytest.mark.skipif(not SHARED.exists(), reason=f"{SHARED} is absent")
+
+
+def _line(sample_id: str, **changes) -> dict:
+    record = {
+        "schema_version": "0.3.0",
+        "evaluation_id": "bench/org_model/1",
+        "model_id": "org/model",
+        "evaluation_name": "bench",
+        "sample_id": sample_id,
+        "interaction_type": "single_turn",
+        "input": {"raw": f"What is {sample_id}?", "reference": [f"answer {sample_id}"]},
+        "output": {"raw": [f"answer {sample_id}"]},
+        "answer_attribution": [],
+        "evaluation": {"score": 1.0, "is_correct": True},
+    }
+    for key, value in changes.items():
+        if value is None:
+            record.pop(key, None)
+        else:
+            record[key] = value
+    return record
+
+
+def _bad_file(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "records_samples.jsonl"
+    lines = [
+        json.dumps(_line("a")),
+        json.dumps(_line("b")),
+        "{not json",
+        json.dumps(_line("c", input={"raw": "What is c?"})),  # no reference
+        json.dumps(_line("a")),  # the same sample and metric again
+        json.dumps(_line("d", evaluation=None)),  # schema: no evaluation
+        json.dumps(_line("b", input={"raw": "Another b?", "reference": ["x"]})),  # item conflict
+        json.dumps(_line("e", schema_version="9.9")),
+        json.dumps(_line("f")),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _fragments(store: Path) -> list[Path]:
+    return sorted(store.glob("solutions/*/*.parquet")) + sorted(store.glob("grades/*/*.parquet"))
+
+
+def test_every_record_imports_or_is_rejected_with_a_named_reason(tmp_path: Path):
+    source = _bad_file(tmp_path / "src")
+    result = import_sources(str(tmp_path / "store"), [str(source)])
+    assert result.rejected == {
+        "conflicting_item": 1,
+        "duplicate_sample_id": 1,
+        "invalid_json": 1,
+        "missing_reference": 1,
+        "schema_violation": 1,
+        "unknown_schema_version": 1,
+    }
+    assert result.samples == 3 and result.solutions == 3 and result.grades == 3
+    assert any("records_samples.jsonl:3: invalid_json" in e for e in result.examples)
+    # physical truth: the rows stored, read without deduplication
+    rows = [pq.read_table(p) for p in _fragments(tmp_path / "store")]
+    assert sum(t.num_rows for t in rows) == 6
+    grades = [
+        t for p, t in zip(_fragments(tmp_path / "store"), rows, strict=True) if "grades" in p.parts
+    ]
+    assert sorted(grades[0].column("item_id").to_pylist()) == ["a", "b", "f"]
+    assert set(grades[0].column("run_id").to_pylist()) == {result.import_id}
+    assert grades[0].column("request_id").to_pylist()[0].startswith("records_samples.jsonl:")
+    record = read_imports(StudyStore.open(str(tmp_path / "store")))[0]
+    assert record.files[0].tool == "every_eval_ever" and len(record.files[0].sha256) == 64
+
+
+def test_strict_refuses_at_the_first_rejection_and_writes_nothing(tmp_path: Path, capsys):
+    source = _bad_file(tmp_path / "src")
+    store = tmp_path / "store"
+    code = main(["import", str(source), "--store", str(store), "--strict"])
+    assert code == ExitCode.IMPORT_REFUSED == 5
+    err = capsys.readouterr().err
+    assert "records_samples.jsonl:3: record rejected (invalid_json)" in err
+    assert _fragments(store) == [] and not (store / "imports").exists()
+
+
+def test_a_failure_before_the_record_leaves_no_rows(tmp_path: Path, monkeypatch):
+    source = _bad_file(tmp_path / "src")
+    store = tmp_path / "store"
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("itemeval.importing.run.write_import", fail)
+    with pytest.raises(OSError):
+        import_sources(str(store), [str(source)])
+    assert _fragments(store) == []
+    assert read_imports(StudyStore.open(str(store))) == []
+    monkeypatch.undo()
+    again = import_sources(str(store), [str(source)])  # nothing recorded: imported now
+    assert again.samples == 3 and catalog_module.read_imports(StudyStore.open(str(store)))
+
+
+@needs_data
+def test_every_shared_file_imports_or_is_rejected_with_reasons(tmp_path: Path, capsys):
+    store = tmp_path / "store"
+    code = main(["import", str(SHARED), "--store", str(store)])
+    assert code == ExitCode.OK
+    out = capsys.readouterr().out
+    result = import_sources(str(store), [str(SHARED)])  # everything was imported before
+    assert result.import_id is None
+    files = {p for p in SHARED.rglob("*") if p.is_file()}
+    skipped = {Path(p) for p in result.skipped}
+    rejected = {Path(r.split(": ", 1)[0]) for r in result.rejected_files}
+    assert files == skipped | rejected, sorted(map(str, files - skipped - rejected))
+    assert rejected == {SHARED / "SOURCE.md"} | set((SHARED / "schemas").rglob("*.json"))
+    assert "Rejected" in out
+    record = read_imports(StudyStore.open(str(store)))[0]
+    tools = {f.tool for f in record.files}
+    assert tools == {"every_eval_ever", "lm_eval", "inspect_ai", "helm"}
+    assert record.samples > 150 and record.aggregates  # aggregate-only records are kept
+    # each tool's conditions are in the store, with their grades
+    report = main(["status", "--store", str(store)])
+    assert report == ExitCode.OK
