@@ -17,7 +17,6 @@ Nothing is written and no endpoint is called: the plan serves reading only.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -29,7 +28,8 @@ from itemeval.design import Design, GenerateCondition, GradeCondition
 from itemeval.errors import InputError, Problem
 from itemeval.estimate import Estimate
 from itemeval.ids import slugify
-from itemeval.importing.catalog import GenerateRecord, GradeRecord, ImportRecord, read_imports
+from itemeval.importing.catalog import ImportRecord, read_imports
+from itemeval.importing.conditions import imported_generate, imported_grade
 from itemeval.item_index import SelectedItems, build_item_index
 from itemeval.locks import read_locks
 from itemeval.planning import DatasetPlan, Plan
@@ -39,16 +39,6 @@ from itemeval.store.items import read_item_ids, read_snapshot_info
 from itemeval.store.layout import GRADES, SOLUTIONS, StudyStore
 from itemeval.store.manifest import list_manifests, read_manifest
 from itemeval.templates import Template
-
-
-@dataclass(frozen=True)
-class StatedParams:
-    """Sampling parameters as a source stated them (names it uses beyond ours kept)."""
-
-    values: tuple[tuple[str, Any], ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.values)
 
 
 class StoredDataset:
@@ -105,9 +95,9 @@ def store_plan(
     generate, grade = _native_conditions(store)
     for record in imports:
         for g in record.generate:
-            generate.setdefault(g.id, _imported_generate(g))
+            generate.setdefault(g.id, imported_generate(g))
         for r in record.grade:
-            grade.setdefault(r.id, _imported_grade(r))
+            grade.setdefault(r.id, imported_grade(r))
     ordered_grade = [c for c in grade.values() if c.kind == "judge"] + [
         c for c in grade.values() if c.kind == "scorer"
     ]
@@ -153,54 +143,6 @@ def _epochs(store: StudyStore, generate: list[str], imports: list[ImportRecord])
         if table.num_rows:
             epochs = max(epochs, int(pc.max(table.column("epoch")).as_py()) + 1)
     return epochs
-
-
-def _imported_generate(record: GenerateRecord) -> GenerateCondition:
-    prompt = Template(
-        name=record.prompt_name,
-        kind="prompt",
-        text=record.prompt_text or "",
-        sha256=str(record.native_payload.get("prompt", {}).get("sha256") or ""),
-        source=f"imported from {record.tool}",
-    )
-    return GenerateCondition(
-        id=record.id,
-        slug=record.slug,
-        model_id=record.model_id,
-        model_label=record.model_name,
-        endpoint=f"imported:{record.tool}",
-        prompt=prompt,
-        config_name=record.config_name,
-        params=StatedParams(tuple(sorted(record.params.items()))),  # type: ignore[arg-type]
-        payload=record.native_payload | {"imported": {"tool": record.tool}},
-    )
-
-
-def _imported_grade(record: GradeRecord) -> GradeCondition:
-    payload: dict[str, Any] = {"stage": "grade", "imported": {"tool": record.tool}}
-    if record.kind == "judge":
-        rubric = Template(
-            name=record.rubric_name or f"{record.tool}:rubric",
-            kind="rubric",
-            text=record.rubric_text or "",
-            sha256="",
-            source=f"imported from {record.tool}",
-            max_score=record.max_score if record.max_score is not None else 1.0,
-            pass_score=record.pass_score if record.pass_score is not None else 1.0,
-        )
-        return GradeCondition(
-            id=record.id,
-            slug=record.slug,
-            kind="judge",
-            payload=payload,
-            grader_name=record.metric,
-            model_id=record.grader_model,
-            endpoint=f"imported:{record.tool}",
-            rubric=rubric,
-        )
-    return GradeCondition(
-        id=record.id, slug=record.slug, kind="scorer", payload=payload, scorer=record.metric
-    )
 
 
 def _native_conditions(

@@ -1,0 +1,107 @@
+"""Imported conditions as the design knows them (`GenerateCondition`, `GradeCondition`), for a
+store read alone (`store_plan`) and for a study that grades imported answers (`imported:` in the
+study file: planning adds the selected imported generate conditions to its design)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from itemeval.design import Design, GenerateCondition, GradeCondition
+from itemeval.errors import ConfigError, Problem
+from itemeval.importing.catalog import GenerateRecord, GradeRecord, read_imports
+from itemeval.providers.types import SamplingParams
+from itemeval.store.layout import StudyStore
+from itemeval.store.selection import select_conditions
+from itemeval.templates import Template
+
+
+@dataclass(frozen=True)
+class StatedParams:
+    """Sampling parameters as a source stated them (names it uses beyond ours kept)."""
+
+    values: tuple[tuple[str, Any], ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.values)
+
+    def __getattr__(self, name: str) -> Any:
+        """Our sampling parameters by name (None when the source did not state one)."""
+        if name in SamplingParams.__slots__:  # type: ignore[attr-defined]
+            return dict(self.values).get(name)
+        raise AttributeError(name)
+
+
+def imported_generate(record: GenerateRecord, endpoint: str | None = None) -> GenerateCondition:
+    """An imported generate condition as the design knows it. `endpoint`: the endpoint a
+    study names it under (never called: its cells are stored, and planning leaves it out of
+    the pending cells); by default `imported:<tool>`."""
+    prompt = Template(
+        name=record.prompt_name,
+        kind="prompt",
+        text=record.prompt_text or "",
+        sha256=str(record.native_payload.get("prompt", {}).get("sha256") or ""),
+        source=f"imported from {record.tool}",
+    )
+    return GenerateCondition(
+        id=record.id,
+        slug=record.slug,
+        model_id=record.model_id,
+        model_label=record.model_name,
+        endpoint=endpoint or f"imported:{record.tool}",
+        prompt=prompt,
+        config_name=record.config_name,
+        params=StatedParams(tuple(sorted(record.params.items()))),  # type: ignore[arg-type]
+        payload=record.native_payload | {"imported": {"tool": record.tool}},
+    )
+
+
+def imported_grade(record: GradeRecord) -> GradeCondition:
+    """An imported grade condition: the source's metric as a scorer (or its judge)."""
+    payload: dict[str, Any] = {"stage": "grade", "imported": {"tool": record.tool}}
+    if record.kind == "judge":
+        rubric = Template(
+            name=record.rubric_name or f"{record.tool}:rubric",
+            kind="rubric",
+            text=record.rubric_text or "",
+            sha256="",
+            source=f"imported from {record.tool}",
+            max_score=record.max_score if record.max_score is not None else 1.0,
+            pass_score=record.pass_score if record.pass_score is not None else 1.0,
+        )
+        return GradeCondition(
+            id=record.id,
+            slug=record.slug,
+            kind="judge",
+            payload=payload,
+            grader_name=record.metric,
+            model_id=record.grader_model,
+            endpoint=f"imported:{record.tool}",
+            rubric=rubric,
+        )
+    return GradeCondition(
+        id=record.id, slug=record.slug, kind="scorer", payload=payload, scorer=record.metric
+    )
+
+
+def with_imported(
+    design: Design, store: StudyStore, selectors: Sequence[str], endpoint: str
+) -> tuple[Design, set[str]]:
+    """`design` with the imported generate conditions that `selectors` name (ids, slugs,
+    prefixes or globs, as `--condition`), and their ids. A selector that names nothing is a
+    `ConfigError`."""
+    records = {g.id: g for r in read_imports(store) for g in r.generate}
+    if not records:
+        raise ConfigError(
+            Problem(
+                "the store holds no imported conditions",
+                field="imported",
+                hint=f"`itemeval import SOURCE --store {store.root.url}` first",
+            )
+        )
+    chosen = select_conditions(list(records), list(selectors))
+    known = {c.id for c in design.generate}
+    added = tuple(imported_generate(records[i], endpoint) for i in chosen if i not in known)
+    design = Design(generate=design.generate + added, grade=design.grade, epochs=design.epochs)
+    return design, {c.id for c in added}
