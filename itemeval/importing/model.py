@@ -148,6 +148,17 @@ class Sample:
     reasoning: str | None = None  # a judge's explanation
 
 
+@dataclass(slots=True)
+class SampleBatch:
+    """Samples of one evaluation as columns (`BATCH_SCHEMA`): the fast path of large files."""
+
+    gen: GenerateFacts
+    grade: GradeFacts
+    dataset: str
+    file_sha256: str
+    table: Any  # pa.Table with BATCH_SCHEMA
+
+
 @dataclass(frozen=True, slots=True)
 class Rejection:
     """A record that is not imported, and why."""

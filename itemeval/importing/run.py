@@ -27,7 +27,7 @@ from itemeval.importing.catalog import (
     read_imports,
     write_import,
 )
-from itemeval.importing.model import Rejection, Sample
+from itemeval.importing.model import Rejection, Sample, SampleBatch
 from itemeval.importing.sources import discover
 from itemeval.importing.writer import ImportWriter
 from itemeval.store.layout import StudyStore
@@ -120,6 +120,9 @@ def import_sources(
                 if isinstance(sample, Sample):
                     problem = writer.add(sample)
                     if problem is not None:
+                        reject(problem)
+                elif isinstance(sample, SampleBatch):
+                    for problem in writer.add_batch(sample):
                         reject(problem)
                 else:
                     reject(sample)

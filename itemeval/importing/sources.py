@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from itemeval.importing import eee, tools
-from itemeval.importing.model import Rejection, Sample, SourceFile
+from itemeval.importing.model import Rejection, Sample, SampleBatch, SourceFile
 
 
 class Unit(Protocol):
@@ -45,9 +45,15 @@ class EeeSource:
             self._files = [eee.source_file(p, facts) for p in self.unit.files]
         return self._files
 
-    def samples(self) -> Iterator[Sample | Rejection]:
-        if self.unit.samples is not None:
-            yield from eee.read_samples(self.unit.samples, self.facts())
+    def samples(self) -> Iterator[Sample | Rejection | SampleBatch]:
+        if self.unit.samples is None:
+            return
+        facts = self.facts()
+        if facts is not None and eee.fast_path_applies(facts):
+            sha = next(s.sha256 for s in self.source_files() if s.path == self.unit.samples)
+            yield from eee.read_batches(self.unit.samples, facts, sha)
+        else:
+            yield from eee.read_samples(self.unit.samples, facts)
 
     def aggregate_only(self) -> list[dict[str, Any]]:
         facts = self.facts()

@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from itemeval.adapters.source import DatasetSource, open_source
 from itemeval.errors import DatasetError
-from itemeval.importing.model import GenerateFacts, GradeFacts, Rejection, Sample
+from itemeval.importing.keys import KeySet
+from itemeval.importing.model import GenerateFacts, GradeFacts, Rejection, Sample, SampleBatch
 from itemeval.locks import pin_datasets, read_locks
 from itemeval.spec.dataset import DatasetMeta
 from itemeval.spec.directory import read_dataset
@@ -40,11 +42,6 @@ from itemeval.workitem import items_to_table
 
 FLUSH_ROWS = 50_000
 DATASETS_DIR = "imported/datasets"
-
-
-def _key(*parts: object) -> int:
-    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
 
 
 @dataclass
@@ -85,8 +82,10 @@ class ImportWriter:
         self.now = datetime.now(UTC)
         self._gen_ids: dict[GenerateFacts, str] = {}
         self._grade_ids: dict[GradeFacts, str] = {}
-        self._solution_seen: dict[int, int] = {}  # cell key -> text key
-        self._grade_seen: set[int] = set()
+        self._grade_keys = KeySet()  # (grade, gen, item, epoch): one grade a cell and metric
+        self._cells = KeySet()  # (gen, item, epoch): the cells with a solution
+        self._answers = KeySet()  # (gen, item, epoch, answer): their answers
+        self._tables: dict[tuple[str, str], list[pa.Table]] = {}  # batches not yet written
         self._solutions: dict[str, _Buffer] = {}
         self._grades: dict[str, _Buffer] = {}
         self._spool_dir = tempfile.mkdtemp(prefix="itemeval-import-")
@@ -95,35 +94,244 @@ class ImportWriter:
     # -- samples ---------------------------------------------------------------------------
     def add(self, sample: Sample) -> Rejection | None:
         """Buffer one sample; a rejection if it conflicts with one already added."""
-        gen_id = self._gen_ids.get(sample.gen)
-        if gen_id is None:
-            gen_id = self._gen_ids[sample.gen] = sample.gen.id
-            self.generate[gen_id] = sample.gen
-        grade_id = self._grade_ids.get(sample.grade)
-        if grade_id is None:
-            grade_id = self._grade_ids[sample.grade] = sample.grade.id
-            self.grade[grade_id] = sample.grade
-        cell = _key(gen_id, sample.item_id, sample.epoch)
-        grade_key = _key(grade_id, cell)
+        gen_id, grade_id = self._ids(sample.gen, sample.grade)
         problem = self._item(sample)
         if problem is not None:
             return problem
-        if grade_key in self._grade_seen:
+        cell = (gen_id, sample.item_id, sample.epoch)
+        grade_key = hash((grade_id, *cell))
+        if grade_key in self._grade_keys:
             return self._reject(sample, "duplicate_sample_id", f"sample {sample.item_id}")
-        text_key = _key(sample.answer)
-        known = self._solution_seen.get(cell)
-        if known is not None and known != text_key:
+        new_cell = hash(cell) not in self._cells
+        answer_key = hash((*cell, sample.answer))
+        if not new_cell and answer_key not in self._answers:
             return self._reject(sample, "conflicting_answer", f"sample {sample.item_id}")
-        self._grade_seen.add(grade_key)
+        self._grade_keys.add(grade_key)
         text_hash = hashlib.sha256(sample.answer.encode("utf-8")).hexdigest()[:16]
-        provenance = hashlib.sha256(sample.record_id.encode("utf-8")).hexdigest()
-        if known is None:
-            self._solution_seen[cell] = text_key
+        provenance = self._provenance(sample.record_id)
+        if new_cell:
+            self._cells.add(hash(cell))
+            self._answers.add(answer_key)
             self._solution_row(gen_id, sample, text_hash, provenance)
         self._grade_row(grade_id, gen_id, sample, text_hash)
         self.samples += 1
         self.epochs = max(self.epochs, sample.epoch + 1)
         return None
+
+    def _ids(self, gen: GenerateFacts, grade: GradeFacts) -> tuple[str, str]:
+        gen_id = self._gen_ids.get(gen)
+        if gen_id is None:
+            gen_id = self._gen_ids[gen] = gen.id
+            self.generate[gen_id] = gen
+        grade_id = self._grade_ids.get(grade)
+        if grade_id is None:
+            grade_id = self._grade_ids[grade] = grade.id
+            self.grade[grade_id] = grade
+        return gen_id, grade_id
+
+    def _provenance(self, record_id: str) -> str:
+        """`request_hash` of an imported row: sha256 of its record id (`<file>:<line>`)."""
+        return hashlib.sha256(record_id.encode("utf-8")).hexdigest()
+
+    def add_batch(self, batch: SampleBatch) -> list[Rejection]:
+        """Buffer a batch of samples of one evaluation (the fast path of Every Eval Ever
+        files); the rows that conflict with earlier ones are returned as rejections."""
+        gen_id, grade_id = self._ids(batch.gen, batch.grade)
+        table = batch.table
+        n = table.num_rows
+        ids = table.column("item_id").to_pylist()
+        epochs = table.column("epoch").to_pylist()
+        answers = table.column("answer").to_pylist()
+        records = table.column("record_id").to_pylist()
+        keep = np.ones(n, dtype=bool)
+        rejected: list[Rejection] = []
+        bad = self._items_of_batch(batch, ids, keep, rejected)
+        del bad
+        grade_keys = np.fromiter(
+            (hash((grade_id, gen_id, i, e)) for i, e in zip(ids, epochs, strict=True)),
+            dtype=np.int64,
+            count=n,
+        )
+        cell_keys = np.fromiter(
+            (hash((gen_id, i, e)) for i, e in zip(ids, epochs, strict=True)),
+            dtype=np.int64,
+            count=n,
+        )
+        answer_keys = np.fromiter(
+            (hash((gen_id, i, e, a)) for i, e, a in zip(ids, epochs, answers, strict=True)),
+            dtype=np.int64,
+            count=n,
+        )
+        candidates = np.flatnonzero(keep)
+        new_grade = self._grade_keys.add_many(grade_keys[candidates])
+        for index in candidates[~new_grade]:
+            rejected.append(_rejection(records[index], "duplicate_sample_id", ids[index]))
+        keep[candidates[~new_grade]] = False
+        candidates = np.flatnonzero(keep)
+        new_cell = self._cells.add_many(cell_keys[candidates])
+        new_answer = self._answers.add_many(answer_keys[candidates])
+        conflict = ~new_cell & new_answer
+        for index in candidates[conflict]:
+            rejected.append(_rejection(records[index], "conflicting_answer", ids[index]))
+        keep[candidates[conflict]] = False
+        solution_rows = candidates[new_cell]
+        grade_rows = np.flatnonzero(keep)
+        hashes = [hashlib.sha256(answers[i].encode("utf-8")).hexdigest()[:16] for i in range(n)]
+        text_hash = pa.array(hashes, pa.string())
+        self._add_solutions(gen_id, batch, table.take(solution_rows), text_hash.take(solution_rows))
+        self._add_grades(
+            grade_id, gen_id, batch, table.take(grade_rows), text_hash.take(grade_rows)
+        )
+        self.samples += len(grade_rows)
+        if len(grade_rows):
+            self.epochs = max(self.epochs, int(np.max(np.asarray(epochs)[grade_rows])) + 1)
+        return rejected
+
+    def _items_of_batch(
+        self, batch: SampleBatch, ids: list[str], keep: np.ndarray, rejected: list[Rejection]
+    ) -> None:
+        """Check each row's item against those seen (new items go to the spool)."""
+        spool = self._spool(batch.dataset)
+        inputs = batch.table.column("input").to_pylist()
+        references = batch.table.column("reference").to_pylist()
+        known_items = spool.items
+        for index, item_id in enumerate(ids):
+            key = hash(item_id.casefold())
+            content = hash((inputs[index], references[index]))
+            known = known_items.get(key)
+            if known == content:
+                continue
+            if known is not None:
+                record = batch.table.column("record_id")[index].as_py()
+                rejected.append(_rejection(record, "conflicting_item", item_id))
+                keep[index] = False
+                continue
+            row = batch.table.slice(index, 1).to_pylist()[0]
+            sample = Sample(
+                gen=batch.gen,
+                grade=batch.grade,
+                dataset=batch.dataset,
+                item_id=item_id,
+                epoch=0,
+                input=inputs[index],
+                reference=references[index],
+                answer="",
+                score=0.0,
+                correct=False,
+                record_id=row["record_id"],
+                choices=row.get("choices"),
+            )
+            problem = self._item(sample)
+            if problem is not None:
+                rejected.append(problem)
+                keep[index] = False
+
+    def _add_solutions(
+        self, gen_id: str, batch: SampleBatch, t: pa.Table, text_hash: pa.Array
+    ) -> None:
+        n = t.num_rows
+        if n == 0:
+            return
+        self.solutions += n
+
+        def const(value: Any, type_: pa.DataType) -> pa.Array:
+            return pa.nulls(n, type_) if value is None else pa.repeat(pa.scalar(value, type_), n)
+
+        columns = {
+            "item_id": t.column("item_id"),
+            "epoch": t.column("epoch"),
+            "status": const("ok", pa.string()),
+            "error_code": const(None, pa.string()),
+            "error_message": const(None, pa.string()),
+            "text": t.column("answer"),
+            "text_hash": text_hash,
+            "finish_reason": t.column("finish_reason"),
+            "input_tokens": t.column("input_tokens"),
+            "output_tokens": t.column("output_tokens"),
+            "cached_input_tokens": t.column("cached_input_tokens"),
+            "reasoning_tokens": t.column("reasoning_tokens"),
+            "usd": const(0.0, pa.float64()),
+            "latency_ms": t.column("latency_ms"),
+            "request_id": t.column("record_id"),
+            "attempts": const(0, pa.int32()),
+            "cached": const(False, pa.bool_()),
+            "tier": const("live", pa.string()),
+            "request_hash": pa.array(
+                [self._provenance(r) for r in t.column("record_id").to_pylist()], pa.string()
+            ),
+            "model": const(batch.gen.model_id, pa.string()),
+            "run_id": const(self.import_id, pa.string()),
+            "written_at": const(self.now, TIMESTAMP),
+        }
+        self._queue("solutions", gen_id, columns, SOLUTION_SCHEMA)
+
+    def _add_grades(
+        self, grade_id: str, gen_id: str, batch: SampleBatch, t: pa.Table, text_hash: pa.Array
+    ) -> None:
+        n = t.num_rows
+        if n == 0:
+            return
+        self.grades += n
+
+        def const(value: Any, type_: pa.DataType) -> pa.Array:
+            return pa.nulls(n, type_) if value is None else pa.repeat(pa.scalar(value, type_), n)
+
+        columns = {
+            "gen_condition_id": const(gen_id, pa.string()),
+            "item_id": t.column("item_id"),
+            "epoch": t.column("epoch"),
+            "status": const("ok", pa.string()),
+            "score": t.column("score"),
+            "correct": t.column("correct"),
+            "extracted": const(None, pa.string()),
+            "parse_ok": const(True, pa.bool_()),
+            "parse_code": const(None, pa.string()),
+            "reasoning": const(None, pa.string()),
+            "judge_text": const(None, pa.string()),
+            "solution_hash": text_hash,
+            "error_code": const(None, pa.string()),
+            "error_message": const(None, pa.string()),
+            "input_tokens": const(0, pa.int64()),
+            "output_tokens": const(0, pa.int64()),
+            "cached_input_tokens": const(0, pa.int64()),
+            "reasoning_tokens": const(0, pa.int64()),
+            "usd": const(0.0, pa.float64()),
+            "latency_ms": const(0.0, pa.float64()),
+            "request_id": t.column("record_id"),
+            "attempts": const(0, pa.int32()),
+            "cached": const(False, pa.bool_()),
+            "tier": const("live", pa.string()),
+            "request_hash": const(None, pa.string()),
+            "grader": const(batch.grade.metric, pa.string()),
+            "run_id": const(self.import_id, pa.string()),
+            "written_at": const(self.now, TIMESTAMP),
+        }
+        self._queue("grades", grade_id, columns, GRADE_SCHEMA)
+
+    def _queue(
+        self, stage: str, condition: str, columns: dict[str, Any], schema: pa.Schema
+    ) -> None:
+        arrays = [columns[f.name] for f in schema]
+        table = pa.Table.from_arrays(
+            [
+                a.cast(f.type) if a.type != f.type else a
+                for a, f in zip(arrays, schema, strict=True)
+            ],
+            schema=schema,
+        )
+        queued = self._tables.setdefault((stage, condition), [])
+        queued.append(table)
+        if sum(t.num_rows for t in queued) >= self.flush_rows:
+            self._write(stage, condition, schema)
+
+    def _write(self, stage: str, condition: str, schema: pa.Schema) -> None:
+        queued = self._tables.pop((stage, condition), [])
+        if not queued:
+            return
+        table = pa.concat_tables(queued).combine_chunks()
+        name = self.store.write(stage, condition, table)
+        if name is not None:
+            self.written.append(self.store.partition(stage, condition).join(name))
 
     def _reject(self, sample: Sample, reason: str, detail: str) -> Rejection:
         file, _, line = sample.record_id.rpartition(":")
@@ -205,10 +413,10 @@ class ImportWriter:
         if buffer.rows == 0:
             return
         arrays = [pa.array(buffer.columns[f.name], f.type) for f in schema]
-        table = pa.Table.from_arrays(arrays, schema=schema)
-        name = self.store.write(stage, condition, table)
-        if name is not None:
-            self.written.append(self.store.partition(stage, condition).join(name))
+        self._tables.setdefault((stage, condition), []).append(
+            pa.Table.from_arrays(arrays, schema=schema)
+        )
+        self._write(stage, condition, schema)
         for values in buffer.columns.values():
             values.clear()
         buffer.rows = 0
@@ -218,16 +426,22 @@ class ImportWriter:
             self._flush("solutions", condition, buffer, SOLUTION_SCHEMA)
         for condition, buffer in self._grades.items():
             self._flush("grades", condition, buffer, GRADE_SCHEMA)
+        for stage, condition in list(self._tables):
+            self._write(stage, condition, SOLUTION_SCHEMA if stage == "solutions" else GRADE_SCHEMA)
 
     # -- items -----------------------------------------------------------------------------
-    def _item(self, s: Sample) -> Rejection | None:
-        spool = self._datasets.get(s.dataset)
+    def _spool(self, dataset: str) -> _DatasetSpool:
+        spool = self._datasets.get(dataset)
         if spool is None:
             path = os.path.join(self._spool_dir, f"{len(self._datasets)}.jsonl")
             handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in write_datasets
-            spool = self._datasets[s.dataset] = _DatasetSpool(s.dataset, path, handle)
-        id_key = _key(s.item_id.casefold())
-        content = _key(s.input, s.reference)
+            spool = self._datasets[dataset] = _DatasetSpool(dataset, path, handle)
+        return spool
+
+    def _item(self, s: Sample) -> Rejection | None:
+        spool = self._spool(s.dataset)
+        id_key = hash(s.item_id.casefold())
+        content = hash((s.input, s.reference))
         known = spool.items.get(id_key)
         if known is not None:
             if known != content:
@@ -341,6 +555,13 @@ class ImportWriter:
                 os.remove(spool.path)
         if os.path.isdir(self._spool_dir):
             os.rmdir(self._spool_dir)
+
+
+def _rejection(record_id: str, reason: str, item_id: str) -> Rejection:
+    file, _, line = record_id.rpartition(":")
+    return Rejection(
+        reason, file or record_id, int(line) if line.isdigit() else None, f"sample {item_id}"
+    )
 
 
 def _item_problem(identifier: str, exc: Exception) -> Any:
