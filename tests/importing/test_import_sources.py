@@ -13,6 +13,7 @@ from itemeval.cli.main import main
 from itemeval.errors import ExitCode
 from itemeval.importing import catalog as catalog_module
 from itemeval.importing import import_sources, read_imports
+from itemeval.importing.writer import ImportWriter
 from itemeval.store.layout import StudyStore
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "every_eval_ever"
@@ -138,3 +139,60 @@ def test_every_shared_file_imports_or_is_rejected_with_reasons(tmp_path: Path, c
     # each tool's conditions are in the store, with their grades
     report = main(["status", "--store", str(store)])
     assert report == ExitCode.OK
+
+
+def _tool_records(folder: Path, lines: int, bad_line: int) -> Path:
+    """An aggregate of another tool and its instance file, one bad line in the middle."""
+    folder.mkdir(parents=True)
+    aggregate = {
+        "schema_version": "0.3.0",
+        "evaluation_id": "bench/org_model/1",
+        "model_info": {"name": "model", "id": "org/model"},
+        "eval_library": {"name": "lm_eval", "version": "0.4.9"},
+        "evaluation_results": [
+            {
+                "evaluation_name": "bench",
+                "metric_config": {"metric_name": "exact_match"},
+                "generation_config": {"generation_args": {"temperature": 0.0}},
+            }
+        ],
+    }
+    (folder / "a.json").write_text(json.dumps(aggregate))
+    text = []
+    for n in range(1, lines + 1):
+        if n == bad_line:
+            text.append('{"sample_id": "broken", "input": ')
+            continue
+        record = _line(f"s{n % 40}", metadata={"epoch": str(n // 40)})
+        record["evaluation"] = {"score": float(n % 3 == 0), "is_correct": n % 3 == 0}
+        text.append(json.dumps(record))
+    (folder / "a_samples.jsonl").write_text("\n".join(text) + "\n")
+    return folder
+
+
+def _stored(store: Path) -> list[tuple]:
+    table = pq.read_table(next(store.glob("grades/*/*.parquet")))
+    columns = ["item_id", "epoch", "score", "correct", "request_id", "solution_hash"]
+    return sorted(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
+
+
+def test_the_fast_path_stores_what_the_line_path_stores(tmp_path: Path, monkeypatch):
+    source = _tool_records(tmp_path / "src", 300, bad_line=150)
+    monkeypatch.setattr("itemeval.importing.eee.CHUNK_BYTES", 8192)  # many chunks
+    batches = []
+    add_batch = ImportWriter.add_batch
+
+    def counted(self, batch):
+        batches.append(batch.table.num_rows)
+        return add_batch(self, batch)
+
+    monkeypatch.setattr(ImportWriter, "add_batch", counted)
+    fast = import_sources(str(tmp_path / "fast"), [str(source)])
+    assert len(batches) > 5 and sum(batches) < 299  # chunks in columns, the bad one by lines
+    monkeypatch.setattr("itemeval.importing.eee.fast_path_applies", lambda facts: False)
+    slow = import_sources(str(tmp_path / "slow"), [str(source)])
+    assert fast.rejected == slow.rejected == {"invalid_json": 1}
+    assert "a_samples.jsonl:150: invalid_json" in fast.examples[0]
+    assert fast.samples == slow.samples == 299
+    assert _stored(tmp_path / "fast") == _stored(tmp_path / "slow")
+    assert len(_stored(tmp_path / "fast")) == 299
