@@ -47,24 +47,33 @@ class KeySet:
         earlier in `keys`)."""
         self._merge()
         keys = np.asarray(keys, dtype=np.int64)
-        new = np.ones(len(keys), dtype=bool)
-        if len(keys) == 0:
+        n = len(keys)
+        new = np.ones(n, dtype=bool)
+        if n == 0:
             return new
-        _, first = np.unique(keys, return_index=True)
-        repeated = np.ones(len(keys), dtype=bool)
-        repeated[first] = False
-        new &= ~repeated
+        order = np.argsort(keys, kind="stable")  # equal keys keep their order: first is kept
+        ordered = keys[order]
+        repeat = np.zeros(n, dtype=bool)
+        repeat[1:] = ordered[1:] == ordered[:-1]
+        new[order[repeat]] = False
         if len(self._sorted):
-            at = np.searchsorted(self._sorted, keys)
+            at = np.searchsorted(self._sorted, ordered)
             inside = at < len(self._sorted)
-            found = np.zeros(len(keys), dtype=bool)
-            found[inside] = self._sorted[at[inside]] == keys[inside]
-            new &= ~found
-        self._sorted = np.union1d(self._sorted, keys[new])
+            found = np.zeros(n, dtype=bool)
+            found[inside] = self._sorted[at[inside]] == ordered[inside]
+            new[order[found]] = False
+        self._insert(keys[new])
         return new
+
+    def _insert(self, keys: np.ndarray) -> None:
+        """Merge unique keys that are not there yet into the sorted array (one copy)."""
+        if len(keys) == 0:
+            return
+        keys = np.sort(keys)
+        self._sorted = np.insert(self._sorted, np.searchsorted(self._sorted, keys), keys)
 
     def _merge(self) -> None:
         if self._recent:
             recent = np.fromiter(self._recent, dtype=np.int64, count=len(self._recent))
-            self._sorted = np.union1d(self._sorted, recent)
             self._recent = set()
+            self._insert(recent)

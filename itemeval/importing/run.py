@@ -10,10 +10,11 @@ committed whole or not at all.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -116,14 +117,22 @@ def import_sources(
     try:
         files = []
         for unit, sources_of in units:
+            paths = {os.path.basename(s.path): s.path for s in sources_of}
+            writer.file_hashes = {os.path.basename(s.path): s.sha256 for s in sources_of}
+
+            def located(problem: Rejection, paths: dict[str, str] = paths) -> Rejection:
+                """The writer knows a record by its file's name: give the whole path."""
+                path = paths.get(problem.file)
+                return problem if path is None else replace(problem, file=path)
+
             for sample in unit.samples():
                 if isinstance(sample, Sample):
                     problem = writer.add(sample)
                     if problem is not None:
-                        reject(problem)
+                        reject(located(problem))
                 elif isinstance(sample, SampleBatch):
                     for problem in writer.add_batch(sample):
-                        reject(problem)
+                        reject(located(problem))
                 else:
                     reject(sample)
             files.extend(sources_of)

@@ -524,7 +524,7 @@ class HelmRun:
                     answer=answer.strip(),
                     score=float(value),
                     correct=float(value) > 0,
-                    record_id=f"{os.path.basename(self.folder)}/{where}",
+                    record_id=f"scenario_state.json:{where}",
                     choices=choices,
                     input_tokens=tokens.get("num_prompt_tokens", 0),
                     output_tokens=tokens.get("num_completion_tokens", 0),

@@ -86,6 +86,7 @@ class ImportWriter:
         self._cells = KeySet()  # (gen, item, epoch): the cells with a solution
         self._answers = KeySet()  # (gen, item, epoch, answer): their answers
         self._tables: dict[tuple[str, str], list[pa.Table]] = {}  # batches not yet written
+        self.file_hashes: dict[str, str] = {}  # file name -> sha256 (the rows' request_hash)
         self._solutions: dict[str, _Buffer] = {}
         self._grades: dict[str, _Buffer] = {}
         self._spool_dir = tempfile.mkdtemp(prefix="itemeval-import-")
@@ -103,11 +104,11 @@ class ImportWriter:
         if grade_key in self._grade_keys:
             return self._reject(sample, "duplicate_sample_id", f"sample {sample.item_id}")
         new_cell = hash(cell) not in self._cells
-        answer_key = hash((*cell, sample.answer))
+        text_hash = hashlib.sha256(sample.answer.encode("utf-8")).hexdigest()[:16]
+        answer_key = hash((*cell, text_hash))
         if not new_cell and answer_key not in self._answers:
             return self._reject(sample, "conflicting_answer", f"sample {sample.item_id}")
         self._grade_keys.add(grade_key)
-        text_hash = hashlib.sha256(sample.answer.encode("utf-8")).hexdigest()[:16]
         provenance = self._provenance(sample.record_id)
         if new_cell:
             self._cells.add(hash(cell))
@@ -130,8 +131,9 @@ class ImportWriter:
         return gen_id, grade_id
 
     def _provenance(self, record_id: str) -> str:
-        """`request_hash` of an imported row: sha256 of its record id (`<file>:<line>`)."""
-        return hashlib.sha256(record_id.encode("utf-8")).hexdigest()
+        """`request_hash` of an imported solution: the sha256 of the file its record is in
+        (`request_id` holds the record's place: `<file>:<line>`)."""
+        return self.file_hashes.get(record_id.rpartition(":")[0], "")
 
     def add_batch(self, batch: SampleBatch) -> list[Rejection]:
         """Buffer a batch of samples of one evaluation (the fast path of Every Eval Ever
@@ -157,8 +159,9 @@ class ImportWriter:
             dtype=np.int64,
             count=n,
         )
+        hashes = [hashlib.sha256(a.encode("utf-8")).hexdigest()[:16] for a in answers]
         answer_keys = np.fromiter(
-            (hash((gen_id, i, e, a)) for i, e, a in zip(ids, epochs, answers, strict=True)),
+            (hash((gen_id, i, e, h)) for i, e, h in zip(ids, epochs, hashes, strict=True)),
             dtype=np.int64,
             count=n,
         )
@@ -176,7 +179,6 @@ class ImportWriter:
         keep[candidates[conflict]] = False
         solution_rows = candidates[new_cell]
         grade_rows = np.flatnonzero(keep)
-        hashes = [hashlib.sha256(answers[i].encode("utf-8")).hexdigest()[:16] for i in range(n)]
         text_hash = pa.array(hashes, pa.string())
         self._add_solutions(gen_id, batch, table.take(solution_rows), text_hash.take(solution_rows))
         self._add_grades(
@@ -256,9 +258,7 @@ class ImportWriter:
             "attempts": const(0, pa.int32()),
             "cached": const(False, pa.bool_()),
             "tier": const("live", pa.string()),
-            "request_hash": pa.array(
-                [self._provenance(r) for r in t.column("record_id").to_pylist()], pa.string()
-            ),
+            "request_hash": const(batch.file_sha256, pa.string()),
             "model": const(batch.gen.model_id, pa.string()),
             "run_id": const(self.import_id, pa.string()),
             "written_at": const(self.now, TIMESTAMP),
