@@ -105,3 +105,36 @@ def with_imported(
     added = tuple(imported_generate(records[i], endpoint) for i in chosen if i not in known)
     design = Design(generate=design.generate + added, grade=design.grade, epochs=design.epochs)
     return design, {c.id for c in added}
+
+
+def imported_notes(design: Design) -> list[str]:
+    """What a report says about the imported generate conditions of `design`: where each came
+    from, and which native condition has the same model, sampling parameters and prompt (the
+    prompt's text when both are known, else its name). A run of that native condition does not
+    reuse the imported answers: their ids differ."""
+    imported = [c for c in design.generate if "imported" in c.payload]
+    native = [c for c in design.generate if "imported" not in c.payload]
+    notes = []
+    for condition in imported:
+        tool = condition.payload["imported"].get("tool", "?")
+        same = [n for n in native if _same_content(condition, n)]
+        if same:
+            names = ", ".join(n.slug for n in same)
+            notes.append(
+                f"{condition.slug} (imported from {tool}) has the same model, parameters and "
+                f"prompt as {names}: two measurements of one condition, side by side (a run "
+                "of the native condition does not reuse the imported answers)"
+            )
+        else:
+            notes.append(f"{condition.slug}: imported from {tool}")
+    return notes
+
+
+def _same_content(imported: GenerateCondition, native: GenerateCondition) -> bool:
+    if imported.model_id != native.model_id:
+        return False
+    if imported.params.as_dict() != native.params.as_dict():
+        return False
+    if imported.prompt.text and native.prompt.text:
+        return imported.prompt.text == native.prompt.text
+    return imported.prompt.name == native.prompt.name

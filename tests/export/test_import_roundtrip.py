@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import yaml
 from export_studies import Run
 
 from itemeval import Study
@@ -58,3 +59,28 @@ def test_export_then_import_gives_the_same_leaderboard_and_grades(
     again = import_sources(str(store), [str(out / "eee")])
     assert again.import_id is None and again.samples == 0
     assert len(again.skipped) == len(result.files)
+
+
+def test_the_report_says_where_an_imported_condition_matches_a_native_one(
+    demo_run: Run, tmp_path: Path
+):
+    out = tmp_path / "out"
+    export_study(demo_run.plan(), ExportOptions(out=str(out), formats=("eee",)))
+    store = tmp_path / "fresh"
+    import_sources(str(store), [str(out / "eee")])
+    mapping = yaml.safe_load(demo_run.study_path.read_text())
+    # the imported datasets stand in for the study's own (same names: the store pins them)
+    datasets = [
+        {"name": d["name"], "path": str(store / "imported" / "datasets" / d["name"])}
+        for d in mapping["datasets"]
+    ]
+    mapping |= {"store": str(store), "imported": ["*"], "datasets": datasets}
+    study = Study.from_dict(mapping, base_dir=demo_run.study_path.parent)
+    design = study.design()
+    result = study.report(str(tmp_path / "report"))
+    markdown = Path(result.markdown).read_text()
+    for native in design.generate:
+        assert (
+            f"{native.slug} (imported from itemeval) has the same model, parameters and prompt "
+            f"as {native.slug}:"
+        ) in markdown

@@ -33,6 +33,7 @@ from itemeval.export.report.summary import (
 from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.conditions import DesignFacets
 from itemeval.export.table.fetch import ItemFetcher
+from itemeval.importing.conditions import imported_notes
 from itemeval.planning import Plan
 from itemeval.store import latest_manifest
 
@@ -64,6 +65,7 @@ class ReportData:
     batch_saved_usd: float = 0.0  # what the batch prices saved on them
     last_run: dict[str, str] = field(default_factory=dict)
     version: str = __version__
+    imported: list[str] = field(default_factory=list)  # imported conditions and their matches
 
 
 def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
@@ -116,6 +118,7 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         costs=cost_lines,
         errors=errors(cells),
         difficulty=item_difficulty(cells, item_text),
+        imported=imported_notes(plan.design),
         graded=cells.valid_grades().num_rows,
         solutions=cells.solutions.num_rows,
         usd=_total_usd(cells),
