@@ -193,6 +193,17 @@ class Study:
         )
         return RunSummary.of(run_study(self.config, options))
 
+    def reuse_imported(self, *, store: str | None = None, condition: Conditions = None) -> list:
+        """Copy imported answers into the native conditions with the same model, parameters
+        and prompt, for the cells they do not hold yet (what `run --reuse-imported` does first;
+        a run never does it by itself). Returns one `Reused(imported, native, rows)` a pair."""
+        from itemeval.importing.conditions import reuse_imported
+        from itemeval.store import StudyStore
+
+        url = store or self.config.store_url
+        target = StudyStore.open(url, self.config.options_by_url(url).for_url(url))
+        return reuse_imported(self.design(condition=condition), target)
+
     # -- see where it stands -----------------------------------------------------------------
     def status(
         self, *, store: str | None = None, limit: int | None = None, condition: Conditions = None

@@ -72,6 +72,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     parser.add_argument(
+        "--reuse-imported",
+        action="store_true",
+        help="first copy imported answers into the native conditions with the same model, "
+        "parameters and prompt (their cells are then not generated again); by default a run "
+        "reuses nothing it imported",
+    )
+    parser.add_argument(
         "--pilot",
         type=_pilot,
         metavar="N",
@@ -93,7 +100,13 @@ def _pilot(text: str) -> float:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    summary = study_from(args).run(
+    study = study_from(args)
+    if args.reuse_imported:
+        for reused in study.reuse_imported(store=args.store, condition=args.condition):
+            print(
+                f"Reused {reused.rows:,} imported answers of {reused.imported} for {reused.native}"
+            )
+    summary = study.run(
         args.stages,
         store=args.store,
         condition=args.condition,

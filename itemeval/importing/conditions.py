@@ -138,3 +138,51 @@ def _same_content(imported: GenerateCondition, native: GenerateCondition) -> boo
     if imported.prompt.text and native.prompt.text:
         return imported.prompt.text == native.prompt.text
     return imported.prompt.name == native.prompt.name
+
+
+@dataclass(frozen=True)
+class Reused:
+    """Imported answers a native condition took over (`reuse_imported`)."""
+
+    imported: str
+    native: str
+    rows: int
+
+
+def reuse_imported(design: Design, store: StudyStore) -> list[Reused]:
+    """Copy the answers of each imported generate condition into every native condition of
+    `design` with the same model, parameters and prompt (`imported_notes`' rule), for the
+    cells the native condition does not hold yet; the copies keep their provenance (`run_id`
+    is the import's id). What `run --reuse-imported` does before it plans: never by default."""
+    from itemeval.store.layout import SOLUTIONS
+
+    imported = [imported_generate(g) for r in read_imports(store) for g in r.generate]
+    native = [c for c in design.generate if "imported" not in c.payload]
+    done: list[Reused] = []
+    for source in imported:
+        for target in (n for n in native if _same_content(source, n)):
+            rows = store.read_by_condition(SOLUTIONS, [source.id, target.id])
+            have = rows[target.id]
+            table = rows[source.id]
+            if have.num_rows:
+                held = {
+                    (i, e)
+                    for i, e in zip(
+                        have.column("item_id").to_pylist(),
+                        have.column("epoch").to_pylist(),
+                        strict=True,
+                    )
+                }
+                keep = [
+                    (i, e) not in held
+                    for i, e in zip(
+                        table.column("item_id").to_pylist(),
+                        table.column("epoch").to_pylist(),
+                        strict=True,
+                    )
+                ]
+                table = table.filter(keep)
+            if table.num_rows:
+                store.write(SOLUTIONS, target.id, table.select(SOLUTIONS.schema.names))
+            done.append(Reused(source.id, target.id, table.num_rows))
+    return done

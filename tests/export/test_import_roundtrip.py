@@ -84,3 +84,14 @@ def test_the_report_says_where_an_imported_condition_matches_a_native_one(
             f"{native.slug} (imported from itemeval) has the same model, parameters and prompt "
             f"as {native.slug}:"
         ) in markdown
+
+    # A run reuses nothing it imported unless asked: every native cell is still to generate.
+    before = study.plan().plan.pending_generate
+    native_ids = [c.id for c in design.generate]
+    assert all(before.count(i) == len(before.item_ids) * 2 for i in native_ids)
+    reused = study.reuse_imported()  # `run --reuse-imported`
+    assert {r.native for r in reused} == set(native_ids) and all(r.rows > 0 for r in reused)
+    after = study.plan().plan.pending_generate
+    for r in reused:
+        assert after.count(r.native) == before.count(r.native) - r.rows
+    assert all(r.rows == 0 for r in study.reuse_imported())  # nothing twice
