@@ -487,12 +487,20 @@ class ImportWriter:
 
     def write_datasets(self, study_root: Location) -> dict[str, str]:
         """Write each dataset met (merged with one imported before under the same name) in
-        the item format, pin it and snapshot it; returns name -> fingerprint."""
+        the item format, pin it and snapshot it; returns name -> fingerprint. A name a study's
+        own dataset has in this store becomes `<name>-imported`: its pin is never touched."""
         out: dict[str, str] = {}
         locks = read_locks(study_root)
-        for name, spool in self._datasets.items():
+        for met, spool in self._datasets.items():
             spool.handle.close()
+            name = met
             location = study_root.join(DATASETS_DIR, name)
+            pin = None if locks is None else locks.datasets.get(name)
+            if pin is not None and pin.path != location.url:
+                # a study's own dataset has this name: never re-pin it; ours gets a name of its own
+                name = f"{met}-imported"
+                location = study_root.join(DATASETS_DIR, name)
+                pin = None if locks is None else locks.datasets.get(name)
             url = location.url
             existed = location.join(f"{name}.yaml").exists()
             meta = DatasetMeta(
@@ -507,7 +515,6 @@ class ImportWriter:
                 url, meta, self._merged_items(url if existed else None, spool), overwrite=True
             )
             handle = open_source(DatasetSource(name=name, path=url, format="items"))
-            pin = None if locks is None else locks.datasets.get(name)
             accept = [name] if pin is not None and pin.fingerprint != handle.fingerprint() else []
             pin_datasets(study_root, [handle], accept_changed=accept)
             fingerprint = handle.fingerprint()

@@ -196,3 +196,22 @@ def test_the_fast_path_stores_what_the_line_path_stores(tmp_path: Path, monkeypa
     assert fast.samples == slow.samples == 299
     assert _stored(tmp_path / "fast") == _stored(tmp_path / "slow")
     assert len(_stored(tmp_path / "fast")) == 299
+
+
+def test_an_import_never_repins_a_studys_own_dataset(tmp_path: Path):
+    from itemeval.adapters.source import DatasetSource, open_source
+    from itemeval.locks import pin_datasets, read_locks
+
+    store = tmp_path / "store"
+    native = open_source(
+        DatasetSource(
+            name="bench", path=str(Path(__file__).parents[2] / "configs/datasets/arithmetic")
+        )
+    )
+    pin_datasets(str(store), [native])
+    result = import_sources(str(store), [str(_bad_file(tmp_path / "src"))])
+    assert list(result.datasets) == ["bench-imported"]
+    locks = read_locks(str(store))
+    assert locks.datasets["bench"].fingerprint == native.fingerprint()
+    assert locks.datasets["bench"].history == []
+    assert locks.datasets["bench-imported"].path.endswith("imported/datasets/bench-imported")
