@@ -215,3 +215,17 @@ def test_an_import_never_repins_a_studys_own_dataset(tmp_path: Path):
     assert locks.datasets["bench"].fingerprint == native.fingerprint()
     assert locks.datasets["bench"].history == []
     assert locks.datasets["bench-imported"].path.endswith("imported/datasets/bench-imported")
+
+
+def test_an_import_into_s3_reads_back_without_a_study(tmp_path: Path, s3_bucket: str):
+    from itemeval import Study
+
+    url = f"{s3_bucket}/results"
+    source = _bad_file(tmp_path / "src")
+    result = import_sources(url, [str(source)])
+    assert result.samples == 3 and sum(result.rejected.values()) == 6
+    study = Study.from_store(url)
+    rows = study.results().to_pylist()
+    assert sorted(r["item_id"] for r in rows) == ["a", "b", "f"]
+    assert "org-model_every_eval_ever" in study.leaderboard()
+    assert import_sources(url, [str(source)]).import_id is None
