@@ -1,8 +1,8 @@
 """Readers of the tools' own logs: lm-eval, inspect_ai and HELM, as samples to import.
 
-Each mirrors what the Every Eval Ever converters take from the same files (/work/shared/spec
-and docs/importing.md, "What each tool's fields become"), so that a log imported directly and
-the Every Eval Ever records converted from it state the same items, answers and grades:
+Each mirrors what the Every Eval Ever converters take from the same files (docs/importing.md),
+so that a log imported directly and the Every Eval Ever records converted from it state the same
+items, answers and grades:
 
 * lm-eval: a `results_<date>.json` and, per task, `samples_<task>_<date>.jsonl` beside it; one
   sample per line and per metric the line holds (`doc_id` the sample id, `target` the reference,

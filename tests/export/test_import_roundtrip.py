@@ -95,3 +95,15 @@ def test_the_report_says_where_an_imported_condition_matches_a_native_one(
     for r in reused:
         assert after.count(r.native) == before.count(r.native) - r.rows
     assert all(r.rows == 0 for r in study.reuse_imported())  # nothing twice
+
+
+def test_a_native_store_reads_without_its_study(demo_run: Run):
+    native = Study.from_yaml(demo_run.study_path)
+    alone = Study.from_store(demo_run.store_url)  # conditions from the runs' manifests
+    assert _grades(alone.results()) == _grades(native.results())
+    board = alone.leaderboard()
+    assert all(c.slug in board for c in native.design().generate)
+    status = alone.status()
+    assert {r["condition_id"] for r in status.conditions} == {
+        c.id for c in (*native.design().generate, *native.design().grade)
+    }
