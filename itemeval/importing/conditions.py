@@ -10,11 +10,13 @@ from typing import Any
 
 from itemeval.design import Design, GenerateCondition, GradeCondition
 from itemeval.errors import ConfigError, Problem
+from itemeval.ids import sha256_hex
 from itemeval.importing.catalog import GenerateRecord, GradeRecord, read_imports
 from itemeval.providers.types import SamplingParams
 from itemeval.store.layout import StudyStore
 from itemeval.store.selection import select_conditions
 from itemeval.templates import Template
+from itemeval.workitem import WorkItem
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,7 @@ def imported_generate(record: GenerateRecord, endpoint: str | None = None) -> Ge
     prompt = Template(
         name=record.prompt_name,
         kind="prompt",
-        text=record.prompt_text or "",
+        text=_renderable(record.prompt_text),
         sha256=str(record.native_payload.get("prompt", {}).get("sha256") or ""),
         source=f"imported from {record.tool}",
     )
@@ -55,6 +57,30 @@ def imported_generate(record: GenerateRecord, endpoint: str | None = None) -> Ge
         params=StatedParams(tuple(sorted(record.params.items()))),  # type: ignore[arg-type]
         payload=record.native_payload | {"imported": {"tool": record.tool}},
     )
+
+
+def _renderable(text: str | None) -> str:
+    """The stated prompt when our template language renders it (itemeval's own), else
+    `{{ input }}`: what the source stated as the input is the whole prompt it sent (lm-eval's
+    `{{problem}}` or inspect's templates are not ours; the estimate renders every prompt)."""
+    if not text:
+        return "{{ input }}"
+    probe = WorkItem(
+        id="probe",
+        input="x",
+        target="x",
+        grading_scheme=None,
+        metadata={},
+        dataset="d",
+        modality=None,
+        task_prompt=None,
+        difficulty=None,
+    )
+    try:
+        Template(name="probe", kind="prompt", text=text, sha256="", source="").render_prompt(probe)
+    except (ValueError, KeyError, TypeError):
+        return "{{ input }}"
+    return text
 
 
 def imported_grade(record: GradeRecord) -> GradeCondition:
@@ -135,8 +161,9 @@ def _same_content(imported: GenerateCondition, native: GenerateCondition) -> boo
         return False
     if imported.params.as_dict() != native.params.as_dict():
         return False
-    if imported.prompt.text and native.prompt.text:
-        return imported.prompt.text == native.prompt.text
+    stated = (imported.payload.get("prompt") or {}).get("sha256")
+    if stated and native.prompt.text:  # the texts, by their sha256
+        return bool(stated == sha256_hex(native.prompt.text))
     return imported.prompt.name == native.prompt.name
 
 

@@ -38,7 +38,13 @@ def _records(folder: Path) -> Path:
                 "source_data": {"dataset_name": "bench", "source_type": "other"},
                 "metric_config": {"lower_is_better": False, "metric_name": "exact_match"},
                 "score_details": {"score": 0.5},
-                "generation_config": {"generation_args": {"temperature": 0.0}},
+                "generation_config": {
+                    "generation_args": {
+                        "temperature": 0.0,
+                        # the tool's own template language: the estimate must not render it
+                        "prompt_template": "Problem: {{problem}}\n\nSolution:",
+                    }
+                },
             }
         ],
     }
