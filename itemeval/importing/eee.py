@@ -544,7 +544,10 @@ def read_batches(path: str, facts: AggregateFacts, file_sha256: str) -> Iterator
             else:
                 chunk, rest = data, b""
             lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
-            batches = _parse_chunk(chunk, lines, facts, name, line_number, file_sha256)
+            try:
+                batches = _parse_chunk(chunk, lines, facts, name, line_number, file_sha256)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                batches = None  # e.g. an epoch that is not an integer: the lines say which
             if batches is None:
                 yield from _lines_of(chunk, path, line_number, facts)
             else:

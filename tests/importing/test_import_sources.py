@@ -229,3 +229,17 @@ def test_an_import_into_s3_reads_back_without_a_study(tmp_path: Path, s3_bucket:
     assert sorted(r["item_id"] for r in rows) == ["a", "b", "f"]
     assert "org-model_every_eval_ever" in study.leaderboard()
     assert import_sources(url, [str(source)]).import_id is None
+
+
+def test_a_value_the_columns_cannot_take_falls_back_to_lines(tmp_path: Path):
+    source = _tool_records(tmp_path / "src", 20, bad_line=0)
+    path = source / "a_samples.jsonl"
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[4])
+    record["metadata"] = {"epoch": "1.5"}
+    lines[4] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    result = import_sources(str(tmp_path / "store"), [str(source)])
+    assert result.rejected == {"schema_violation": 1}
+    assert "a_samples.jsonl:5: schema_violation" in result.examples[0]
+    assert result.samples == 19
