@@ -243,3 +243,29 @@ def test_a_value_the_columns_cannot_take_falls_back_to_lines(tmp_path: Path):
     assert result.rejected == {"schema_violation": 1}
     assert "a_samples.jsonl:5: schema_violation" in result.examples[0]
     assert result.samples == 19
+
+
+def test_the_fast_path_rejects_duplicates_and_conflicts_with_their_lines(tmp_path: Path):
+    source = _tool_records(tmp_path / "src", 20, bad_line=0)
+    path = source / "a_samples.jsonl"
+    lines = path.read_text().splitlines()
+    conflict = json.loads(lines[5])
+    conflict["input"] = {"raw": "Another question?", "reference": ["x"]}
+    conflict["metadata"] = {"epoch": "7"}
+    lines += [lines[2], json.dumps(conflict)]  # lines 21 and 22
+    path.write_text("\n".join(lines) + "\n")
+    added = []
+    add_batch = ImportWriter.add_batch
+
+    def counted(self, batch):
+        added.append(batch.table.num_rows)
+        return add_batch(self, batch)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ImportWriter, "add_batch", counted)
+        result = import_sources(str(tmp_path / "store"), [str(source)])
+    assert added == [22]  # one chunk, as columns
+    assert result.rejected == {"conflicting_item": 1, "duplicate_sample_id": 1}
+    assert any("a_samples.jsonl:21: duplicate_sample_id" in e for e in result.examples)
+    assert any("a_samples.jsonl:22: conflicting_item" in e for e in result.examples)
+    assert result.samples == 20
