@@ -174,3 +174,12 @@ class Rejection:
     def describe(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
         return f"{where}: {self.reason}" + (f" ({self.detail})" if self.detail else "")
+
+
+def stated_params(values: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """Stated parameters, hashable (lists as tuples), sorted by name."""
+    return tuple(
+        sorted(
+            (k, tuple(v) if isinstance(v, list) else v) for k, v in values.items() if v is not None
+        )
+    )

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from itemeval.importing import eee, tools
+from itemeval.importing import eee, eee_columns, helm, inspect_log, lm_eval
 from itemeval.importing.model import Rejection, Sample, SampleBatch, SourceFile
 
 
@@ -49,9 +49,9 @@ class EeeSource:
         if self.unit.samples is None:
             return
         facts = self.facts()
-        if facts is not None and eee.fast_path_applies(facts):
+        if facts is not None and eee_columns.fast_path_applies(facts):
             sha = next(s.sha256 for s in self.source_files() if s.path == self.unit.samples)
-            yield from eee.read_batches(self.unit.samples, facts, sha)
+            yield from eee_columns.read_batches(self.unit.samples, facts, sha)
         else:
             yield from eee.read_samples(self.unit.samples, facts)
 
@@ -83,15 +83,15 @@ def discover(sources: list[str]) -> Found:
         paths.extend([source] if os.path.isfile(source) else _walk(source))
     paths = list(dict.fromkeys(os.path.normpath(p) for p in paths))
     claimed: set[str] = set()
-    for folder in tools.helm_folders(paths):
-        found.units.append(tools.HelmRun(folder))
+    for folder in helm.helm_folders(paths):
+        found.units.append(helm.HelmRun(folder))
         claimed |= {p for p in paths if os.path.dirname(p) == folder}
     for path in sorted(p for p in paths if p not in claimed):
         if path.endswith(".eval"):
-            found.units.append(tools.InspectLog(path))
+            found.units.append(inspect_log.InspectLog(path))
             claimed.add(path)
-        elif tools.is_lm_eval_results(path):
-            run = tools.LmEvalRun(path)
+        elif lm_eval.is_lm_eval_results(path):
+            run = lm_eval.LmEvalRun(path)
             try:
                 samples = run.samples_files()
             except (OSError, ValueError) as exc:
@@ -100,8 +100,8 @@ def discover(sources: list[str]) -> Found:
                 continue
             found.units.append(run)
             claimed |= {path, *samples.values()}
-        elif tools.is_inspect_json(path):
-            found.units.append(tools.InspectLog(path))
+        elif inspect_log.is_inspect_json(path):
+            found.units.append(inspect_log.InspectLog(path))
             claimed.add(path)
     eee_paths = [p for p in paths if p not in claimed and p.endswith((".json", ".jsonl"))]
     for path in paths:

@@ -178,7 +178,7 @@ def _stored(store: Path) -> list[tuple]:
 
 def test_the_fast_path_stores_what_the_line_path_stores(tmp_path: Path, monkeypatch):
     source = _tool_records(tmp_path / "src", 300, bad_line=150)
-    monkeypatch.setattr("itemeval.importing.eee.CHUNK_BYTES", 8192)  # many chunks
+    monkeypatch.setattr("itemeval.importing.eee_columns.CHUNK_BYTES", 8192)  # many chunks
     batches = []
     add_batch = ImportWriter.add_batch
 
@@ -189,7 +189,7 @@ def test_the_fast_path_stores_what_the_line_path_stores(tmp_path: Path, monkeypa
     monkeypatch.setattr(ImportWriter, "add_batch", counted)
     fast = import_sources(str(tmp_path / "fast"), [str(source)])
     assert len(batches) > 5 and sum(batches) < 299  # chunks in columns, the bad one by lines
-    monkeypatch.setattr("itemeval.importing.eee.fast_path_applies", lambda facts: False)
+    monkeypatch.setattr("itemeval.importing.eee_columns.fast_path_applies", lambda facts: False)
     slow = import_sources(str(tmp_path / "slow"), [str(source)])
     assert fast.rejected == slow.rejected == {"invalid_json": 1}
     assert "a_samples.jsonl:150: invalid_json" in fast.examples[0]
