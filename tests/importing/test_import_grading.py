@@ -80,7 +80,11 @@ def sim_url():
         env=env,
     )
     assert proc.stdout is not None
-    line = proc.stdout.readline()
+    line = ""
+    for _ in range(50):  # anything the server prints before it listens is skipped
+        line = proc.stdout.readline()
+        if line.startswith("listening on ") or (not line and proc.poll() is not None):
+            break
     assert line.startswith("listening on "), line
     yield line.split("listening on ", 1)[1].strip()
     proc.terminate()
