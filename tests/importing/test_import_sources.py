@@ -269,3 +269,30 @@ def test_the_fast_path_rejects_duplicates_and_conflicts_with_their_lines(tmp_pat
     assert any("a_samples.jsonl:21: duplicate_sample_id" in e for e in result.examples)
     assert any("a_samples.jsonl:22: conflicting_item" in e for e in result.examples)
     assert result.samples == 20
+
+
+@needs_data
+def test_an_inspect_eval_archive_imports_like_its_json_log(tmp_path: Path):
+    import zipfile
+
+    log = json.loads((SHARED / "raw_tool_outputs/inspect/data_arc_qwen.json").read_text())
+    archive = tmp_path / "src" / "arc.eval"
+    archive.parent.mkdir()
+    with zipfile.ZipFile(archive, "w") as out:  # the layout inspect_ai writes
+        out.writestr("header.json", json.dumps({k: v for k, v in log.items() if k != "samples"}))
+        for sample in log["samples"]:
+            out.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", json.dumps(sample))
+    from_eval = import_sources(str(tmp_path / "a"), [str(archive)])
+    from_json = import_sources(
+        str(tmp_path / "b"), [str(SHARED / "raw_tool_outputs/inspect/data_arc_qwen.json")]
+    )
+    assert from_eval.samples == from_json.samples == 3
+    assert from_eval.generate[0]["id"] == from_json.generate[0]["id"]
+    assert from_eval.files[0]["tool"] == "inspect_ai"
+    columns = ["item_id", "epoch", "score", "correct", "solution_hash"]
+
+    def grades(store: Path) -> list[tuple]:
+        table = pq.read_table(next(store.glob("grades/*/*.parquet")))
+        return sorted(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
+
+    assert grades(tmp_path / "a") == grades(tmp_path / "b")
