@@ -20,6 +20,7 @@ class ExitCode(IntEnum):
     GATE_DECLINED = 3  # the cost estimate needed confirmation and did not get it
     BUDGET_CAP = 4  # the estimate or the spend reached `budget.max_usd`
     STORE_FAILED = 5  # the store failed after the run began writing; what it wrote is kept
+    IMPORT_REFUSED = 6  # `itemeval import --strict` met a record it rejects; nothing was written
     INTERRUPTED = 130  # Ctrl-C (the shell convention 128 + SIGINT)
 
 
@@ -102,6 +103,12 @@ class StoreError(InputError):
 class StorageCapabilityError(StoreError):
     """The storage location lacks a guarantee the store relies on: exclusive creation (an
     object store that overwrites on a conditional PUT, a filesystem without hard links)."""
+
+
+class ImportRefused(InputError):
+    """`import --strict` met a record it would reject: the import writes nothing."""
+
+    exit_code = ExitCode.IMPORT_REFUSED
 
 
 class GateDeclined(ItemevalError):

@@ -33,6 +33,7 @@ from itemeval.estimate import (
     token_tables,
 )
 from itemeval.heap import release_unused_memory, trim_heap
+from itemeval.importing.conditions import with_imported
 from itemeval.item_index import PartRun, SelectedItems, build_item_index, part_runs
 from itemeval.locks import check_pins, pin_datasets
 from itemeval.providers.bounds import output_token_bound
@@ -151,10 +152,14 @@ def make_plan(
     `keep_items`: a run that will commit the plan keeps the items it read (up to
     `KEPT_ITEMS_BYTES`) so that the items snapshot is written without a second scan."""
     pricing = Pricing.load(study.pricing_path)
-    design = build_design(study).select(condition)
+    design = build_design(study)
     root_url = store_url or study.store_url
     storage = study.options_by_url(root_url)
     store = StudyStore.open(root_url, storage.for_url(root_url))
+    imported: set[str] = set()
+    if study.imported:  # answers another tool produced: graded here, never generated
+        design, imported = with_imported(design, store, study.imported, study.models[0].endpoint)
+    design = design.select(condition)
     per_dataset = selection_limit(study, limit)
 
     handles = [open_source(source, study.base_dir, storage) for source in study.datasets]
@@ -221,6 +226,9 @@ def make_plan(
     pending_gen = pending_gr = calibration = None
     if with_pending:
         pending_gen, pending_gr = _pending(store, design, items, force)
+        if imported:
+            kept = {k: v for k, v in pending_gen.masks.items() if k not in imported}
+            pending_gen = CellMasks(pending_gen.item_ids, pending_gen.epochs, kept)
         calibration = _calibrate(study, design, tables, store, force)
     estimate = build_estimate(
         design,

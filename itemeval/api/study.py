@@ -68,6 +68,19 @@ class Study:
 
     def __init__(self, config: StudyConfig):
         self.config = config
+        self._store_only: str | None = None  # a store read without a study file
+
+    @classmethod
+    def from_store(cls, url: str) -> Study:
+        """The results in the store at `url`, without a study file: `status`, `results`,
+        `leaderboard`, `export` and `report` read them (imported conditions and the
+        conditions native runs recorded in their manifests; docs/importing.md). Running needs
+        a study file."""
+        from itemeval.importing.store_plan import store_plan
+
+        study = cls(store_plan(url).study)
+        study._store_only = url
+        return study
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str]) -> Study:
@@ -199,6 +212,17 @@ class Study:
         )
         return RunSummary.of(run_study(self.config, options))
 
+    def reuse_imported(self, *, store: str | None = None, condition: Conditions = None) -> list:
+        """Copy imported answers into the native conditions with the same model, parameters
+        and prompt, for the cells they do not hold yet (what `run --reuse-imported` does first;
+        a run never does it by itself). Returns one `Reused(imported, native, rows)` a pair."""
+        from itemeval.importing.conditions import reuse_imported
+        from itemeval.store import StudyStore
+
+        url = store or self.config.store_url
+        target = StudyStore.open(url, self.config.options_by_url(url).for_url(url))
+        return reuse_imported(self.design(condition=condition), target)
+
     # -- see where it stands -----------------------------------------------------------------
     def status(
         self,
@@ -214,16 +238,15 @@ class Study:
         conditions apart yet (`StatusSummary.differences`; it reads every grade)."""
         plan = self._plan(store, limit, condition, with_pending=False)
         design = plan.design
-        per_condition = plan.item_count * design.epochs
+        per_condition: int | None = plan.item_count * design.epochs
+        per_grade = per_condition * len(design.generate)
+        if self._store_only is not None:  # without a design, nothing is expected
+            per_condition = per_grade = None
         generate = status_counts(
             plan.store, "solutions", [c.id for c in design.generate], per_condition, plan.pricing
         )
         grade = status_counts(
-            plan.store,
-            "grades",
-            [c.id for c in design.grade],
-            per_condition * len(design.generate),
-            plan.pricing,
+            plan.store, "grades", [c.id for c in design.grade], per_grade, plan.pricing
         )
         rows = [
             s.as_dict() | {"slug": design.condition(s.condition_id).slug}
@@ -387,6 +410,10 @@ class Study:
         accept: Sequence[str] = (),
         with_pending: bool = True,
     ) -> Plan:
+        if self._store_only is not None:
+            from itemeval.importing.store_plan import store_plan
+
+            return store_plan(store or self._store_only, condition=_selectors(condition))
         return make_plan(
             self.config,
             store_url=store,

@@ -9,10 +9,21 @@ import sys
 from typing import Any
 
 from itemeval.api import Study, format_usd
+from itemeval.errors import InputError, Problem
 
 
-def add_study(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("study", metavar="STUDY", help="the study YAML file")
+def add_study(parser: argparse.ArgumentParser, *, store_alone: bool = False) -> None:
+    """The STUDY argument; `store_alone`: optional when `--store URL` names a store (whose
+    results are read without a study file)."""
+    if store_alone:
+        parser.add_argument(
+            "study",
+            metavar="STUDY",
+            nargs="?",
+            help="the study YAML file (optional with --store: read the store alone)",
+        )
+    else:
+        parser.add_argument("study", metavar="STUDY", help="the study YAML file")
 
 
 def add_selection(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +56,14 @@ def add_output(parser: argparse.ArgumentParser) -> None:
 
 
 def study_from(args: argparse.Namespace) -> Study:
+    if args.study is None:
+        store = getattr(args, "store", None)
+        if not store:
+            raise InputError(
+                Problem("give a STUDY file, or --store URL to read a store alone", field="STUDY")
+            )
+        args.store = None  # the store is the study's own
+        return Study.from_store(store)
     return Study.from_yaml(args.study)
 
 

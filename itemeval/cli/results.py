@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "aggregate and per-sample records, streaming from the store in bounded memory. "
         "See docs/results.md for the columns and the Every Eval Ever mapping.",
     )
-    add_study(export)
+    add_study(export, store_alone=True)
     _add_common(export)
     export.add_argument(
         "--format",
@@ -74,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "agreement, cost per correct answer, errors and parse failures, and item difficulty, "
         "as a self-contained HTML page (report.html) and Markdown (report.md).",
     )
-    add_study(report)
+    add_study(report, store_alone=True)
     _add_common(report)
     report.add_argument(
         "--resamples", type=int, default=Bootstrap().resamples, help="bootstrap resamples"

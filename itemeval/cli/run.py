@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status = subparsers.add_parser(
         "status", help="per condition: expected, done, errors, parse failures, cached, tokens, USD"
     )
-    add_study(status)
+    add_study(status, store_alone=True)
     status.add_argument("--store", metavar="URL", help="store root (overrides the study's)")
     status.add_argument("--condition", metavar="ID-PREFIX-OR-SLUG", help="only these conditions")
     status.add_argument(
@@ -77,6 +77,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     parser.add_argument(
+        "--reuse-imported",
+        action="store_true",
+        help="first copy imported answers into the native conditions with the same model, "
+        "parameters and prompt (their cells are then not generated again); by default a run "
+        "reuses nothing it imported",
+    )
+    parser.add_argument(
         "--pilot",
         type=_pilot,
         metavar="N",
@@ -98,7 +105,13 @@ def _pilot(text: str) -> float:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    summary = study_from(args).run(
+    study = study_from(args)
+    if args.reuse_imported:
+        for reused in study.reuse_imported(store=args.store, condition=args.condition):
+            print(
+                f"Reused {reused.rows:,} imported answers of {reused.imported} for {reused.native}"
+            )
+    summary = study.run(
         args.stages,
         store=args.store,
         condition=args.condition,
@@ -117,6 +130,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif not args.quiet or summary.exit_code != ExitCode.OK:
         print(summary.message)
     return int(summary.exit_code)
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"  # "-": a store read without its study
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -140,9 +157,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                 [
                     r["stage"],
                     r["slug"],
-                    f"{r['expected']:,}",
+                    _count(r["expected"]),
                     f"{r['done']:,}",
-                    f"{r['pending']:,}",
+                    _count(r["pending"]),
                     ", ".join(f"{k} {v}" for k, v in r["errors"].items()) or "0",
                     f"{r['parse_failures']:,}",
                     f"{r['cached']:,}",

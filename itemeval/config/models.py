@@ -206,6 +206,9 @@ class StudyConfig(StrictModel):
     rubrics_dir: str = "rubrics"
     runtime: Runtime = Runtime()
     analysis: Analysis = Analysis()
+    #: Imported generate conditions of the store to grade with this study's graders (ids,
+    #: slugs, prefixes or globs, as `--condition`; docs/importing.md). Never generated again.
+    imported: list[str] = Field(default_factory=list)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _path: Path | None = PrivateAttr(default=None)

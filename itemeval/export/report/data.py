@@ -35,6 +35,7 @@ from itemeval.export.report.summary import (
 from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.conditions import DesignFacets
 from itemeval.export.table.fetch import ItemFetcher
+from itemeval.importing.conditions import imported_notes
 from itemeval.judging import JudgeAnalysis
 from itemeval.planning import Plan
 from itemeval.store import latest_manifest
@@ -73,6 +74,7 @@ class ReportData:
     version: str = __version__
     statistics: StudyStatistics | None = None  # paired comparisons, ranks, tiers, components
     judges: JudgeAnalysis | None = None  # judges and panels against gold (report/judges.py)
+    imported: list[str] = field(default_factory=list)  # imported conditions and their matches
 
     @property
     def headline_family(self) -> Family | None:
@@ -137,6 +139,7 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         costs=cost_lines,
         errors=errors(cells),
         difficulty=item_difficulty(cells, item_text),
+        imported=imported_notes(plan.design),
         graded=cells.valid_grades().num_rows,
         solutions=cells.solutions.num_rows,
         usd=_total_usd(cells),

@@ -246,6 +246,9 @@ def report_html(data: ReportData) -> str:
 
     add("<section id='leaderboard-section'><h2>Leaderboard</h2>")
     add(f"<p class='note'>{escape(t.headline_note(data))}</p>")
+    if data.imported:
+        items = "".join(f"<li>{escape(note)}</li>" for note in data.imported)
+        add(f"<p class='note'>Imported conditions:</p><ul class='note'>{items}</ul>")
     if not data.graded:
         add(f"<p class='empty'>{escape(t.NOTHING_GRADED)}</p>")
     add(html_table(t.condition_table(data), table_id="leaderboard", empty="Nothing graded yet."))

@@ -57,6 +57,8 @@ def report_markdown(data: ReportData) -> str:
     ]
 
     out += ["", "## Leaderboard", "", t.headline_note(data), ""]
+    if data.imported:
+        out += ["Imported conditions:", ""] + [f"- {note}" for note in data.imported] + [""]
     if not data.graded:
         out += [t.NOTHING_GRADED, ""]
     out += [md_table(t.condition_table(data)), "", "### By model", ""]
