@@ -324,8 +324,9 @@ def _shards(plan: Plan, stage: str, taken: CellMasks) -> list[Shard]:
     else:
         gens = [c.id for c in plan.design.generate]
         grades = sorted({key[0] for key in taken.masks if isinstance(key, tuple)})
-        shards = list(
-            grade_shards(
+        shards = [
+            shard
+            for shard in grade_shards(
                 plan.store,
                 taken,
                 gens,
@@ -335,7 +336,8 @@ def _shards(plan: Plan, stage: str, taken: CellMasks) -> list[Shard]:
                 usd_per_cell={},
                 scorers=set(),
             )
-        )
+            if isinstance(shard, Shard)  # one batch for all: no barrier between repeats
+        ]
     return sorted(shards, key=lambda shard: shard.condition_id)
 
 

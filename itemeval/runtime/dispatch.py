@@ -9,7 +9,9 @@ reported as failed. Either way keys make a repeat harmless, and its paid answers
 the response cache. A shard that reports calls that did not fit under the budget cap stops
 dispatch: what is in flight finishes, nothing more starts. A stop request (Ctrl-C, SIGTERM) stops
 dispatch at once and gives the shards in flight a grace period to finish before they are
-cancelled (a cancelled shard still writes the calls that finished).
+cancelled (a cancelled shard still writes the calls that finished). A `BARRIER` in the stream of
+shards holds back the shards after it until every shard before it (re-dispatches included) has
+finished: they repeat requests those shards paid for (`shards.IdenticalCells`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.runtime.progress import Progress
-from itemeval.runtime.shards import Shard, ShardSummary
+from itemeval.runtime.shards import Barrier, Shard, ShardSummary
 from itemeval.runtime.spend import LedgerState
 from itemeval.runtime.timeline import TIMELINE
 from itemeval.secrets import redact
@@ -143,7 +145,7 @@ class Cap:
 
 def dispatch(
     executor: Executor,
-    shards: Iterator[Shard],
+    shards: Iterator[Shard | Barrier],
     cells: int,
     progress: Progress,
     stop: Stop,
@@ -152,7 +154,7 @@ def dispatch(
     result = StageResult()
     result.counts.planned = cells
     retries: list[tuple[float, Shard]] = []  # (not before, shard): shards to dispatch again first
-    upcoming: Shard | None = next(shards, None)
+    upcoming: Shard | Barrier | None = next(shards, None)
     starved_since: float | None = None
     told: dict[str, float] = {}
     while retries or upcoming is not None or executor.in_flight():
@@ -170,6 +172,11 @@ def dispatch(
             ready = next((i for i, (at, _) in enumerate(retries) if at <= now), None)
             if ready is not None:
                 shard = retries.pop(ready)[1]
+            elif isinstance(upcoming, Barrier):
+                if retries or executor.in_flight():
+                    break  # the shards before it first
+                upcoming = next(shards, None)
+                continue
             elif upcoming is not None:
                 shard, upcoming = upcoming, next(shards, None)
             else:

@@ -1,0 +1,59 @@
+"""Identical requests within one run are sent once, whichever workers hold their cells.
+
+Two generate conditions that give the same answer to the same item and epoch make the judge's
+request for the two grade cells identical (same rubric, item and answer: same request hash).
+The test makes every grade shard of the stage be in flight at once on two Ray workers, so two
+such cells would both miss the response cache unless the second waits for the first (the
+`BARRIER` of `shards.IdenticalCells`). Physical truth: the sim-server's count of requests
+against the distinct request keys of the stored rows."""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+import pytest
+from runtime_files import distinct_calls, sim_server, sim_stats, write_study
+
+from itemeval.config import load_study
+from itemeval.errors import ExitCode
+from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.store import StudyStore, latest_manifest
+
+pytestmark = [pytest.mark.ray, pytest.mark.s3]
+
+
+def test_identical_requests_on_two_workers_are_paid_once(tmp_path, ray_local, s3_server, s3_bucket):
+    # The store and the cache on S3, as on a cluster; 8 grade shards of 24 judge cells (one
+    # per generate condition and dataset), all 8 in flight at once on the 2 workers.
+    with sim_server("--latency-ms", "150") as url:
+        study = load_study(
+            write_study(
+                tmp_path,
+                **{
+                    "store": f"{s3_bucket}/studies/same",
+                    "cache.location": f"{s3_bucket}/cache",
+                    "storage_options": {
+                        "key": "testing",  # Ray's workers may predate the test's AWS variables
+                        "secret": "testing",
+                        "client_kwargs": {"endpoint_url": s3_server, "region_name": "us-east-1"},
+                    },
+                    "endpoints.sim.base_url": url,
+                    "runtime.shard_size": 24,
+                    "runtime.shards_in_flight": 8,
+                },
+            )
+        )
+        outcome = run_study(study, RunOptions(yes=True, quiet=True))
+        requests = sim_stats(url)["requests"]
+    assert outcome.exit_code == ExitCode.OK, outcome.message
+    store = StudyStore.open(study.store_url)
+    grades = store.read("grades", columns=["cached", "request_hash", "epoch"], dedup=False)
+    judged = grades.filter(pc.is_valid(grades.column("request_hash")))
+    assert judged.num_rows == 4 * 24 * 2  # every judge cell stored once
+    assert requests == distinct_calls(study.store_url)  # each distinct request sent once
+    # The study has identical judge requests (the same short answers), answered by the cache.
+    distinct = judged.group_by(["request_hash", "epoch"]).aggregate([]).num_rows
+    repeats = pc.sum(judged.column("cached")).as_py()
+    assert repeats == judged.num_rows - distinct > 0
+    manifest = latest_manifest(store)
+    assert manifest.spend.calls == requests
+    assert manifest.counts["grade"].cached == repeats
