@@ -238,8 +238,7 @@ def merge(result: StageResult, more: StageResult) -> StageResult:
     result.not_sent += more.not_sent
     result.unreported |= more.unreported
     for condition_id, told in more.reported.items():
-        mine = result.reported.setdefault(condition_id, RowCost())
-        mine.add(told.usd, told.input_tokens, told.output_tokens)
+        result.reported.setdefault(condition_id, RowCost()).absorb(told)
     return result
 
 

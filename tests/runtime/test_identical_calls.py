@@ -9,8 +9,12 @@ against the distinct request keys of the stored rows."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pyarrow.compute as pc
 import pytest
+import yaml
 from runtime_files import distinct_calls, sim_server, sim_stats, write_study
 
 from itemeval.config import load_study
@@ -18,9 +22,9 @@ from itemeval.errors import ExitCode
 from itemeval.runtime.driver import RunOptions, run_study
 from itemeval.store import StudyStore, latest_manifest
 
-pytestmark = [pytest.mark.ray, pytest.mark.s3]
 
-
+@pytest.mark.ray
+@pytest.mark.s3
 def test_identical_requests_on_two_workers_are_paid_once(tmp_path, ray_local, s3_server, s3_bucket):
     # The store and the cache on S3, as on a cluster; 8 grade shards of 24 judge cells (one
     # per generate condition and dataset), all 8 in flight at once on the 2 workers.
@@ -57,3 +61,52 @@ def test_identical_requests_on_two_workers_are_paid_once(tmp_path, ray_local, s3
     manifest = latest_manifest(store)
     assert manifest.spend.calls == requests
     assert manifest.counts["grade"].cached == repeats
+
+
+def _twin_items(folder: Path) -> Path:
+    """An item-format dataset of 6 items, each asked twice under two ids (3 x 2 pairs)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "identifier": "twins",
+        "title": "items asked twice",
+        "description": "pairs of identical items under different ids",
+        "creator": "itemeval tests",
+        "publisher": "itemeval",
+        "created": "2026-11-27",
+        "language": "eng",
+        "license": "CC0-1.0",
+        "source": "generated",
+        "subject": "arithmetic",
+        "hasPart": ["twins.jsonl"],
+    }
+    (folder / "twins.yaml").write_text(yaml.safe_dump(meta))
+    with open(folder / "twins.jsonl", "w") as handle:
+        for i in range(6):
+            item = {"modality": "single-value", "prompt": f"What is {i} plus 2?", "response": i + 2}
+            handle.write(json.dumps({"identifier": f"twins.{i}", **item}) + "\n")
+            handle.write(json.dumps({"identifier": f"twins.{i}b", **item}) + "\n")
+    return folder
+
+
+def test_identical_requests_in_one_shard_are_sent_once(tmp_path):
+    with sim_server() as url:
+        study = load_study(
+            write_study(
+                tmp_path,
+                **{
+                    "datasets": [{"name": "twins", "path": str(_twin_items(tmp_path / "twins"))}],
+                    "endpoints.sim.base_url": url,
+                    "models": [{"id": "sim/strong", "endpoint": "sim"}],
+                    "facets.prompt": ["builtin:direct"],
+                    "runtime.shard_size": 12,  # both of each pair in one shard
+                },
+            )
+        )
+        outcome = run_study(study, RunOptions(no_ray=True, yes=True, quiet=True))
+        requests = sim_stats(url)["requests"]
+    assert outcome.exit_code == ExitCode.OK, outcome.message
+    store = StudyStore.open(study.store_url)
+    solutions = store.read("solutions", columns=["cached", "text"], dedup=False)
+    assert solutions.num_rows == 12 * 2  # every cell stored, each pair with one answer
+    assert pc.sum(solutions.column("cached")).as_py() == 6 * 2
+    assert requests == distinct_calls(study.store_url) == (6 * 2) * 2  # generate and judge
