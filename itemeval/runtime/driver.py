@@ -574,7 +574,9 @@ def _manifest(plan: Plan, options: RunOptions, remaining: float, approved_by: st
             approved_by=approved_by,
             by_stage=estimate.by("stage"),
         ),
-        host=host_record(options.address),
+        # The cluster it runs on: `--address`, or the one `ray job submit` names (None: a
+        # local Ray, or none).
+        host=host_record(options.address or os.environ.get("RAY_ADDRESS") or None),
     )
 
 
@@ -657,8 +659,8 @@ def _summary_line(outcome: RunOutcome, plan: Plan) -> str:
     if cached:
         line += (
             f"\n{cached:,} cell{'s' if cached != 1 else ''} came from the response cache "
-            f"({outcome.cache_url}): identical calls made before, by this study or another, are "
-            "answered free. `--force` calls the providers again; `cache.enabled: false` answers "
-            "only this study's own calls."
+            f"({outcome.cache_url}): identical calls, in this run or before (by this study or "
+            "another), are paid once and answered free. `--force` calls the providers again; "
+            "`cache.enabled: false` answers only this study's own calls."
         )
     return line

@@ -110,3 +110,14 @@ def test_identical_requests_in_one_shard_are_sent_once(tmp_path):
     assert solutions.num_rows == 12 * 2  # every cell stored, each pair with one answer
     assert pc.sum(solutions.column("cached")).as_py() == 6 * 2
     assert requests == distinct_calls(study.store_url) == (6 * 2) * 2  # generate and judge
+
+
+@pytest.mark.ray
+def test_workers_not_ready_are_starting_while_the_cluster_has_room(ray_local):
+    from itemeval.runtime.ray_executor import RayExecutor
+
+    executor = object.__new__(RayExecutor)  # its fleet only: no worker, no limiter
+    executor._workers, executor._requested = [], 0
+    # The session's Ray has 2 CPUs: two workers have a place, a third waits for one.
+    assert executor._not_ready(2) == "cluster: 0 worker(s) ready, 2 starting"
+    assert executor._not_ready(3) == "cluster: 0 worker(s) ready, 2 starting, 1 waiting for room"
