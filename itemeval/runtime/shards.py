@@ -14,7 +14,7 @@ text; two generate conditions that gave the same text for the same item and epoc
 request (the cache key is the request's content and epoch, never the condition). Workers each
 keep their own view of the response cache (refreshed about once a minute, `worker.py`), so two
 such cells on two workers would both be paid. So the grade stage is made in two phases
-(`IdenticalCells`): first every cell whose request no earlier cell of the stage asks, then,
+(`store.IdenticalCells`): first every cell whose request no earlier cell of the stage asks, then,
 after a `BARRIER` (dispatch waits until every shard before it has finished), the cells that
 repeat one: their shards list the response cache afresh (`Shard.repeats`) and find the answer
 there. A repeat whose first cell did not get an answer (an error) is sent as usual.
@@ -26,7 +26,7 @@ is what crosses the Ray boundary.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Generator, Hashable, Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -34,8 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from itemeval.item_index import PartRun
-from itemeval.store import CellMasks, StudyStore, solution_index
-from itemeval.store.content_keys import hash_keys
+from itemeval.store import CellMasks, IdenticalCells, StudyStore, solution_index
 
 Stage = Literal["generate", "grade"]
 
@@ -215,53 +214,6 @@ def grade_shards(
                 first_id=shard_id,
                 repeated=True,
             )
-
-
-class IdenticalCells:
-    """Which pending judge cells ask a request an earlier cell of the stage asks too: the same
-    grade condition, item and epoch, and a solution with the same text (so the same rendered
-    rubric) from an earlier generate condition. Fed one generate condition at a time (`split`),
-    it keeps a 64-bit key of each cell's solution text per condition seen (8 bytes a cell) and a
-    mask of the repeats."""
-
-    def __init__(self, pending: CellMasks, judges: list[str]):
-        self.pending = pending
-        self.judges = judges
-        self.keys: dict[str, np.ndarray] = {}  # generate condition -> text key per cell
-        self.masks: dict[tuple[str, str], np.ndarray] = {}  # (grade, generate) -> repeats
-
-    def split(self, gen: str, positions: np.ndarray, hashes: pa.Array) -> None:
-        """Mark the cells of `gen` (solutions at `positions`, with `hashes`) that repeat a cell
-        of a generate condition split before."""
-        judges = [gid for gid in self.judges if self.pending.count((gid, gen))]
-        if not judges:
-            return
-        keys = np.zeros(len(self.pending.item_ids) * self.pending.epochs, dtype=np.uint64)
-        keys[positions] = hash_keys(hashes)
-        for gid in judges:
-            mine = self.pending.masks[(gid, gen)].reshape(-1)
-            same = np.zeros(len(mine), dtype=bool)
-            for earlier, earlier_keys in self.keys.items():
-                theirs = self.pending.masks.get((gid, earlier))
-                if theirs is not None:
-                    same |= theirs.reshape(-1) & (earlier_keys == keys)
-            same &= mine
-            if same.any():
-                self.masks[(gid, gen)] = same
-        self.keys[gen] = keys
-
-    def first(self, gid: str, gen: str, positions: np.ndarray) -> np.ndarray | None:
-        """Which of `positions` are not repeats (None: all of them)."""
-        same = self.masks.get((gid, gen))
-        return None if same is None else ~same[positions]
-
-    def repeats(self) -> CellMasks:
-        """The repeats, as pending cells of their own."""
-        shape = (len(self.pending.item_ids), self.pending.epochs)
-        masks: dict[Hashable, np.ndarray] = {
-            key: same.reshape(shape) for key, same in self.masks.items()
-        }
-        return CellMasks(self.pending.item_ids, self.pending.epochs, masks)
 
 
 def _shards_of_solutions(

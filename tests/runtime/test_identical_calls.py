@@ -10,6 +10,7 @@ against the distinct request keys of the stored rows."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -19,6 +20,7 @@ from runtime_files import distinct_calls, sim_server, sim_stats, write_study
 
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
+from itemeval.planning import make_plan
 from itemeval.runtime.driver import RunOptions, run_study
 from itemeval.store import StudyStore, latest_manifest
 
@@ -121,3 +123,21 @@ def test_workers_not_ready_are_starting_while_the_cluster_has_room(ray_local):
     # The session's Ray has 2 CPUs: two workers have a place, a third waits for one.
     assert executor._not_ready(2) == "cluster: 0 worker(s) ready, 2 starting"
     assert executor._not_ready(3) == "cluster: 0 worker(s) ready, 2 starting, 1 waiting for room"
+
+
+def test_the_estimate_counts_the_judge_calls_the_grade_stage_makes(tmp_path):
+    # After the generate stage the answers are stored: the judge's remaining calls are the
+    # distinct requests among its pending cells, and the grade stage makes exactly those.
+    with sim_server() as url:
+        study = load_study(write_study(tmp_path, **{"endpoints.sim.base_url": url}))
+        options = RunOptions(no_ray=True, yes=True, quiet=True)
+        generated = run_study(study, replace(options, stages=("generate",)))
+        assert generated.exit_code == ExitCode.OK, generated.message
+        before = sim_stats(url)["requests"]
+        estimate = make_plan(study).estimate
+        (judge,) = [line for line in estimate.lines if line.stage == "grade" and line.calibration]
+        graded = run_study(study, replace(options, stages=("grade",)))
+        sent = sim_stats(url)["requests"] - before
+    assert graded.exit_code == ExitCode.OK, graded.message
+    assert judge.remaining_cells == 4 * 24 * 2
+    assert judge.remaining_calls == sent < judge.remaining_cells
