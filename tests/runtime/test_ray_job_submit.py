@@ -3,8 +3,9 @@ token authentication (`ray start --head`), a worker node joining it (`ray start 
 `ray job submit --working-dir . -- python jobs/sweep.py STUDY` from a client, then `itemeval
 status`, `export --out s3://` and `report --out s3://` from the client. The store, the response
 cache and a dataset are on moto's S3 server, whose endpoint is named only in the study file
-(`storage_options`): no process of the cluster or the client has `AWS_ENDPOINT_URL`. The tests
-stop only the Ray processes they started (each node is its own process group)."""
+(`storage_options`): no process of the cluster or the client has `AWS_ENDPOINT_URL`. Then `ray
+job stop` of a job whose entrypoint is written as the docs write it (`exec python ...`). The
+tests stop only the Ray processes they started (each node is its own process group)."""
 
 from __future__ import annotations
 
