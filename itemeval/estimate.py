@@ -548,12 +548,12 @@ def _price(
         return at.cost(Usage(round(input_tokens), round(output_tokens), round(cached)))
 
     every, remaining = sums
+    line.remaining_calls = round(remaining.calls)
     for prefix, of in (("", every), ("remaining_", remaining)):
         setattr(line, f"{prefix}cells", of.cells)
         setattr(line, f"{prefix}input_tokens", round(of.input))
         setattr(line, f"{prefix}output_tokens", round(of.output))
         setattr(line, f"{prefix}usd", usd(of.input, of.output, cached_fraction * of.input))
-    line.remaining_calls = round(remaining.calls)
     cached = cached_fraction * remaining.input
     line.prior_remaining_usd = usd(remaining.prior_input, remaining.prior_output)
     line.live_remaining_usd = usd(remaining.input, remaining.output, cached, at=live)
