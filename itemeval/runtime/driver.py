@@ -24,7 +24,6 @@ collect them.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import signal
 import sys
@@ -446,7 +445,10 @@ def _dispatch(
 ) -> StageResult:
     shards, cells, usd = _shards(plan, stage, pending, first_id=first_id)
     progress.begin(stage, cells, usd)
-    settle = functools.partial(_settle, plan, stage, run_id, progress)
+
+    def settle(result: StageResult) -> RowCost | None:
+        return _settle(plan, stage, run_id, progress, result)
+
     return dispatch(executor, shards, cells, progress, stop, cap, settle=settle)
 
 
