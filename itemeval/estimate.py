@@ -114,6 +114,9 @@ class EstimateLine:
     remaining_input_tokens: int = 0
     remaining_output_tokens: int = 0
     remaining_usd: float = 0.0
+    #: Provider calls the remaining cells make: less the answers the response cache holds and,
+    #: for a judge, the requests repeated within the run (sent once: `store.IdenticalCells`).
+    remaining_calls: int = 0
     prior_input_tokens: int = 0
     prior_output_tokens: int = 0
     prior_usd: float = 0.0
@@ -137,6 +140,7 @@ _SUMMED = (
     "remaining_input_tokens",
     "remaining_output_tokens",
     "remaining_usd",
+    "remaining_calls",
     "prior_input_tokens",
     "prior_output_tokens",
     "prior_usd",
@@ -192,6 +196,7 @@ class Estimate:
                 group[name] += getattr(line, name)
             group["remaining_cells"] += line.remaining_cells
             group["remaining_usd"] += line.remaining_usd
+            group["remaining_calls"] += line.remaining_calls
             group["prior_remaining_usd"] += line.prior_remaining_usd
         return {k: dict(v) for k, v in groups.items()}
 
@@ -319,12 +324,17 @@ def build_estimate(
     calibration: Calibration | None = None,
     self_hosted: frozenset[str] = frozenset(),
     tiers: Mapping[str, str] | None = None,
+    repeated_grade: CellMasks | None = None,
 ) -> Estimate:
     """Price every condition. `pending_generate` and `pending_grade` are the store's pending
     cells over the same items, in the same order, as `tables`; when None (no store yet)
     everything remains. Without `calibration`, the calibrated figures are the prior.
     `self_hosted`: models served by the user's own servers: $0 when unpriced, without a
-    warning. `tiers`: the price tier of each condition id (`condition_tiers`; default live)."""
+    warning. `tiers`: the price tier of each condition id (`condition_tiers`; default live).
+    `repeated_grade`: the pending judge cells whose request another pending cell asks
+    (`store.repeated_judge_cells`): the run sends it once, so they make no call. For a generate
+    condition with every solution stored they replace the share of judge calls the cache
+    answered in the past (`Fit.answered_share`); otherwise that share stands."""
     tiers = tiers or {}
     n_items = tables.items
     estimate = Estimate(items=n_items, epochs=design.epochs)
@@ -361,7 +371,12 @@ def build_estimate(
                 fit = judge_fits.get(grader.id, Fit())
                 base = tables.judge[grader.id]["input"]
                 tokens_of = _judge_tokens(base, *visible[cond.id], fit, modality)
-                sums = _fill(tokens_of, n_items, design.epochs, pending, fit.answered_share)
+                share, free = fit.answered_share, None
+                stored = pending_generate is not None and not pending_generate.count(cond.id)
+                if repeated_grade is not None and stored:  # every solution is stored
+                    share = 0.0
+                    free = functools.partial(repeated_grade.per_item, (grader.id, cond.id))
+                sums = _fill(tokens_of, n_items, design.epochs, pending, share, free)
                 _price(part, sums, fit.cached_fraction, pricing, unpriced)
                 line.calibration = fit.as_dict()
             else:  # verifiable scorers: cells, but no tokens and no cost
@@ -470,6 +485,7 @@ class _Sums:
     output: float = 0.0
     prior_input: float = 0.0
     prior_output: float = 0.0
+    calls: float = 0.0  # of the cells, those that make a call
 
 
 def _fill(
@@ -478,10 +494,12 @@ def _fill(
     epochs: int,
     pending: Callable[[slice], np.ndarray] | None,
     answered_share: float = 0.0,
+    free: Callable[[slice], np.ndarray] | None = None,
 ) -> tuple[_Sums, _Sums]:
     """Cells and tokens of all cells, and of the pending ones (`pending`: the pending cells
     per item of a slice of the items; None means everything remains), a slice of the items at
-    a time. `answered_share`: the share of calls the response cache answers (free)."""
+    a time. `answered_share`: the share of calls the response cache answers (free); `free`:
+    the pending cells per item that make no call (requests repeated within the run)."""
     every, remaining = _Sums(), _Sums()
     share = 1.0 - answered_share
     for start in range(0, n_items, ESTIMATE_SLICE):
@@ -492,7 +510,10 @@ def _fill(
         for sums, cells in ((every, all_cells), (remaining, left)):
             # What is paid: cells the response cache answers cost nothing.
             paid = cells if tokens.answered is None else np.maximum(cells - tokens.answered, 0)
+            if free is not None and sums is remaining:
+                paid = np.maximum(paid - free(at), 0)
             paid = paid * share
+            sums.calls += float(paid.sum())
             sums.cells += int(cells.sum())
             sums.input += float(paid @ tokens.input)
             sums.output += float(paid @ tokens.output)
@@ -529,6 +550,7 @@ def _price(
         return at.cost(usage, calls=of.cells)  # the context tier of the mean call
 
     every, remaining = sums
+    line.remaining_calls = round(remaining.calls)
     for prefix, of in (("", every), ("remaining_", remaining)):
         setattr(line, f"{prefix}cells", of.cells)
         setattr(line, f"{prefix}input_tokens", round(of.input))

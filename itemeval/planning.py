@@ -47,6 +47,7 @@ from itemeval.store import (
     pending_grade,
     read_items_part,
     read_snapshot_info,
+    repeated_judge_cells,
     write_items_snapshot,
 )
 from itemeval.workitem import WorkItem, items_to_table, table_to_items
@@ -239,6 +240,7 @@ def make_plan(
         calibration=calibration,
         self_hosted=self_hosted_models(study, design),
         tiers=condition_tiers(design, study.endpoints),
+        repeated_grade=_repeated(store, design, pending_gr, force),
     )
     warnings = [w for d in datasets for w in d.handle.warnings]
     return Plan(
@@ -276,6 +278,7 @@ def refresh_estimate(plan: Plan) -> Plan:
         calibration=calibration,
         self_hosted=self_hosted_models(plan.study, plan.design),
         tiers=condition_tiers(plan.design, plan.study.endpoints),
+        repeated_grade=_repeated(plan.store, plan.design, pending_gr, plan.force),
     )
     return replace(
         plan,
@@ -308,6 +311,17 @@ def _pending(
         store, grade_ids, generate_ids, item_ids, design.epochs, force=force, unique_ids=True
     )
     return pending_gen, pending_gr
+
+
+def _repeated(
+    store: StudyStore, design: Design, pending_gr: CellMasks | None, force: bool
+) -> CellMasks | None:
+    """The pending judge cells that repeat another's request (sent once per run), from the
+    solutions stored now; None without a store, or under `--force` (every call is made)."""
+    if pending_gr is None or force:
+        return None
+    judges = [c.id for c in design.judges]
+    return repeated_judge_cells(store, pending_gr, [c.id for c in design.generate], judges)
 
 
 def _calibrate(

@@ -1,6 +1,6 @@
 """Entry point for Ray jobs: runs a whole study (generate, then grade) on the cluster.
 
-    ray job submit --working-dir . -- python jobs/sweep.py configs/demo.yaml --yes
+    ray job submit --working-dir . -- exec python jobs/sweep.py configs/demo.yaml --yes
 
 Arguments are those of `itemeval run` (see `itemeval run --help`). Under `ray job submit`,
 `RAY_ADDRESS` is set, so the driver joins the cluster instead of starting a local Ray. The exit

@@ -238,8 +238,7 @@ def merge(result: StageResult, more: StageResult) -> StageResult:
     result.not_sent += more.not_sent
     result.unreported |= more.unreported
     for condition_id, told in more.reported.items():
-        mine = result.reported.setdefault(condition_id, RowCost())
-        mine.add(told.usd, told.input_tokens, told.output_tokens)
+        result.reported.setdefault(condition_id, RowCost()).absorb(told)
     return result
 
 
@@ -324,8 +323,9 @@ def _shards(plan: Plan, stage: str, taken: CellMasks) -> list[Shard]:
     else:
         gens = [c.id for c in plan.design.generate]
         grades = sorted({key[0] for key in taken.masks if isinstance(key, tuple)})
-        shards = list(
-            grade_shards(
+        shards = [
+            shard
+            for shard in grade_shards(
                 plan.store,
                 taken,
                 gens,
@@ -335,7 +335,8 @@ def _shards(plan: Plan, stage: str, taken: CellMasks) -> list[Shard]:
                 usd_per_cell={},
                 scorers=set(),
             )
-        )
+            if isinstance(shard, Shard)  # one batch for all: no barrier between repeats
+        ]
     return sorted(shards, key=lambda shard: shard.condition_id)
 
 

@@ -187,6 +187,7 @@ def render_estimate(estimate: Estimate) -> str:
             usd(line.prior_usd),
             usd(line.usd),
             f"{line.remaining_cells:,}",
+            f"{line.remaining_calls:,}",
             usd(line.remaining_usd),
             line.source,
         ]
@@ -205,10 +206,11 @@ def render_estimate(estimate: Estimate) -> str:
                 "prior USD",
                 "USD",
                 "remaining cells",
+                "remaining calls",
                 "remaining USD",
                 "calibrated from",
             ],
-            right={3, 4, 5, 6, 7, 8, 9},
+            right={3, 4, 5, 6, 7, 8, 9, 10},
         ),
         "",
     ]

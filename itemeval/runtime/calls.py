@@ -5,6 +5,8 @@
 1. One vectorised cache lookup for the whole shard, by request content (`store/cache.py`);
    a shard dispatched again after a failure lists the cache afresh, so it finds what its first
    attempt paid for wherever that ran. Under `--force` only answers this run paid are reused.
+   Identical requests within the shard (items alike) are sent once, and the answer fanned out
+   to the others as response-cache hits (across shards, see `shards.IdenticalCells`).
 2. For each miss, the call's worst case is reserved with the run's ledger (`spend.py`); a call
    that does not fit is not sent and leaves no row (its cell stays pending).
 3. The provider call; its real cost settles the reservation. On an endpoint with `hedge:`, a
@@ -119,6 +121,12 @@ class ShardCalls:
                 )
             )
         todo = [i for i in range(len(requests)) if i not in outcome.calls]
+        # Identical requests within the shard (two items alike) are sent once; the others get
+        # that answer as a response-cache hit (`_fan_out`).
+        first: dict[str, int] = {}
+        repeats = {i: first.setdefault(keys[i], i) for i in todo}
+        repeats = {i: j for i, j in repeats.items() if i != j}
+        todo = [i for i in todo if i not in repeats]
         if not todo:
             return outcome
         provider = self._provider_for(target.endpoint)
@@ -152,11 +160,13 @@ class ShardCalls:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             _collect(tasks, outcome)
+            _fan_out(outcome, repeats, item_ids, epochs, hashes, keys, cancelled=True)
             raise Interrupted(outcome) from None
         finally:
             if watcher is not None:
                 watcher.cancel()
         _collect(tasks, outcome)
+        _fan_out(outcome, repeats, item_ids, epochs, hashes, keys)
         for task in tasks:
             if task.exception() is not None:  # the ledger was unreachable: fail the shard
                 raise task.exception()  # type: ignore[misc]
@@ -394,6 +404,35 @@ async def _complete(provider: Provider, request: ModelRequest) -> ModelResult:
             ok=False,
             error_code=ErrorCode.INTERNAL,
             error_message=redact(f"{type(exc).__name__}: {exc}"),
+        )
+
+
+def _fan_out(
+    outcome: CallOutcome,
+    repeats: dict[int, int],
+    item_ids: Sequence[str],
+    epochs: Sequence[int],
+    hashes: Sequence[str],
+    keys: Sequence[str],
+    *,
+    cancelled: bool = False,
+) -> None:
+    """Give each repeated request (index -> the index of the one sent) that request's answer,
+    as a response-cache hit (nothing more was paid). A repeat of a call that did not fit under
+    the cap was not sent either; one of a call cancelled with the shard is left out too."""
+    for index, sent in repeats.items():
+        call = outcome.calls.get(sent)
+        if call is None:
+            outcome.not_sent += 0 if cancelled else 1
+            continue
+        outcome.calls[index] = Call(
+            item_ids[index],
+            epochs[index],
+            call.result,
+            hashes[index],
+            keys[index],
+            cached=True,
+            tier=call.tier,
         )
 
 

@@ -9,7 +9,9 @@ reported as failed. Either way keys make a repeat harmless, and its paid answers
 the response cache. A shard that reports calls that did not fit under the budget cap stops
 dispatch: what is in flight finishes, nothing more starts. A stop request (Ctrl-C, SIGTERM) stops
 dispatch at once and gives the shards in flight a grace period to finish before they are
-cancelled (a cancelled shard still writes the calls that finished).
+cancelled (a cancelled shard still writes the calls that finished). A `BARRIER` in the stream of
+shards holds back the shards after it until every shard before it (re-dispatches included) has
+finished: they repeat requests those shards paid for (`shards.IdenticalCells`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,11 +29,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.runtime.progress import Progress
-from itemeval.runtime.shards import Shard, ShardSummary
+from itemeval.runtime.shards import Barrier, Shard, ShardSummary
 from itemeval.runtime.spend import LedgerState
 from itemeval.runtime.timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import SpendRecord, StageCounts
+from itemeval.store.fragments import read_partitions
 
 if TYPE_CHECKING:
     from itemeval.store import Stage, StudyStore
@@ -82,16 +85,32 @@ class Executor(Protocol):
 
 @dataclass(slots=True)
 class RowCost:
-    """What some stored rows cost."""
+    """What some stored rows hold and cost: cells done (`ok`), errors, cache hits, calls made
+    (rows answered by a fresh call) and judge parse failures; USD and tokens."""
 
     usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    done: int = 0
+    errors: int = 0
+    cached: int = 0
+    calls: int = 0
+    parse_failures: int = 0
 
     def add(self, usd: float, input_tokens: int, output_tokens: int) -> None:
         self.usd += usd
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
+
+    def absorb(self, other: RowCost) -> None:
+        for name in self.__slots__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def minus(self, other: RowCost) -> RowCost:
+        out = RowCost()
+        for name in self.__slots__:
+            setattr(out, name, getattr(self, name) - getattr(other, name))
+        return out
 
 
 @dataclass
@@ -143,16 +162,19 @@ class Cap:
 
 def dispatch(
     executor: Executor,
-    shards: Iterator[Shard],
+    shards: Iterator[Shard | Barrier],
     cells: int,
     progress: Progress,
     stop: Stop,
     cap: Cap,
+    settle: Callable[[StageResult], RowCost | None] | None = None,
 ) -> StageResult:
+    """`settle(result)`: called before the final progress line when a shard ended without its
+    summary, to count its stored rows (`count_unreported_rows`); returns the correction."""
     result = StageResult()
     result.counts.planned = cells
     retries: list[tuple[float, Shard]] = []  # (not before, shard): shards to dispatch again first
-    upcoming: Shard | None = next(shards, None)
+    upcoming: Shard | Barrier | None = next(shards, None)
     starved_since: float | None = None
     told: dict[str, float] = {}
     while retries or upcoming is not None or executor.in_flight():
@@ -170,6 +192,11 @@ def dispatch(
             ready = next((i for i, (at, _) in enumerate(retries) if at <= now), None)
             if ready is not None:
                 shard = retries.pop(ready)[1]
+            elif isinstance(upcoming, Barrier):
+                if retries or executor.in_flight():
+                    break  # the shards before it first
+                upcoming = next(shards, None)
+                continue
             elif upcoming is not None:
                 shard, upcoming = upcoming, next(shards, None)
             else:
@@ -187,6 +214,10 @@ def dispatch(
         progress.tick()
     if stop.requested:
         drain(executor, result, progress, cap, stop.grace_s)
+    if settle is not None and result.unreported:
+        correction = settle(result)
+        if correction is not None:
+            progress.recount(correction)
     progress.end()
     return result
 
@@ -293,38 +324,92 @@ def fold(result: StageResult, summary: ShardSummary) -> None:
     spend.cache_hits += summary.cached
     told = result.reported.setdefault(summary.condition_id, RowCost())
     told.add(summary.usd, summary.input_tokens, summary.output_tokens)
+    told.done += summary.ok + summary.already_stored
+    told.errors += summary.error_count
+    told.cached += summary.cached
+    told.calls += summary.calls
+    told.parse_failures += sum(summary.parse_failures.values())
 
 
 def count_unreported_rows(
-    store: StudyStore, stage: Stage, run_id: str, result: StageResult
-) -> None:
-    """Correct `result.spend` from the store where a shard ended without its summary: a worker
-    killed between its write and its reply leaves rows on disk that no summary counted, and
-    their dollars are stored, not unstored. For each such condition, what this run's rows there
-    cost replaces what the summaries said. Each fragment is read as three columns and summed
-    as it is read (`read_by_condition`'s consistent read: a fragment compacted meanwhile is
-    counted once); only after a loss."""
+    store: StudyStore,
+    stage: Stage,
+    run_id: str,
+    result: StageResult,
+    *,
+    costs_only: frozenset[str] | set[str] = frozenset(),
+) -> RowCost:
+    """Correct `result` from the store where a shard ended without its summary: a worker
+    killed between its write and its reply, or a shard cancelled by a stop (`ray job stop`,
+    Ctrl-C) that wrote the calls that had finished, leaves rows on disk that no summary
+    counted. For each such condition, what this run's rows there hold (cells done, errors,
+    cache hits, calls) and cost replaces what the summaries said, so the manifest and the
+    progress line count what was durably stored. `costs_only`: conditions whose rows other
+    stages write too (verifiable scorers, written with the solutions): their dollars are
+    corrected, their counts are the summaries'. Each fragment is read as a few columns and
+    summed as it is read (`read_partitions`' consistent read: a fragment compacted meanwhile
+    is counted once); only after a loss. Returns the correction (stored minus told)."""
     sums = {"usd": pa.float64(), "input_tokens": pa.int64(), "output_tokens": pa.int64()}
+    counted = {
+        "done": pa.int64(),
+        "errors": pa.int64(),
+        "cached": pa.int64(),
+        "calls": pa.int64(),
+        "parse_failures": pa.int64(),
+    }
+    grades = stage.name == "grades"
+    columns = ["run_id", "status", "cached", "request_hash", *sums]
+    if grades:
+        columns.append("parse_ok")
 
-    def this_runs_cost(fragment: pa.Table) -> pa.Table:  # a fragment's rows: one row of sums
+    def this_runs_rows(fragment: pa.Table) -> pa.Table:  # a fragment's rows: one row of sums
         mine = fragment.filter(pc.equal(fragment.column("run_id"), run_id))
-        return pa.table(
-            {
-                name: pa.array([pc.sum(mine.column(name)).as_py() or 0], kind)
-                for name, kind in sums.items()
-            }
-        )
+        ok = pc.equal(mine.column("status"), "ok")
+        cached = pc.fill_null(mine.column("cached"), False)
+        called = pc.and_(pc.invert(cached), pc.is_valid(mine.column("request_hash")))
+        flags = {
+            "done": ok,
+            "errors": pc.invert(ok),
+            "cached": cached,
+            "calls": called,
+            "parse_failures": (
+                pc.and_(ok, pc.invert(pc.fill_null(mine.column("parse_ok"), True)))
+                if grades
+                else pa.array([False] * mine.num_rows)
+            ),
+        }
+        out = {
+            name: pa.array([pc.sum(mine.column(name)).as_py() or 0], kind)
+            for name, kind in sums.items()
+        }
+        for name, flag in flags.items():
+            out[name] = pa.array([pc.sum(pc.cast(flag, pa.int64())).as_py() or 0], pa.int64())
+        return pa.table(out)
 
+    correction = RowCost()
     for condition_id in sorted(result.unreported):
-        (costs,) = store.read_by_condition(
-            stage, [condition_id], ["run_id", *sums], dedup=False, reduce=this_runs_cost
-        ).values()
+        partition = {condition_id: store.partition(stage, condition_id)}
+        (rows,) = read_partitions(partition, stage.schema, columns, reduce=this_runs_rows).values()
         found = RowCost()
-        if costs.num_rows:
-            found.add(*(pc.sum(costs.column(name)).as_py() or 0 for name in sums))
+        if rows.num_rows:
+            for name in (*sums, *counted):
+                setattr(found, name, pc.sum(rows.column(name)).as_py() or 0)
         told = result.reported.get(condition_id, RowCost())
-        result.spend.usd += found.usd - told.usd
-        result.spend.input_tokens += found.input_tokens - told.input_tokens
-        result.spend.output_tokens += found.output_tokens - told.output_tokens
+        if condition_id in costs_only:  # the counts stay the summaries'
+            for name in counted:
+                setattr(found, name, getattr(told, name))
+        delta = found.minus(told)
+        correction.absorb(delta)
         result.reported[condition_id] = found
+    counts, spend = result.counts, result.spend
+    spend.usd += correction.usd
+    spend.input_tokens += correction.input_tokens
+    spend.output_tokens += correction.output_tokens
+    spend.calls += correction.calls
+    spend.cache_hits += correction.cached
+    counts.done += correction.done
+    counts.errors += correction.errors
+    counts.cached += correction.cached
+    counts.parse_failures += correction.parse_failures
     result.unreported.clear()
+    return correction

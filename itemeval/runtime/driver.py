@@ -44,6 +44,7 @@ from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import (
     Cap,
     Executor,
+    RowCost,
     StageResult,
     Stop,
     count_unreported_rows,
@@ -264,18 +265,29 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
 
 
 def _count_unreported_rows(outcome: RunOutcome, plan: Plan, progress: Progress) -> None:
-    """Count the rows of shards that ended without a summary (`count_unreported_rows`)."""
+    """Count the rows of shards that ended without a summary (`count_unreported_rows`), where
+    the stage's dispatch did not already (it ended by an exception)."""
     for stage, result in outcome.stages.items():
-        if not result.unreported or outcome.run_id is None:
-            continue
-        table = SOLUTIONS if stage == "generate" else GRADES
-        try:
-            count_unreported_rows(plan.store, table, outcome.run_id, result)
-        except Exception as exc:  # the manifest keeps the summaries' figures
-            progress.message(
-                f"could not count the rows of lost shards in {table.name}: "
-                + redact(f"{type(exc).__name__}: {exc}")[:300]
-            )
+        if result.unreported and outcome.run_id is not None:
+            _settle(plan, stage, outcome.run_id, progress, result)
+
+
+def _settle(
+    plan: Plan, stage: str, run_id: str, progress: Progress, result: StageResult
+) -> RowCost | None:
+    """Count the stored rows of the stage's shards that ended without a summary; None (the
+    summaries' figures kept) when the store cannot be read."""
+    table = SOLUTIONS if stage == "generate" else GRADES
+    # Verifiable grades are also written with the solutions: their counts are not all here.
+    scorers = {c.id for c in plan.design.scorers} if stage == "grade" else set()
+    try:
+        return count_unreported_rows(plan.store, table, run_id, result, costs_only=scorers)
+    except Exception as exc:  # the manifest keeps the summaries' figures
+        progress.message(
+            f"could not count the rows of lost shards in {table.name}: "
+            + redact(f"{type(exc).__name__}: {exc}")[:300]
+        )
+        return None
 
 
 def _count_inline_grades(outcome: RunOutcome) -> None:
@@ -423,20 +435,23 @@ def _stage(
     records hold some cells) runs in a thread beside the live dispatch of the other cells; then
     what the batches left (deadline, failures) is dispatched live."""
     pending = _pending(plan, stage)
+    run_id = context.run_id
     source = getattr(executor, "spend_source", None) or (lambda: None)
     tier = BatchTier.open(plan, stage, pending, context, spend=source, progress=progress)
     if tier is None:
-        return _dispatch(plan, stage, pending, executor, progress, stop, cap, first_id)
+        return _dispatch(plan, stage, pending, executor, progress, stop, cap, first_id, run_id)
     try:
         result = StageResult()
         if tier.live.num_rows:
-            result = _dispatch(plan, stage, tier.live, executor, progress, stop, cap, first_id)
+            result = _dispatch(
+                plan, stage, tier.live, executor, progress, stop, cap, first_id, run_id
+            )
         else:
             progress.begin(stage, tier.cells, _usd_of(tier.taken, _usd_per_cell(plan)))
 
         def dispatch_live(leftovers: CellMasks) -> StageResult:
             later = first_id + 500_000  # shard ids apart from the first dispatch's
-            return _dispatch(plan, stage, leftovers, executor, progress, stop, cap, later)
+            return _dispatch(plan, stage, leftovers, executor, progress, stop, cap, later, run_id)
 
         return tier.finish(result, stop, cap, dispatch_live)
     finally:
@@ -452,10 +467,15 @@ def _dispatch(
     stop: Stop,
     cap: Cap,
     first_id: int,
+    run_id: str,
 ) -> StageResult:
     shards, cells, usd = _shards(plan, stage, pending, first_id=first_id)
     progress.begin(stage, cells, usd)
-    return dispatch(executor, shards, cells, progress, stop, cap)
+
+    def settle(result: StageResult) -> RowCost | None:
+        return _settle(plan, stage, run_id, progress, result)
+
+    return dispatch(executor, shards, cells, progress, stop, cap, settle=settle)
 
 
 def _release_planning_memory(plan: Plan) -> None:
@@ -582,7 +602,9 @@ def _manifest(plan: Plan, options: RunOptions, remaining: float, approved_by: st
             approved_by=approved_by,
             by_stage=estimate.by("stage"),
         ),
-        host=host_record(options.address),
+        # The cluster it runs on: `--address`, or the one `ray job submit` names (None: a
+        # local Ray, or none).
+        host=host_record(options.address or os.environ.get("RAY_ADDRESS") or None),
     )
 
 
@@ -672,8 +694,8 @@ def _summary_line(outcome: RunOutcome, plan: Plan) -> str:
     if cached:
         line += (
             f"\n{cached:,} cell{'s' if cached != 1 else ''} came from the response cache "
-            f"({outcome.cache_url}): identical calls made before, by this study or another, are "
-            "answered free. `--force` calls the providers again; `cache.enabled: false` answers "
-            "only this study's own calls."
+            f"({outcome.cache_url}): identical calls, in this run or before (by this study or "
+            "another), are paid once and answered free. `--force` calls the providers again; "
+            "`cache.enabled: false` answers only this study's own calls."
         )
     return line

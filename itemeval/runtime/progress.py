@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from typing import TextIO
+from typing import Any, TextIO
 
 from itemeval.runtime.shards import ShardSummary
 
@@ -59,6 +59,15 @@ class Progress:
         self.errors.update(summary.errors)
         self.parse_failures.update(summary.parse_failures)
         self.tick()
+
+    def recount(self, correction: Any) -> None:
+        """Add what the store holds beyond what the summaries said (`dispatch.RowCost`: rows of
+        shards that ended without a summary), so the final line counts what was stored."""
+        self.done += correction.done + correction.errors
+        self.calls += correction.calls
+        self.cached += correction.cached
+        self.tokens += correction.input_tokens + correction.output_tokens
+        self.usd += correction.usd
 
     def tick(self, force: bool = False) -> None:
         if self.quiet:

@@ -298,13 +298,11 @@ class RayExecutor:
                 f"workers: {len(down)} of {len(active)} down for up to {longest:.0f} s "
                 "(Ray restarts them where there is room; their shards went to the others)"
             )
-        # Starting takes a second or two; a worker still not placed after that waits for room.
+        # Starting takes a second or two; a worker not ready after that is still starting (a
+        # busy machine) when the cluster has a CPU for it, else it waits for room.
         waiting = [w for w in active if not w.ready and now - w.created_at > WAITED_S]
         if waiting:
-            asked = f"; asked the autoscaler for {self._requested} CPUs" if self._requested else ""
-            problems.append(
-                f"cluster: {len(self.live)} worker(s) ready, {len(waiting)} waiting for room{asked}"
-            )
+            problems.append(self._not_ready(len(waiting)))
         problems.extend(self.notes)  # said once each (then only in the run's summary)
         self.told.extend(self.notes)
         self.notes.clear()
@@ -325,6 +323,20 @@ class RayExecutor:
                     f"{silent - TOUCH_EVERY_S:.0f} s (restarting?); its calls wait for it"
                 )
         return problems
+
+    def _not_ready(self, waiting: int) -> str:
+        """What the workers not ready yet are doing: starting (the cluster has a CPU for each
+        of this run's workers) or waiting for room (it has not)."""
+        ready = len(self.live)
+        cpus = ready + waiting  # unknown: assume there is room
+        with contextlib.suppress(RayError):
+            cpus = _cluster_cpus()
+        starting = min(waiting, max(0, cpus - ready))
+        said = [f"{starting} starting"] if starting else []
+        if waiting > starting:
+            said.append(f"{waiting - starting} waiting for room")
+        asked = f"; asked the autoscaler for {self._requested} CPUs" if self._requested else ""
+        return f"cluster: {ready} worker(s) ready, {', '.join(said)}{asked}"
 
     def lease_for(self, holder: str, in_use: dict[str, int]) -> None:
         """Hold `in_use` slots of each endpoint's pool for `holder` (the driver's own runner

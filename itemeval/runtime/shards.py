@@ -9,6 +9,16 @@ Shards are made lazily, as the driver dispatches them, from the pending cells' b
 so consecutive shards share their items part (worker caches stay warm), the models interleave
 (endpoints share the load), and the driver never holds a row per pending cell.
 
+Identical judge requests are sent once per run. A grade cell asks its judge about one solution
+text; two generate conditions that gave the same text for the same item and epoch ask the same
+request (the cache key is the request's content and epoch, never the condition). Workers each
+keep their own view of the response cache (refreshed about once a minute, `worker.py`), so two
+such cells on two workers would both be paid. So the grade stage is made in two phases
+(`store.IdenticalCells`): first every cell whose request no earlier cell of the stage asks, then,
+after a `BARRIER` (dispatch waits until every shard before it has finished), the cells that
+repeat one: their shards list the response cache afresh (`Shard.repeats`) and find the answer
+there. A repeat whose first cell did not get an answer (an error) is sent as usual.
+
 Everything here is plain data (dataclasses and small arrow tables) that pickles cheaply, which
 is what crosses the Ray boundary.
 """
@@ -24,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from itemeval.item_index import PartRun
-from itemeval.store import CellMasks, StudyStore, solution_index
+from itemeval.store import CellMasks, IdenticalCells, StudyStore, solution_index
 
 Stage = Literal["generate", "grade"]
 
@@ -51,6 +61,9 @@ class Shard:
     gen_condition_id: str | None = None
     attempt: int = 0  # failed attempts (its worker raised: the store failed, a bug...)
     workers_lost: int = 0  # times its worker died under it (not the shard's fault)
+    #: Its cells repeat requests of shards dispatched before a `BARRIER`: the worker lists the
+    #: response cache afresh, where those shards put the answers.
+    repeats: bool = False
 
     @property
     def size(self) -> int:
@@ -68,6 +81,16 @@ class Shard:
     def after_worker_loss(self) -> Shard:
         """The same cells again after its worker died (does not count as a failed attempt)."""
         return replace(self, workers_lost=self.workers_lost + 1)
+
+
+class Barrier:
+    """In a stream of shards: the shards after it start once every shard before it finished."""
+
+    def __repr__(self) -> str:
+        return "BARRIER"
+
+
+BARRIER = Barrier()
 
 
 @dataclass(slots=True)
@@ -149,10 +172,12 @@ def grade_shards(
     usd_per_cell: dict[str, float],
     scorers: set[str],
     first_id: int = 0,
-) -> Iterator[Shard]:
+) -> Iterator[Shard | Barrier]:
     """Shards of pending grade cells, one generate condition at a time (its solutions' hashes
-    and fragments are read when its turn comes), part by part, grade conditions in turn."""
+    and fragments are read when its turn comes), part by part, grade conditions in turn; the
+    judge cells that repeat an earlier cell's request after a `BARRIER` (see the module doc)."""
     shard_id = first_id
+    identical = IdenticalCells(pending, [g for g in grade_condition_ids if g not in scorers])
     for gen in gen_condition_ids:
         if not any(pending.count((gid, gen)) for gid in grade_condition_ids):
             continue
@@ -168,7 +193,27 @@ def grade_shards(
             usd_per_cell=usd_per_cell,
             scorers=scorers,
             first_id=shard_id,
+            identical=identical,
         )
+    repeats = identical.repeats()
+    identical.keys.clear()
+    if not repeats.num_rows:
+        return
+    yield BARRIER
+    for gen in gen_condition_ids:
+        if any(repeats.count((gid, gen)) for gid in grade_condition_ids):
+            shard_id = yield from _shards_of_solutions(
+                store,
+                repeats,
+                gen,
+                grade_condition_ids,
+                runs,
+                shard_size=shard_size,
+                usd_per_cell=usd_per_cell,
+                scorers=scorers,
+                first_id=shard_id,
+                repeated=True,
+            )
 
 
 def _shards_of_solutions(
@@ -182,12 +227,18 @@ def _shards_of_solutions(
     usd_per_cell: dict[str, float],
     scorers: set[str],
     first_id: int,
+    identical: IdenticalCells | None = None,
+    repeated: bool = False,
 ) -> Generator[Shard, None, int]:
-    """The grade shards of one generate condition's solutions; returns the next shard id."""
+    """The grade shards of one generate condition's solutions; returns the next shard id.
+    `identical`: leave out the cells that repeat an earlier request (and note this condition's
+    solutions); `repeated`: the shards are those repeats."""
     epochs = pending.epochs
     shard_id = first_id
     index = solution_index(store, gen, pending.item_ids, epochs, fragment_names=True)
     assert index.fragments is not None
+    if identical is not None:
+        identical.split(gen, index.positions, index.hashes)
     for run in runs:
         rows = index.rows_between(run.start * epochs, run.stop * epochs)
         positions = index.positions[rows]
@@ -207,6 +258,9 @@ def _shards_of_solutions(
             if mask is None:
                 continue
             wanted = mask.reshape(-1)[positions]
+            first = identical.first(gid, gen, positions) if identical is not None else None
+            if first is not None:
+                wanted &= first
             size = shard_size * (SCORER_SHARD_FACTOR if gid in scorers else 1)
             chunks[gid] = _chunks(located.filter(pa.array(wanted)), size)
         for chunk_index in range(max((len(c) for c in chunks.values()), default=0)):
@@ -214,6 +268,8 @@ def _shards_of_solutions(
                 if chunk_index >= len(parts):
                     continue
                 cells = parts[chunk_index]
+                if not cells.num_rows:
+                    continue
                 yield Shard(
                     shard_id=shard_id,
                     stage="grade",
@@ -224,6 +280,7 @@ def _shards_of_solutions(
                     cells=cells,
                     est_usd=usd_per_cell.get(gid, 0.0) * cells.num_rows,
                     gen_condition_id=gen,
+                    repeats=repeated,
                 )
                 shard_id += 1
     return shard_id

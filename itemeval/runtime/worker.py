@@ -300,8 +300,11 @@ class ShardRunner:
         (`{grade condition id: rows}`: verifiable grades made with the solutions)."""
         summary = ShardSummary(shard.shard_id, shard.stage, shard.condition_id, cells=shard.size)
         try:
+            # A shard dispatched again, or one of repeats, finds answers paid since this
+            # worker last listed the cache (by another worker, or by its first attempt).
+            fresh = shard.dispatched_before or shard.repeats
             outcome = await self.calls.run(
-                target, requests, cells["item_id"], cells["epoch"], fresh=shard.dispatched_before
+                target, requests, cells["item_id"], cells["epoch"], fresh=fresh
             )
         except Interrupted as interrupted:
             summary.interrupted = True

@@ -8,6 +8,7 @@ The map, one module per concern:
 * `dedup`     one logical row per key (ok beats error, then the latest write)
 * `items`     the items snapshot that workers read part by part
 * `pending`   resume sets: pending generate and grade cells as boolean masks over the items
+* `identical` pending judge cells that repeat another's request (sent once per run)
 * `selection` `--condition` selections
 * `status`    counts per condition for `itemeval status`
 * `compact`   rewrite a partition into one fragment, safely while others read and write
@@ -30,6 +31,7 @@ from itemeval.store.cache import (
 from itemeval.store.compact import CompactionResult, compact, compact_partition
 from itemeval.store.current_solutions import SolutionIndex, solution_index
 from itemeval.store.dedup import deduplicate
+from itemeval.store.identical import IdenticalCells, repeated_judge_cells
 from itemeval.store.items import (
     ITEMS_PER_PART,
     SnapshotInfo,
@@ -102,6 +104,7 @@ __all__ = [
     "DatasetRecord",
     "EstimateRecord",
     "HostRecord",
+    "IdenticalCells",
     "LegacyLookup",
     "ResponseCache",
     "RunManifest",
@@ -130,6 +133,7 @@ __all__ = [
     "read_items_part",
     "read_manifest",
     "read_snapshot_info",
+    "repeated_judge_cells",
     "request_content",
     "request_hash",
     "request_hashes",

@@ -262,17 +262,23 @@ def test_a_slow_store_write_never_stalls_the_calls_in_flight(tmp_path, s3_server
     assert pc.max(latency.column("latency_ms")).as_py() < 1000
 
 
-def test_rows_of_a_shard_still_in_flight_after_a_stop_are_counted_as_stored(tmp_path, monkeypatch):
+def test_rows_of_a_shard_still_in_flight_after_a_stop_are_counted_as_stored(
+    tmp_path, monkeypatch, capsys
+):
     # A stop waits for the shards in flight, then cancels them; one that still has not
-    # answered may have written rows no summary counts. The driver must find them too.
+    # answered may have written rows no summary counts. The driver must find them too: their
+    # dollars, and the cells and calls the manifest and the final progress line count.
     monkeypatch.setenv("ITEMEVAL_STOP_GRACE_S", "0.2")
     study = load_study(write_study(tmp_path, **{"runtime.shard_size": 4}))
     executor = _StuckAtStop()
-    outcome = run_study(study, INLINE, executor_factory=executor)
+    options = RunOptions(no_ray=True, yes=True, quiet=False)
+    outcome = run_study(study, options, executor_factory=executor)
     assert executor.stuck is not None and outcome.status != "completed"
     store = StudyStore.open(study.store_url)
     manifest = latest_manifest(store)
-    rows = store.read("solutions", columns=["run_id", "usd", "item_id"], dedup=False)
+    rows = store.read(
+        "solutions", columns=["run_id", "usd", "item_id", "status", "cached"], dedup=False
+    )
     mine = rows.filter(pc.equal(rows.column("run_id"), manifest.run_id))
     stuck = set(executor.stuck.cells.column("item_id").to_pylist())
     assert stuck <= set(mine.column("item_id").to_pylist())  # its rows are on disk
@@ -280,6 +286,11 @@ def test_rows_of_a_shard_still_in_flight_after_a_stop_are_counted_as_stored(tmp_
     assert outcome.stored_usd == pytest.approx(stored, abs=1e-9)
     assert manifest.spend.usd == pytest.approx(stored, abs=1e-9)
     assert manifest.spend.unstored_usd == pytest.approx(0.0, abs=1e-9)
+    ok = pc.sum(pc.equal(mine.column("status"), "ok")).as_py()
+    assert manifest.counts["generate"].done == ok == mine.num_rows
+    assert manifest.spend.calls == mine.num_rows - pc.sum(mine.column("cached")).as_py()
+    final = [line for line in capsys.readouterr().err.splitlines() if " in " in line]
+    assert final and final[-1].startswith(f"generate {mine.num_rows:,}/"), final
 
 
 class _InlineWrapper:

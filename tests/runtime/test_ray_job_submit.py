@@ -3,8 +3,9 @@ token authentication (`ray start --head`), a worker node joining it (`ray start 
 `ray job submit --working-dir . -- python jobs/sweep.py STUDY` from a client, then `itemeval
 status`, `export --out s3://` and `report --out s3://` from the client. The store, the response
 cache and a dataset are on moto's S3 server, whose endpoint is named only in the study file
-(`storage_options`): no process of the cluster or the client has `AWS_ENDPOINT_URL`. The tests
-stop only the Ray processes they started (each node is its own process group)."""
+(`storage_options`): no process of the cluster or the client has `AWS_ENDPOINT_URL`. Then `ray
+job stop` of a job whose entrypoint is written as the docs write it (`exec python ...`). The
+tests stop only the Ray processes they started (each node is its own process group)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,22 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import s3fs
-from runtime_files import DATASETS, REPO, assert_complete, distinct_calls, write_study
+from runtime_files import (
+    DATASETS,
+    REPO,
+    assert_complete,
+    distinct_calls,
+    sim_server,
+    sim_stats,
+    write_items,
+    write_study,
+)
+
+from itemeval.store import StudyStore, latest_manifest
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -262,3 +275,76 @@ def test_the_hand_started_cluster_flow_reaches_s3_through_the_study(tmp_path, s3
     assert reported["html"] == f"{bucket}/reports/sweep/report.html"
     assert "sim/strong" in fs.cat_file(reported["html"]).decode("utf-8")
     assert fs.exists(reported["markdown"])
+
+
+def test_ray_job_stop_with_the_documented_entrypoint_is_an_interruption(tmp_path, head_node):
+    """docs/cluster.md's entrypoint, `exec python jobs/sweep.py ...`: `ray job stop` sends the
+    driver itself SIGTERM (the shell is replaced), the driver records `interrupted` with what
+    was stored, and exits inside Ray's stop window (not force-killed)."""
+    url, client = head_node
+    write_items(tmp_path / "sums", 200)
+    with sim_server("--latency-ms", "200") as sim:
+        study = write_study(
+            tmp_path / "client",
+            **{
+                "datasets": [{"name": "sums", "path": str(tmp_path / "sums")}],
+                "endpoints.sim": {"kind": "sim", "base_url": sim, "max_concurrency": 8},
+                "models": [{"id": "sim/strong", "endpoint": "sim"}],
+                "facets.prompt": ["builtin:direct"],
+                "facets.replications": 1,
+                "facets.grader": [],
+                "budget": {"policy": "full"},
+                "runtime.workers": 1,  # one worker process to start: a shorter test
+            },
+        )
+        job_id = f"stop-{secrets.token_hex(4)}"
+        submit = [RAY, "job", "submit", "--address", url, "--working-dir", str(REPO)]
+        entrypoint = ["exec", "python", "jobs/sweep.py", str(study), "--yes"]
+        started = subprocess.run(
+            [*submit, "--submission-id", job_id, "--no-wait", "--", *entrypoint],
+            env=client,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert started.returncode == 0, started.stderr[-3000:]
+        deadline = time.monotonic() + 240
+        while sim_stats(sim)["ok"] < 16:  # the driver is under way
+            assert time.monotonic() < deadline, _job_logs(url, job_id, client)
+            time.sleep(0.2)
+        stop = [RAY, "job", "stop", "--address", url, job_id]
+        stopped = subprocess.run(stop, env=client, capture_output=True, text=True, timeout=120)
+        answered = sim_stats(sim)["ok"]
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    logs = _job_logs(url, job_id, client)
+    assert "Interrupted (run the same command again to continue)" in logs, logs[-3000:]
+    # Ray's job supervisor saw the driver exit inside its stop window: not force-killed.
+    (supervisor,) = Path("/tmp").glob(
+        f"ray-test-*/session_latest/logs/jobs/supervisor-{job_id}.log"
+    )
+    said = supervisor.read_text()
+    assert "terminated gracefully" in said and "force-killed" not in said, said[-2000:]
+    store = StudyStore.open(str(tmp_path / "client" / "store"))
+    manifest = latest_manifest(store)
+    assert manifest.outcome == "interrupted"
+    assert manifest.host.ray_address  # the cluster it ran on
+    rows = store.read("solutions", columns=["run_id", "status", "cached"], dedup=False)
+    mine = rows.filter(pc.equal(rows.column("run_id"), manifest.run_id))
+    assert 0 < mine.num_rows <= answered
+    ok = pc.sum(pc.equal(mine.column("status"), "ok")).as_py()
+    assert manifest.counts["generate"].done == ok  # what was stored, not what was reported
+    assert manifest.spend.calls == mine.num_rows - pc.sum(mine.column("cached")).as_py()
+    # the final progress line of the job's log counts the same cells
+    final = [line for line in logs.splitlines() if line.startswith("generate ") and " in " in line]
+    assert final and final[-1].startswith(f"generate {mine.num_rows:,}/"), final
+
+
+def _job_logs(url: str, job_id: str, env: dict[str, str]) -> str:
+    done = subprocess.run(
+        [RAY, "job", "logs", "--address", url, job_id],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return done.stdout + done.stderr

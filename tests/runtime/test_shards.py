@@ -8,7 +8,7 @@ from lifetimes import alive_at_each_call
 
 from itemeval.item_index import ITEM_INDEX_SCHEMA, part_runs
 from itemeval.runtime import shards as shards_module
-from itemeval.runtime.shards import generate_shards, grade_shards
+from itemeval.runtime.shards import BARRIER, generate_shards, grade_shards
 from itemeval.store import StudyStore, pending_generate, pending_grade
 
 
@@ -134,3 +134,37 @@ def test_grade_shards_hold_one_solution_index_at_a_time(tmp_path, monkeypatch):
         held.append(shard)
     assert alive_at_each_index == [0, 0, 0]
     assert {s.gen_condition_id for s in held} == {"g1", "g2", "g3"}
+
+
+def test_grade_shards_send_a_repeated_judge_request_after_a_barrier(tmp_path):
+    """Two generate conditions with the same answer to a1 ask the judge the same request: the
+    second one's cell comes after the barrier, in a shard that lists the cache afresh."""
+    store = StudyStore.open(str(tmp_path / "s"))
+    items = INDEX.column("item_id").combine_chunks()
+    row = {"status": "ok", "model": "m", "run_id": "r", "request_hash": "h", "epoch": 0}
+    store.write_solutions("g1", [{**row, "item_id": i, "text": t} for i, t in [("a1", "x")]])
+    store.write_solutions("g2", [{**row, "item_id": i, "text": t} for i, t in [("a1", "x")]])
+    store.write_solutions("g2", [{**row, "item_id": "b1", "text": "y"}])
+    pending = pending_grade(store, ["judge", "auto"], ["g1", "g2"], items, 1)
+    made = list(
+        grade_shards(
+            store,
+            pending,
+            ["g1", "g2"],
+            ["judge", "auto"],
+            part_runs(INDEX),
+            shard_size=8,
+            usd_per_cell={},
+            scorers={"auto"},
+        )
+    )
+    at = made.index(BARRIER)
+    cells = [
+        (s.condition_id, s.gen_condition_id, s.cells["item_id"].to_pylist(), s.repeats)
+        for s in made
+        if s is not BARRIER
+    ]
+    before, after = cells[:at], cells[at:]
+    assert ("judge", "g1", ["a1"], False) in before and ("judge", "g2", ["b1"], False) in before
+    assert all(c[0] == "judge" for c in after)  # scorers make no call: nothing to repeat
+    assert after == [("judge", "g2", ["a1"], True)]
