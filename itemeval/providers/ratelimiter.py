@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 import uuid
 from collections import deque
@@ -145,7 +146,7 @@ class RateLimiter:
         self._slots: LeasedSlots | _FixedSlots = (
             LeasedSlots(
                 slots,
-                holder=uuid.uuid4().hex,
+                holder=f"{os.getpid()}-{uuid.uuid4().hex}",  # the process: see machine_limiter
                 max_slots=max_concurrency,
                 source_timeout_s=source_timeout_s,
             )
