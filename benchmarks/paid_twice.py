@@ -13,7 +13,10 @@ then in turn, each on a fresh store and cache:
 * `writes`: the store on S3 (moto) behind a proxy that fails 20% of solution-fragment PUTs
   (whatever botocore retries: each failing object fails every attempt);
 * `cap`: a model 60x more verbose than the estimate, chain of thought, 200 items, and
-  `max_usd` = 1.2 x the estimate.
+  `max_usd` = 1.2 x the estimate;
+* `shared`: two local runs at once, each declaring the whole of two endpoints' limits, against
+  sim-servers that count every arrival over their own `--rpm` and `--max-concurrency`
+  (`benchmarks/shared_limits.py`: its own setup, and the server's over-limit arrivals printed).
 
 For each it prints cells, physical rows (read without deduplication), the provider's successful
 answers (`/_sim/stats`), calls paid twice (answers minus the distinct calls the stored rows
@@ -271,7 +274,16 @@ def _verbose_models(root: Path) -> Path:
     return path
 
 
+def case_shared_limits(root: Path) -> list[dict]:
+    """Two local runs at once sharing one endpoint's limits (benchmarks/shared_limits.py)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from shared_limits import case_shared
+
+    return case_shared(root / "shared")
+
+
 CASES = {"kill": case_kill, "workers": case_workers, "writes": case_writes, "cap": case_cap}
+CASES["shared"] = case_shared_limits
 
 
 def main() -> int:
