@@ -19,6 +19,9 @@ Why a file under a lock rather than a limiter process:
 * one call costs tens of microseconds (docs/architecture.md has the figure), where a socket round
   trip to another process costs about as much and adds a process to look after.
 
+Process ids are the machine's: processes that share the folder from another pid namespace (a
+container with the folder mounted) would look gone, so give each its own folder.
+
 The clock is the machine's monotonic clock, the same in every process; a file written before the
 machine last started (another boot id) is started afresh. A file that cannot be read back (its
 writer killed between writing and truncating) starts afresh as a restarted limiter does on a
@@ -230,8 +233,9 @@ class MachineLimiter:
             return self._fresh(restarted=True)  # a writer killed mid-write: start safe
         self._forget_the_gone(limiter)
         if not limiter.jobs() and limiter.conflict(self.limits) is not None:
-            # No live job holds the old limits: this caller's are the endpoint's now.
-            return self._fresh(restarted=False)
+            # No live run holds the old limits: this caller's are the endpoint's now. Processes
+            # that still hold slots re-report them before anyone grows (a restarted pool).
+            return self._fresh(restarted=bool(limiter.pool.lease_holders()))
         return limiter
 
     @staticmethod
