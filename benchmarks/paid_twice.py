@@ -20,6 +20,9 @@ then in turn, each on a fresh store and cache:
   `longctx` (a model dearer past a long-context threshold, verbose beyond its estimate),
   `pilot` (`--pilot 0.5` under 0.75 x what the whole study costs),
   `deadline` (every attempt abandoned on `deadline_s` and retried; the server bills each).
+* `shared`: two local runs at once, each declaring the whole of two endpoints' limits, against
+  sim-servers that count every arrival over their own `--rpm` and `--max-concurrency`
+  (`benchmarks/shared_limits.py`: its own setup, and the server's over-limit arrivals printed).
 
     .venv/bin/python benchmarks/paid_twice.py --cases unpriced longctx pilot deadline   # ~1 min
 
@@ -289,6 +292,14 @@ def _verbose_models(root: Path) -> Path:
     return path
 
 
+def case_shared_limits(root: Path) -> list[dict]:
+    """Two local runs at once sharing one endpoint's limits (benchmarks/shared_limits.py)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from shared_limits import case_shared
+
+    return case_shared(root / "shared")
+
+
 # ---------------------------------------------------------------- the cap at its edges
 
 
@@ -499,6 +510,7 @@ CASES = {
     "longctx": case_longctx,
     "pilot": case_pilot,
     "deadline": case_deadline,
+    "shared": case_shared_limits,
 }
 
 

@@ -62,6 +62,22 @@ def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | Non
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def machine_limits_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The machine's limiter files of this test session (runs it starts inherit the folder):
+    another session on the machine, or a user's runs, never share a limit with these tests."""
+    folder = tmp_path_factory.mktemp("limits")
+    saved = os.environ.get("ITEMEVAL_LIMITS_DIR")
+    os.environ["ITEMEVAL_LIMITS_DIR"] = str(folder)
+    try:
+        yield folder
+    finally:
+        if saved is None:
+            os.environ.pop("ITEMEVAL_LIMITS_DIR", None)
+        else:
+            os.environ["ITEMEVAL_LIMITS_DIR"] = saved
+
+
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[str]:
     """Start moto's S3 server on 127.0.0.1 and point this process's AWS environment at it."""

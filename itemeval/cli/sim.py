@@ -51,6 +51,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument(
         "--burst-s", type=float, default=1.0, help="seconds of the rate the buckets hold"
     )
+    group.add_argument(
+        "--max-concurrency",
+        type=int,
+        help="requests in flight at once; an arrival beyond it gets a 429 (counted apart)",
+    )
     group = parser.add_argument_group("injected faults (probability per request)")
     group.add_argument("--fault-429", type=float, default=0.0, help="429 with Retry-After")
     group.add_argument("--fault-500", type=float, default=0.0, help="500 server error")
@@ -171,7 +176,9 @@ def build_settings(args: argparse.Namespace) -> tuple[Any, Any]:
         raise ConfigError(problems) from None
     if args.burst_s <= 0:
         raise ConfigError(Problem("must be positive", field="--burst-s"))
-    limits = ServerLimits(args.rpm, args.tpm, args.burst_s)
+    if args.max_concurrency is not None and args.max_concurrency < 1:
+        raise ConfigError(Problem("must be at least 1", field="--max-concurrency"))
+    limits = ServerLimits(args.rpm, args.tpm, args.burst_s, args.max_concurrency)
     return settings, limits
 
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 log = logging.getLogger("itemeval.limits")
+#: How often a caller that waits for a limiter that does not answer says so.
+WARN_EVERY_S = 10.0
 
 
 class PermitsUnavailable(Exception):
@@ -86,6 +88,33 @@ class ConcurrencyPool:
         if entry.size == 0 and entry.want == 0:
             del self._leases[holder]
         return entry.size
+
+    def drop(self, holder: str) -> None:
+        """Forget a holder at once (its process is known to be gone: its slots come back now,
+        not after `ttl_s`)."""
+        self._leases.pop(holder, None)
+
+    def lease_holders(self) -> list[str]:
+        return list(self._leases)
+
+    def snapshot(self) -> dict[str, object]:
+        """The leases and the freeze as plain values (see `RateBucket.snapshot`)."""
+        return {
+            "frozen_until": self._frozen_until,
+            "leases": {
+                name: [lease.size, lease.in_use, lease.want, lease.seen]
+                for name, lease in self._leases.items()
+            },
+        }
+
+    def restore(self, values: dict[str, object]) -> None:
+        self._frozen_until = float(values["frozen_until"])  # type: ignore[arg-type]
+        leases = values["leases"]
+        assert isinstance(leases, dict)
+        self._leases = {
+            name: _Lease(int(size), int(in_use), int(want), float(seen))
+            for name, (size, in_use, want, seen) in leases.items()
+        }
 
     def leased(self) -> int:
         self._expire(self._clock())
@@ -147,6 +176,7 @@ class LeasedSlots:
         self._busy_at = time.monotonic()
         self._leased_at = -math.inf
         self.unavailable_since: float | None = None  # the source has not answered since then
+        self._warned_at = -math.inf
 
     async def acquire(self) -> None:
         self._busy_at = time.monotonic()
@@ -240,6 +270,17 @@ class LeasedSlots:
             if self.unavailable_since is None:
                 self.unavailable_since = now
             waited = now - self.unavailable_since
+            if now - self._warned_at >= WARN_EVERY_S:
+                self._warned_at = now
+                log.warning(
+                    "concurrency slots: the endpoint's limiter has not answered for %.0f s "
+                    "(%s: %s); %d request(s) wait, for up to %.0f s",
+                    waited,
+                    type(exc).__name__,
+                    exc,
+                    len(self._waiters),
+                    self._source_timeout_s,
+                )
             if waited >= self._source_timeout_s:
                 self._fail_waiters(exc, waited)
             await asyncio.sleep(min(1.0, 0.1 + waited / 10))

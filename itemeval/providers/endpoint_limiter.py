@@ -21,8 +21,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from itemeval.ids import content_hash
 from itemeval.providers.concurrency import ConcurrencyPool
 from itemeval.providers.ratebucket import Grant, RateBucket
+from itemeval.providers.settings import EndpointSettings
 
 #: A job that has not touched its limiter for this long is considered gone (killed drivers).
 JOB_TTL_S = 60.0
@@ -43,6 +45,18 @@ class EndpointLimits:
         return ", ".join(parts)
 
 
+def endpoint_identity(settings: EndpointSettings) -> str:
+    """One limiter per provider endpoint identity (kind, URL, key variable): 16 hex digits."""
+    identity = {"kind": settings.kind, "url": settings.url, "key": settings.api_key_env}
+    return content_hash(identity)[:16]
+
+
+def endpoint_limits(settings: EndpointSettings) -> EndpointLimits:
+    return EndpointLimits(
+        settings.requests_per_minute, settings.tokens_per_minute, settings.max_concurrency
+    )
+
+
 class EndpointLimiter:
     """The shared limits of one endpoint (see the module doc). Not thread-safe: keep it in one
     event loop (an async actor) or behind a lock."""
@@ -53,8 +67,12 @@ class EndpointLimiter:
         *,
         restarted: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        job_ttl_s: float | None = JOB_TTL_S,
     ):
+        """`job_ttl_s`: a job not touched for this long is gone (None: jobs stay until
+        detached; the machine's limiter drops a job when its process has exited)."""
         self.limits = limits
+        self._job_ttl_s = job_ttl_s
         self._clock = clock
         self.bucket = RateBucket(limits.requests_per_minute, limits.tokens_per_minute, clock=clock)
         self.pool = ConcurrencyPool(limits.max_concurrency, restarted=restarted, clock=clock)
@@ -81,9 +99,18 @@ class EndpointLimiter:
         self._jobs.pop(job, None)
 
     def jobs(self) -> list[str]:
-        now = self._clock()
-        self._jobs = {job: seen for job, seen in self._jobs.items() if now - seen <= JOB_TTL_S}
+        if self._job_ttl_s is not None:
+            now, ttl = self._clock(), self._job_ttl_s
+            self._jobs = {job: seen for job, seen in self._jobs.items() if now - seen <= ttl}
         return sorted(self._jobs)
+
+    def job_state(self) -> tuple[dict[str, float], float]:
+        """The jobs and when the limiter was last used, as plain values (`restore_jobs`)."""
+        return dict(self._jobs), self._last_use
+
+    def restore_jobs(self, jobs: dict[str, float], last_use: float) -> None:
+        self._jobs = {str(job): float(seen) for job, seen in jobs.items()}
+        self._last_use = float(last_use)
 
     def idle(self, idle_s: float) -> bool:
         """No job uses it and nothing was asked of it for `idle_s`: it may go away."""

@@ -200,6 +200,39 @@ class RateBucket:
             rate_limited=self._rate_limited,
         )
 
+    def snapshot(self) -> list[float]:
+        """What changes in the bucket, as plain numbers (the machine's limiter keeps it in a file
+        between callers); `restore` puts it back into a bucket made with the same limits."""
+        return [
+            self._req.level,
+            self._tok.level,
+            self._factor,
+            self._last,
+            self._last_recovery,
+            self._paused_until,
+            self._last_decrease,
+            self._granted_requests,
+            self._granted_tokens,
+            self._rate_limited,
+        ]
+
+    def restore(self, values: list[float]) -> None:
+        (
+            self._req.level,
+            self._tok.level,
+            self._factor,
+            self._last,
+            self._last_recovery,
+            self._paused_until,
+            self._last_decrease,
+            granted_requests,
+            granted_tokens,
+            rate_limited,
+        ) = values
+        self._granted_requests = int(granted_requests)
+        self._granted_tokens = int(granted_tokens)
+        self._rate_limited = int(rate_limited)
+
     # ---------------------------------------------------------------- internals
 
     def _refill(self) -> float:

@@ -31,12 +31,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 import uuid
 from collections import deque
 from typing import Protocol, runtime_checkable
 
-from itemeval.providers.concurrency import LeasedSlots, PermitsUnavailable, SlotSource
+from itemeval.providers.concurrency import (
+    WARN_EVERY_S,
+    LeasedSlots,
+    PermitsUnavailable,
+    SlotSource,
+)
 from itemeval.providers.ratebucket import Grant, RateBucket
 
 log = logging.getLogger("itemeval.limits")
@@ -145,7 +151,7 @@ class RateLimiter:
         self._slots: LeasedSlots | _FixedSlots = (
             LeasedSlots(
                 slots,
-                holder=uuid.uuid4().hex,
+                holder=f"{os.getpid()}-{uuid.uuid4().hex}",  # the process: see machine_limiter
                 max_slots=max_concurrency,
                 source_timeout_s=source_timeout_s,
             )
@@ -333,7 +339,7 @@ class RateLimiter:
 
     async def _refill_loop(self) -> None:
         assert self._source is not None
-        warned_at = 0.0
+        warned_at = float("-inf")
         while self._waiters:
             self._lapse()
             target = max(len(self._waiters) + self._ahead, self._expected_demand())
@@ -361,13 +367,14 @@ class RateLimiter:
                 if waited >= self._source_timeout_s:
                     self._fail_waiters(exc, waited)
                     return
-                if now - warned_at >= 10.0:
+                if now - warned_at >= WARN_EVERY_S:
                     warned_at = now
                     log.warning(
                         "rate-limit permits: the endpoint's limiter has not answered for %.0f s "
-                        "(%s); %d request(s) wait, for up to %.0f s",
+                        "(%s: %s); %d request(s) wait, for up to %.0f s",
                         waited,
                         type(exc).__name__,
+                        exc,
                         len(self._waiters),
                         self._source_timeout_s,
                     )

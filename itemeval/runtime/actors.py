@@ -29,8 +29,11 @@ from typing import Any
 import ray
 
 from itemeval.heap import limit_malloc_arenas, settle_worker_heap
-from itemeval.ids import content_hash
-from itemeval.providers.endpoint_limiter import EndpointLimiter, EndpointLimits
+from itemeval.providers.endpoint_limiter import (
+    EndpointLimiter,
+    EndpointLimits,
+    endpoint_identity,
+)
 from itemeval.providers.ratebucket import Grant
 from itemeval.providers.settings import EndpointSettings
 from itemeval.runtime.cluster import NAMESPACE
@@ -125,14 +128,7 @@ class LimiterSpec:
 
 def limiter_name(settings: EndpointSettings) -> str:
     """One limiter per provider endpoint identity (kind, URL, key variable), cluster-wide."""
-    identity = {"kind": settings.kind, "url": settings.url, "key": settings.api_key_env}
-    return f"{LIMITER_PREFIX}{content_hash(identity)[:16]}"
-
-
-def endpoint_limits(settings: EndpointSettings) -> EndpointLimits:
-    return EndpointLimits(
-        settings.requests_per_minute, settings.tokens_per_minute, settings.max_concurrency
-    )
+    return f"{LIMITER_PREFIX}{endpoint_identity(settings)}"
 
 
 class ActorLimiterSource:

@@ -24,6 +24,7 @@ collect them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -362,7 +363,9 @@ def _executor(
 
             per_worker = runtime.shards_in_flight or 4
             executor = InlineExecutor(
-                _with_shares(context, 1), per_worker=per_worker, budget_cap=budget_cap
+                _on_this_machine(_with_shares(context, 1), stack),
+                per_worker=per_worker,
+                budget_cap=budget_cap,
             )
         elif options.address or os.environ.get("RAY_ADDRESS") or _ray_already_up(runtime):
             from itemeval.runtime.cluster import ray_cluster
@@ -373,8 +376,9 @@ def _executor(
             # Without runtime.workers the workers follow the cluster: one per CPU as it grows.
             workers = runtime.workers or cluster.cpus
             in_flight = runtime.shards_in_flight or 2 * workers
+            shares = _with_shares(context, 1)  # concurrency is leased from the endpoint's pool
             executor = RayExecutor(
-                _with_shares(context, 1),  # concurrency is leased from the endpoint's pool
+                shares if cluster.shared else _on_this_machine(shares, stack),
                 workers=runtime.workers,
                 per_worker=max(1, -(-in_flight // workers)),
                 shared_limiters=cluster.shared,
@@ -385,7 +389,7 @@ def _executor(
             from itemeval.runtime.local_executor import LocalExecutor
 
             executor = LocalExecutor(
-                _with_shares(context, 1),
+                _on_this_machine(_with_shares(context, 1), stack),
                 per_worker=runtime.shards_in_flight or 4,
                 budget_cap=budget_cap,
                 mode=runtime.local_ray,
@@ -395,6 +399,16 @@ def _executor(
             )
         stack.callback(executor.close)
         yield executor
+
+
+def _on_this_machine(context: RunContext, stack: contextlib.ExitStack) -> RunContext:
+    """A run on this machine (in this process or a local Ray of its own) holds its endpoints'
+    limits together with every other run on the machine (`providers/machine_limiter.py`)."""
+    from itemeval.providers.machine_limiter import attached, limits_dir
+
+    directory = str(limits_dir())
+    stack.enter_context(attached(context.endpoints, directory))
+    return dataclasses.replace(context, limits_dir=directory)
 
 
 def _ray_already_up(runtime: Any) -> bool:

@@ -14,11 +14,14 @@ workers run). Ray is started, and its workers join, when
   over `BUSY_SHARE` of the wall time), the machine has more than two CPUs (more processes can
   run), and the work left at the rate so far would take longer than `RAY_AFTER_S`.
 
-When Ray starts, the limits and the money move to the shared actors, so they hold across both:
-the run's ledger moves from this process to the run's `BudgetActor` (reservations in flight
-included); the in-process runner draws its rate permits from the endpoints' limiters from then
-on, and holds the concurrency slots its calls use as a lease in their pools until it has
-finished its shards. New shards go to the Ray workers only.
+When Ray starts, the money moves to the shared actor: the run's ledger moves from this process
+to the run's `BudgetActor` (reservations in flight included). The limits need not move: the
+in-process runner and Ray's workers all hold them through the machine's limiter
+(`providers/machine_limiter.py`, `RunContext.limits_dir`), together with every other run on the
+machine. (A context without `limits_dir` keeps the older way: the in-process runner draws its
+rate permits from the endpoints' limiter actors from then on, and holds the concurrency slots
+its calls use as a lease in their pools until it has finished its shards.) New shards go to the
+Ray workers only.
 """
 
 from __future__ import annotations
@@ -216,13 +219,14 @@ class LocalExecutor:
             return ActorSpendSource(self.ray.budget)
 
         self.inline.hand_ledger_over(make_source, lambda: self.ray.spend())
-        # Before any worker leases slots: the runner's calls keep theirs, counted in the pools.
-        self.ray.lease_for(INLINE_HOLDER, self.inline.slots_in_use())
-        self._leased_at = time.monotonic()
-        from itemeval.runtime.actors import ActorLimiterSource
+        if self.ray.limiter_specs:  # limits in the Ray's actors, not the machine's limiter
+            # Before any worker leases slots: the runner's calls keep theirs, in the pools.
+            self.ray.lease_for(INLINE_HOLDER, self.inline.slots_in_use())
+            self._leased_at = time.monotonic()
+            from itemeval.runtime.actors import ActorLimiterSource
 
-        self.inline.share_limits(
-            {name: ActorLimiterSource(spec) for name, spec in self.ray.limiter_specs.items()}
-        )
+            self.inline.share_limits(
+                {name: ActorLimiterSource(spec) for name, spec in self.ray.limiter_specs.items()}
+            )
         self.notes.append(f"Ray workers joined ({workers}): {why}")
         TIMELINE.mark("Ray workers joined")

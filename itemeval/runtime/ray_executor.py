@@ -32,12 +32,12 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, TaskCancell
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from itemeval.errors import ConfigError, Problem
+from itemeval.providers.endpoint_limiter import endpoint_limits
 from itemeval.runtime.actors import (
     ActorSpendSource,
     BudgetActor,
     LimiterSpec,
     WorkerActor,
-    endpoint_limits,
     limiter_name,
 )
 from itemeval.runtime.cluster import NAMESPACE
@@ -111,6 +111,9 @@ class RayExecutor:
         self.told: list[str] = []  # ... and said
         here = ray.get_runtime_context().get_node_id()
         self._job = ray.get_runtime_context().get_job_id()
+        # A Ray of this machine's own (not a cluster named by address): its workers hold the
+        # limits with every other run on the machine, through the machine's limiter files
+        # (`context.limits_dir`), not actors that only this Ray's callers would see.
         specs = {
             name: LimiterSpec(
                 name=limiter_name(settings),
@@ -118,6 +121,7 @@ class RayExecutor:
                 detached=shared_limiters,
             )
             for name, settings in context.endpoints.items()
+            if context.limits_dir is None
         }
         self.limiter_specs = specs
         self._limiters = self._attach(specs)

@@ -29,6 +29,7 @@ from itemeval.design import GenerateCondition, GradeCondition
 from itemeval.errors import StoreError
 from itemeval.providers.concurrency import SlotSource
 from itemeval.providers.factory import make_provider
+from itemeval.providers.machine_limiter import machine_source
 from itemeval.providers.ratelimiter import PermitSource
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ModelRequest, Provider
@@ -464,11 +465,15 @@ class ShardRunner:
         provider = self._providers.get(endpoint_name)
         if provider is None:
             settings: EndpointSettings = self.context.endpoints[endpoint_name]
+            permits = self._permit_sources.get(endpoint_name)
+            slots = self._slot_sources.get(endpoint_name)
+            if permits is None and slots is None and self.context.limits_dir is not None:
+                permits = slots = machine_source(settings, self.context.limits_dir)
             provider = make_provider(
                 settings,
-                permit_source=self._permit_sources.get(endpoint_name),
+                permit_source=permits,
                 max_concurrency=self.context.concurrency.get(endpoint_name),
-                slot_source=self._slot_sources.get(endpoint_name),
+                slot_source=slots,
                 field=f"endpoints.{endpoint_name}",
             )
             self._providers[endpoint_name] = provider

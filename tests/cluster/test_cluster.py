@@ -12,8 +12,12 @@ Cases, each against physical truth:
 
 Each asserts: the run ends `completed` (or `interrupted`, then one re-run, for (c)); physical
 rows == cells, read without deduplication; calls paid twice within the durability contract's
-bound, counted at the server; no 60-second window at the server above the limit; for (d), the
-server never saw more requests at once than `max_concurrency`.
+bound, counted at the server; and not one arrival over the server's own limits (`over_limit`:
+the server enforces the RPM over two seconds of its rate, `--burst-s 2`, and the concurrency).
+Every run asks for more than the limits give, so a limiter that did not hold would exceed them:
+the RPM allows 20 requests a second where the workers could send 80 (8 slots, 100 ms answers);
+in (d) the second model's endpoint answers in 500 ms, so its 8 slots are the bound, and each
+driver's two workers would fill them alone.
 """
 
 from __future__ import annotations
@@ -50,6 +54,10 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 HARNESS = Path(__file__).with_name("cluster_harness.py")
 ITEMS, RPM, CONCURRENCY = 150, 1200, 8
+#: The sim-server's own limits: the RPM over two seconds of its rate (a limiter that holds the
+#: RPM sends at most about 1.1 s of it at once: its bucket holds 1 s, a permit lapses 1 s after
+#: its grant), and the concurrency.
+LIMITS = ("--rpm", str(RPM), "--burst-s", "2", "--max-concurrency", str(CONCURRENCY))
 CELLS = 2 * ITEMS  # two models, one prompt, one epoch
 #: The test cluster's token (Ray 2.60 token auth), for the harness and every driver.
 AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
@@ -174,6 +182,7 @@ def _check_server(url: str, store_url: str, faults: int) -> dict:
     assert physical_rows(store_url) == CELLS  # physical rows, no duplicate, nothing lost
     paid_twice = stats["ok"] - distinct_calls(store_url)
     assert 0 <= paid_twice <= faults * PER_FAULT, paid_twice
+    assert stats["over_limit"] == 0, stats  # not one arrival over the server's limits
     assert stats["max_in_window"] <= RPM  # no 60-second window above the limit
     return stats
 
@@ -184,7 +193,7 @@ def _outcomes(store_url: str) -> list[str]:
 
 
 def test_a_lost_worker_node_costs_time_not_the_run(harness, tmp_path):
-    with sim_server("--latency-ms", "100", "--rpm", str(RPM)) as url:
+    with sim_server("--latency-ms", "100", *LIMITS) as url:
         path = _study(tmp_path / "a", url)
         driver = _driver(path, harness, tmp_path)
         _wait_answers(url, 60, driver)
@@ -203,7 +212,7 @@ def test_a_lost_worker_node_costs_time_not_the_run(harness, tmp_path):
 
 
 def test_a_lost_limiter_node_is_waited_for_and_the_limits_hold(harness, tmp_path):
-    with sim_server("--latency-ms", "100", "--rpm", str(RPM)) as url:
+    with sim_server("--latency-ms", "100", *LIMITS) as url:
         path = _study(tmp_path / "b", url)
         name = limiter_name(load_study(path).endpoints["sim"])
         spare = harness.cmd(cmd="nodes")["nodes"][-1]
@@ -222,7 +231,7 @@ def test_a_lost_limiter_node_is_waited_for_and_the_limits_hold(harness, tmp_path
 
 
 def test_sigterm_is_an_interruption_that_fits_rays_stop_window(harness, tmp_path):
-    with sim_server("--latency-ms", "100", "--rpm", str(RPM)) as url:
+    with sim_server("--latency-ms", "100", *LIMITS) as url:
         path = _study(tmp_path / "c", url)
         driver = _driver(path, harness, tmp_path)
         _wait_answers(url, 60, driver)
@@ -245,20 +254,41 @@ def test_sigterm_is_an_interruption_that_fits_rays_stop_window(harness, tmp_path
 
 
 def test_two_drivers_share_one_endpoints_limits(harness, tmp_path):
-    with sim_server("--latency-ms", "100", "--rpm", str(RPM)) as url:
-        first = _study(tmp_path / "d1", url, study="first")
-        second = _study(tmp_path / "d2", url, study="second")
+    slow_server = sim_server("--latency-ms", "500", "--max-concurrency", str(CONCURRENCY))
+    with sim_server("--latency-ms", "100", *LIMITS) as url, slow_server as slow:
+        # The second model on an endpoint whose 8 slots bound it (500 ms answers: 16 a second).
+        two = {
+            "endpoints.slow": {
+                "kind": "sim",
+                "base_url": slow,
+                "max_concurrency": CONCURRENCY,
+                "backoff_initial_s": 0.1,
+                "backoff_max_s": 1.0,
+            },
+            "models": [
+                {"id": "sim/strong", "endpoint": "sim"},
+                {"id": "sim/weak", "endpoint": "slow"},
+            ],
+        }
+        first = _study(tmp_path / "d1", url, study="first", **two)
+        second = _study(tmp_path / "d2", url, study="second", **two)
         drivers = [_driver(path, harness, tmp_path / path.parent.name) for path in (first, second)]
         results = [_finish(driver) for driver in drivers]
+        stats = sim_stats(url, window_s=60)
+        slow_stats = sim_stats(slow)
+        # Both drivers together: nothing over the RPM nor over the slots, which they filled.
+        assert stats["over_limit"] == 0, stats
+        assert slow_stats["over_limit"] == 0, slow_stats
+        assert slow_stats["max_concurrent"] == CONCURRENCY
         for code, err in results:
             assert code == 0, err[-3000:]
-        stats = sim_stats(url, window_s=60)
-        assert stats["max_concurrent"] <= CONCURRENCY  # both drivers together
+        assert stats["max_concurrent"] <= CONCURRENCY
         assert stats["max_in_window"] <= RPM
         for path in (first, second):
             store_url = str(load_study(path).store_url)
             assert physical_rows(store_url) == CELLS
-        assert stats["ok"] - 2 * CELLS == 0  # nothing faulted: nothing paid twice
+        # Nothing faulted: nothing paid twice.
+        assert stats["ok"] + slow_stats["ok"] - 2 * CELLS == 0
         # A third driver declaring other limits for the same endpoint is refused, and the
         # running limiter keeps its own.
         other = _study(tmp_path / "d3", url, study="third", **{"endpoints.sim.max_concurrency": 4})
@@ -291,7 +321,7 @@ def test_workers_follow_the_cluster_as_nodes_join_and_leave(harness, tmp_path):
     """(e) Without `runtime.workers`, a node that joins mid-run gets a worker that takes
     shards; a worker whose node leaves is retired rather than left waiting for room."""
     harness.restore()
-    with sim_server("--latency-ms", "100", "--rpm", str(RPM)) as url:
+    with sim_server("--latency-ms", "100", *LIMITS) as url:
         path = _study(tmp_path / "e", url, **{"runtime.workers": None})
         driver = _driver(path, harness, tmp_path)
         _wait_answers(url, 40, driver)
@@ -318,7 +348,7 @@ def test_runtime_workers_is_a_ceiling_the_cluster_grows_into(harness, tmp_path):
     """(f) With `runtime.workers: 4` on three 1-CPU nodes, the fourth worker waits for room and
     starts on the first node that joins; a node joining after that gets none (4 is the most)."""
     harness.restore()
-    with sim_server("--latency-ms", "100", "--rpm", str(RPM)) as url:
+    with sim_server("--latency-ms", "100", *LIMITS) as url:
         slower = {"runtime.workers": 4, "endpoints.sim.requests_per_minute": RPM // 2}
         path = _study(tmp_path / "f", url, **slower)
         driver = _driver(path, harness, tmp_path)

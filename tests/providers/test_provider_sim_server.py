@@ -424,6 +424,24 @@ def test_max_concurrent_is_the_peak_of_requests_in_flight(start_sim_server) -> N
     assert stats_of(server)["max_concurrent"] == 4
 
 
+def test_arrivals_over_the_servers_concurrency_are_refused_and_counted(start_sim_server) -> None:
+    server = start_sim_server("--latency-ms", "500", "--max-concurrency", "4")
+    endpoint = {"kind": "sim", "base_url": f"{server.url}/v1", "max_concurrency": 12}
+    # A client allowed 12 at once against a server that takes 4: 8 arrivals over the limit,
+    # refused at once with a 429.
+    results = run_client({**endpoint, "max_attempts": 1}, [mc_request(i) for i in range(12)])
+    refused = sum(r.error_code == ErrorCode.RATE_LIMITED for r in results)
+    stats = stats_of(server)
+    assert refused == 8 and stats["ok"] == 4 and stats["max_concurrent"] <= 12
+    assert stats["over_limit"] == stats["over_concurrency"] == stats["rate_limited"] == 8
+    assert stats["requests"] == 12 and stats["admitted"] == 4
+    # A client held to 4 causes none.
+    reset(server)
+    results = run_client({**endpoint, "max_concurrency": 4}, [mc_request(i) for i in range(12)])
+    assert all(r.ok for r in results)
+    assert stats_of(server)["over_limit"] == 0
+
+
 def reset(server) -> None:
     request = urllib.request.Request(f"{server.url}/_sim/reset", method="POST", data=b"")
     with urllib.request.urlopen(request, timeout=10) as response:
@@ -449,6 +467,9 @@ def test_admitted_arrivals_give_the_most_requests_in_any_window(start_sim_server
     times = stats["arrivals_s"]
     assert stats["admitted"] == len(times) == 30 - refused == stats["ok"]
     assert stats["rate_limited"] == refused and stats["requests"] == 30
+    # Every arrival over the RPM is counted as such (what a client's limiter must never cause).
+    assert stats["over_limit"] == stats["over_rpm"] == refused > 0
+    assert stats["over_tpm"] == stats["over_concurrency"] == 0
     assert times == sorted(times) and times[25 - refused] - times[24 - refused] > 1.4
     assert stats["max_in_window"] == brute_max_in_window(times, 1.0) == 25 - refused
     assert started <= stats["first_arrival_epoch"] <= started + 5

@@ -19,7 +19,10 @@ pytestmark = [pytest.mark.ray]
 
 
 def test_ray_workers_join_a_local_run_and_the_cap_and_limits_hold(tmp_path, ray_local):
-    with sim_server("--latency-ms", "40") as url:
+    # The server enforces the limits the study declares (the RPM over two seconds of its rate):
+    # the in-process runner and Ray's workers hold them together, through the machine's limiter.
+    limits = ("--rpm", "6000", "--burst-s", "2", "--max-concurrency", "6")
+    with sim_server("--latency-ms", "40", *limits) as url:
         study = load_study(
             write_study(
                 tmp_path,
@@ -44,6 +47,7 @@ def test_ray_workers_join_a_local_run_and_the_cap_and_limits_hold(tmp_path, ray_
     assert physical_rows(study.store_url) == cells
     assert stats["ok"] == cells  # nothing paid twice across the hand-over
     assert stats["max_concurrent"] <= 6  # the runner's slots were counted in the pool
+    assert stats["over_limit"] == 0, stats
     rows = StudyStore.open(study.store_url).read("solutions", columns=["usd"], dedup=False)
     spend = latest_manifest(StudyStore.open(study.store_url)).spend
     # Every dollar counted once, whichever ledger saw it: the one in this process, then the

@@ -1,4 +1,7 @@
-"""The sim-server's own per-minute limits, enforced as a provider does: 429s and limit headers.
+"""The sim-server's own limits, enforced as a provider does: 429s and limit headers.
+
+Per minute (requests, tokens) and, when asked, requests in flight at once (`max_concurrency`:
+an arrival beyond it is refused with a 429 at once, and counted apart).
 
 A token bucket per dimension (requests, tokens) starts full, holds `burst_s` seconds' worth and
 refills continuously at the limit's rate. A request that finds a bucket empty is refused with the
@@ -18,6 +21,8 @@ class ServerLimits:
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
     burst_s: float = 1.0
+    #: Requests in flight at once; an arrival beyond it is refused with a 429 (None: no limit).
+    max_concurrency: int | None = None
 
 
 class Bucket:
@@ -56,6 +61,7 @@ class Limiter:
         self.tokens = (
             Bucket(limits.tokens_per_minute, limits.burst_s) if limits.tokens_per_minute else None
         )
+        self.refused_by = ""
         self._dims = tuple(
             (bucket, dim)
             for bucket, dim in ((self.requests, "requests"), (self.tokens, "tokens"))
@@ -63,16 +69,20 @@ class Limiter:
         )
 
     def admit(self, tokens: int, now: float) -> float | None:
-        """Take one request and `tokens`; the wait in seconds when refused (nothing taken)."""
+        """Take one request and `tokens`; the wait in seconds when refused (nothing taken, and
+        `refused_by` says which limit: `requests`, or `tokens` when only that one refused)."""
         wait = 0.0
+        self.refused_by = ""
         if self.requests is not None:
             self.requests.refill(now)
             if self.requests.level < 1.0:
                 wait = self.requests.wait_for(1.0)
+                self.refused_by = "requests"
         if self.tokens is not None:
             self.tokens.refill(now)
             if self.tokens.level <= 0.0:
                 wait = max(wait, self.tokens.wait_for(min(tokens, self.tokens.capacity)))
+                self.refused_by = self.refused_by or "tokens"
         if wait > 0:
             return wait
         if self.requests is not None:

@@ -8,8 +8,10 @@ and tokens in any window of that length, `?arrivals=1` the arrival times themsel
 `POST /_sim/reset`. Hints travel as an extra `itemeval_sim` body field (our clients add it for
 endpoints of kind `sim`; official SDKs do not, and still get plausible answers).
 
-Like a real provider it enforces its own per-minute limits on the live routes (`limits.py`:
-429 with `retry-after` / `retry-after-ms`, and the rate-limit headers of each wire format), and
+Like a real provider it enforces its own per-minute limits on the live routes, and when asked a
+limit on requests in flight (`limits.py`: 429 with `retry-after` / `retry-after-ms`, and the
+rate-limit headers of each wire format); every arrival over a limit is counted (`over_rpm`,
+`over_tpm`, `over_concurrency`), so a test can hold a client's limiter to zero; and it
 reports prompt caching (`prompt_cache.py`) and hidden reasoning the way each provider does
 (`wire.py`). Batches are not subject to the live limits.
 
@@ -45,6 +47,8 @@ __all__ = ["RunningServer", "ServerLimits", "SimServer", "start_server"]
 
 _PARSE_ERRORS = (ValueError, KeyError, TypeError, AttributeError)
 _BATCH_WIRES = {"openai": OPENAI, "anthropic": ANTHROPIC}
+#: The Retry-After of a 429 for an arrival over the server's `max_concurrency`.
+CONCURRENCY_RETRY_S = 0.1
 
 
 class SimServer:
@@ -100,6 +104,11 @@ class SimServer:
             if stats.first_arrival_s is None:
                 stats.first_arrival_s = now
             stats.last_arrival_s = now
+            most = self.limits.max_concurrency
+            if most is not None and stats.in_flight > most:
+                stats.over_concurrency += 1
+                stats.rate_limited += 1
+                return wire.rate_limited(CONCURRENCY_RETRY_S, {})
             try:
                 call = wire.parse(json.loads(await request.read()), model)
             except _PARSE_ERRORS as exc:
@@ -123,6 +132,10 @@ class SimServer:
             headers = wire.limit_headers(self.limiter)
             if wait is not None:
                 stats.rate_limited += 1
+                if self.limiter.refused_by == "requests":
+                    stats.over_rpm += 1
+                else:
+                    stats.over_tpm += 1
                 return wire.rate_limited(wait, headers)
             stats.admitted(clock - self._started, tokens)
             if reply.kind == "unknown_model":

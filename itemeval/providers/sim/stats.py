@@ -65,7 +65,12 @@ class ServerStats:
     def __init__(self, in_flight: int = 0) -> None:
         self.requests = 0  # arrivals on the live routes, refused ones included
         self.ok = 0
-        self.rate_limited = 0  # 429s from the server's own limits
+        self.rate_limited = 0  # 429s from the server's own limits (the three below)
+        # Arrivals over each of the server's own limits (refused with a 429): what a client's
+        # limiter must never cause. Counted before anything else is done with the request.
+        self.over_rpm = 0
+        self.over_tpm = 0
+        self.over_concurrency = 0
         self.faults: dict[str, int] = {}
         self.errors = 0  # 400/404 for bad requests
         self.first_arrival_s: float | None = None  # monotonic seconds since the server started
@@ -111,6 +116,10 @@ class ServerStats:
             "ok_by_model": dict(self.ok_by_model),
             "ok_by_route": dict(self.ok_by_route),
             "rate_limited": self.rate_limited,
+            "over_limit": self.over_rpm + self.over_tpm + self.over_concurrency,
+            "over_rpm": self.over_rpm,
+            "over_tpm": self.over_tpm,
+            "over_concurrency": self.over_concurrency,
             "faults": dict(self.faults),
             "errors": self.errors,
             "first_arrival_s": self.first_arrival_s,
