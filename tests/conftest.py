@@ -168,6 +168,7 @@ def ray_local() -> Iterator[None]:
 
     if not ray.is_initialized():
         ray.init(
+            address="local",  # a new cluster, never one another process left running
             num_cpus=2,
             include_dashboard=False,
             log_to_driver=False,
