@@ -31,10 +31,7 @@ from itemeval.importing.model import (
     SourceFile,
 )
 
-try:  # a third of the time per line where it is installed; the standard library otherwise
-    from orjson import loads as _loads
-except ImportError:  # pragma: no cover - depends on the environment
-    _loads = json.loads
+_loads = json.loads
 
 TOOL = "every_eval_ever"
 VERSIONS = ("0.1.0", "0.2.0", "0.2.1", "0.2.2", "0.3.0")

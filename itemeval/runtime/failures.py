@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from itemeval.errors import InputError, StoreFailedMidRun
+from itemeval.errors import StoreError, StoreFailedMidRun
 from itemeval.runtime.dispatch import StageResult
 from itemeval.runtime.progress import Progress
 from itemeval.secrets import redact
@@ -25,7 +25,7 @@ def storage_failure(exc: BaseException) -> str | None:
     problem = access_problem(exc)
     if problem is not None:
         return problem
-    if isinstance(exc, InputError | OSError):
+    if isinstance(exc, StoreError | OSError):  # other bad input (a limiter conflict) stays 2
         return f"{type(exc).__name__}: {exc}"
     return None
 

@@ -117,11 +117,16 @@ def test_a_new_judge_grades_imported_answers_with_no_generate_call(tmp_path: Pat
     assert summary.exit_code == 0, summary.message
     with urllib.request.urlopen(f"{sim_url}/_sim/stats", timeout=10) as response:
         stats = json.loads(response.read())
-    # physical truth at the server: the study's own model answered each item once, the judge
-    # graded those and the imported answers; the imported model was never asked
-    assert stats["ok_by_model"] == {"sim/strong": 2 * ITEMS, "sim/judge": 3 * ITEMS}
-    assert stats["requests"] == 5 * ITEMS
     rows = study.results().to_pylist()
+    # physical truth at the server: the study's own model answered each item once per epoch,
+    # the judge graded those and the imported answers, each distinct request once (an imported
+    # answer equal to the study model's answer of the same item and epoch is one request);
+    # the imported model was never asked
+    judged = [r for r in rows if r["grader"] == "judge"]
+    assert len(judged) == 3 * ITEMS
+    distinct = {(r["item_id"], r["epoch"], r["solution_text"]) for r in judged}
+    assert stats["ok_by_model"] == {"sim/strong": 2 * ITEMS, "sim/judge": len(distinct)}
+    assert stats["requests"] == 2 * ITEMS + len(distinct)
     imported_id = result.generate[0]["id"]
     mine = [r for r in rows if r["gen_condition_id"] == imported_id]
     assert {r["grader"] for r in mine} == {"judge", "exact_match"}
