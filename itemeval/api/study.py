@@ -7,6 +7,7 @@
     study.status()                                # per condition (`itemeval status`)
     study.results().to_pandas()                   # the long table
     study.export(), study.report()                # files (`itemeval export`, `report`)
+    study.irt()                                   # item response theory (`itemeval analyze irt`)
 
 Every method takes the selection options of its command (`store`, `condition`, `limit`, ...) as
 keyword arguments with the same meaning, raises the same errors (`ConfigError` and the other
@@ -21,7 +22,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -48,6 +49,9 @@ from itemeval.export import (
     write_report,
 )
 from itemeval.planning import Plan, make_plan
+
+if TYPE_CHECKING:
+    from itemeval.irt import IrtResult
 from itemeval.store import runs_spend, status_counts
 
 Conditions = str | Sequence[str] | None
@@ -282,6 +286,24 @@ class Study:
             raise InputError(Problem("must be at least 1", field="resamples"))
         bootstrap = Bootstrap(resamples=resamples, seed=seed)
         return write_report(self._plan(store, limit, condition, with_pending=False), out, bootstrap)
+
+    def irt(
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        with_stores: Sequence[str] = (),
+        write: bool = True,
+    ) -> IrtResult:
+        """Fit 1PL and 2PL item response models to the headline grader's results (and those
+        other stores' `analyze irt` stored, `with_stores`): each condition's ability, each
+        item's difficulty and discrimination, suspicious items flagged; written under
+        `<store>/analysis/irt/` unless `write=False` (`itemeval analyze irt`, docs/irt.md)."""
+        from itemeval.irt import analyze_irt
+
+        plan = self._plan(store, limit, condition, with_pending=False)
+        return analyze_irt(plan, with_stores=with_stores, write=write)
 
     # -- inside ------------------------------------------------------------------------------
     def _plan(

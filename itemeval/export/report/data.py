@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,6 +36,9 @@ from itemeval.export.table.conditions import DesignFacets
 from itemeval.export.table.fetch import ItemFetcher
 from itemeval.planning import Plan
 from itemeval.store import latest_manifest
+
+if TYPE_CHECKING:
+    from itemeval.irt.report import IrtSection
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class ReportData:
     batch_saved_usd: float = 0.0  # what the batch prices saved on them
     last_run: dict[str, str] = field(default_factory=dict)
     version: str = __version__
+    irt: IrtSection | None = None  # items item response theory finds suspicious (irt/report)
 
 
 def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
@@ -123,7 +128,14 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         batch_rows=sum(c.batch_rows for c in cost_lines),
         batch_saved_usd=sum(c.batch_saved_usd for c in cost_lines),
         last_run=last_run,
+        irt=_irt_section(plan),
     )
+
+
+def _irt_section(plan: Plan) -> IrtSection:
+    from itemeval.irt.report import irt_section  # irt/ reads the report's cells
+
+    return irt_section(plan)
 
 
 def _total_usd(cells: StudyCells) -> float:
