@@ -20,9 +20,10 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +34,11 @@ from itemeval import __version__
 from itemeval.errors import InputError, Problem
 from itemeval.ids import content_hash
 from itemeval.irt.fit import HeldOut, IrtFit, fit_irt, held_out_loglik
+from itemeval.planning import Plan
 from itemeval.storage import Location, resolve
+
+if TYPE_CHECKING:
+    from itemeval.export.table.cells import StudyCells
 
 ANALYSIS_DIR = "analysis/irt"
 RESPONSES_FILE = "responses.parquet"
@@ -136,14 +141,20 @@ def item_hashes(inputs: Sequence[str], targets: Sequence[str]) -> list[str]:
     ]
 
 
-def study_responses(plan: object) -> tuple[pa.Table, str, dict[str, tuple[str, str]]]:
-    """This store's responses (RESPONSES_SCHEMA), the headline grader's label, and the text
-    (input, target) of every item."""
+TextOf = Callable[[list[str]], dict[str, tuple[str, str]]]
+
+
+def study_responses(
+    plan: Plan, cells: StudyCells | None = None, *, hashed: bool = True
+) -> tuple[pa.Table, str, TextOf]:
+    """This store's responses (RESPONSES_SCHEMA), the headline grader's label, and a reader of
+    items' text (input, target). Without `hashed` the item hashes are left empty (nothing is
+    written or matched) and no item's text is read until asked for."""
     from itemeval.export.table.cells import read_cells
     from itemeval.export.table.conditions import primary_grader
     from itemeval.export.table.fetch import ItemFetcher
 
-    cells = read_cells(plan)  # type: ignore[arg-type]
+    cells = cells if cells is not None else read_cells(plan)
     primary = primary_grader(cells.facets.grade)
     if primary is None:
         raise InputError(Problem("the study has no grader: nothing to fit", field="facets"))
@@ -155,17 +166,30 @@ def study_responses(plan: object) -> tuple[pa.Table, str, dict[str, tuple[str, s
     per_cell = table.group_by(["gen", "item"], use_threads=False).aggregate(
         [("c", "sum"), ("c", "count")]
     )
-    snapshots = {d.name: d.snapshot for d in plan.datasets if d.snapshot is not None}  # type: ignore[attr-defined]
-    fetcher = ItemFetcher(plan.items, snapshots, ["input", "target"])  # type: ignore[attr-defined]
+    snapshots = {d.name: d.snapshot for d in plan.datasets if d.snapshot is not None}
+    fetcher = ItemFetcher(plan.items, snapshots, ["input", "target"])
     ids = cells.items.column("item_id")
-    texts = fetcher.take(ids)
-    inputs = texts.column("input").to_pylist()
-    targets = texts.column("target").to_pylist()
-    hashes = pa.array(item_hashes(inputs, targets), pa.string())
+
+    def text_of(wanted: list[str]) -> dict[str, tuple[str, str]]:
+        texts = fetcher.take(pa.array(wanted, pa.string()))
+        inputs, targets = texts.column("input").to_pylist(), texts.column("target").to_pylist()
+        return dict(zip(wanted, zip(inputs, targets, strict=True), strict=True))
+
+    reader: TextOf = text_of
+    if hashed:
+        known = text_of(ids.to_pylist())
+        pairs = list(known.values())
+        hashes = pa.array(item_hashes([p[0] for p in pairs], [p[1] for p in pairs]), pa.string())
+
+        def reader(wanted: list[str]) -> dict[str, tuple[str, str]]:
+            return {i: known[i] for i in wanted}
+
+    else:
+        hashes = pa.array([""] * len(ids), pa.string())
     item_codes = per_cell.column("item")
     gen_codes = per_cell.column("gen").to_pylist()
     facets = cells.facets.generate
-    store = plan.store.root.url  # type: ignore[attr-defined]
+    store = plan.store.root.url
     n = per_cell.num_rows
     responses = pa.table(
         {
@@ -182,8 +206,7 @@ def study_responses(plan: object) -> tuple[pa.Table, str, dict[str, tuple[str, s
         },
         schema=RESPONSES_SCHEMA,
     )
-    text = dict(zip(ids.to_pylist(), zip(inputs, targets, strict=True), strict=True))
-    return responses, primary.label, text
+    return responses, primary.label, reader
 
 
 def other_responses(location: Location) -> pa.Table:
@@ -202,18 +225,21 @@ def other_responses(location: Location) -> pa.Table:
 
 
 def analyze_irt(
-    plan: object,
+    plan: Plan,
     *,
     with_stores: Sequence[str] = (),
     write: bool = True,
     held_out: bool = True,
+    cells: StudyCells | None = None,
 ) -> IrtResult:
-    """Fit 1PL and 2PL to the plan's store (and `with_stores`), flag items, write the files."""
+    """Fit 1PL and 2PL to the plan's store (and `with_stores`), flag items, write the files
+    (`cells`: the store's cells when the caller has read them already)."""
     started = time.monotonic()
-    own, grader, text = study_responses(plan)
-    store_url = plan.store.root.url  # type: ignore[attr-defined]
+    hashed = write or bool(with_stores)
+    own, grader, text = study_responses(plan, cells, hashed=hashed)
+    store_url = plan.store.root.url
     parts = [own]
-    options = plan.study.options_by_url(store_url)  # type: ignore[attr-defined]
+    options = plan.study.options_by_url(store_url)
     for url in with_stores:
         other = other_responses(resolve(url, options.for_url(url)))
         other = other.filter(pc.not_equal(other.column("store"), store_url))
@@ -277,7 +303,7 @@ def analyze_irt(
     conditions = _conditions(responses, condition_of, two, correct, trials)
     items = _items(item_keys, two, one, correct, trials, text)
     result = IrtResult(
-        study=plan.study.study,  # type: ignore[attr-defined]
+        study=plan.study.study,
         grader=grader,
         stores=list(dict.fromkeys([store_url, *with_stores])),
         conditions=conditions,
@@ -361,20 +387,23 @@ def _items(
     one: IrtFit,
     correct: np.ndarray,
     trials: np.ndarray,
-    text: dict[str, tuple[str, str]],
+    text_of: TextOf,
 ) -> list[ItemParameters]:
     k = correct.sum(0).astype(np.int64)
     n = trials.sum(0).astype(np.int64)
+    ids = keys.column("item_id").to_pylist()
+    flags = [item_flag(int(k[j]), int(n[j]), float(two.a[j])) for j in range(len(ids))]
+    text = text_of([i for i, f in zip(ids, flags, strict=True) if f])
     out = []
     for j, (dataset, item_id, item_hash) in enumerate(
         zip(
             keys.column("dataset").to_pylist(),
-            keys.column("item_id").to_pylist(),
+            ids,
             keys.column("item_hash").to_pylist(),
             strict=True,
         )
     ):
-        flag = item_flag(int(k[j]), int(n[j]), float(two.a[j]))
+        flag = flags[j]
         words = text.get(item_id) if flag else None
         out.append(
             ItemParameters(
@@ -402,8 +431,8 @@ def _parquet(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-def _write(plan: object, result: IrtResult, responses: pa.Table) -> str:
-    folder = plan.store.root.join(ANALYSIS_DIR)  # type: ignore[attr-defined]
+def _write(plan: Plan, result: IrtResult, responses: pa.Table) -> str:
+    folder = plan.store.root.join(ANALYSIS_DIR)
     folder.makedirs()
     conditions = pa.Table.from_pylist([asdict(c) for c in result.conditions])
     items = pa.Table.from_pylist(

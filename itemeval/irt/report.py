@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from itemeval.errors import InputError
 from itemeval.irt.analysis import ItemParameters, analyze_irt
+from itemeval.planning import Plan
+
+if TYPE_CHECKING:
+    from itemeval.export.table.cells import StudyCells
 
 #: Fewer conditions than this and discriminations mean little: the section says so.
 MIN_CONDITIONS = 3
@@ -47,10 +52,10 @@ class IrtSection:
     note: str | None = None  # why nothing was fitted
 
 
-def irt_section(plan: object) -> IrtSection:
-    """The flagged items of the plan's store (see the module doc)."""
+def irt_section(plan: Plan, cells: StudyCells | None = None) -> IrtSection:
+    """The flagged items of the plan's store (see the module doc); `cells` the report read."""
     try:
-        result = analyze_irt(plan, write=False, held_out=False)
+        result = analyze_irt(plan, write=False, held_out=False, cells=cells)
     except InputError as exc:
         return IrtSection(0, 0, {}, [], note=str(exc.problems[0].message))
     conditions = sum(1 for c in result.conditions if c.items)

@@ -128,14 +128,14 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         batch_rows=sum(c.batch_rows for c in cost_lines),
         batch_saved_usd=sum(c.batch_saved_usd for c in cost_lines),
         last_run=last_run,
-        irt=_irt_section(plan),
+        irt=_irt_section(plan, cells),
     )
 
 
-def _irt_section(plan: Plan) -> IrtSection:
+def _irt_section(plan: Plan, cells: StudyCells) -> IrtSection:
     from itemeval.irt.report import irt_section  # irt/ reads the report's cells
 
-    return irt_section(plan)
+    return irt_section(plan, cells)
 
 
 def _total_usd(cells: StudyCells) -> float:
