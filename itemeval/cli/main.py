@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "itemeval.cli.study",  # init, plan, estimate
     "itemeval.cli.run",  # generate, grade, run, status
     "itemeval.cli.results",  # export, report
+    "itemeval.cli.view",  # view
     "itemeval.cli.store",  # compact
     "itemeval.cli.limiters",  # limiters
     "itemeval.cli.sim",  # sim-server
