@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,7 @@ from itemeval.export.table.fetch import (
     locate_logical_rows,
     plain_columns,
 )
+from itemeval.heap import release_unused_memory
 from itemeval.planning import Plan
 from itemeval.storage import Location
 from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, SnapshotInfo, read_snapshot_info
@@ -50,7 +52,6 @@ _SOLUTION_EXTRA = [
     "input_tokens",
     "output_tokens",
     "cached_input_tokens",
-    "latency_ms",
     "cached",
     "text_hash",
     "tier",
@@ -58,7 +59,6 @@ _SOLUTION_EXTRA = [
 _GRADE_EXTRA = [
     "status",
     "error_code",
-    "score",
     "correct",
     "parse_ok",
     "parse_code",
@@ -169,9 +169,6 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
     datasets = [d.name for d in plan.datasets]
     item_ids = items.column("item_id")
     n_items = items.num_rows
-    dataset_of = pc.index_in(items.column("dataset"), value_set=pa.array(datasets)).cast(_CODE)
-    if isinstance(dataset_of, pa.ChunkedArray):
-        dataset_of = dataset_of.combine_chunks()
     epochs = facets.epochs
 
     def located(table: pa.Table) -> tuple[pa.Table, pa.Array]:
@@ -191,7 +188,6 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
                 {
                     "gen": pa.repeat(pa.scalar(code, _CODE), n),
                     "item": item,
-                    "dataset": dataset_of.take(item),
                     "epoch": table.column("epoch"),
                     "ok": pc.equal(table.column("status"), "ok"),
                     "error_code": table.column("error_code"),
@@ -199,7 +195,6 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
                     "input_tokens": table.column("input_tokens"),
                     "output_tokens": table.column("output_tokens"),
                     "cached_input_tokens": table.column("cached_input_tokens"),
-                    "latency_ms": table.column("latency_ms"),
                     "cached": table.column("cached"),
                     "batch": pc.equal(table.column("tier"), TIER_BATCH),
                     "text_hash": table.column("text_hash"),
@@ -208,18 +203,17 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
                 }
             )
         )
+        release_unused_memory()
     solutions = _concat(solution_parts, _SOLUTIONS_SCHEMA)
     hashes = solutions.select(["gen", "item", "epoch", "text_hash"])
 
     grade_where: list[Where] = []
     grade_parts = []
     for code, condition in enumerate(facets.grade):
-        partition = GradePartition(plan.store, condition.id)
-        grade_where.append(
-            Where(condition.id, partition.location, [f.name for f in partition.fragments])
-        )
-        for gen, generate in enumerate(facets.generate):
-            table, item = located(partition.locate(generate.id, extra=_GRADE_EXTRA).keys)
+        for gen, where, stored in _grade_rows(plan, condition.id, [g.id for g in facets.generate]):
+            if gen == 0:
+                grade_where.append(where)
+            table, item = located(stored)
             n = table.num_rows
             if n == 0:
                 continue
@@ -228,11 +222,9 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
                     "grade": pa.repeat(pa.scalar(code, _CODE), n),
                     "gen": pa.repeat(pa.scalar(gen, _CODE), n),
                     "item": item,
-                    "dataset": dataset_of.take(item),
                     "epoch": table.column("epoch"),
                     "ok": pc.equal(table.column("status"), "ok"),
                     "error_code": table.column("error_code"),
-                    "score": table.column("score"),
                     "correct": table.column("correct"),
                     "parse_ok": table.column("parse_ok"),
                     "parse_code": table.column("parse_code"),
@@ -257,7 +249,9 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
             part = part.append_column("stale", stale)
             part = part.append_column("valid", pc.fill_null(valid, False))
             grade_parts.append(part.select(_GRADES_SCHEMA.names).combine_chunks())
+        release_unused_memory()
     grades = _concat(grade_parts, _GRADES_SCHEMA)
+    del grade_parts, solution_parts, hashes
     cells = StudyCells(
         facets=facets,
         grades=grades,
@@ -273,6 +267,7 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
     judges = [k for k, g in enumerate(facets.grade) if g.kind == "judge"]
     judge_scorer = (scorers[0], judges[0]) if scorers and judges else None
     counts = _counts(cells, n_items, epochs, headline, judge_scorer)
+    release_unused_memory()
     return ViewIndex(
         plan=plan,
         version=version,
@@ -287,6 +282,26 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
         seconds=time.monotonic() - started,
         **counts,
     )
+
+
+def _grade_rows(
+    plan: Plan, condition_id: str, gen_ids: list[str]
+) -> Iterator[tuple[int, Where, pa.Table]]:
+    """The logical rows of a grade partition, per generate condition (in order): read one
+    condition at a time from the fragments that hold it (a run's fragments hold one), or the
+    whole partition at once when it has fewer fragments than conditions (compacted: each file
+    holds them all, and reading it per condition would read it once per condition)."""
+    partition = GradePartition(plan.store, condition_id)
+    if len(partition.fragments) >= len(gen_ids):
+        where = Where(condition_id, partition.location, [f.name for f in partition.fragments])
+        for gen, gen_id in enumerate(gen_ids):
+            yield gen, where, partition.locate(gen_id, extra=_GRADE_EXTRA).keys
+        return
+    rows = locate_logical_rows(plan.store, GRADES, condition_id, _GRADE_EXTRA)
+    where = Where(condition_id, rows.location, rows.fragments)
+    column = rows.keys.column("gen_condition_id")
+    for gen, gen_id in enumerate(gen_ids):
+        yield gen, where, rows.keys.filter(pc.equal(column, gen_id))
 
 
 def _item_fields(
@@ -365,7 +380,6 @@ _SOLUTIONS_SCHEMA = pa.schema(
     [
         ("gen", _CODE),
         ("item", _CODE),
-        ("dataset", _CODE),
         ("epoch", pa.int32()),
         ("ok", pa.bool_()),
         ("error_code", pa.string()),
@@ -373,12 +387,11 @@ _SOLUTIONS_SCHEMA = pa.schema(
         ("input_tokens", pa.int64()),
         ("output_tokens", pa.int64()),
         ("cached_input_tokens", pa.int64()),
-        ("latency_ms", pa.float64()),
         ("cached", pa.bool_()),
         ("batch", pa.bool_()),
         ("text_hash", pa.string()),
         ("frag", pa.int32()),
-        ("pos", pa.int64()),
+        ("pos", pa.int32()),
     ]
 )
 _GRADES_SCHEMA = pa.schema(
@@ -386,11 +399,9 @@ _GRADES_SCHEMA = pa.schema(
         ("grade", _CODE),
         ("gen", _CODE),
         ("item", _CODE),
-        ("dataset", _CODE),
         ("epoch", pa.int32()),
         ("ok", pa.bool_()),
         ("error_code", pa.string()),
-        ("score", pa.float64()),
         ("correct", pa.bool_()),
         ("parse_ok", pa.bool_()),
         ("parse_code", pa.string()),
@@ -401,7 +412,7 @@ _GRADES_SCHEMA = pa.schema(
         ("stale", pa.bool_()),
         ("valid", pa.bool_()),
         ("frag", pa.int32()),
-        ("pos", pa.int64()),
+        ("pos", pa.int32()),
     ]
 )
 
@@ -410,4 +421,4 @@ def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
     tables = [p.select(schema.names).cast(schema) for p in parts if p.num_rows]
     if not tables:
         return schema.empty_table()
-    return pa.concat_tables(tables).combine_chunks()
+    return pa.concat_tables(tables)  # chunked: combining would copy every column once more

@@ -33,9 +33,9 @@ from itemeval.export.report.summary import (
     errors,
     leaderboard,
 )
-from itemeval.export.table.fetch import PartitionRows, RowFetcher
 from itemeval.store import GRADES, SOLUTIONS, latest_manifest, read_items_part
-from itemeval.view.index import ViewIndex, Where
+from itemeval.view.index import ViewIndex
+from itemeval.view.rows import fetch_rows
 from itemeval.workitem import table_to_items
 
 PER_PAGE = 50
@@ -461,11 +461,7 @@ def item_detail(
     )
 
 
-def _fetch(
-    where: Where, stage: Any, columns: list[str], frag: np.ndarray, pos: np.ndarray
-) -> pa.Table:
-    rows = PartitionRows(stage, where.condition_id, where.location, where.fragments, pa.table({}))
-    return RowFetcher(rows, columns).take(frag, pos)
+_fetch = fetch_rows
 
 
 def answers_of(
