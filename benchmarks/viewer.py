@@ -239,6 +239,7 @@ def child(root: Path, repeat: int) -> None:
     server = ViewServer(plan, ViewOptions(port=0, open_browser=False, refresh_s=2.0))
     url = server.start()
     start_s = time.perf_counter() - started
+    start_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     index = server.state.index
     gens = [g.id for g in index.facets.generate]
     ids = index.item_ids
@@ -288,10 +289,17 @@ def child(root: Path, repeat: int) -> None:
                 "index_s": index.seconds,
                 "start_s": start_s,
                 "peak_rss_mb": rss,
+                "start_peak_rss_mb": start_peak,
+                "rss_mb": _rss_mb(),
                 "pages": results,
             }
         )
     )
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * 4096 / 2**20
 
 
 def measure(root: Path, repeat: int) -> dict[str, object]:
@@ -309,7 +317,8 @@ def table(label: str, result: dict[str, object]) -> str:
         f"{label}: {result['solutions']:,} solutions, {result['grades']:,} grades, "
         f"{result['items']:,} items; server start {result['start_s']:.1f} s (plan "
         f"{result['plan_s']:.1f} s, index and overview {result['start_s'] - result['plan_s']:.1f}"
-        f" s); peak RSS {result['peak_rss_mb']:.0f} MB",
+        f" s); RSS peak {result['peak_rss_mb']:.0f} MB ({result['start_peak_rss_mb']:.0f} MB while"
+        f" starting), {result['rss_mb']:.0f} MB after the requests",
         "",
         "| page | requests | median | max | limit |",
         "| --- | ---: | ---: | ---: | ---: |",

@@ -79,6 +79,25 @@ class Where:
     fragments: list[str]
 
 
+@dataclass(frozen=True)
+class RowsByItem:
+    """The rows of a table grouped by item: `order[starts[i]:starts[i + 1]]` are item i's."""
+
+    order: np.ndarray
+    starts: np.ndarray
+
+    @classmethod
+    def of(cls, item: pa.ChunkedArray | pa.Array, n_items: int) -> RowsByItem:
+        codes = item.to_numpy()
+        order = np.argsort(codes, kind="stable").astype(np.int32)
+        starts = np.searchsorted(codes[order], np.arange(n_items + 1)).astype(np.int64)
+        return cls(order, starts)
+
+    def rows(self, items: np.ndarray | list[int]) -> np.ndarray:
+        parts = [self.order[self.starts[i] : self.starts[i + 1]] for i in items]
+        return np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int32)
+
+
 @dataclass
 class ViewIndex:
     """The small columns of the store and the per-item counts the pages filter on."""
@@ -99,6 +118,8 @@ class ViewIndex:
     parse_failures: np.ndarray  # [gen, item]: judge outputs without a valid score block
     disagree: np.ndarray  # [gen, item]: epochs where the judge and the scorer disagree
     done: np.ndarray  # [gen, item]: ok solutions
+    solution_rows: RowsByItem
+    grade_rows: RowsByItem
     built_at: float = field(default_factory=time.time)
     seconds: float = 0.0
     #: Item flags from later analyses (e.g. IRT misfit), name -> bool mask over items. Empty
@@ -250,12 +271,18 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
             part = part.append_column("valid", pc.fill_null(valid, False))
             grade_parts.append(part.select(_GRADES_SCHEMA.names).combine_chunks())
         release_unused_memory()
+    del hashes
+    solutions = solutions.drop_columns(["text_hash"]).combine_chunks()  # a take per page is
+    del solution_parts  # fast on one chunk, slow on many
+    release_unused_memory()
     grades = _concat(grade_parts, _GRADES_SCHEMA)
-    del grade_parts, solution_parts, hashes
+    del grade_parts
+    grades = grades.combine_chunks()
+    release_unused_memory()
     cells = StudyCells(
         facets=facets,
         grades=grades,
-        solutions=solutions.drop_columns(["text_hash"]),
+        solutions=solutions,
         items=items,
         datasets=datasets,
     )
@@ -280,6 +307,8 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
         headline=headline,
         judge_scorer=judge_scorer,
         seconds=time.monotonic() - started,
+        solution_rows=RowsByItem.of(solutions.column("item"), n_items),
+        grade_rows=RowsByItem.of(grades.column("item"), n_items),
         **counts,
     )
 
@@ -421,4 +450,4 @@ def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
     tables = [p.select(schema.names).cast(schema) for p in parts if p.num_rows]
     if not tables:
         return schema.empty_table()
-    return pa.concat_tables(tables)  # chunked: combining would copy every column once more
+    return pa.concat_tables(tables)

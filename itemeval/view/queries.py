@@ -461,69 +461,61 @@ def item_detail(
     )
 
 
-_fetch = fetch_rows
-
-
 def answers_of(
     index: ViewIndex, items: list[int], gens: list[int] | None = None
 ) -> dict[int, list[Answer]]:
     """Every answer (and its grades) of `items` by the generate conditions `gens` (all by
     default), fetched from their fragments."""
     facets = index.facets
-    wanted = np.asarray(items, dtype=np.int32)
     gens = list(range(len(facets.generate))) if gens is None else gens
     out: dict[int, list[Answer]] = {i: [] for i in items}
-    solutions = index.cells.solutions
-    s_item = solutions.column("item").to_numpy()
-    s_gen = solutions.column("gen").to_numpy()
-    in_items = np.isin(s_item, wanted)
+    mine = index.cells.solutions.take(pa.array(index.solution_rows.rows(items)))
+    s_gen = mine.column("gen").to_numpy()
     answers: dict[tuple[int, int, int], Answer] = {}
-    for gen in gens:
-        rows = np.flatnonzero(in_items & (s_gen == gen))
-        if len(rows) == 0:
-            continue
-        chosen = solutions.take(pa.array(rows))
-        fetched = _fetch(
-            index.solution_where[gen],
-            SOLUTIONS,
-            _SOLUTION_FIELDS,
-            chosen.column("frag").to_numpy(),
-            chosen.column("pos").to_numpy(),
-        ).to_pylist()
+    chosen_by_gen = [(gen, mine.filter(pa.array(s_gen == gen))) for gen in gens]
+    fetched_by_gen = fetch_rows(
+        SOLUTIONS,
+        _SOLUTION_FIELDS,
+        [
+            (index.solution_where[gen], c.column("frag").to_numpy(), c.column("pos").to_numpy())
+            for gen, c in chosen_by_gen
+        ],
+    )
+    for (gen, chosen), fetched in zip(chosen_by_gen, fetched_by_gen, strict=True):
         g = facets.generate[gen]
         for item, epoch, fields in zip(
             chosen.column("item").to_pylist(),
             chosen.column("epoch").to_pylist(),
-            fetched,
+            fetched.to_pylist(),
             strict=True,
         ):
-            answer = Answer(f"{gen}:{epoch}", gen, g.slug, g.id, epoch, fields)
-            answers[(item, gen, epoch)] = answer
-    grades = index.cells.grades
+            answers[(item, gen, epoch)] = Answer(f"{gen}:{epoch}", gen, g.slug, g.id, epoch, fields)
+    grades = index.cells.grades.take(pa.array(index.grade_rows.rows(items)))
     if grades.num_rows and answers:
-        g_item = grades.column("item").to_numpy()
         g_gen = grades.column("gen").to_numpy()
         g_grade = grades.column("grade").to_numpy()
-        keep = np.isin(g_item, wanted) & np.isin(g_gen, np.asarray(gens, dtype=np.int32))
-        for code, grader in enumerate(facets.grade):
-            rows = np.flatnonzero(keep & (g_grade == code))
-            if len(rows) == 0:
-                continue
-            chosen = grades.take(pa.array(rows))
-            fetched = _fetch(
-                index.grade_where[code],
-                GRADES,
-                _GRADE_FIELDS,
-                chosen.column("frag").to_numpy(),
-                chosen.column("pos").to_numpy(),
-            ).to_pylist()
+        keep = np.isin(g_gen, np.asarray(gens, dtype=np.int32))
+        chosen_by_grade = [
+            (code, grades.filter(pa.array(keep & (g_grade == code))))
+            for code in range(len(facets.grade))
+        ]
+        fetched_by_grade = fetch_rows(
+            GRADES,
+            _GRADE_FIELDS,
+            [
+                (index.grade_where[code], c.column("frag").to_numpy(), c.column("pos").to_numpy())
+                for code, c in chosen_by_grade
+            ],
+        )
+        for (code, chosen), fetched in zip(chosen_by_grade, fetched_by_grade, strict=True):
+            grader = facets.grade[code]
             for item, gen, epoch, stale, valid, fields in zip(
                 chosen.column("item").to_pylist(),
                 chosen.column("gen").to_pylist(),
                 chosen.column("epoch").to_pylist(),
                 chosen.column("stale").to_pylist(),
                 chosen.column("valid").to_pylist(),
-                fetched,
+                fetched.to_pylist(),
                 strict=True,
             ):
                 answer = answers.get((item, gen, epoch))

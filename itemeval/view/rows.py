@@ -55,21 +55,50 @@ def _quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def fetch_rows(
-    where: Where, stage: Stage, columns: Sequence[str], frag: np.ndarray, pos: np.ndarray
-) -> pa.Table:
-    """The rows at (`frag[i]`, `pos[i]`) of the partition `where`, in that order, with
-    `columns`."""
-    if len(frag) == 0:
-        return pa.schema([stage.schema.field(c) for c in columns]).empty_table()
-    if not where.location.is_local:
-        rows = PartitionRows(
-            stage, where.condition_id, where.location, where.fragments, pa.table({})
+Part = tuple[Where, np.ndarray, np.ndarray]  # a partition, and the (frag, pos) of rows in it
+
+
+def fetch_rows(stage: Stage, columns: Sequence[str], parts: Sequence[Part]) -> list[pa.Table]:
+    """For each part `(where, frag, pos)`: the rows at (`frag[i]`, `pos[i]`) of the partition
+    `where`, in that order, with `columns`. Local parts are read in one DuckDB query."""
+    out: list[pa.Table | None] = [None] * len(parts)
+    local: list[tuple[int, list[str]]] = []  # part index, path of each wanted row
+    for k, (where, frag, pos) in enumerate(parts):
+        if len(frag) == 0:
+            out[k] = pa.schema([stage.schema.field(c) for c in columns]).empty_table()
+        elif where.location.is_local:
+            names = where.fragments
+            local.append((k, [where.location.join(names[int(f)]).path for f in frag]))
+        else:
+            rows = PartitionRows(
+                stage, where.condition_id, where.location, where.fragments, pa.table({})
+            )
+            out[k] = RowFetcher(rows, columns).take(frag, pos)
+    if local:
+        paths = sorted({p for _, row_paths in local for p in row_paths})
+        positions = sorted({int(p) for k, _ in local for p in parts[k][2]})
+        found = _query(paths, positions, columns)
+        have = pc.binary_join_element_wise(
+            found.column("filename"), pc.cast(found.column("file_row_number"), pa.string()), "\x00"
         )
-        return RowFetcher(rows, columns).take(frag, pos)
-    frags = np.unique(frag)
-    paths = [where.location.join(where.fragments[int(f)]).path for f in frags]
-    positions = np.unique(pos)
+        for k, row_paths in local:
+            wanted = pa.array(
+                [f"{p}\x00{int(n)}" for p, n in zip(row_paths, parts[k][2], strict=True)]
+            )
+            index = pc.index_in(wanted, value_set=have)
+            if index.null_count:
+                raise LookupError(f"rows not found in {parts[k][0].location.url}")
+            table = found.take(index).select(list(columns))
+            if "tier" in columns:  # fragments written before `tier` existed hold live rows
+                tier = pc.fill_null(table.column("tier"), "live")
+                table = table.set_column(table.schema.get_field_index("tier"), "tier", tier)
+            out[k] = table
+    return [t for t in out if t is not None]
+
+
+def _query(paths: list[str], positions: list[int], columns: Sequence[str]) -> pa.Table:
+    """Every row at one of `positions` in any of the files `paths` (a superset of the pairs
+    asked for: the caller keeps those)."""
     projected = ", ".join(f'"{c}"' for c in columns)
     sql = (
         f"SELECT filename, file_row_number, {projected} FROM read_parquet("
@@ -80,20 +109,6 @@ def fetch_rows(
     try:
         relation = cursor.sql(sql)
         # duckdb 1.4 named it `to_arrow_table`; earlier versions `arrow`
-        found = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
+        return (getattr(relation, "to_arrow_table", None) or relation.arrow)()
     finally:
         cursor.close()
-    # Positions were matched in every file: keep the (file, position) pairs asked for.
-    path_of = {int(f): p for f, p in zip(frags, paths, strict=True)}
-    keys = pa.array([f"{path_of[int(f)]}\x00{int(p)}" for f, p in zip(frag, pos, strict=True)])
-    have = pc.binary_join_element_wise(
-        found.column("filename"), pc.cast(found.column("file_row_number"), pa.string()), "\x00"
-    )
-    index = pc.index_in(keys, value_set=have)
-    if index.null_count:
-        raise LookupError(f"rows not found in {where.location.url}")
-    table = found.take(index).select(list(columns))
-    if "tier" in columns:  # fragments written before `tier` existed are live rows
-        tier = pc.fill_null(table.column("tier"), "live")
-        table = table.set_column(table.schema.get_field_index("tier"), "tier", tier)
-    return table

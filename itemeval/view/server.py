@@ -30,6 +30,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from itemeval.errors import InputError, Problem
+from itemeval.heap import release_unused_memory
 from itemeval.planning import Plan
 from itemeval.view import pages
 from itemeval.view.index import ViewIndex, build_index, store_version
@@ -76,6 +77,7 @@ class ViewState:
     def load(self) -> None:
         index = build_index(self.plan)
         summary = overview(index)
+        release_unused_memory()
         with self._lock:
             self._index, self._overview = index, summary
         self.rebuilds += 1
@@ -101,6 +103,8 @@ class ViewState:
         summary = overview(index)
         with self._lock:
             self._index, self._overview = index, summary
+        del index, summary
+        release_unused_memory()  # the previous index, and what the overview computed with
         self.rebuilds += 1
         return True
 
