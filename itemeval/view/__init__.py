@@ -1,7 +1,9 @@
 """`itemeval view`: a local, read-only web viewer over a study's store.
 
 * `index`    the small columns of every logical row and where it is stored; per-item counts
-* `queries`  what each page shows: overview, items (filters, search, sort), item, compare
+* `queries`  the overview and the items page (filters, search, sort)
+* `answers`  one item with every condition's answers; two conditions compared
+* `rows`     the rows a page shows, fetched by fragment and position
 * `pages`    Jinja2 templates (autoescaped) and static assets shipped in the package
 * `server`   aiohttp: GET only, 127.0.0.1 by default, a token elsewhere, live refresh
 
