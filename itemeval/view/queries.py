@@ -109,6 +109,7 @@ class ItemQuery:
     max_difficulty: float | None = None
     wrong: str = ""  # generate condition (id or slug): items it got wrong
     right: str = ""  # generate condition: items it got right (with `wrong`: right here only)
+    missed: str = ""  # generate condition: items with at least one wrong answer of it
     condition: str = ""  # scope of errors / parse / disagree (default every condition)
     errors: bool = False
     parse: bool = False
@@ -139,6 +140,7 @@ class ItemQuery:
             max_difficulty=number("max_difficulty"),
             wrong=query.get("wrong", ""),
             right=query.get("right", ""),
+            missed=query.get("missed", ""),
             condition=query.get("condition", ""),
             errors=query.get("errors") in ("1", "on", "true"),
             parse=query.get("parse") in ("1", "on", "true"),
@@ -239,6 +241,9 @@ def items_page(index: ViewIndex, query: ItemQuery, per_page: int = PER_PAGE) -> 
         mask &= right_wrong(index, wrong)[1]
     if right is not None:
         mask &= right_wrong(index, right)[0]
+    missed = index.gen_code(query.missed)
+    if missed is not None:
+        mask &= index.correct[missed] < index.graded[missed]
     scope = index.gen_code(query.condition)
 
     def scoped(counts: np.ndarray) -> np.ndarray:

@@ -274,8 +274,9 @@ class ViewServer:
         if self._thread is not None:
             self._thread.join(timeout=30)
 
-    def serve(self, announce=print) -> None:  # type: ignore[no-untyped-def]
+    def serve(self, announce=None) -> None:  # type: ignore[no-untyped-def]
         """Serve until interrupted (Ctrl-C), opening the browser unless told not to."""
+        announce = announce or (lambda text: print(text, flush=True))
         url = self.start()
         announce(f"Viewing {self.state.plan.study.study} at {url}  (Ctrl-C to stop)")
         if self.options.open_browser:
