@@ -205,13 +205,16 @@ class ViewServer:
     """The viewer over one plan's store, on its own event loop thread (`start`/`stop`), or in
     the foreground until interrupted (`serve`)."""
 
-    def __init__(self, plan: Plan, options: ViewOptions | None = None) -> None:
+    def __init__(
+        self, plan: Plan, options: ViewOptions | None = None, state: ViewState | None = None
+    ) -> None:
         self.options = options or ViewOptions()
         token = self.options.token
         if token is None and not self.options.local:
             token = secrets.token_urlsafe(18)
         self.token = token
-        self.state = ViewState(plan, self.options.refresh_s)
+        self._owns_state = state is None  # another server's state is shared, not stopped
+        self.state = state or ViewState(plan, self.options.refresh_s)
         self.port = self.options.port
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -226,10 +229,8 @@ class ViewServer:
         return base + (f"?token={self.token}" if self.token else "")
 
     def start(self) -> str:
-        """Read the store, start serving in a background thread; the URL to open."""
-        started = time.monotonic()
-        self.state.load()
-        self.load_seconds = time.monotonic() - started
+        """Listen, read the store, serve from a background thread; the URL to open. A port
+        that is taken fails at once, before the store is read."""
         sock = socket.socket(
             socket.AF_INET6 if ":" in self.options.host else socket.AF_INET, socket.SOCK_STREAM
         )
@@ -246,6 +247,14 @@ class ViewServer:
                 )
             ) from exc
         self.port = sock.getsockname()[1]
+        started = time.monotonic()
+        if self.state.rebuilds == 0:
+            try:
+                self.state.load()
+            except BaseException:
+                sock.close()
+                raise
+        self.load_seconds = time.monotonic() - started
         ready = threading.Event()
         app = make_app(self.state, self.token, local=self.options.local)
 
@@ -268,7 +277,8 @@ class ViewServer:
         return self.url
 
     def stop(self) -> None:
-        self.state.stop()
+        if self._owns_state:
+            self.state.stop()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:

@@ -113,6 +113,15 @@ def test_items_filter(page, viewer: ViewServer, study_plan: Plan) -> None:  # ty
     assert expected and shown == expected  # fewer than a page of them
     assert f"{len(expected)} items match" in page.locator("#count").inner_text()
     _shot(page, "items")
+    # The overview's accuracy links: the items the condition answered wrong at least once.
+    page.goto(viewer.url)
+    page.locator("#leaderboard tbody tr").last.locator("td.num a").first.click()
+    page.wait_for_url("**/items?**")
+    truth = _truth(study_plan)
+    slug = page.locator("select[name=missed] option[selected]").inner_text()
+    gen = next(c for c in study_plan.design.generate if c.slug == slug)
+    missed = {i for i, (c, n) in truth[gen.id].items() if c < n}
+    assert f"{len(missed)} items match" in page.locator("#count").inner_text()
     # Text search: "capital" finds the capitals items (in their text) and no other.
     page.goto(viewer.url + "items?q=CAPITAL")
     datasets = set(page.locator("#items tbody tr td:nth-child(2)").all_inner_texts())
@@ -228,7 +237,8 @@ def test_read_only_loopback_and_token(viewer: ViewServer, study_plan: Plan) -> N
     # Another site's page reaching 127.0.0.1 through a DNS name of its own is refused.
     assert status(viewer.url, headers={"Host": f"evil.example:{viewer.port}"}) == 403
     # Another address needs the token.
-    other = ViewServer(study_plan, ViewOptions(host="127.0.0.2", port=0, open_browser=False))
+    options = ViewOptions(host="127.0.0.2", port=0, open_browser=False)
+    other = ViewServer(study_plan, options, state=viewer.state)
     url = other.start()
     try:
         assert other.token and url.endswith(f"?token={other.token}")
