@@ -28,7 +28,7 @@ from itemeval.view.index import Where
 #: extension is installed or loaded).
 _CONFIG = {
     "threads": 2,
-    "memory_limit": "256MB",
+    "memory_limit": "64MB",
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
 }
