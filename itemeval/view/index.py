@@ -13,8 +13,8 @@ every filter of the items page is a numpy mask over them.
 `store_version(plan)` names the store's contents (every partition's fragment names and
 compaction marker): the viewer builds a new index when it changes (a run under way).
 
-About 130 bytes a solution and 70 a grade: 1,000,000 solutions and 2,000,000 grades fit in
-about 280 MB (`docs/performance.md`, "The viewer on a big store").
+About 50 bytes a logical row: 1,000,000 solutions and 2,000,000 grades hold about 150 MB of
+arrow memory (`docs/performance.md`, "The viewer on a big store").
 """
 
 from __future__ import annotations
