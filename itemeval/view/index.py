@@ -294,6 +294,8 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
     judges = [k for k, g in enumerate(facets.grade) if g.kind == "judge"]
     judge_scorer = (scorers[0], judges[0]) if scorers and judges else None
     counts = _counts(cells, n_items, epochs, headline, judge_scorer)
+    solution_rows = RowsByItem.of(solutions.column("item"), n_items)
+    grade_rows = RowsByItem.of(grades.column("item"), n_items)
     release_unused_memory()
     return ViewIndex(
         plan=plan,
@@ -307,8 +309,8 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
         headline=headline,
         judge_scorer=judge_scorer,
         seconds=time.monotonic() - started,
-        solution_rows=RowsByItem.of(solutions.column("item"), n_items),
-        grade_rows=RowsByItem.of(grades.column("item"), n_items),
+        solution_rows=solution_rows,
+        grade_rows=grade_rows,
         **counts,
     )
 

@@ -30,6 +30,7 @@ from itemeval.export.report.summary import (
     errors,
     leaderboard,
 )
+from itemeval.heap import release_unused_memory
 from itemeval.store import latest_manifest, read_items_part
 from itemeval.view.index import ViewIndex
 
@@ -70,7 +71,12 @@ def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
         grades=index.cells.grades.drop_columns(["frag", "pos", "epoch"]),
         solutions=index.cells.solutions.drop_columns(["frag", "pos", "epoch"]),
     )
-    board = leaderboard(cells, bootstrap or Bootstrap())
+    ranked = dataclasses.replace(  # what the leaderboard reads, and no more
+        cells, grades=cells.grades.select(["gen", "grade", "item", "correct", "valid"])
+    )
+    board = leaderboard(ranked, bootstrap or Bootstrap())
+    del ranked
+    release_unused_memory()  # each step's copies, before the next step makes its own
     tiers = tiers_hook(board) if tiers_hook is not None else {}
     manifest = latest_manifest(index.plan.store)
     last_run = (
@@ -89,11 +95,15 @@ def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
         if t.num_rows
     )
     gens = index.facets.generate
+    cost_lines = costs(cells, index.plan.pricing)
+    release_unused_memory()
+    error_lines = errors(cells)
+    release_unused_memory()
     return Overview(
         board=board,
         tiers=tiers,
-        costs={c.generate.id: c for c in costs(cells, index.plan.pricing)},
-        errors=errors(cells),
+        costs={c.generate.id: c for c in cost_lines},
+        errors=error_lines,
         done={g.id: int(index.done[k].sum()) for k, g in enumerate(gens)},
         error_counts={g.id: int(index.errors[k].sum()) for k, g in enumerate(gens)},
         expected=cells.expected_per_condition,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import importlib
 import logging
 import secrets
 import socket
@@ -255,6 +256,8 @@ class ViewServer:
                 sock.close()
                 raise
         self.load_seconds = time.monotonic() - started
+        if self.state.plan.store.root.is_local:  # the first item page need not wait for it
+            threading.Thread(target=importlib.import_module, args=("duckdb",), daemon=True).start()
         ready = threading.Event()
         app = make_app(self.state, self.token, local=self.options.local)
 
