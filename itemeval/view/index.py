@@ -112,6 +112,8 @@ class ViewIndex:
     difficulty: np.ndarray  # per item, NaN when unknown
     headline: int | None  # grade condition code of the headline grader
     judge_scorer: tuple[int, int] | None  # (scorer code, judge code) compared for disagreement
+    correct_by_grade: np.ndarray  # [grade, gen, item]: correct answers (valid grades)
+    graded_by_grade: np.ndarray  # [grade, gen, item]: valid grades
     correct: np.ndarray  # [gen, item]: correct answers under the headline grader
     graded: np.ndarray  # [gen, item]: valid grades under the headline grader
     errors: np.ndarray  # [gen, item]: failed calls (solutions and grades)
@@ -372,10 +374,15 @@ def _counts(
         counted = np.bincount(index[mask], minlength=size)
         return counted.astype(np.int32).reshape(shape)
 
+    n_grade = len(cells.facets.grade)
+    graded_by = np.zeros((n_grade, *shape), dtype=np.int32)
+    correct_by = np.zeros((n_grade, *shape), dtype=np.int32)
+    for code in range(n_grade):
+        mine = g_valid & (g_grade == code)
+        graded_by[code] = per_cell(mine)
+        correct_by[code] = per_cell(mine & g_correct)
     if headline is not None:
-        mine = g_valid & (g_grade == headline)
-        graded = per_cell(mine)
-        correct = per_cell(mine & g_correct)
+        graded, correct = graded_by[headline], correct_by[headline]
     else:
         graded = correct = np.zeros(shape, dtype=np.int32)
     s_flat = (
@@ -398,6 +405,8 @@ def _counts(
         differ = (verdicts[0] >= 0) & (verdicts[1] >= 0) & (verdicts[0] != verdicts[1])
         disagree = differ.reshape(n_gen, n_items, epochs).sum(axis=2).astype(np.int32)
     return {
+        "correct_by_grade": correct_by,
+        "graded_by_grade": graded_by,
         "correct": correct,
         "graded": graded,
         "errors": errors,

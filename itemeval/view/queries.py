@@ -26,10 +26,12 @@ from itemeval.export.report.summary import (
     Cost,
     Errors,
     Leaderboard,
+    Ranked,
     costs,
     errors,
-    leaderboard,
 )
+from itemeval.export.stats import Proportion, bootstrap_proportion
+from itemeval.export.table.conditions import primary_grader
 from itemeval.heap import release_unused_memory
 from itemeval.store import latest_manifest, read_items_part
 from itemeval.view.index import ViewIndex
@@ -71,12 +73,7 @@ def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
         grades=index.cells.grades.drop_columns(["frag", "pos", "epoch"]),
         solutions=index.cells.solutions.drop_columns(["frag", "pos", "epoch"]),
     )
-    ranked = dataclasses.replace(  # what the leaderboard reads, and no more
-        cells, grades=cells.grades.select(["gen", "grade", "item", "correct", "valid"])
-    )
-    board = leaderboard(ranked, bootstrap or Bootstrap())
-    del ranked
-    release_unused_memory()  # each step's copies, before the next step makes its own
+    board = ranked(index, bootstrap or Bootstrap())
     tiers = tiers_hook(board) if tiers_hook is not None else {}
     manifest = latest_manifest(index.plan.store)
     last_run = (
@@ -112,6 +109,40 @@ def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
         grades=cells.grades.num_rows,
         usd=usd,
     )
+
+
+def ranked(index: ViewIndex, bootstrap: Bootstrap) -> Leaderboard:
+    """The report's leaderboard (`export.report.summary.leaderboard`: the same numbers, a test
+    holds them equal), from the index's per-item counts instead of group-bys over the grades:
+    per (condition, grader) and per (model, grader), the items are the bootstrap's clusters."""
+    f = index.facets
+    correct, graded = index.correct_by_grade, index.graded_by_grade
+
+    def accuracy(gens: list[int]) -> dict[str, Proportion]:
+        out = {}
+        for k, grader in enumerate(f.grade):
+            trials = graded[k, gens].sum(axis=0)
+            if trials.any():
+                successes = correct[k, gens].sum(axis=0)
+                out[grader.id] = bootstrap_proportion(
+                    successes, trials, resamples=bootstrap.resamples, seed=bootstrap.seed
+                )
+        return out
+
+    conditions = [
+        Ranked(name=g.slug, generate=g, accuracy=accuracy([c])) for c, g in enumerate(f.generate)
+    ]
+    models = []
+    for name in f.models:
+        mine = [c for c, g in enumerate(f.generate) if g.model_name == name]
+        models.append(Ranked(name=name, accuracy=accuracy(mine), conditions=len(mine)))
+    primary = primary_grader(f.grade)
+
+    def rank(line: Ranked) -> tuple[float, str]:
+        value = line.accuracy.get(primary.id) if primary else None
+        return (-(value.value if value is not None and value.defined else -1.0), line.name)
+
+    return Leaderboard(primary, f.grade, sorted(conditions, key=rank), sorted(models, key=rank))
 
 
 # -- items ------------------------------------------------------------------------------------

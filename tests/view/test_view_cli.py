@@ -39,3 +39,18 @@ def test_port_in_use_is_bad_input(study_plan: Plan, capsys) -> None:  # type: ig
     assert code == 2
     err = capsys.readouterr().err
     assert f"127.0.0.1:{port}" in err and "--port 0" in err
+
+
+def test_overview_leaderboard_is_the_reports(study_plan: Plan) -> None:
+    """The overview ranks from the index's per-item counts; the report from group-bys over the
+    grades: the same conditions, order, accuracies and intervals."""
+    from itemeval.export.report.summary import Bootstrap, leaderboard
+    from itemeval.view.index import build_index
+    from itemeval.view.queries import ranked
+
+    index = build_index(study_plan)
+    bootstrap = Bootstrap(resamples=300, seed=3)
+    ours, report = ranked(index, bootstrap), leaderboard(index.cells, bootstrap)
+    assert ours == report
+    assert len(ours.conditions) == 6 and len(ours.models) == 3
+    assert all(len(line.accuracy) == 2 for line in ours.conditions)
