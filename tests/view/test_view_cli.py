@@ -54,3 +54,31 @@ def test_overview_leaderboard_is_the_reports(study_plan: Plan) -> None:
     assert ours == report
     assert len(ours.conditions) == 6 and len(ours.models) == 3
     assert all(len(line.accuracy) == 2 for line in ours.conditions)
+
+
+def test_index_of_a_compacted_store_is_the_same(study_plan: Plan, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A compacted grade partition (one file for every condition) is read at once; a run's
+    fragments one condition at a time: the same rows, counts and texts either way."""
+    import shutil
+
+    import numpy as np
+
+    from itemeval.planning import make_plan
+    from itemeval.store import StudyStore, compact
+    from itemeval.view.answers import item_detail
+    from itemeval.view.index import build_index
+
+    copy = tmp_path / "store"
+    shutil.copytree(study_plan.store.root.path, copy)
+    compact(StudyStore.open(str(copy)))
+    compacted = make_plan(study_plan.study, store_url=str(copy), with_pending=False)
+    before, after = build_index(study_plan), build_index(compacted)
+    assert all(len(w.fragments) == 1 for w in after.grade_where)
+    for name in ("correct_by_grade", "graded_by_grade", "errors", "parse_failures", "disagree"):
+        assert np.array_equal(getattr(before, name), getattr(after, name)), name
+    item_id = before.item_ids[3].as_py()
+    texts = [
+        [(a.key, a.fields["text"], [g.fields["judge_text"] for g in a.grades]) for a in i.answers]
+        for i in (item_detail(before, item_id), item_detail(after, item_id))
+    ]
+    assert texts[0] == texts[1] and len(texts[0]) == 6 * study_plan.design.epochs
