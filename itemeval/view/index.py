@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,16 +32,18 @@ from itemeval.export.table.conditions import DesignFacets, primary_grader
 from itemeval.export.table.fetch import (
     FRAG,
     POS,
-    GradePartition,
     ItemFetcher,
     locate_logical_rows,
     plain_columns,
 )
 from itemeval.heap import release_unused_memory
 from itemeval.planning import Plan
-from itemeval.storage import Location
 from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, SnapshotInfo, read_snapshot_info
-from itemeval.store.fragments import compaction_generation, list_fragments
+from itemeval.store.fragments import (
+    compaction_generation,
+    list_fragments,
+)
+from itemeval.view.partitions import Where, grades_by_condition
 
 _CODE = pa.int32()
 _SOLUTION_EXTRA = [
@@ -56,27 +57,6 @@ _SOLUTION_EXTRA = [
     "text_hash",
     "tier",
 ]
-_GRADE_EXTRA = [
-    "status",
-    "error_code",
-    "correct",
-    "parse_ok",
-    "parse_code",
-    "usd",
-    "cached",
-    "cached_input_tokens",
-    "solution_hash",
-    "tier",
-]
-
-
-@dataclass(frozen=True)
-class Where:
-    """A partition: where it is and its fragment names by ordinal (`FRAG` values)."""
-
-    condition_id: str
-    location: Location
-    fragments: list[str]
 
 
 @dataclass(frozen=True)
@@ -233,7 +213,9 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
     grade_where: list[Where] = []
     grade_parts = []
     for code, condition in enumerate(facets.grade):
-        for gen, where, stored in _grade_rows(plan, condition.id, [g.id for g in facets.generate]):
+        for gen, where, stored in grades_by_condition(
+            plan, condition.id, [g.id for g in facets.generate]
+        ):
             if gen == 0:
                 grade_where.append(where)
             table, item = located(stored)
@@ -315,26 +297,6 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
         grade_rows=grade_rows,
         **counts,
     )
-
-
-def _grade_rows(
-    plan: Plan, condition_id: str, gen_ids: list[str]
-) -> Iterator[tuple[int, Where, pa.Table]]:
-    """The logical rows of a grade partition, per generate condition (in order): read one
-    condition at a time from the fragments that hold it (a run's fragments hold one), or the
-    whole partition at once when it has fewer fragments than conditions (compacted: each file
-    holds them all, and reading it per condition would read it once per condition)."""
-    partition = GradePartition(plan.store, condition_id)
-    if len(partition.fragments) >= len(gen_ids):
-        where = Where(condition_id, partition.location, [f.name for f in partition.fragments])
-        for gen, gen_id in enumerate(gen_ids):
-            yield gen, where, partition.locate(gen_id, extra=_GRADE_EXTRA).keys
-        return
-    rows = locate_logical_rows(plan.store, GRADES, condition_id, _GRADE_EXTRA)
-    where = Where(condition_id, rows.location, rows.fragments)
-    column = rows.keys.column("gen_condition_id")
-    for gen, gen_id in enumerate(gen_ids):
-        yield gen, where, rows.keys.filter(pc.equal(column, gen_id))
 
 
 def _item_fields(
