@@ -1,6 +1,7 @@
 """`itemeval view`: a local, read-only web viewer over a study's store.
 
 * `index`    the small columns of every logical row and where it is stored; per-item counts
+* `partitions` a grade partition's rows per condition, read the way its layout makes cheap
 * `queries`  the overview and the items page (filters, search, sort)
 * `answers`  one item with every condition's answers; two conditions compared
 * `rows`     the rows a page shows, fetched by fragment and position
