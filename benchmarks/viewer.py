@@ -7,7 +7,7 @@ straight to the store as fragments of `--fragment-rows` rows (512: what a run's 
 with answers of a few hundred characters, about 1% failed calls, 2% judge parse failures and
 judge verdicts that disagree with the scorer's on about 5% of answers. A child process then
 starts the viewer (`ViewServer`, what `itemeval view` runs) and times HTTP requests of each page
-from a client thread, each `--repeat` times; its peak RSS is its own (`ru_maxrss`).
+from a client thread, each `--repeat` times; its peak RSS is its own (`VmHWM`).
 `--compact` measures again after `itemeval compact` (one file a partition).
 
     .venv/bin/python benchmarks/viewer.py                 # build, measure, print tables
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import statistics
 import subprocess
@@ -239,7 +238,7 @@ def child(root: Path, repeat: int) -> None:
     server = ViewServer(plan, ViewOptions(port=0, open_browser=False, refresh_s=2.0))
     url = server.start()
     start_s = time.perf_counter() - started
-    start_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    start_peak = _peak_mb()
     index = server.state.index
     gens = [g.id for g in index.facets.generate]
     ids = index.item_ids
@@ -277,7 +276,7 @@ def child(root: Path, repeat: int) -> None:
             "median_ms": statistics.median(times),
             "max_ms": max(times),
         }
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = _peak_mb()
     server.stop()
     print(
         json.dumps(
@@ -295,6 +294,17 @@ def child(root: Path, repeat: int) -> None:
             }
         )
     )
+
+
+def _peak_mb() -> float:
+    """This process's peak resident set (`VmHWM`). Not `ru_maxrss`: Linux keeps that across
+    exec, so a child started by a parent that had just built or compacted the store would
+    report the parent's peak."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def _rss_mb() -> float:
