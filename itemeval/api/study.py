@@ -419,6 +419,31 @@ class Study:
         plan = self._plan(store, limit, condition, with_pending=False)
         return analyze_irt(plan, with_stores=with_stores, write=write)
 
+    def view(
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        host: str = "127.0.0.1",
+        port: int = 8700,
+        token: str | None = None,
+        open_browser: bool = True,
+        block: bool = True,
+    ) -> Any:
+        """Serve the read-only web viewer over the store (`itemeval view`) until interrupted;
+        `block=False` returns the running `itemeval.view.ViewServer` (its `url`; `stop()`)."""
+        from itemeval.view import ViewOptions, ViewServer
+
+        plan = self._plan(store, limit, condition, with_pending=False)
+        options = ViewOptions(host=host, port=port, token=token, open_browser=open_browser)
+        server = ViewServer(plan, options)
+        if block:
+            server.serve()
+        else:
+            server.start()
+        return server
+
     # -- inside ------------------------------------------------------------------------------
     def _plan(
         self,

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "itemeval.cli.run",  # generate, grade, run, status
     "itemeval.cli.results",  # export, report
     "itemeval.cli.analyze",  # analyze irt
+    "itemeval.cli.view",  # view
     "itemeval.cli.store",  # compact
     "itemeval.cli.importing",  # import
     "itemeval.cli.limiters",  # limiters
