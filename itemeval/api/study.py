@@ -9,6 +9,7 @@
     study.export(), study.report()                # files (`itemeval export`, `report`)
     study.comparisons().comparisons               # paired comparisons (what `export` writes)
     study.plan(detect=0.03)                       # items and epochs for 3 points (`plan --detect`)
+    study.irt()                                   # item response theory (`itemeval analyze irt`)
 
 Every method takes the selection options of its command (`store`, `condition`, `limit`, ...) as
 keyword arguments with the same meaning, raises the same errors (`ConfigError` and the other
@@ -55,6 +56,7 @@ from itemeval.judging import JudgeAnalysis
 from itemeval.planning import Plan, make_plan
 
 if TYPE_CHECKING:
+    from itemeval.irt import IrtResult
     from itemeval.statistics.tables import ComparisonTables
 from itemeval.store import runs_spend, status_counts
 
@@ -398,6 +400,49 @@ class Study:
                 )
             )
         return write_gold_sample(self._plan(store, limit, condition, with_pending=False), n, out)
+
+    def irt(
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        with_stores: Sequence[str] = (),
+        write: bool = True,
+    ) -> IrtResult:
+        """Fit 1PL and 2PL item response models to the headline grader's results (and those
+        other stores' `analyze irt` stored, `with_stores`): each condition's ability, each
+        item's difficulty and discrimination, suspicious items flagged; written under
+        `<store>/analysis/irt/` unless `write=False` (`itemeval analyze irt`, docs/irt.md)."""
+        from itemeval.irt import analyze_irt
+
+        plan = self._plan(store, limit, condition, with_pending=False)
+        return analyze_irt(plan, with_stores=with_stores, write=write)
+
+    def view(
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+        host: str = "127.0.0.1",
+        port: int = 8700,
+        token: str | None = None,
+        open_browser: bool = True,
+        block: bool = True,
+    ) -> Any:
+        """Serve the read-only web viewer over the store (`itemeval view`) until interrupted;
+        `block=False` returns the running `itemeval.view.ViewServer` (its `url`; `stop()`)."""
+        from itemeval.view import ViewOptions, ViewServer
+
+        plan = self._plan(store, limit, condition, with_pending=False)
+        options = ViewOptions(host=host, port=port, token=token, open_browser=open_browser)
+        server = ViewServer(plan, options)
+        if block:
+            server.serve()
+        else:
+            server.start()
+        return server
 
     # -- inside ------------------------------------------------------------------------------
     def _plan(

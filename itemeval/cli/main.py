@@ -31,6 +31,8 @@ COMMAND_MODULES = (
     "itemeval.cli.study",  # init, plan, estimate
     "itemeval.cli.run",  # generate, grade, run, status
     "itemeval.cli.results",  # export, report
+    "itemeval.cli.analyze",  # analyze irt
+    "itemeval.cli.view",  # view
     "itemeval.cli.store",  # compact
     "itemeval.cli.importing",  # import
     "itemeval.cli.limiters",  # limiters

@@ -41,6 +41,7 @@ from itemeval.planning import Plan
 from itemeval.store import latest_manifest
 
 if TYPE_CHECKING:  # imported where used: a run, which imports this module, never compares
+    from itemeval.irt.report import IrtSection
     from itemeval.statistics.families import StudyStatistics
     from itemeval.statistics.paired import Family
 
@@ -75,6 +76,7 @@ class ReportData:
     statistics: StudyStatistics | None = None  # paired comparisons, ranks, tiers, components
     judges: JudgeAnalysis | None = None  # judges and panels against gold (report/judges.py)
     imported: list[str] = field(default_factory=list)  # imported conditions and their matches
+    irt: IrtSection | None = None  # items item response theory finds suspicious (irt/report)
 
     @property
     def headline_family(self) -> Family | None:
@@ -149,7 +151,14 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         last_run=last_run,
         statistics=statistics,
         judges=judge_analysis(cells, plan, resamples=bootstrap.resamples, seed=bootstrap.seed),
+        irt=_irt_section(plan, cells),
     )
+
+
+def _irt_section(plan: Plan, cells: StudyCells) -> IrtSection:
+    from itemeval.irt.report import irt_section  # irt/ reads the report's cells
+
+    return irt_section(plan, cells)
 
 
 def headline_family(statistics: StudyStatistics | None, board: Leaderboard) -> Family | None:

@@ -11,6 +11,7 @@ from itemeval.export.report import tables as t
 from itemeval.export.report.data import ReportData
 from itemeval.export.report.judge_tables import judges_html
 from itemeval.export.report.summary import FacetTable
+from itemeval.irt import report as irt
 
 _CI = re.compile(r"^(\S+) (\[[^\]]*\])$")
 
@@ -219,6 +220,19 @@ _SECTIONS = [
 ]
 
 
+def irt_html(data: ReportData) -> str:
+    """The difficulty section's IRT part: suspicious items next to their text."""
+    if data.irt is None:
+        return ""
+    out = "<h3>Suspicious items (item response theory)</h3>"
+    out += f"<p class='note'>{escape(irt.summary_line(data.irt))}</p>"
+    rows = irt.flagged_rows(data.irt, t.shorten)
+    if rows:
+        out += f"<p class='note'>{escape(irt.NOTE)}</p>"
+        out += html_table(t.TextTable(irt.HEADER, rows, irt.NUMERIC), table_id="irt-flagged")
+    return out
+
+
 def report_html(data: ReportData) -> str:
     parts: list[str] = []
     add = parts.append
@@ -345,6 +359,7 @@ def report_html(data: ReportData) -> str:
     )
     if t.unsolved_overflow(data):
         add(f"<p class='note'>... and {t.unsolved_overflow(data):,} more (see the long table).</p>")
+    add(irt_html(data))
     add("</section>")
 
     add("<section id='method'><h2>Method</h2><ul class='method'>")

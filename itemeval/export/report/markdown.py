@@ -5,6 +5,18 @@ from __future__ import annotations
 from itemeval.export.report import tables as t
 from itemeval.export.report.data import ReportData
 from itemeval.export.report.judge_tables import judges_markdown
+from itemeval.irt import report as irt
+
+
+def irt_markdown(data: ReportData) -> list[str]:
+    """The difficulty section's IRT part: suspicious items next to their text."""
+    if data.irt is None:
+        return []
+    out = ["", "### Suspicious items (item response theory)", "", irt.summary_line(data.irt)]
+    rows = irt.flagged_rows(data.irt, t.shorten)
+    if rows:
+        out += ["", irt.NOTE, "", md_table(t.TextTable(irt.HEADER, rows, irt.NUMERIC))]
+    return out
 
 
 def md_table(table: t.TextTable) -> str:
@@ -107,6 +119,8 @@ def report_markdown(data: ReportData) -> str:
     ]
     if t.unsolved_overflow(data):
         out += ["", f"... and {t.unsolved_overflow(data):,} more (see the long table)."]
+
+    out += irt_markdown(data)
 
     out += ["", "## Method", ""] + [f"- {line}" for line in t.METHOD]
     return "\n".join(out) + "\n"

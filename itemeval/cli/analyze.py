@@ -1,0 +1,129 @@
+"""`itemeval analyze irt STUDY`: item response theory on the study's store (docs/irt.md).
+
+Thin: arguments to `Study.irt`, its result to text (or `--json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from itemeval.cli.options import add_output, add_study, print_json, study_from, table
+from itemeval.errors import ExitCode
+
+#: Flagged items printed (all are in `<store>/analysis/irt/items.parquet` and the report).
+MAX_PRINTED = 20
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    analyze = subparsers.add_parser(
+        "analyze", help="analyses of a study's stored results (irt)", description="Analyses."
+    )
+    kinds = analyze.add_subparsers(dest="analysis", metavar="ANALYSIS")
+    irt = kinds.add_parser(
+        "irt",
+        help="fit 1PL and 2PL item response models; flag suspicious items",
+        description="Fit 1PL and 2PL item response models to the headline grader's results "
+        "(epochs as binomial counts): each condition's ability with a 95%% interval, each "
+        "item's difficulty and discrimination with standard errors, held-out log-likelihood, "
+        "and the items that look broken. Writes <store>/analysis/irt/. See docs/irt.md.",
+    )
+    add_study(irt)
+    irt.add_argument("--store", metavar="URL", help="store root (overrides the study's)")
+    irt.add_argument(
+        "--with",
+        dest="with_stores",
+        action="append",
+        default=[],
+        metavar="STORE-URL",
+        help="also fit the conditions of another store where `analyze irt` ran (repeatable); "
+        "items match by dataset, id and content hash",
+    )
+    irt.add_argument(
+        "--condition",
+        action="append",
+        metavar="ID-PREFIX-OR-SLUG",
+        help="only these conditions (repeatable)",
+    )
+    irt.add_argument("--limit", type=int, metavar="N", help="the first N items of each dataset")
+    irt.add_argument("--no-write", action="store_true", help="print only; write no file")
+    add_output(irt)
+    irt.set_defaults(func=cmd_irt)
+    analyze.set_defaults(func=lambda args: _no_analysis(analyze))
+
+
+def _no_analysis(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return int(ExitCode.BAD_INPUT)
+
+
+def _num(value: float, digits: int = 2) -> str:
+    return "n/a" if not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def cmd_irt(args: argparse.Namespace) -> int:
+    result = study_from(args).irt(
+        store=args.store,
+        limit=args.limit,
+        condition=args.condition,
+        with_stores=args.with_stores,
+        write=not args.no_write,
+    )
+    if args.json:
+        print_json(result.to_json())
+        return int(ExitCode.OK)
+    print(
+        f"IRT of {result.study}: {len(result.conditions)} conditions x {len(result.items):,} "
+        f"items, grader {result.grader}, fitted in {result.seconds:.1f} s"
+    )
+    print("\nAbility (2PL, 95% interval; the scale is the fit's: 0 = the conditions' centre)\n")
+    rows = [
+        [
+            c.slug,
+            c.model,
+            _num(c.ability),
+            f"[{_num(c.low)}, {_num(c.high)}]",
+            _num(c.accuracy, 3),
+            f"{c.items:,}",
+            "" if c.store == result.stores[0] else c.store,
+        ]
+        for c in result.conditions
+    ]
+    header = ["condition", "model", "ability", "95% interval", "accuracy", "items", "store"]
+    print(table(rows, header, {2, 4, 5}))
+    if result.held_out is not None:
+        h = result.held_out.per_answer
+        print(
+            f"\nHeld-out log-likelihood per answer ({result.held_out.answers:,} answers left "
+            f"out): accuracy only {h['base']:.4f}, 1PL {h['1pl']:.4f}, 2PL {h['2pl']:.4f} "
+            "(higher is better)"
+        )
+    flagged = result.flagged
+    counts: dict[str, int] = {}
+    for item in flagged:
+        counts[item.flag or ""] = counts.get(item.flag or "", 0) + 1
+    print(
+        f"\nSuspicious items: {len(flagged):,}"
+        + (" (" + ", ".join(f"{k} {v:,}" for k, v in counts.items()) + ")" if counts else "")
+    )
+    shown = sorted(flagged, key=lambda i: (i.flag != "negative discrimination", i.discrimination))
+    rows = [
+        [
+            i.dataset,
+            i.item_id,
+            i.flag or "",
+            f"{i.correct}/{i.trials}",
+            _num(i.discrimination),
+            _num(i.difficulty),
+            (i.input or "")[:60].replace("\n", " "),
+        ]
+        for i in shown[:MAX_PRINTED]
+    ]
+    if rows:
+        header = ["dataset", "item", "flag", "right", "discrim.", "difficulty", "input"]
+        print(table(rows, header, {3, 4, 5}))
+        if len(flagged) > MAX_PRINTED:
+            print(f"... and {len(flagged) - MAX_PRINTED:,} more")
+    if result.written:
+        print(f"\nWritten: {result.written}/ (responses, conditions, items, fit.json)")
+    return int(ExitCode.OK)

@@ -1,0 +1,60 @@
+"""`itemeval view`: the study's store in a local, read-only web viewer (`itemeval.view`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from itemeval.cli.options import add_study, study_from
+from itemeval.errors import ExitCode
+
+#: `itemeval.view.DEFAULT_PORT`, not imported here: every command would pay for the import.
+DEFAULT_PORT = 8700
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "view",
+        help="browse the study's answers in a local, read-only web viewer",
+        description="Serve a read-only web viewer over the study's store (local or S3): the "
+        "leaderboard with intervals, coverage, cost and errors; the items with filters; each "
+        "item's prompt and every condition's answers with their grades; two conditions side "
+        "by side. It follows a run under way. It listens on 127.0.0.1 unless --host names "
+        "another address, which then requires a token. See docs/results.md.",
+    )
+    add_study(parser)
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any)"
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1); any other requires a token",
+    )
+    parser.add_argument(
+        "--token", help="the token another --host requires (default: generated and printed)"
+    )
+    parser.add_argument("--no-open", action="store_true", help="do not open a browser")
+    parser.add_argument("--store", metavar="URL", help="store root (overrides the study's)")
+    parser.add_argument(
+        "--condition",
+        action="append",
+        metavar="ID-PREFIX-OR-SLUG",
+        help="only these conditions (repeatable; a glob selects every match)",
+    )
+    parser.add_argument(
+        "--limit", type=int, metavar="N", help="the first N items of each dataset, as in the run"
+    )
+    parser.set_defaults(func=cmd_view)
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    study_from(args).view(
+        store=args.store,
+        limit=args.limit,
+        condition=args.condition,
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        open_browser=not args.no_open,
+    )
+    return int(ExitCode.OK)

@@ -1,0 +1,121 @@
+"""The report's IRT part: items an item response model finds suspicious, next to their text.
+
+`irt_section(plan)` fits the study's own store (nothing written) when it has at least
+`MIN_CONDITIONS` conditions with graded answers, and returns an `IrtSection` the report's
+difficulty section renders with `flagged_rows`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from itemeval.errors import InputError
+from itemeval.irt.analysis import ItemParameters, analyze_irt
+from itemeval.planning import Plan
+
+if TYPE_CHECKING:
+    from itemeval.export.table.cells import StudyCells
+
+#: Fewer conditions than this and discriminations mean little: the section says so.
+MIN_CONDITIONS = 3
+#: Flagged items listed in the report (the rest are counted).
+MAX_LISTED = 30
+FLAG_ORDER = ("negative discrimination", "near-zero discrimination", "none right", "all right")
+
+HEADER = [
+    "dataset",
+    "item",
+    "flag",
+    "right / answers",
+    "discrimination (SE)",
+    "difficulty (SE)",
+    "input",
+    "target",
+]
+NUMERIC = {3, 4, 5}
+NOTE = (
+    "A 2PL item response model fitted to the headline grader's results (docs/irt.md). "
+    "Negative or near-zero discrimination: strong conditions do no better than weak ones, "
+    "often a wrong target or an ambiguous question. Items every answer got right, or none, "
+    "tell conditions apart not at all."
+)
+
+
+@dataclass(frozen=True)
+class IrtSection:
+    conditions: int
+    items: int
+    counts: dict[str, int]  # flag -> items
+    flagged: list[ItemParameters]  # the listed ones, worst first
+    note: str | None = None  # why nothing was fitted
+
+
+def irt_section(plan: Plan, cells: StudyCells | None = None) -> IrtSection:
+    """The flagged items of the plan's store (see the module doc); `cells` the report read."""
+    try:
+        result = analyze_irt(plan, write=False, held_out=False, cells=cells)
+    except InputError as exc:
+        return IrtSection(0, 0, {}, [], note=str(exc.problems[0].message))
+    conditions = sum(1 for c in result.conditions if c.items)
+    if conditions < MIN_CONDITIONS:
+        return IrtSection(
+            conditions,
+            len(result.items),
+            {},
+            [],
+            note=f"{conditions} conditions: too few for item response theory (at least "
+            f"{MIN_CONDITIONS})",
+        )
+    flagged = result.flagged
+    counts = {f: sum(1 for i in flagged if i.flag == f) for f in FLAG_ORDER}
+    ordered = sorted(
+        (i for i in flagged if "discrimination" in (i.flag or "")),
+        key=lambda i: i.discrimination,
+    )
+    return IrtSection(
+        conditions=conditions,
+        items=len(result.items),
+        counts={k: v for k, v in counts.items() if v},
+        flagged=ordered[:MAX_LISTED],
+    )
+
+
+def _se(value: float, se: float) -> str:
+    if not math.isfinite(value):
+        return "n/a"
+    return f"{value:.2f} ({se:.2f})" if math.isfinite(se) else f"{value:.2f}"
+
+
+def flagged_rows(section: IrtSection, shorten: object) -> list[list[str]]:
+    """Rows under `HEADER` (`shorten(text, limit)` trims the item's text)."""
+    cut = shorten  # the report's own trimming
+    return [
+        [
+            i.dataset,
+            i.item_id,
+            i.flag or "",
+            f"{i.correct:,} / {i.trials:,}",
+            _se(i.discrimination, i.discrimination_se),
+            _se(i.difficulty, i.difficulty_se),
+            cut(i.input),  # type: ignore[operator]
+            cut(i.target, 60),  # type: ignore[operator]
+        ]
+        for i in section.flagged
+    ]
+
+
+def summary_line(section: IrtSection) -> str:
+    if section.note:
+        return f"Item response theory: not fitted ({section.note})."
+    if not section.counts:
+        return (
+            f"Item response theory ({section.conditions} conditions x {section.items:,} items): "
+            "no suspicious item."
+        )
+    parts = ", ".join(f"{v:,} {k}" for k, v in section.counts.items())
+    return (
+        f"Item response theory ({section.conditions} conditions x {section.items:,} items) "
+        f"flags: {parts}."
+    )

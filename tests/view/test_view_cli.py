@@ -1,0 +1,84 @@
+"""`itemeval view` on the command line and `Study.view()`: the server starts on the study's
+store, answers on 127.0.0.1, and a port already taken is a clear error (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.request
+
+from itemeval.api import Study
+from itemeval.cli.main import main
+from itemeval.cli.view import DEFAULT_PORT
+from itemeval.planning import Plan
+from itemeval.view import DEFAULT_PORT as VIEW_PORT
+
+
+def test_study_view_serves_the_store(study_plan: Plan) -> None:
+    assert DEFAULT_PORT == VIEW_PORT
+    study = Study(study_plan.study)
+    server = study.view(port=0, open_browser=False, block=False)
+    try:
+        assert server.url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(server.url + "api/version", timeout=10) as response:
+            payload = json.load(response)
+        assert payload["solutions"] == study_plan.store.read_solutions(None, ["epoch"]).num_rows
+    finally:
+        server.stop()
+
+
+def test_port_in_use_is_bad_input(study_plan: Plan, capsys) -> None:  # type: ignore[no-untyped-def]
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        port = taken.getsockname()[1]
+        code = main(["view", str(study_plan.study.path), "--port", str(port), "--no-open"])
+    finally:
+        taken.close()
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"127.0.0.1:{port}" in err and "--port 0" in err
+
+
+def test_overview_leaderboard_is_the_reports(study_plan: Plan) -> None:
+    """The overview ranks from the index's per-item counts; the report from group-bys over the
+    grades: the same conditions, order, accuracies and intervals."""
+    from itemeval.export.report.summary import Bootstrap, leaderboard
+    from itemeval.view.index import build_index
+    from itemeval.view.queries import ranked
+
+    index = build_index(study_plan)
+    bootstrap = Bootstrap(resamples=300, seed=3)
+    ours, report = ranked(index, bootstrap), leaderboard(index.cells, bootstrap)
+    assert ours == report
+    assert len(ours.conditions) == 6 and len(ours.models) == 3
+    assert all(len(line.accuracy) == 2 for line in ours.conditions)
+
+
+def test_index_of_a_compacted_store_is_the_same(study_plan: Plan, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A compacted grade partition (one file for every condition) is read at once; a run's
+    fragments one condition at a time: the same rows, counts and texts either way."""
+    import shutil
+
+    import numpy as np
+
+    from itemeval.planning import make_plan
+    from itemeval.store import StudyStore, compact
+    from itemeval.view.answers import item_detail
+    from itemeval.view.index import build_index
+
+    copy = tmp_path / "store"
+    shutil.copytree(study_plan.store.root.path, copy)
+    compact(StudyStore.open(str(copy)))
+    compacted = make_plan(study_plan.study, store_url=str(copy), with_pending=False)
+    before, after = build_index(study_plan), build_index(compacted)
+    assert all(len(w.fragments) == 1 for w in after.grade_where)
+    for name in ("correct_by_grade", "graded_by_grade", "errors", "parse_failures", "disagree"):
+        assert np.array_equal(getattr(before, name), getattr(after, name)), name
+    item_id = before.item_ids[3].as_py()
+    texts = [
+        [(a.key, a.fields["text"], [g.fields["judge_text"] for g in a.grades]) for a in i.answers]
+        for i in (item_detail(before, item_id), item_detail(after, item_id))
+    ]
+    assert texts[0] == texts[1] and len(texts[0]) == 6 * study_plan.design.epochs
