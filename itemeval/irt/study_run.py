@@ -1,0 +1,325 @@
+"""Adaptive conditions in a study run: rounds of ordinary runs over items `adaptive.py` chooses.
+
+A model entry with `adaptive:` (`config.models.Adaptive`) makes its generate conditions
+adaptive. `itemeval run` then does:
+
+1. an ordinary run of every other condition (the adaptive ones narrowed to no item);
+2. a bank per adaptive condition: the 2PL fitted (`fit.py`) to the calibrating conditions'
+   graded answers (this study's other conditions, or another store's `analysis/irt/
+   responses.parquet`), items matched by dataset and id (and content hash for another store),
+   strata the datasets;
+3. rounds: each unfinished condition's next shard (`Adaptive.next_shard`, seeded), then one
+   ordinary run (generate and grade) with the adaptive conditions narrowed to the items chosen
+   so far (`RunOptions.only_items` -> `planning.restrict_plan`), then the headline grader's
+   grades of the new items read from the store (`study_responses`) and recorded; until every
+   condition is `done` (target SE or `max_share`).
+
+Each round is an ordinary run: resume (keys, manifests), the cap (one allowance over the rounds,
+as a pilot's), the response cache and the batch tier hold because the cells are ordinary cells.
+Running the command again replays the rounds from the stored answers (the same seed chooses the
+same shards; stored cells make no call). Items not chosen stay pending: `run --no-adaptive`
+(or the study without `adaptive:`) runs them and reuses every answer already stored.
+
+The result, per condition: the ability and the predicted full-benchmark accuracy with its 95%
+interval, labelled a prediction, in the run's message and `<store>/analysis/irt/adaptive.json`
+(the report shows it). A bank too thin to trust (fewer than `MIN_CALIBRATION` calibrating
+conditions, or items no calibrating condition answered) gives a stratified random sample and
+its ordinary interval instead, and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from itemeval.config import StudyConfig
+from itemeval.config.models import Adaptive as AdaptiveConfig
+from itemeval.irt.adaptive import MIN_CALIBRATION, Adaptive, Bank
+from itemeval.irt.analysis import ANALYSIS_DIR, item_hashes, other_responses, study_responses
+from itemeval.irt.fit import fit_irt
+from itemeval.planning import Plan, make_plan
+from itemeval.storage import resolve
+
+ADAPTIVE_FILE = "adaptive.json"
+LABEL = (
+    "predicted full-benchmark accuracy (a prediction from the items answered, not a measurement)"
+)
+
+
+@dataclass(frozen=True)
+class AdaptiveResult:
+    condition: str
+    slug: str
+    model: str
+    method: str  # "irt" | "sample"
+    ability: float | None
+    ability_se: float | None
+    predicted: float
+    low: float
+    high: float
+    answered: int
+    items: int
+    calibrated_by: int
+    note: str
+    label: str = LABEL
+
+    @property
+    def share(self) -> float:
+        return self.answered / self.items if self.items else 0.0
+
+    def line(self) -> str:
+        how = (
+            f"ability {self.ability:+.2f} (SE {self.ability_se:.2f}), IRT on "
+            f"{self.calibrated_by} calibrating conditions"
+            if self.method == "irt"
+            else f"stratified random sample ({self.note})"
+        )
+        return (
+            f"Adaptive {self.slug}: {self.answered:,} of {self.items:,} items "
+            f"({self.share:.0%}); predicted full accuracy {self.predicted:.1%} "
+            f"(95% interval {self.low:.1%}-{self.high:.1%}), a prediction; {how}"
+        )
+
+
+def adaptive_conditions(plan: Plan) -> dict[str, AdaptiveConfig]:
+    """The plan's generate conditions whose model entry has `adaptive:`."""
+    found: dict[str, AdaptiveConfig] = {}
+    for cond in plan.design.generate:
+        for entry in plan.study.models:
+            if entry.adaptive and entry.id == cond.model_id and entry.endpoint == cond.endpoint:
+                found[cond.id] = entry.adaptive
+    return found
+
+
+def run_adaptive(
+    study: StudyConfig, options: Any, run: Callable[..., Any], *, executor_factory: Any = None
+) -> Any:
+    """The study's run with its adaptive conditions run adaptively (see the module doc)."""
+    plan = make_plan(
+        study,
+        store_url=options.store_url,
+        limit=options.limit,
+        condition=options.condition,
+        with_pending=False,
+    )
+    wanted = adaptive_conditions(plan)
+    if not wanted:
+        return run(study, replace(options, adaptive=False), executor_factory=executor_factory)
+    spent = options.spent_before
+
+    def round_(only: dict[str, list[str]], note: str) -> Any:
+        nonlocal spent
+        outcome = run(
+            study,
+            replace(options, only_items=only, spent_before=spent, command=options.command + note),
+            executor_factory=executor_factory,
+        )
+        spent += outcome.spent_usd if outcome.status != "nothing_to_do" else 0.0
+        return outcome
+
+    last = round_({c: [] for c in wanted}, "")  # every other condition, whole
+    if last.status not in ("completed", "nothing_to_do"):
+        return last
+    plan = make_plan(
+        study,
+        store_url=options.store_url,
+        limit=options.limit,
+        condition=options.condition,
+        with_pending=False,
+    )
+    ids = plan.items.column("item_id").to_pylist()
+    runs = {c: _start(plan, c, cfg, wanted) for c, cfg in wanted.items()}
+    chosen: dict[str, dict[int, None]] = {c: {} for c in wanted}
+    rounds = 0
+    while True:
+        shards = {c: r.next_shard() for c, r in runs.items() if not r.done}
+        # an item chosen before and still not graded (its calls failed) is not chosen again
+        shards = {
+            c: np.array([i for i in s if i not in chosen[c]], np.int64) for c, s in shards.items()
+        }
+        shards = {c: s for c, s in shards.items() if len(s)}
+        if not shards:
+            break
+        rounds += 1
+        for c, s in shards.items():
+            chosen[c].update(dict.fromkeys(int(i) for i in s))
+        only = {c: [ids[i] for i in chosen[c]] for c in wanted}
+        last = round_(only, f" (adaptive round {rounds})")
+        if last.status not in ("completed", "nothing_to_do"):
+            return last
+        answers = _answers(plan, list(shards))
+        for c, s in shards.items():
+            correct, trials = answers.get(c, ({}, {}))
+            items = np.array([i for i in s if trials.get(ids[i])], dtype=np.int64)
+            if not len(items):  # nothing graded (the calls failed): left pending
+                continue
+            runs[c].record(
+                items,
+                np.array([correct[ids[i]] for i in items], dtype=np.float64),
+                np.array([trials[ids[i]] for i in items], dtype=np.float64),
+            )
+    results = [_result(plan, c, r) for c, r in runs.items()]
+    _write(plan, results)
+    lines = "\n".join(r.line() for r in results)
+    last.message = f"{last.message}\n{lines}" if last.message else lines
+    return last
+
+
+def _start(plan: Plan, condition: str, cfg: AdaptiveConfig, wanted: dict) -> Adaptive:
+    items = plan.items
+    n = items.num_rows
+    datasets = items.column("dataset").to_pylist()
+    names = sorted(set(datasets))
+    strata = np.array([names.index(d) for d in datasets], dtype=np.int64)
+    responses = _calibrating(plan, cfg, set(wanted))
+    conditions = sorted(set(zip(responses["store"], responses["condition"], strict=True)))
+    row_of = {k: r for r, k in enumerate(conditions)}
+    col_of = {i: c for c, i in enumerate(items.column("item_id").to_pylist())}
+    correct = np.zeros((max(len(conditions), 1), n))
+    trials = np.zeros_like(correct)
+    for s, c, i, k, t in zip(
+        responses["store"],
+        responses["condition"],
+        responses["item_id"],
+        responses["correct"],
+        responses["trials"],
+        strict=True,
+    ):
+        if i in col_of:
+            correct[row_of[(s, c)], col_of[i]] += k
+            trials[row_of[(s, c)], col_of[i]] += t
+    by = len(conditions)
+    uncovered = int((trials.sum(0) == 0).sum())
+    if by >= MIN_CALIBRATION and not uncovered:
+        one = fit_irt(correct, trials, "1pl")
+        two = fit_irt(correct, trials, "2pl", start=one)
+        a, d = two.a, two.d
+    else:
+        a, d = np.ones(n), np.zeros(n)
+        by = min(by, MIN_CALIBRATION - 1) if uncovered else by  # thin: never trusted
+    bank = Bank(a=a, d=d, strata=strata, calibrated_by=by)
+    size = cfg.shard_size or max(10, math.ceil(0.05 * n))
+    run = Adaptive(bank, cfg.target_se, cfg.max_share, size, seed=cfg.seed)
+    run.uncovered = uncovered  # type: ignore[attr-defined]
+    run.calibrators = len(conditions)  # type: ignore[attr-defined]
+    return run
+
+
+def _calibrating(plan: Plan, cfg: AdaptiveConfig, adaptive: set[str]) -> dict[str, list]:
+    """The calibrating conditions' responses (columns as lists), the adaptive ones left out."""
+    if cfg.calibration == "study":
+        table, _, _ = study_responses(plan, hashed=False)
+    else:
+        url = cfg.calibration
+        table = other_responses(resolve(url, plan.study.options_by_url(url).for_url(url)))
+        texts = dict(zip(*_hashes(plan), strict=True))  # items match by id and content
+        same = [
+            texts.get(i) == h
+            for i, h in zip(
+                table["item_id"].to_pylist(), table["item_hash"].to_pylist(), strict=True
+            )
+        ]
+        table = table.filter(pa.array(same))
+    table = table.filter(pc.invert(pc.is_in(table.column("condition"), pa.array(list(adaptive)))))
+    return {name: table.column(name).to_pylist() for name in table.column_names}
+
+
+def _hashes(plan: Plan) -> tuple[list[str], list[str]]:
+    from itemeval.export.table.fetch import ItemFetcher
+
+    snapshots = {d.name: d.snapshot for d in plan.datasets if d.snapshot is not None}
+    ids = plan.items.column("item_id")
+    texts = ItemFetcher(plan.items, snapshots, ["input", "target"]).take(ids)
+    hashes = item_hashes(texts.column("input").to_pylist(), texts.column("target").to_pylist())
+    return ids.to_pylist(), hashes
+
+
+def _answers(plan: Plan, conditions: list[str]) -> dict[str, tuple[dict, dict]]:
+    """Right answers and graded answers per item of each condition, under the headline grader."""
+    table, _, _ = study_responses(plan, hashed=False)
+    table = table.filter(pc.is_in(table.column("condition"), pa.array(conditions)))
+    out: dict[str, tuple[dict, dict]] = {c: ({}, {}) for c in conditions}
+    for c, i, k, t in zip(
+        table.column("condition").to_pylist(),
+        table.column("item_id").to_pylist(),
+        table.column("correct").to_pylist(),
+        table.column("trials").to_pylist(),
+        strict=True,
+    ):
+        out[c][0][i] = k
+        out[c][1][i] = t
+    return out
+
+
+def _result(plan: Plan, condition: str, run: Adaptive) -> AdaptiveResult:
+    cond = next(c for c in plan.design.generate if c.id == condition)
+    est = run.last
+    bank = run.bank
+    if bank.usable:
+        note = ""
+    elif run.uncovered:  # type: ignore[attr-defined]
+        note = f"{run.uncovered} item(s) no calibrating condition answered"  # type: ignore[attr-defined]
+    else:
+        note = (
+            f"calibration too thin: {run.calibrators} calibrating condition(s), "  # type: ignore[attr-defined]
+            f"an IRT prediction needs {MIN_CALIBRATION}"
+        )
+    if est is None:
+        return AdaptiveResult(
+            condition,
+            cond.slug,
+            cond.model_id,
+            "none",
+            None,
+            None,
+            math.nan,
+            math.nan,
+            math.nan,
+            0,
+            bank.size,
+            run.calibrators,
+            note or "no item graded",  # type: ignore[attr-defined]
+        )
+    low, high = est.interval
+    irt = est.method == "irt"
+    return AdaptiveResult(
+        condition=condition,
+        slug=cond.slug,
+        model=cond.model_id,
+        method="irt" if irt else "sample",
+        ability=est.ability if irt else None,
+        ability_se=est.ability_se if irt else None,
+        predicted=est.predicted,
+        low=low,
+        high=high,
+        answered=int(run.answered.sum()),
+        items=bank.size,
+        calibrated_by=run.calibrators,  # type: ignore[attr-defined]
+        note=note,
+    )
+
+
+def _write(plan: Plan, results: list[AdaptiveResult]) -> None:
+    folder = plan.store.root.join(ANALYSIS_DIR)
+    folder.makedirs()
+    data = {
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "conditions": [{**asdict(r), "share": r.share} for r in results],
+    }
+    folder.join(ADAPTIVE_FILE).write_atomic(json.dumps(data, indent=2).encode("utf-8"))
+
+
+def read_adaptive(plan: Plan) -> list[dict[str, Any]]:
+    """The adaptive results stored in the plan's store (empty when there are none)."""
+    source = plan.store.root.join(ANALYSIS_DIR, ADAPTIVE_FILE)
+    if not source.exists():
+        return []
+    return list(json.loads(source.read_bytes())["conditions"])

@@ -1,0 +1,81 @@
+"""An adaptive condition in a study run (in-process simulator): the demo's weakest model answers
+at most 30% of its items, its predicted full accuracy holds the full run's, and the later full
+run pays only for the items it did not answer."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow.compute as pc
+
+from itemeval.config import load_study
+from itemeval.irt.analysis import study_responses
+from itemeval.irt.study_run import read_adaptive
+from itemeval.planning import make_plan
+from itemeval.runtime.driver import run_study
+from tests.export.export_studies import DEMO, INLINE, write_study
+
+ADAPTIVE = {"max_share": 0.3, "target_se": 0.03, "seed": 0}
+
+
+def demo_study(folder: Path, models: list[str]) -> Path:
+    data = {
+        **{k: v for k, v in DEMO.items() if k != "graders"},
+        "endpoints": {"sim": {"kind": "sim", "max_concurrency": 64}},
+        # the verifiable scorer only (capitals-short needs a judge): fast
+        "datasets": [d for d in DEMO["datasets"] if d["name"] != "capitals-short"],
+        "facets": {"prompt": DEMO["facets"]["prompt"], "replications": 1, "scorer": ["auto"]},
+        "models": [
+            {"id": f"sim/{m}", "endpoint": "sim", "name": m}
+            | ({"adaptive": ADAPTIVE} if m == "weak" else {})
+            for m in models
+        ],
+    }
+    return write_study(folder, data)
+
+
+def accuracy_of(path: Path) -> dict[str, tuple[float, int]]:
+    table, _, _ = study_responses(make_plan(load_study(path), with_pending=False), hashed=False)
+    out = {}
+    for slug in set(table.column("slug").to_pylist()):
+        rows = table.filter(pc.equal(table.column("slug"), slug))
+        k, n = pc.sum(rows.column("correct")).as_py(), pc.sum(rows.column("trials")).as_py()
+        out[slug] = (k / n, rows.num_rows)
+    return out
+
+
+def check_adaptive_then_full(path: Path, method: str) -> None:
+    study = load_study(path)
+    items = make_plan(study, with_pending=False).items.num_rows
+    first = run_study(study, INLINE)
+    assert first.status == "completed", first.message
+    assert "a prediction" in first.message
+    results = {r["slug"]: r for r in read_adaptive(make_plan(study, with_pending=False))}
+    answered = accuracy_of(path)
+    weak = [s for s in answered if s.startswith("weak")]
+    assert len(weak) == 2 and set(results) == set(weak)
+    for slug in weak:
+        used = answered[slug][1]  # items with a stored grade: physical truth, not the summary
+        assert results[slug]["answered"] == used <= 0.3 * items
+        assert results[slug]["method"] == method
+    # the later full run answers the rest, and only the rest (every paid answer reused)
+    full = run_study(study, replace(INLINE, adaptive=False))
+    assert full.status == "completed", full.message
+    paid = sum(answered[s][1] for s in weak)
+    assert full.stages["generate"].counts.planned == 2 * items - paid
+    after = accuracy_of(path)
+    for slug in weak:
+        accuracy, n = after[slug]
+        assert n == items
+        assert results[slug]["low"] <= accuracy <= results[slug]["high"], (slug, accuracy)
+
+
+def test_the_demos_weakest_model_adaptively_then_fully(tmp_path: Path):
+    # 4 calibrating conditions (strong, medium x 2 prompts): too thin, a stratified sample
+    check_adaptive_then_full(demo_study(tmp_path, ["strong", "medium", "weak"]), "sample")
+
+
+def test_with_enough_calibrating_conditions_the_prediction_is_irts(tmp_path: Path):
+    # 6 calibrating conditions (strong, medium, judge x 2 prompts): the 2PL bank is used
+    check_adaptive_then_full(demo_study(tmp_path, ["strong", "medium", "judge", "weak"]), "irt")
