@@ -317,6 +317,46 @@ def _write(plan: Plan, results: list[AdaptiveResult]) -> None:
     folder.join(ADAPTIVE_FILE).write_atomic(json.dumps(data, indent=2).encode("utf-8"))
 
 
+def adaptive_costs(plan: Plan) -> list[dict[str, Any]]:
+    """Per adaptive condition: what its remaining cells cost in a full run and, at most, in an
+    adaptive one (`max_share` of the items, less those answered), from the plan's estimate.
+    The grade lines' cost is shared evenly among the generate conditions they grade."""
+    wanted = adaptive_conditions(plan)
+    lines = plan.estimate.lines
+    gens = max(1, len(plan.design.generate))
+    grading = sum(line.remaining_usd for line in lines if line.stage == "grade") / gens
+    out = []
+    for line in lines:
+        cfg = wanted.get(line.condition_id)
+        if line.stage != "generate" or cfg is None:
+            continue
+        full = line.remaining_usd + grading
+        done = line.cells - line.remaining_cells
+        left = max(0.0, cfg.max_share * line.cells - done)
+        share = min(1.0, left / line.remaining_cells) if line.remaining_cells else 0.0
+        out.append(
+            {
+                "condition": line.condition,
+                "max_share": cfg.max_share,
+                "cells": line.cells,
+                "full_remaining_usd": full,
+                "adaptive_remaining_usd": full * share,
+                "adaptive_remaining_cells": round(line.remaining_cells * share),
+            }
+        )
+    return out
+
+
+def render_adaptive_costs(costs: list[dict[str, Any]]) -> str:
+    return "\n".join(
+        f"Adaptive {c['condition']}: at most {c['max_share']:.0%} of its items, "
+        f"~${c['adaptive_remaining_usd']:,.4f} ({c['adaptive_remaining_cells']:,} cells) "
+        f"beside ~${c['full_remaining_usd']:,.4f} for the full run (its grading included; "
+        "it stops earlier when the prediction is precise enough)"
+        for c in costs
+    )
+
+
 def read_adaptive(plan: Plan) -> list[dict[str, Any]]:
     """The adaptive results stored in the plan's store (empty when there are none)."""
     source = plan.store.root.join(ANALYSIS_DIR, ADAPTIVE_FILE)

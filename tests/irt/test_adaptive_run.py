@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
+from itemeval.api import Study
 from itemeval.config import load_study
 from itemeval.irt.analysis import study_responses
 from itemeval.irt.study_run import read_adaptive
@@ -48,6 +49,11 @@ def accuracy_of(path: Path) -> dict[str, tuple[float, int]]:
 def check_adaptive_then_full(path: Path, method: str) -> None:
     study = load_study(path)
     items = make_plan(study, with_pending=False).items.num_rows
+    costs = Study.from_yaml(path).estimate().adaptive  # what `itemeval estimate` prints
+    assert len(costs) == 2
+    for cost in costs:  # 30% of the items: 30% of the full run's cost
+        assert cost["adaptive_remaining_cells"] == round(0.3 * items)
+        assert 0 < cost["adaptive_remaining_usd"] <= 0.31 * cost["full_remaining_usd"]
     first = run_study(study, INLINE)
     assert first.status == "completed", first.message
     assert "a prediction" in first.message
