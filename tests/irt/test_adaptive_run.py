@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from itemeval.api import Study
 from itemeval.config import load_study
+from itemeval.export import write_report
 from itemeval.irt.analysis import study_responses
 from itemeval.irt.study_run import read_adaptive
 from itemeval.planning import make_plan
@@ -58,6 +59,9 @@ def check_adaptive_then_full(path: Path, method: str) -> None:
     assert first.status == "completed", first.message
     assert "a prediction" in first.message
     results = {r["slug"]: r for r in read_adaptive(make_plan(study, with_pending=False))}
+    report = write_report(make_plan(study, with_pending=False), str(path.parent / "report"))
+    page = Path(report.markdown).read_text()
+    assert "### Adaptive runs: predicted accuracy" in page and "A prediction, not a" in page
     answered = accuracy_of(path)
     weak = [s for s in answered if s.startswith("weak")]
     assert len(weak) == 2 and set(results) == set(weak)
