@@ -42,8 +42,15 @@ import pyarrow.compute as pc
 
 from itemeval.config import StudyConfig
 from itemeval.config.models import Adaptive as AdaptiveConfig
+from itemeval.errors import InputError, Problem
 from itemeval.irt.adaptive import MIN_CALIBRATION, Adaptive, Bank
-from itemeval.irt.analysis import ANALYSIS_DIR, item_hashes, other_responses, study_responses
+from itemeval.irt.analysis import (
+    ANALYSIS_DIR,
+    RESPONSES_FILE,
+    item_hashes,
+    other_responses,
+    study_responses,
+)
 from itemeval.irt.fit import fit_irt
 from itemeval.planning import Plan, make_plan
 from itemeval.storage import resolve
@@ -113,6 +120,7 @@ def run_adaptive(
     wanted = adaptive_conditions(plan)
     if not wanted:
         return run(study, replace(options, adaptive=False), executor_factory=executor_factory)
+    _check_calibrations(study)  # before anything is spent
     spent = options.spent_before
 
     def round_(only: dict[str, list[str]], note: str) -> Any:
@@ -128,13 +136,8 @@ def run_adaptive(
     last = round_({c: [] for c in wanted}, "")  # every other condition, whole
     if last.status not in ("completed", "nothing_to_do"):
         return last
-    plan = make_plan(
-        study,
-        store_url=options.store_url,
-        limit=options.limit,
-        condition=options.condition,
-        with_pending=False,
-    )
+    # every condition (not only the selected ones): the calibrating conditions are read from it
+    plan = make_plan(study, store_url=options.store_url, limit=options.limit, with_pending=False)
     ids = plan.items.column("item_id").to_pylist()
     runs = {c: _start(plan, c, cfg, wanted) for c, cfg in wanted.items()}
     chosen: dict[str, dict[int, None]] = {c: {} for c in wanted}
@@ -171,6 +174,27 @@ def run_adaptive(
     lines = "\n".join(r.line() for r in results)
     last.message = f"{last.message}\n{lines}" if last.message else lines
     return last
+
+
+def _check_calibrations(study: StudyConfig) -> None:
+    """Another store named as a calibration must hold `analyze irt`'s responses."""
+    for number, entry in enumerate(study.models):
+        url = entry.adaptive.calibration if entry.adaptive else "study"
+        if url == "study":
+            continue
+        source = resolve(url, study.options_by_url(url).for_url(url)).join(
+            ANALYSIS_DIR, RESPONSES_FILE
+        )
+        if not source.exists():
+            raise InputError(
+                Problem(
+                    f"the calibration {url} holds no {ANALYSIS_DIR}/{RESPONSES_FILE}",
+                    field=f"models[{number}].adaptive.calibration",
+                    hint="run `itemeval analyze irt` on that store's study first, or use "
+                    "`calibration: study` (this study's other conditions)",
+                    file=str(study.path) if study.path else None,
+                )
+            )
 
 
 def _start(plan: Plan, condition: str, cfg: AdaptiveConfig, wanted: dict) -> Adaptive:

@@ -8,9 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.compute as pc
+import pytest
 
 from itemeval.api import Study
 from itemeval.config import load_study
+from itemeval.errors import InputError
 from itemeval.export import write_report
 from itemeval.irt.analysis import study_responses
 from itemeval.irt.study_run import read_adaptive
@@ -21,7 +23,7 @@ from tests.export.export_studies import DEMO, INLINE, write_study
 ADAPTIVE = {"max_share": 0.3, "target_se": 0.03, "seed": 0}
 
 
-def demo_study(folder: Path, models: list[str]) -> Path:
+def demo_study(folder: Path, models: list[str], **adaptive: object) -> Path:
     data = {
         **{k: v for k, v in DEMO.items() if k != "graders"},
         "endpoints": {"sim": {"kind": "sim", "max_concurrency": 64}},
@@ -30,7 +32,7 @@ def demo_study(folder: Path, models: list[str]) -> Path:
         "facets": {"prompt": DEMO["facets"]["prompt"], "replications": 1, "scorer": ["auto"]},
         "models": [
             {"id": f"sim/{m}", "endpoint": "sim", "name": m}
-            | ({"adaptive": ADAPTIVE} if m == "weak" else {})
+            | ({"adaptive": ADAPTIVE | adaptive} if m == "weak" else {})
             for m in models
         ],
     }
@@ -47,7 +49,7 @@ def accuracy_of(path: Path) -> dict[str, tuple[float, int]]:
     return out
 
 
-def check_adaptive_then_full(path: Path, method: str) -> None:
+def check_adaptive_then_full(path: Path, method: str, again: str | None = None) -> None:
     study = load_study(path)
     items = make_plan(study, with_pending=False).items.num_rows
     costs = Study.from_yaml(path).estimate().adaptive  # what `itemeval estimate` prints
@@ -69,6 +71,11 @@ def check_adaptive_then_full(path: Path, method: str) -> None:
         used = answered[slug][1]  # items with a stored grade: physical truth, not the summary
         assert results[slug]["answered"] == used <= 0.3 * items
         assert results[slug]["method"] == method
+    # resume: the same command again replays the rounds from the stored answers, calls nothing
+    # (also with `--condition` naming only the adaptive ones: the calibration is still read)
+    rerun = run_study(study, replace(INLINE, condition=again))
+    assert rerun.status == "nothing_to_do" and rerun.message.endswith(first.message[-200:])
+    assert read_adaptive(make_plan(study, with_pending=False)) == list(results.values())
     # the later full run answers the rest, and only the rest (every paid answer reused)
     full = run_study(study, replace(INLINE, adaptive=False))
     assert full.status == "completed", full.message
@@ -88,4 +95,14 @@ def test_the_demos_weakest_model_adaptively_then_fully(tmp_path: Path):
 
 def test_with_enough_calibrating_conditions_the_prediction_is_irts(tmp_path: Path):
     # 6 calibrating conditions (strong, medium, judge x 2 prompts): the 2PL bank is used
-    check_adaptive_then_full(demo_study(tmp_path, ["strong", "medium", "judge", "weak"]), "irt")
+    path = demo_study(tmp_path, ["strong", "medium", "judge", "weak"])
+    check_adaptive_then_full(path, "irt", again="weak*")
+
+
+def test_a_calibration_store_without_responses_is_refused_before_anything_runs(tmp_path: Path):
+    path = demo_study(tmp_path, ["strong", "weak"], calibration=str(tmp_path / "elsewhere"))
+    with pytest.raises(InputError) as caught:
+        run_study(load_study(path), INLINE)
+    problem = caught.value.problems[0]
+    assert problem.field == "models[1].adaptive.calibration" and "analyze irt" in problem.hint
+    assert not (tmp_path / "store").exists()  # nothing written
