@@ -7,7 +7,7 @@ adaptive. `itemeval run` then does:
 2. a bank per adaptive condition: the 2PL fitted (`fit.py`) to the calibrating conditions'
    graded answers (this study's other conditions, or another store's `analysis/irt/
    responses.parquet`), items matched by dataset and id (and content hash for another store),
-   strata the datasets;
+   strata the datasets (and the subject an item's metadata names);
 3. rounds: each unfinished condition's next shard (`Adaptive.next_shard`, seeded), then one
    ordinary run (generate and grade) with the adaptive conditions narrowed to the items chosen
    so far (`RunOptions.only_items` -> `planning.restrict_plan`), then the headline grader's
@@ -171,7 +171,14 @@ def run_adaptive(
             )
     results = [_result(plan, c, r) for c, r in runs.items()]
     _write(plan, results)
-    lines = "\n".join(r.line() for r in results)
+    lines = "\n".join(
+        [
+            f"Adaptive: {rounds} round(s) after the other conditions, "
+            f"${spent - options.spent_before:,.4f} spent by this command (the line above: the "
+            "last round)",
+            *(r.line() for r in results),
+        ]
+    )
     last.message = f"{last.message}\n{lines}" if last.message else lines
     return last
 
@@ -200,9 +207,7 @@ def _check_calibrations(study: StudyConfig) -> None:
 def _start(plan: Plan, condition: str, cfg: AdaptiveConfig, wanted: dict) -> Adaptive:
     items = plan.items
     n = items.num_rows
-    datasets = items.column("dataset").to_pylist()
-    names = sorted(set(datasets))
-    strata = np.array([names.index(d) for d in datasets], dtype=np.int64)
+    strata = _strata(plan)
     responses = _calibrating(plan, cfg, set(wanted))
     conditions = sorted(set(zip(responses["store"], responses["condition"], strict=True)))
     row_of = {k: r for r, k in enumerate(conditions)}
@@ -235,6 +240,30 @@ def _start(plan: Plan, condition: str, cfg: AdaptiveConfig, wanted: dict) -> Ada
     run.uncovered = uncovered  # type: ignore[attr-defined]
     run.calibrators = len(conditions)  # type: ignore[attr-defined]
     return run
+
+
+def _strata(plan: Plan) -> np.ndarray:
+    """Each item's stratum: its dataset and, where its metadata names one, its subject."""
+    from itemeval.export.table.fetch import ItemFetcher
+
+    datasets = plan.items.column("dataset").to_pylist()
+    snapshots = {d.name: d.snapshot for d in plan.datasets if d.snapshot is not None}
+    subjects: list[object] = [None] * len(datasets)
+    if len(snapshots) == len(plan.datasets):
+        ids = plan.items.column("item_id")
+        metadata = ItemFetcher(plan.items, snapshots, ["metadata"]).take(ids).column("metadata")
+        subjects = [_subject(m) for m in metadata.to_pylist()]
+    keys = [f"{d}\x00{s}" for d, s in zip(datasets, subjects, strict=True)]
+    names = {k: n for n, k in enumerate(sorted(set(keys)))}
+    return np.array([names[k] for k in keys], dtype=np.int64)
+
+
+def _subject(metadata: str | None) -> object:
+    try:
+        value = json.loads(metadata or "{}").get("subject")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def _calibrating(plan: Plan, cfg: AdaptiveConfig, adaptive: set[str]) -> dict[str, list]:

@@ -67,6 +67,14 @@ def check_adaptive_then_full(path: Path, method: str, again: str | None = None) 
     answered = accuracy_of(path)
     weak = [s for s in answered if s.startswith("weak")]
     assert len(weak) == 2 and set(results) == set(weak)
+    table, _, _ = study_responses(make_plan(study, with_pending=False), hashed=False)
+    per_dataset = make_plan(study, with_pending=False).items.column("dataset").value_counts()
+    sizes = {d["values"]: d["counts"] for d in per_dataset.to_pylist()}
+    for slug in weak:  # stratified: each dataset answered in proportion to its size (+-2)
+        rows = table.filter(pc.equal(table.column("slug"), slug))
+        for entry in rows.column("dataset").value_counts().to_pylist():
+            share = answered[slug][1] / items
+            assert abs(entry["counts"] - share * sizes[entry["values"]]) <= 2, entry
     for slug in weak:
         used = answered[slug][1]  # items with a stored grade: physical truth, not the summary
         assert results[slug]["answered"] == used <= 0.3 * items
