@@ -15,7 +15,7 @@ from itemeval.config import load_study
 from itemeval.errors import InputError
 from itemeval.export import write_report
 from itemeval.irt.analysis import study_responses
-from itemeval.irt.study_run import read_adaptive
+from itemeval.irt.study_run import read_adaptive, run_adaptive
 from itemeval.planning import make_plan
 from itemeval.runtime.driver import run_study
 from tests.export.export_studies import DEMO, INLINE, write_study
@@ -57,9 +57,20 @@ def check_adaptive_then_full(path: Path, method: str, again: str | None = None) 
     for cost in costs:  # 30% of the items: 30% of the full run's cost
         assert cost["adaptive_remaining_cells"] == round(0.3 * items)
         assert 0 < cost["adaptive_remaining_usd"] <= 0.31 * cost["full_remaining_usd"]
-    first = run_study(study, INLINE)
+    runs: list[tuple[float, float]] = []  # each round's allowance base and what it spent
+
+    def recording(study, options, **kwargs):
+        outcome = run_study(study, options, **kwargs)
+        runs.append((options.spent_before, outcome.spent_usd))
+        return outcome
+
+    first = run_adaptive(study, INLINE, recording)
     assert first.status == "completed", first.message
     assert "a prediction" in first.message
+    # the cap: one allowance over the rounds (each runs under max_usd less what those before spent)
+    assert len(runs) >= 2 and all(spent > 0 for _, spent in runs)
+    for number, (before, _) in enumerate(runs):
+        assert before == pytest.approx(sum(spent for _, spent in runs[:number]))
     results = {r["slug"]: r for r in read_adaptive(make_plan(study, with_pending=False))}
     report = write_report(make_plan(study, with_pending=False), str(path.parent / "report"))
     page = Path(report.markdown).read_text()
