@@ -83,6 +83,8 @@ class AdaptiveResult:
         return self.answered / self.items if self.items else 0.0
 
     def line(self) -> str:
+        if self.method == "none":
+            return f"Adaptive {self.slug}: no prediction ({self.note})"
         how = (
             f"ability {self.ability:+.2f} (SE {self.ability_se:.2f}), IRT on "
             f"{self.calibrated_by} calibrating conditions"
@@ -136,14 +138,24 @@ def run_adaptive(
     last = round_({c: [] for c in wanted}, "")  # every other condition, whole
     if last.status not in ("completed", "nothing_to_do"):
         return last
+    if "grade" not in options.stages:  # the shards are chosen from grades
+        slugs = {c.id: c.slug for c in plan.design.generate}
+        names = ", ".join(sorted(slugs[c] for c in wanted))
+        note = (
+            f"Adaptive: {names} not run (an adaptive run chooses its items "
+            "from their grades: `itemeval run` runs the generate and grade stages)"
+        )
+        last.message = f"{last.message}\n{note}" if last.message else note
+        return last
     # every condition (not only the selected ones): the calibrating conditions are read from it
     plan = make_plan(study, store_url=options.store_url, limit=options.limit, with_pending=False)
     ids = plan.items.column("item_id").to_pylist()
     runs = {c: _start(plan, c, cfg, wanted) for c, cfg in wanted.items()}
     chosen: dict[str, dict[int, None]] = {c: {} for c in wanted}
     rounds = 0
+    stalled: set[str] = set()
     while True:
-        shards = {c: r.next_shard() for c, r in runs.items() if not r.done}
+        shards = {c: r.next_shard() for c, r in runs.items() if not r.done and c not in stalled}
         # an item chosen before and still not graded (its calls failed) is not chosen again
         shards = {
             c: np.array([i for i in s if i not in chosen[c]], np.int64) for c, s in shards.items()
@@ -162,7 +174,8 @@ def run_adaptive(
         for c, s in shards.items():
             correct, trials = answers.get(c, ({}, {}))
             items = np.array([i for i in s if trials.get(ids[i])], dtype=np.int64)
-            if not len(items):  # nothing graded (the calls failed): left pending
+            if not len(items):  # no grade came back (failed calls, no grade stage): stop there
+                stalled.add(c)
                 continue
             runs[c].record(
                 items,

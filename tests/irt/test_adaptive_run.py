@@ -125,3 +125,14 @@ def test_a_calibration_store_without_responses_is_refused_before_anything_runs(t
     problem = caught.value.problems[0]
     assert problem.field == "models[1].adaptive.calibration" and "analyze irt" in problem.hint
     assert not (tmp_path / "store").exists()  # nothing written
+
+
+def test_generate_alone_leaves_the_adaptive_conditions_for_a_run_with_grades(tmp_path: Path):
+    study = load_study(demo_study(tmp_path, ["strong", "weak"]))
+    outcome = run_study(study, replace(INLINE, stages=("generate",)))
+    assert "Adaptive: weak_cot_default, weak_direct_default not run" in outcome.message
+    pending = make_plan(study).pending_generate
+    for condition in pending.masks:  # strong generated, weak not at all
+        assert pending.count(condition) == (
+            pending.masks[condition].size if "weak" in condition else 0
+        )
