@@ -301,14 +301,18 @@ def restrict_plan(plan: Plan, only_items: Mapping[str, Collection[str]]) -> Plan
     assert plan.tokens is not None, "restrict_plan needs a plan made by make_plan"
     ids = _item_ids(plan.items)
 
+    inside = {
+        condition: pc.is_in(ids, value_set=pa.array(list(wanted), pa.string())).to_numpy(
+            zero_copy_only=False
+        )[:, None]
+        for condition, wanted in only_items.items()
+    }
+
     def narrowed(masks: CellMasks, condition_of: Callable[[Any], str]) -> CellMasks:
         kept = {}
         for key, mask in masks.masks.items():
-            wanted = only_items.get(condition_of(key))
-            if wanted is not None:
-                inside = pc.is_in(ids, value_set=pa.array(list(wanted), pa.string()))
-                mask = mask & inside.to_numpy(zero_copy_only=False)[:, None]
-            kept[key] = mask
+            within = inside.get(condition_of(key))
+            kept[key] = mask if within is None else mask & within
         return CellMasks(masks.item_ids, masks.epochs, kept)
 
     gen = narrowed(plan.pending_generate, lambda key: key)
