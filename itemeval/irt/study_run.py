@@ -150,7 +150,21 @@ def run_adaptive(
     # every condition (not only the selected ones): the calibrating conditions are read from it
     plan = make_plan(study, store_url=options.store_url, limit=options.limit, with_pending=False)
     ids = plan.items.column("item_id").to_pylist()
-    runs = {c: _start(plan, c, cfg, wanted) for c, cfg in wanted.items()}
+    strata = _strata(plan)
+    calibrations = {
+        cfg.calibration: _calibrating(plan, cfg, set(wanted)) for cfg in wanted.values()
+    }
+    banks = {c: _bank(plan, strata, calibrations[cfg.calibration]) for c, cfg in wanted.items()}
+    runs = {
+        c: Adaptive(
+            banks[c].bank,
+            cfg.target_se,
+            cfg.max_share,
+            cfg.shard_size or max(10, math.ceil(0.05 * len(ids))),
+            seed=cfg.seed,
+        )
+        for c, cfg in wanted.items()
+    }
     chosen: dict[str, dict[int, None]] = {c: {} for c in wanted}
     rounds = 0
     stalled: set[str] = set()
@@ -182,7 +196,7 @@ def run_adaptive(
                 np.array([correct[ids[i]] for i in items], dtype=np.float64),
                 np.array([trials[ids[i]] for i in items], dtype=np.float64),
             )
-    results = [_result(plan, c, r) for c, r in runs.items()]
+    results = [_result(plan, c, r, banks[c]) for c, r in runs.items()]
     _write(plan, results)
     lines = "\n".join(
         [
@@ -217,14 +231,20 @@ def _check_calibrations(study: StudyConfig) -> None:
             )
 
 
-def _start(plan: Plan, condition: str, cfg: AdaptiveConfig, wanted: dict) -> Adaptive:
-    items = plan.items
-    n = items.num_rows
-    strata = _strata(plan)
-    responses = _calibrating(plan, cfg, set(wanted))
+@dataclass(frozen=True)
+class _Calibrated:
+    bank: Bank
+    conditions: int  # calibrating conditions
+    uncovered: int  # items no calibrating condition answered
+
+
+def _bank(plan: Plan, strata: np.ndarray, responses: dict[str, list]) -> _Calibrated:
+    """The 2PL bank from the calibrating responses; not usable (a stratified sample instead)
+    with fewer than MIN_CALIBRATION conditions or any item none of them answered."""
+    n = plan.items.num_rows
     conditions = sorted(set(zip(responses["store"], responses["condition"], strict=True)))
     row_of = {k: r for r, k in enumerate(conditions)}
-    col_of = {i: c for c, i in enumerate(items.column("item_id").to_pylist())}
+    col_of = {i: c for c, i in enumerate(plan.items.column("item_id").to_pylist())}
     correct = np.zeros((max(len(conditions), 1), n))
     trials = np.zeros_like(correct)
     for s, c, i, k, t in zip(
@@ -246,13 +266,8 @@ def _start(plan: Plan, condition: str, cfg: AdaptiveConfig, wanted: dict) -> Ada
         a, d = two.a, two.d
     else:
         a, d = np.ones(n), np.zeros(n)
-        by = min(by, MIN_CALIBRATION - 1) if uncovered else by  # thin: never trusted
-    bank = Bank(a=a, d=d, strata=strata, calibrated_by=by)
-    size = cfg.shard_size or max(10, math.ceil(0.05 * n))
-    run = Adaptive(bank, cfg.target_se, cfg.max_share, size, seed=cfg.seed)
-    run.uncovered = uncovered  # type: ignore[attr-defined]
-    run.calibrators = len(conditions)  # type: ignore[attr-defined]
-    return run
+        by = min(by, MIN_CALIBRATION - 1)  # thin: never trusted
+    return _Calibrated(Bank(a=a, d=d, strata=strata, calibrated_by=by), len(conditions), uncovered)
 
 
 def _strata(plan: Plan) -> np.ndarray:
@@ -325,50 +340,35 @@ def _answers(plan: Plan, conditions: list[str]) -> dict[str, tuple[dict, dict]]:
     return out
 
 
-def _result(plan: Plan, condition: str, run: Adaptive) -> AdaptiveResult:
+def _result(plan: Plan, condition: str, run: Adaptive, calibrated: _Calibrated) -> AdaptiveResult:
     cond = next(c for c in plan.design.generate if c.id == condition)
     est = run.last
-    bank = run.bank
-    if bank.usable:
+    if est is None:
+        note = "no item graded"
+    elif calibrated.bank.usable:
         note = ""
-    elif run.uncovered:  # type: ignore[attr-defined]
-        note = f"{run.uncovered} item(s) no calibrating condition answered"  # type: ignore[attr-defined]
+    elif calibrated.uncovered:
+        note = f"{calibrated.uncovered} item(s) no calibrating condition answered"
     else:
         note = (
-            f"calibration too thin: {run.calibrators} calibrating condition(s), "  # type: ignore[attr-defined]
+            f"calibration too thin: {calibrated.conditions} calibrating condition(s), "
             f"an IRT prediction needs {MIN_CALIBRATION}"
         )
-    if est is None:
-        return AdaptiveResult(
-            condition,
-            cond.slug,
-            cond.model_id,
-            "none",
-            None,
-            None,
-            math.nan,
-            math.nan,
-            math.nan,
-            0,
-            bank.size,
-            run.calibrators,
-            note or "no item graded",  # type: ignore[attr-defined]
-        )
-    low, high = est.interval
-    irt = est.method == "irt"
+    irt = est is not None and est.method == "irt"
+    low, high = est.interval if est is not None else (math.nan, math.nan)
     return AdaptiveResult(
         condition=condition,
         slug=cond.slug,
         model=cond.model_id,
-        method="irt" if irt else "sample",
+        method="none" if est is None else "irt" if irt else "sample",
         ability=est.ability if irt else None,
         ability_se=est.ability_se if irt else None,
-        predicted=est.predicted,
+        predicted=est.predicted if est is not None else math.nan,
         low=low,
         high=high,
         answered=int(run.answered.sum()),
-        items=bank.size,
-        calibrated_by=run.calibrators,  # type: ignore[attr-defined]
+        items=calibrated.bank.size,
+        calibrated_by=calibrated.conditions,
         note=note,
     )
 
