@@ -14,10 +14,12 @@ the study, and prose items need a judge.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from itemeval.adapters import DatasetHandle, open_source
 from itemeval.adapters.unique import StudyIds
@@ -287,6 +289,47 @@ def refresh_estimate(plan: Plan) -> Plan:
         pending_grade=pending_gr,
         calibration=calibration,
     )
+
+
+def restrict_plan(plan: Plan, only_items: Mapping[str, Collection[str]]) -> Plan:
+    """The plan with the generate conditions of `only_items` narrowed to those item ids (their
+    grade cells too), re-estimated; the other conditions as they were. Cells outside stay
+    pending in the store: a later run without the restriction does them. Adaptive runs
+    (`itemeval.irt.study_run`) dispatch their rounds through it. Reads only."""
+    if plan.pending_generate is None or plan.pending_grade is None:
+        return plan
+    assert plan.tokens is not None, "restrict_plan needs a plan made by make_plan"
+    ids = _item_ids(plan.items)
+
+    inside = {
+        condition: pc.is_in(ids, value_set=pa.array(list(wanted), pa.string())).to_numpy(
+            zero_copy_only=False
+        )[:, None]
+        for condition, wanted in only_items.items()
+    }
+
+    def narrowed(masks: CellMasks, condition_of: Callable[[Any], str]) -> CellMasks:
+        kept = {}
+        for key, mask in masks.masks.items():
+            within = inside.get(condition_of(key))
+            kept[key] = mask if within is None else mask & within
+        return CellMasks(masks.item_ids, masks.epochs, kept)
+
+    gen = narrowed(plan.pending_generate, lambda key: key)
+    grade = narrowed(plan.pending_grade, lambda key: key[1])
+    repeated = _repeated(plan.store, plan.design, grade, plan.force)
+    estimate = build_estimate(
+        plan.design,
+        plan.tokens,
+        plan.pricing,
+        pending_generate=gen,
+        pending_grade=grade,
+        calibration=plan.calibration,
+        self_hosted=self_hosted_models(plan.study, plan.design),
+        tiers=condition_tiers(plan.design, plan.study.endpoints),
+        repeated_grade=repeated,
+    )
+    return replace(plan, estimate=estimate, pending_generate=gen, pending_grade=grade)
 
 
 def _item_ids(items: pa.Table) -> pa.Array:

@@ -181,6 +181,7 @@ class Study:
         interactive: bool | None = None,
         argv: Sequence[str] | None = None,
         pilot: float | None = None,
+        adaptive: bool = True,
     ) -> RunSummary:
         """Run `stages` ("generate", "grade", or both, the default) over the pending cells.
 
@@ -190,7 +191,8 @@ class Study:
         instead (default: when stdin is a terminal). `argv` is recorded in the run's manifest
         (default `sys.argv`). `pilot`: run the first N items of each dataset first (or that
         share of them, 0 < N < 1), estimate the rest from what they cost, and ask the gate again
-        (`yes` answers it). Raises for bad input, a declined gate (exit 3) or a cap the
+        (`yes` answers it). `adaptive=False` runs the models with `adaptive:` on every item
+        (docs/irt.md). Raises for bad input, a declined gate (exit 3) or a cap the
         estimate already exceeds (exit 4); how the run itself ended is in the result.
         """
         from itemeval.runtime.driver import RunOptions, run_study
@@ -211,6 +213,7 @@ class Study:
             interactive=interactive,
             argv=list(sys.argv if argv is None else argv),
             pilot=pilot,
+            adaptive=adaptive,
         )
         return RunSummary.of(run_study(self.config, options))
 

@@ -139,9 +139,13 @@ class EstimateSummary:
     prices_as_of: str | None
     warnings: list[str]
     plan: Plan = field(repr=False)
+    #: Adaptive conditions' expected cost beside the full run's (`irt.study_run.adaptive_costs`).
+    adaptive: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def of(cls, plan: Plan) -> EstimateSummary:
+        from itemeval.irt.study_run import adaptive_costs
+
         return cls(
             selection=Selection.of(plan),
             estimate=plan.estimate,
@@ -150,6 +154,7 @@ class EstimateSummary:
             prices_as_of=plan.pricing.prices_as_of,
             warnings=_warnings(plan),
             plan=plan,
+            adaptive=adaptive_costs(plan),
         )
 
     @property
@@ -168,6 +173,7 @@ class EstimateSummary:
             "budget": self.budget,
             "gate": self.gate,
             "prices_as_of": self.prices_as_of,
+            "adaptive": self.adaptive,
         }
 
 

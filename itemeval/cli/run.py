@@ -90,6 +90,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="run the first N items of each dataset first (or that share of them: 0.05), "
         "estimate the rest from what they cost, and ask again before going on",
     )
+    parser.add_argument(
+        "--no-adaptive",
+        action="store_true",
+        help="run every item of the models with `adaptive:` too (the items an adaptive run "
+        "answered are stored: not called again)",
+    )
 
 
 def _pilot(text: str) -> float:
@@ -124,6 +130,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         quiet=args.quiet or args.json,
         argv=sys.argv,
         pilot=args.pilot,
+        adaptive=not args.no_adaptive,
     )
     if args.json:
         print_json(summary.to_json())

@@ -167,6 +167,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     print(_header(summary.selection))
     print()
     print(render_estimate(summary.estimate))
+    if summary.adaptive:
+        from itemeval.irt.study_run import render_adaptive_costs
+
+        print(render_adaptive_costs(summary.adaptive))
     print()
     print(f"Gate: {summary.gate}")
     _print_warnings(summary.warnings)

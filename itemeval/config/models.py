@@ -56,6 +56,21 @@ def resolve_sampling(*layers: Sampling) -> SamplingParams:
     return SamplingParams(**merged)
 
 
+class Adaptive(StrictModel):
+    """`adaptive:` of a model entry: its conditions answer items shard by shard, chosen by
+    `itemeval.irt.adaptive` on a bank calibrated on other conditions, until the predicted
+    full-benchmark accuracy is precise enough or a share of the items is used (docs/irt.md)."""
+
+    #: Where the calibrating answers are: `study` (this study's store, the other conditions)
+    #: or the URL of another store on which `itemeval analyze irt` ran.
+    calibration: str = Field(default="study", min_length=1)
+    target_se: float = Field(default=0.03, gt=0, le=0.5)
+    max_share: float = Field(default=0.2, gt=0, le=1)
+    #: Items per shard (per round); 0: 5% of the items, at least 10.
+    shard_size: int = Field(default=0, ge=0)
+    seed: int = 0
+
+
 class ModelEntry(StrictModel):
     """A solver model: the id the endpoint knows, which endpoint, a readable name, params."""
 
@@ -63,6 +78,8 @@ class ModelEntry(StrictModel):
     endpoint: str
     name: str | None = None
     params: Sampling = Sampling()
+    #: Run this model's conditions adaptively (a share of the items; a predicted accuracy).
+    adaptive: Adaptive | None = None
 
     @property
     def label(self) -> str:

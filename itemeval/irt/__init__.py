@@ -5,7 +5,10 @@
 * `analysis`  `analyze_irt(plan)`: the store's results as a conditions x items binomial matrix
               (other stores' responses matched by dataset, id and content hash), the fits, the
               flagged items, the files under `<store>/analysis/irt/`
-* `report`    the report's IRT section (suspicious items next to their text)
+* `report`    the report's IRT section (suspicious items next to their text) and its adaptive
+              predictions
+* `adaptive`  the adaptive estimator on a calibrated bank (shards, ability, predicted accuracy)
+* `study_run` adaptive conditions in a study run (rounds of ordinary runs; `run_study` calls it)
 """
 
 from itemeval.irt.analysis import (

@@ -82,6 +82,44 @@ def irt_section(plan: Plan, cells: StudyCells | None = None) -> IrtSection:
     )
 
 
+ADAPTIVE_HEADER = [
+    "condition",
+    "items answered",
+    "predicted full accuracy",
+    "95% interval",
+    "method",
+    "ability (SE)",
+]
+ADAPTIVE_NUMERIC = {1, 2, 3, 5}
+ADAPTIVE_NOTE = (
+    "Adaptive runs (docs/irt.md): the accuracy each condition is predicted to reach on every "
+    "item, from the items it answered. A prediction, not a measurement: the leaderboard above "
+    "counts only the items answered so far; `itemeval run --no-adaptive` measures the rest."
+)
+
+
+def adaptive_rows(plan: Plan) -> list[list[str]]:
+    """The stored adaptive results (`<store>/analysis/irt/adaptive.json`) as rows under
+    `ADAPTIVE_HEADER`; empty when the study ran nothing adaptively."""
+    from itemeval.irt.study_run import read_adaptive
+
+    rows = []
+    for r in read_adaptive(plan):
+        method = "IRT" if r["method"] == "irt" else f"stratified sample: {r['note']}"
+        ability = "n/a" if r["ability"] is None else _se(r["ability"], r["ability_se"])
+        rows.append(
+            [
+                r["slug"],
+                f"{r['answered']:,} of {r['items']:,} ({r['share']:.0%})",
+                f"{r['predicted']:.1%}",
+                f"{r['low']:.1%} - {r['high']:.1%}",
+                method,
+                ability,
+            ]
+        )
+    return rows
+
+
 def _se(value: float, se: float) -> str:
     if not math.isfinite(value):
         return "n/a"

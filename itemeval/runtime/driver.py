@@ -28,7 +28,7 @@ import dataclasses
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -38,7 +38,7 @@ from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode, StoreFailedMidRun
 from itemeval.estimate import gate
 from itemeval.heap import release_unused_memory, run_collector_pace
-from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan
+from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan, restrict_plan
 from itemeval.providers.reachability import EndpointProbe
 from itemeval.runtime.allowance import Allowance, run_allowance, study_spent
 from itemeval.runtime.context import RunContext
@@ -99,6 +99,11 @@ class RunOptions:
     ask_again: str | None = None
     #: What this command spent before this run (the pilot): max_usd is the command's allowance.
     spent_before: float = 0.0
+    #: Generate conditions narrowed to these item ids (`planning.restrict_plan`): an adaptive
+    #: run's rounds. Other conditions run whole.
+    only_items: Mapping[str, Collection[str]] | None = None
+    #: False: models with `adaptive:` run every item like the others (`run --no-adaptive`).
+    adaptive: bool = True
 
 
 @dataclass
@@ -157,6 +162,10 @@ def run_study(
         from itemeval.runtime.pilot import run_with_pilot
 
         return run_with_pilot(study, options, run_study, executor_factory=executor_factory)
+    if options.adaptive and options.only_items is None and any(m.adaptive for m in study.models):
+        from itemeval.irt.study_run import run_adaptive
+
+        return run_adaptive(study, options, run_study, executor_factory=executor_factory)
     with run_collector_pace():
         return _run(study, options, executor_factory)
 
@@ -175,6 +184,8 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
         accept_changed=options.accept_changed,
         keep_items=True,
     )
+    if options.only_items is not None:
+        plan = restrict_plan(plan, options.only_items)
     stages = options.stages
     store_url = plan.store.root.url
     if not _has_work(plan, stages) and not open_batches_of(plan, stages):

@@ -77,6 +77,7 @@ class ReportData:
     judges: JudgeAnalysis | None = None  # judges and panels against gold (report/judges.py)
     imported: list[str] = field(default_factory=list)  # imported conditions and their matches
     irt: IrtSection | None = None  # items item response theory finds suspicious (irt/report)
+    adaptive: list[list[str]] = field(default_factory=list)  # predictions (irt.adaptive_rows)
 
     @property
     def headline_family(self) -> Family | None:
@@ -152,7 +153,14 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         statistics=statistics,
         judges=judge_analysis(cells, plan, resamples=bootstrap.resamples, seed=bootstrap.seed),
         irt=_irt_section(plan, cells),
+        adaptive=_adaptive_rows(plan),
     )
+
+
+def _adaptive_rows(plan: Plan) -> list[list[str]]:
+    from itemeval.irt.report import adaptive_rows
+
+    return adaptive_rows(plan)
 
 
 def _irt_section(plan: Plan, cells: StudyCells) -> IrtSection:

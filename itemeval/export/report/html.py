@@ -269,6 +269,11 @@ def report_html(data: ReportData) -> str:
     plot = leaderboard_plot(data)
     if plot:
         add(_figure("leaderboard", plot))
+    if data.adaptive:
+        add("<h3>Adaptive runs: predicted accuracy</h3>")
+        add(f"<p class='note'>{escape(irt.ADAPTIVE_NOTE)}</p>")
+        adaptive = t.TextTable(irt.ADAPTIVE_HEADER, data.adaptive, irt.ADAPTIVE_NUMERIC)
+        add(html_table(adaptive, table_id="adaptive"))
     add("<h3>By model</h3><p class='note'>Every condition of a model pooled.</p>")
     add(html_table(t.model_table(data), table_id="leaderboard-models"))
     add("</section>")

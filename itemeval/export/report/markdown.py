@@ -73,7 +73,12 @@ def report_markdown(data: ReportData) -> str:
         out += ["Imported conditions:", ""] + [f"- {note}" for note in data.imported] + [""]
     if not data.graded:
         out += [t.NOTHING_GRADED, ""]
-    out += [md_table(t.condition_table(data)), "", "### By model", ""]
+    out += [md_table(t.condition_table(data))]
+    if data.adaptive:
+        table = t.TextTable(irt.ADAPTIVE_HEADER, data.adaptive, irt.ADAPTIVE_NUMERIC)
+        out += ["", "### Adaptive runs: predicted accuracy", "", irt.ADAPTIVE_NOTE, ""]
+        out += [md_table(table)]
+    out += ["", "### By model", ""]
     out += ["Every condition of a model pooled (all its prompts and configs).", ""]
     out += [md_table(t.model_table(data))]
     out += differences_markdown(data)
