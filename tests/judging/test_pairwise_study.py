@@ -1,0 +1,74 @@
+"""A pairwise judge through a whole study, counted at the sim-server: added over stored answers,
+it asks exactly two judge calls per pair (both orders) and no generate call; a re-run asks
+nothing. The analysis (Python API) gives the win rate and the position bias from the rows."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+
+from runtime_files import sim_server, sim_stats, write_study
+
+from itemeval import Study
+from itemeval.config import load_study
+from itemeval.errors import ExitCode
+from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.store import StudyStore
+
+INLINE = RunOptions(no_ray=True, yes=True, quiet=True)
+PAIRWISE = {
+    "versus": {
+        "model": "sim/judge",
+        "endpoint": "sim",
+        "max_tokens": 200,
+        "kind": "pairwise",
+        "baseline": "sim/weak",
+    }
+}
+
+
+def test_pairwise_costs_two_calls_a_pair_and_nothing_more(tmp_path: Path) -> None:
+    with sim_server() as url:
+        base = {
+            "endpoints.sim": {"kind": "sim", "base_url": url, "max_concurrency": 32},
+            "facets.prompt": ["builtin:direct"],
+            "facets.grader": [],
+            "budget.dev_items": 5,
+        }
+        first = load_study(write_study(tmp_path, **base))
+        assert run_study(first, INLINE).exit_code == ExitCode.OK
+        before = sim_stats(url)
+        answers = before["requests"]
+        pairs = answers // 2  # sim/strong's answers, each against sim/weak's
+        path = write_study(tmp_path, **(base | {"facets.grader": ["versus"], "graders": PAIRWISE}))
+        assert run_study(load_study(path), INLINE).exit_code == ExitCode.OK
+        after = sim_stats(url)
+        sent = after["requests"] - before["requests"]
+        # Two calls a pair; where both answers are the same text, both orders are the same
+        # request, which a run pays once (a contract of the runtime).
+        solutions = StudyStore.open(first.store_url).read("solutions").to_pylist()
+        by_cell: dict[tuple, set] = {}
+        for row in solutions:
+            by_cell.setdefault((row["item_id"], row["epoch"]), set()).add(row["text"])
+        same = sum(len(texts) == 1 for texts in by_cell.values())
+        assert len(by_cell) == pairs and 2 * pairs - same <= sent <= 2 * pairs
+        for model in ("sim/strong", "sim/weak"):  # no answer generated again
+            assert after["ok_by_model"][model] == before["ok_by_model"][model]
+        assert after["ok_by_model"]["sim/judge"] == sent
+        assert run_study(load_study(path), INLINE).exit_code == ExitCode.OK
+        assert sim_stats(url)["requests"] == after["requests"]  # a re-run: none
+        stored = StudyStore.open(first.store_url).read("grades").to_pylist()
+        grades = [g for g in stored if g["grader"] == "sim/judge"]
+        analysis = Study.from_yaml(path).pairwise()
+        assert sim_stats(url)["requests"] == after["requests"]  # the analysis: none
+
+    assert len(grades) == 2 * pairs  # a row per pair and order, each paid once at most
+    assert sum(not g["cached"] for g in grades) == sent
+    assert all(g["parse_ok"] and g["score"] in (0.0, 0.5, 1.0) for g in grades)
+    assert all(g["usd"] > 0 for g in grades if not g["cached"])  # priced
+    (result,) = analysis.results
+    assert result.verdicts == 2 * pairs
+    assert result.win_rate.value is not None and result.win_rate.value > 0.5  # strong beats weak
+    assert analysis.baseline.startswith("sim-weak") or "weak" in analysis.baseline
