@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from itemeval.design import GradeCondition
 from itemeval.judging.pairwise import OUTCOME, parse_pairwise_verdict
 from itemeval.providers.types import ModelResult
 from itemeval.scoring import Score, parse_judge_output, parse_structured_verdict
@@ -167,6 +168,39 @@ def pairwise_row(
         "correct": None,
         "reasoning": winner,
     }
+
+
+def grade_row(
+    call: Call,
+    condition: GradeCondition,
+    *,
+    gen_condition_id: str,
+    solution_hash: str,
+    solution: str,
+    run_id: str,
+) -> dict[str, Any]:
+    """A judge's grade row: `pairwise_row` for a pairwise judge, else `judge_row`."""
+    assert condition.rubric is not None
+    if condition.pairwise is not None:
+        return pairwise_row(
+            call,
+            gen_condition_id=gen_condition_id,
+            solution_hash=solution_hash,
+            grader=condition.model_id or "",
+            condition_first=condition.pairwise.condition_first,
+            run_id=run_id,
+            structured=condition.structured,
+        )
+    return judge_row(
+        call,
+        gen_condition_id=gen_condition_id,
+        solution_hash=solution_hash,
+        solution=solution,
+        grader=condition.model_id or "",
+        rubric=condition.rubric,
+        run_id=run_id,
+        structured=condition.structured,
+    )
 
 
 def scorer_row(
