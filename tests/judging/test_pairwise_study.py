@@ -4,6 +4,7 @@ nothing. The analysis (Python API) gives the win rate and the position bias from
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -61,7 +62,10 @@ def test_pairwise_costs_two_calls_a_pair_and_nothing_more(tmp_path: Path) -> Non
         assert sim_stats(url)["requests"] == after["requests"]  # a re-run: none
         stored = StudyStore.open(first.store_url).read("grades").to_pylist()
         grades = [g for g in stored if g["grader"] == "sim/judge"]
-        analysis = Study.from_yaml(path).pairwise()
+        study = Study.from_yaml(path)
+        analysis = study.pairwise()
+        exported = study.export(str(tmp_path / "out"), formats=["csv"])
+        report = study.report(str(tmp_path / "out"), resamples=50)
         assert sim_stats(url)["requests"] == after["requests"]  # the analysis: none
 
     assert len(grades) == 2 * pairs  # a row per pair and order, each paid once at most
@@ -72,3 +76,8 @@ def test_pairwise_costs_two_calls_a_pair_and_nothing_more(tmp_path: Path) -> Non
     assert result.verdicts == 2 * pairs
     assert result.win_rate.value is not None and result.win_rate.value > 0.5  # strong beats weak
     assert analysis.baseline.startswith("sim-weak") or "weak" in analysis.baseline
+    written = json.loads(Path(exported.files["pairwise"]).read_text())
+    assert written[0]["results"][0]["verdicts"] == 2 * pairs
+    assert "## Pairwise" in Path(report.markdown).read_text()
+    assert "<table id='pairwise-table'>" in Path(report.html).read_text()
+    assert "## Judges" not in Path(report.markdown).read_text()  # not a judge of one answer
