@@ -299,7 +299,8 @@ def main() -> None:
         return
     print(
         f"{args.studies} simulated studies per scenario: {args.items} items x 2 epochs, "
-        f"{args.gold} gold labels, {args.resamples} bootstrap resamples"
+        f"{args.gold} gold labels, {args.resamples} bootstrap resamples; pairwise: "
+        f"{args.pair_items} items, both orders"
     )
     for scenario, s in report.items():
         print(f"\n{scenario}  ({s['seconds']:.0f} s)")

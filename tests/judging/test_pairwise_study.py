@@ -10,11 +10,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
 
+import pytest
 from runtime_files import sim_server, sim_stats, write_study
 
 from itemeval import Study
 from itemeval.config import load_study
-from itemeval.errors import ExitCode
+from itemeval.errors import ConfigError, ExitCode
 from itemeval.runtime.driver import RunOptions, run_study
 from itemeval.store import StudyStore
 
@@ -81,3 +82,38 @@ def test_pairwise_costs_two_calls_a_pair_and_nothing_more(tmp_path: Path) -> Non
     assert "## Pairwise" in Path(report.markdown).read_text()
     assert "<table id='pairwise-table'>" in Path(report.html).read_text()
     assert "## Judges" not in Path(report.markdown).read_text()  # not a judge of one answer
+
+
+@pytest.mark.parametrize(
+    ("grader", "panels", "field", "words"),
+    [
+        ({"kind": "pairwise"}, None, "graders.versus.baseline", "needs a baseline"),
+        ({"kind": "pairwise", "baseline": "sim/strog"}, None, "graders.versus.baseline", "strong"),
+        ({"baseline": "sim/weak"}, None, "graders.versus.baseline", "only for a pairwise"),
+        (
+            {"kind": "pairwise", "baseline": "sim/weak"},
+            {"jury": {"graders": ["versus", "other"]}},
+            "graders.versus",
+            "panel",
+        ),
+    ],
+)
+def test_a_bad_pairwise_grader_is_refused_by_name(
+    tmp_path: Path, grader: dict, panels: dict | None, field: str, words: str
+) -> None:
+    graders = {
+        "versus": {"model": "sim/judge", "endpoint": "sim"} | grader,
+        "other": {"model": "sim/judge", "endpoint": "sim", "max_tokens": 100},
+    }
+    changes = {
+        "endpoints.sim": {"kind": "sim", "base_url": "http://127.0.0.1:9/v1"},
+        "facets.grader": ["versus", "other"],
+        "graders": graders,
+    }
+    if panels:
+        changes["panels"] = panels
+    with pytest.raises(ConfigError) as caught:
+        load_study(write_study(tmp_path, **changes))
+    assert caught.value.exit_code == ExitCode.BAD_INPUT
+    found = [p for p in caught.value.problems if p.field == field]
+    assert found and words in f"{found[0].message} {found[0].hint}", caught.value.problems
