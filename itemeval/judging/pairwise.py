@@ -209,21 +209,32 @@ def length_controlled(
     scale = 2.0 * float(np.sqrt(np.mean(diff**2))) or 1.0
     order = np.where(np.asarray(condition_first, bool)[ok], 0.5, -0.5)
     x = np.column_stack([np.ones(len(y)), np.tanh(diff / scale), order])
-    beta, cov = logistic_fit(x, y, np.asarray(cluster)[ok])
     n = len(y)
+    if not diff.any():  # every pair equally long: nothing to control, no slope to give
+        beta, cov = logistic_fit(x[:, [0, 2]], y, np.asarray(cluster)[ok])
+        beta = np.array([beta[0], 0.0, beta[1]])
+        if cov is not None:
+            full = np.zeros((3, 3))
+            full[np.ix_([0, 2], [0, 2])] = cov
+            cov = full
+        slope_missing = True
+    else:
+        beta, cov = logistic_fit(x, y, np.asarray(cluster)[ok])
+        slope_missing = False
     # Every verdict's fitted win probability with its length term set to 0, averaged.
     at_zero = x.copy()
     at_zero[:, 1] = 0.0
     fitted = 1.0 / (1.0 + np.exp(-(at_zero @ beta)))
     value = float(fitted.mean())
     if cov is None:
-        return Interval(value, None, None, n), Interval(float(beta[1]), None, None, n)
+        slope = Interval(None if slope_missing else float(beta[1]), None, None, n)
+        return Interval(value, None, None, n), slope
     gradient = (at_zero * (fitted * (1 - fitted))[:, None]).mean(axis=0)
     se = math.sqrt(max(float(gradient @ cov @ gradient), 0.0))
     se1 = math.sqrt(max(cov[1, 1], 0.0))
     lc = Interval(value, max(0.0, value - Z95 * se), min(1.0, value + Z95 * se), n)
     slope = Interval(float(beta[1]), beta[1] - Z95 * se1, beta[1] + Z95 * se1, n)
-    return lc, slope
+    return lc, Interval(None, None, None, n) if slope_missing else slope
 
 
 def length_bins(outcome: np.ndarray, length_diff: np.ndarray, bins: int = 5) -> list[LengthBin]:

@@ -154,3 +154,23 @@ def test_position_bias_counts_only_decisive_verdicts() -> None:
     first = np.array([1.0] * 6 + [0.0] * 4 + [0.5] * 10 + [np.nan] * 3)
     result = position_bias(first, np.arange(len(first)))
     assert result.n == 10 and result.value == pytest.approx(0.6)
+
+
+def test_equal_lengths_give_no_slope_and_the_plain_win_rate() -> None:
+    rng = np.random.default_rng(5)
+    items = np.repeat(np.arange(200), 2)
+    shown = np.tile([True, False], 200)
+    verdicts = ["first" if v else "second" for v in rng.random(400) < 0.5]
+    analysis = analyse_pairwise(
+        condition=["c"] * 400,
+        baseline="b",
+        item=items,
+        condition_first=shown,
+        verdict=verdicts,
+        length_diff=np.zeros(400),
+    )
+    result = analysis.results[0]
+    assert result.length_slope.value is None
+    lc, raw = result.length_controlled, result.win_rate
+    assert lc.value == pytest.approx(raw.value, abs=1e-6)
+    assert lc.low is not None and lc.low < lc.value < lc.high  # type: ignore[operator]
