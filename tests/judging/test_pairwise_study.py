@@ -117,3 +117,43 @@ def test_a_bad_pairwise_grader_is_refused_by_name(
     assert caught.value.exit_code == ExitCode.BAD_INPUT
     found = [p for p in caught.value.problems if p.field == field]
     assert found and words in f"{found[0].message} {found[0].hint}", caught.value.problems
+
+
+def test_pairwise_calls_stay_within_the_cap(tmp_path: Path, monkeypatch) -> None:
+    """Under `max_usd` half of what the pairwise calls cost, the run stops at the cap: what the
+    server answered and what is stored never exceed it. (The estimate would refuse the run: the
+    gate is passed by, so that the in-run cap alone holds it.)"""
+    monkeypatch.setattr("itemeval.runtime.driver.gate", lambda *args, **kwargs: "--yes")
+    base = {
+        "facets.prompt": ["builtin:direct"],
+        "facets.grader": [],
+        "budget.dev_items": 5,
+        "runtime.shard_size": 2,
+    }
+    pairwise = {"facets.grader": ["versus"], "graders": PAIRWISE}
+    with sim_server() as url:
+        sim = {"endpoints.sim": {"kind": "sim", "base_url": url, "max_concurrency": 2}}
+        free = tmp_path / "free"
+        assert (
+            run_study(load_study(write_study(free, **(base | sim))), INLINE).exit_code
+            == ExitCode.OK
+        )
+        done = run_study(load_study(write_study(free, **(base | sim | pairwise))), INLINE)
+        assert done.exit_code == ExitCode.OK
+        grades = StudyStore.open(str(free / "store")).read("grades").to_pylist()
+        full = sum(g["usd"] for g in grades if g["grader"] == "sim/judge")
+        capped = tmp_path / "capped"
+        assert (
+            run_study(load_study(write_study(capped, **(base | sim))), INLINE).exit_code
+            == ExitCode.OK
+        )
+        before = sim_stats(url)["ok_by_model"]["sim/judge"]
+        cap = {"budget.max_usd": full / 2}
+        outcome = run_study(
+            load_study(write_study(capped, **(base | sim | pairwise | cap))), INLINE
+        )
+        sent = sim_stats(url)["ok_by_model"]["sim/judge"] - before
+    assert outcome.status == "budget_cap", outcome.message
+    stored = StudyStore.open(str(capped / "store")).read("grades").to_pylist()
+    spent = sum(g["usd"] for g in stored if g["grader"] == "sim/judge")
+    assert 0 < spent <= full / 2 and 0 < sent < 2 * 20
