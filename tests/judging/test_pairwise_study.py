@@ -61,6 +61,16 @@ def test_pairwise_costs_two_calls_a_pair_and_nothing_more(tmp_path: Path) -> Non
         assert after["ok_by_model"]["sim/judge"] == sent
         assert run_study(load_study(path), INLINE).exit_code == ExitCode.OK
         assert sim_stats(url)["requests"] == after["requests"]  # a re-run: none
+        # Another store, the same response cache: answers and verdicts come from the cache.
+        elsewhere = write_study(
+            tmp_path / "elsewhere",
+            **(base | {"facets.grader": ["versus"], "graders": PAIRWISE}),
+            **{"cache.location": str(tmp_path / "cache")},
+        )
+        assert run_study(load_study(elsewhere), INLINE).exit_code == ExitCode.OK
+        assert sim_stats(url)["requests"] == after["requests"]
+        copied = StudyStore.open(str(tmp_path / "elsewhere" / "store")).read("grades")
+        assert sum(g == "sim/judge" for g in copied.column("grader").to_pylist()) == 2 * pairs
         stored = StudyStore.open(first.store_url).read("grades").to_pylist()
         grades = [g for g in stored if g["grader"] == "sim/judge"]
         study = Study.from_yaml(path)
