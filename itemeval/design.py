@@ -206,10 +206,8 @@ class Design:
         """Pending grade masks without the cells where a pairwise judge would compare the
         baseline with itself (nothing to ask), or a condition without a baseline."""
         for cond in self.pairwise:
-            assert cond.pairwise is not None
             for gen in self.generate:
-                base = cond.pairwise.baselines.get(gen.id)
-                if (base is None or base == gen.id) and (cond.id, gen.id) in masks.masks:
+                if not self.grades(cond, gen.id) and (cond.id, gen.id) in masks.masks:
                     masks.masks[(cond.id, gen.id)][:] = False
         return masks
 
@@ -217,14 +215,24 @@ class Design:
     def scorers(self) -> tuple[GradeCondition, ...]:
         return tuple(c for c in self.grade if c.kind == "scorer")
 
+    def grades(self, grade: GradeCondition, gen_condition_id: str) -> bool:
+        """Whether `grade` grades this generate condition's answers (a pairwise judge: not the
+        baseline's own, nor a condition without a baseline)."""
+        if grade.pairwise is None:
+            return True
+        base = grade.pairwise.baselines.get(gen_condition_id)
+        return base is not None and base != gen_condition_id
+
     def cell_counts(self, n_items: int) -> dict[str, int]:
         """Cells per stage for `n_items` items: generate = conditions x items x epochs; grade =
-        grade conditions x generate cells (judge cells cost calls, scorer cells do not)."""
-        generate = len(self.generate) * n_items * self.epochs
+        grade conditions x the generate cells they grade (judge cells cost calls, scorer cells
+        do not)."""
+        per_condition = n_items * self.epochs
+        judged = sum(self.grades(j, g.id) for j in self.judges for g in self.generate)
         return {
-            "generate": generate,
-            "grade_judge": len(self.judges) * generate,
-            "grade_scorer": len(self.scorers) * generate,
+            "generate": len(self.generate) * per_condition,
+            "grade_judge": judged * per_condition,
+            "grade_scorer": len(self.scorers) * len(self.generate) * per_condition,
         }
 
     def select(self, selectors: str | list[str] | None) -> Design:

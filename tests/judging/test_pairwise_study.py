@@ -75,7 +75,7 @@ def test_pairwise_costs_two_calls_a_pair_and_nothing_more(tmp_path: Path) -> Non
         grades = [g for g in stored if g["grader"] == "sim/judge"]
         study = Study.from_yaml(path)
         analysis = study.pairwise()
-        exported = study.export(str(tmp_path / "out"), formats=["csv"])
+        exported = study.export(str(tmp_path / "out"))  # every format: parquet, csv, eee
         report = study.report(str(tmp_path / "out"), resamples=50)
         assert sim_stats(url)["requests"] == after["requests"]  # the analysis: none
 
@@ -167,3 +167,27 @@ def test_pairwise_calls_stay_within_the_cap(tmp_path: Path, monkeypatch) -> None
     stored = StudyStore.open(str(capped / "store")).read("grades").to_pylist()
     spent = sum(g["usd"] for g in stored if g["grader"] == "sim/judge")
     assert 0 < spent <= full / 2 and 0 < sent < 2 * 20
+
+
+def test_a_pairwise_grader_is_two_conditions_that_skip_the_baseline(tmp_path: Path) -> None:
+    from itemeval.design import build_design
+
+    path = write_study(
+        tmp_path,
+        **{
+            "endpoints.sim": {"kind": "sim", "base_url": "http://127.0.0.1:9/v1"},
+            "facets.grader": ["versus"],
+            "graders": PAIRWISE,
+        },
+    )
+    design = build_design(load_study(path))
+    first, second = design.pairwise
+    assert first.pairwise is not None and second.pairwise is not None
+    assert first.pairwise.condition_first and not second.pairwise.condition_first
+    assert first.id != second.id and first.slug.endswith("condition-first")
+    weak = {g.id for g in design.generate if g.model_id == "sim/weak"}
+    assert set(first.pairwise.baselines.values()) == weak  # per prompt: that prompt's baseline
+    graded = [g for g in design.generate if design.grades(first, g.id)]
+    assert graded and all(g.model_id == "sim/strong" for g in graded)
+    per_condition = 100 * design.epochs
+    assert design.cell_counts(100)["grade_judge"] == 2 * len(graded) * per_condition
