@@ -33,6 +33,7 @@ from itemeval.providers.machine_limiter import machine_source
 from itemeval.providers.ratelimiter import PermitSource
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ModelRequest, Provider
+from itemeval.runtime.baseline import baseline_texts
 from itemeval.runtime.calls import CallOutcome, CallTarget, Interrupted, ShardCalls
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.journal import ResponseJournal
@@ -292,28 +293,9 @@ class ShardRunner:
         return summary
 
     def baseline_texts(self, shard: Shard, base: str) -> dict[tuple[str, int], tuple[str, str]]:
-        """`(item_id, epoch) -> (text_hash, text)` of the baseline's current `ok` solutions to
-        the shard's cells (the store's rule among `ok` rows, as `deduplicate` picks)."""
-        (rows,) = self.store.read_by_condition(SOLUTIONS, [base], _TEXT_COLUMNS).values()
-        rows = rows.filter(pc.equal(rows.column("status"), "ok"))
-        wanted = shard.cells.select(["item_id", "epoch"])
-        if rows.schema.field("epoch").type != wanted.schema.field("epoch").type:
-            rows = rows.set_column(
-                rows.schema.get_field_index("epoch"),
-                "epoch",
-                rows.column("epoch").cast(wanted.schema.field("epoch").type),
-            )
-        rows = rows.join(wanted, ["item_id", "epoch"], join_type="inner")
-        return {
-            (i, e): (h, t)
-            for i, e, h, t in zip(
-                rows.column("item_id").to_pylist(),
-                rows.column("epoch").to_pylist(),
-                rows.column("text_hash").to_pylist(),
-                rows.column("text").to_pylist(),
-                strict=True,
-            )
-        }
+        """`(item_id, epoch) -> (text_hash, text)` of the baseline's current `ok` answers to
+        the shard's cells (`runtime.baseline.baseline_texts`)."""
+        return baseline_texts(self.store, base, shard.cells.select(["item_id", "epoch"]))
 
     # -- verifiable scorers ----------------------------------------------------------------
     def _score(self, shard: Shard, condition: GradeCondition) -> ShardSummary:
