@@ -1,7 +1,9 @@
 """Does the corrected accuracy cover the truth? Simulated studies whose truth is known.
 
     .venv/bin/python benchmarks/judge_calibration.py [--studies 500] [--items 300]
-                                                     [--gold 120] [--resamples 1000] [--json]
+                                                     [--gold 120] [--resamples 1000]
+                                                     [--pair-items 2500] [--scenarios ...]
+                                                     [--json]
 
 Each simulated study, in-process (no server, no store):
 
@@ -23,6 +25,16 @@ epoch's answers are chain-of-thought (long): the judge's error rates differ betw
 which the correction (one pair of rates for all answers) does not assume. The corrected
 interval's coverage is also printed per epoch (a group of its own, as a generate condition is in
 the report): all answers, then the short and the long ones apart.
+
+Scenario `pairwise`: a candidate (ability drawn in [0.3, 0.9], verbosity in [1, 4]: longer
+answers) and a baseline (ability in [0.3, 0.9], verbosity 1) answer `--pair-items` items (chain of
+thought, so lengths vary); a simulated pairwise judge (`judge_accuracy` drawn in [0.75, 0.95],
+declared `judge_position_bias` 0.10, `judge_length_bias` 0.3: it favours the longer answer)
+compares each pair in both orders; `itemeval.judging.analyse_pairwise` gives the position bias
+(the share of decisive verdicts won by the first-shown answer, minus 50%), the win rate and the
+length-controlled win rate. The true length-controlled win rate is the same judge's expected
+win rate with its length term removed (`pairwise_preference(..., length=False)`, its position
+bias kept, as both orders are asked); the true win rate is its expected win rate as it is.
 """
 
 from __future__ import annotations
@@ -34,10 +46,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from itemeval.judging import calibrate
+from itemeval.judging import analyse_pairwise, calibrate, parse_pairwise_verdict
 from itemeval.providers.settings import SimModelSpec, SimSettings
 from itemeval.providers.sim.answers import solution_matches
-from itemeval.providers.sim.engine import Simulator
+from itemeval.providers.sim.engine import Simulator, pairwise_preference
 from itemeval.runtime.requests import VERDICT
 from itemeval.scoring import parse_structured_verdict
 
@@ -128,6 +140,106 @@ def one_study(index: int, args: argparse.Namespace, length_bias: float) -> Outco
     )
 
 
+DECLARED_POSITION_BIAS = 0.10
+
+
+def pairwise_study(index: int, items: int) -> dict[str, float]:
+    """One pairwise study (scenario `pairwise`): measured and true figures."""
+    rng = np.random.default_rng(10_000 + index)
+    judge = SimModelSpec(
+        ability=0.5,
+        judge_accuracy=float(rng.uniform(0.75, 0.95)),
+        judge_position_bias=DECLARED_POSITION_BIAS,
+        judge_length_bias=0.3,
+    )
+    models = {
+        "cand": SimModelSpec(ability=float(rng.uniform(0.3, 0.9)), verbosity=rng.uniform(1, 4)),
+        "base": SimModelSpec(ability=float(rng.uniform(0.3, 0.9))),
+        "judge": judge,
+    }
+    sim = Simulator(SimSettings(seed=index, models=models))
+    b = DECLARED_POSITION_BIAS
+    rows: dict[str, list] = {"item": [], "first": [], "verdict": [], "diff": []}
+    true_win, true_lc = [], []
+    for item in range(items):
+        target = str(int(rng.integers(2, 999)))
+        prompt = f"Item {item}: compute it. Think step by step, then give ANSWER: <value>."
+        hints = {"item_id": f"p{index}-{item}", "epoch": 0, "target": target}
+        hints["modality"] = "single-value"
+        messages = [{"role": "user", "content": prompt}]
+        cand = sim.answer("sim/cand", messages, hints=hints).text
+        base = sim.answer("sim/base", messages, hints=hints).text
+        for cand_first in (True, False):
+            first, second = (cand, base) if cand_first else (base, cand)
+            reply = sim.answer(
+                "sim/judge",
+                [{"role": "user", "content": "Which response is better?"}],
+                hints=hints | {"role": "pairwise", "first": first, "second": second},
+                structured=True,
+            )
+            rows["item"].append(item)
+            rows["first"].append(cand_first)
+            rows["verdict"].append(parse_pairwise_verdict(reply.text, structured=True))
+            rows["diff"].append(len(cand) - len(base))
+            # What this judge gives in expectation, with and without its length term.
+            for length, out in ((True, true_win), (False, true_lc)):
+                p = pairwise_preference(judge, first, second, target, length=length)
+                first_wins = 0.5 if first == second else p + (1 - p) * 2 * b
+                out.append(first_wins if cand_first else 1 - first_wins)
+    result = analyse_pairwise(
+        condition=["cand"] * len(rows["item"]),
+        baseline="base",
+        item=rows["item"],
+        condition_first=np.array(rows["first"]),
+        verdict=rows["verdict"],
+        length_diff=np.array(rows["diff"], dtype=float),
+    ).results[0]
+    pos = result.position_first_wins
+    return {
+        "position_bias": float(pos.value) - 0.5,  # type: ignore[arg-type]
+        "position_covers": float(pos.low <= 0.5 + b <= pos.high),  # type: ignore[operator]
+        "win_rate": float(result.win_rate.value),  # type: ignore[arg-type]
+        "true_win_rate": float(np.mean(true_win)),
+        "win_covers": float(
+            result.win_rate.low <= np.mean(true_win) <= result.win_rate.high  # type: ignore[operator]
+        ),
+        "lc": float(result.length_controlled.value),  # type: ignore[arg-type]
+        "true_lc": float(np.mean(true_lc)),
+        "lc_covers": float(
+            result.length_controlled.low  # type: ignore[operator]
+            <= np.mean(true_lc)
+            <= result.length_controlled.high
+        ),
+    }
+
+
+def summarise_pairwise(studies: list[dict[str, float]]) -> dict[str, float]:
+    def mean(key: str) -> float:
+        return float(np.mean([s[key] for s in studies]))
+
+    def mae(a: str, b: str) -> float:
+        return float(np.mean([abs(s[a] - s[b]) for s in studies]))
+
+    return {
+        "studies": len(studies),
+        "declared_position_bias": DECLARED_POSITION_BIAS,
+        "mean_position_bias": mean("position_bias"),
+        "max_position_error": float(
+            max(abs(s["position_bias"] - DECLARED_POSITION_BIAS) for s in studies)
+        ),
+        "position_within_2_points": float(
+            np.mean([abs(s["position_bias"] - DECLARED_POSITION_BIAS) <= 0.02 for s in studies])
+        ),
+        "coverage_position": mean("position_covers"),
+        "mae_win_rate_vs_true_lc": mae("win_rate", "true_lc"),
+        "mae_lc_vs_true_lc": mae("lc", "true_lc"),
+        "mean_lc_minus_true_lc": float(np.mean([s["lc"] - s["true_lc"] for s in studies])),
+        "coverage_lc": mean("lc_covers"),
+        "coverage_win_rate": mean("win_covers"),
+        "mae_win_rate": mae("win_rate", "true_win_rate"),
+    }
+
+
 def summarise(outcomes: list[Outcome]) -> dict[str, float]:
     def covers(low: float | None, high: float | None, value: float) -> bool:
         return low is not None and high is not None and low <= value <= high
@@ -168,12 +280,17 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=300)
     parser.add_argument("--gold", type=int, default=120)
     parser.add_argument("--resamples", type=int, default=1000)
-    parser.add_argument("--scenarios", nargs="+", default=["declared", "length-bias"])
+    parser.add_argument("--pair-items", type=int, default=2500)
+    parser.add_argument("--scenarios", nargs="+", default=["declared", "length-bias", "pairwise"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     report = {}
     for scenario in args.scenarios:
         started = time.monotonic()
+        if scenario == "pairwise":
+            pairs = [pairwise_study(i, args.pair_items) for i in range(args.studies)]
+            report[scenario] = summarise_pairwise(pairs) | {"seconds": time.monotonic() - started}
+            continue
         bias = 0.3 if scenario == "length-bias" else 0.0
         outcomes = [one_study(i, args, bias) for i in range(args.studies)]
         report[scenario] = summarise(outcomes) | {"seconds": time.monotonic() - started}
@@ -182,10 +299,14 @@ def main() -> None:
         return
     print(
         f"{args.studies} simulated studies per scenario: {args.items} items x 2 epochs, "
-        f"{args.gold} gold labels, {args.resamples} bootstrap resamples"
+        f"{args.gold} gold labels, {args.resamples} bootstrap resamples; pairwise: "
+        f"{args.pair_items} items, both orders"
     )
     for scenario, s in report.items():
         print(f"\n{scenario}  ({s['seconds']:.0f} s)")
+        if scenario == "pairwise":
+            print_pairwise(s)
+            continue
         print(
             f"  coverage of the true accuracy: corrected interval {s['coverage_corrected']:.1%}"
             f" (target >= 94%), raw judged interval {s['coverage_raw']:.1%}"
@@ -204,6 +325,25 @@ def main() -> None:
             f"  measured vs declared error rates (mean absolute difference): false pass "
             f"{s['mae_false_pass']:.4f}, false fail {s['mae_false_fail']:.4f}"
         )
+
+
+def print_pairwise(s: dict[str, float]) -> None:
+    print(
+        f"  position bias: declared {s['declared_position_bias']:.1%}, measured "
+        f"{s['mean_position_bias']:.2%} on average; within 2 points in "
+        f"{s['position_within_2_points']:.1%} of studies (largest error "
+        f"{s['max_position_error']:.2%}); interval coverage {s['coverage_position']:.1%}"
+    )
+    print(
+        f"  length-controlled win rate vs the true one: mean absolute error "
+        f"{s['mae_lc_vs_true_lc']:.4f} (mean signed {s['mean_lc_minus_true_lc']:+.4f}), "
+        f"interval coverage {s['coverage_lc']:.1%}; the raw win rate is off the true "
+        f"length-controlled one by {s['mae_win_rate_vs_true_lc']:.4f}"
+    )
+    print(
+        f"  win rate vs the judge's expected one: mean absolute error {s['mae_win_rate']:.4f},"
+        f" interval coverage {s['coverage_win_rate']:.1%}"
+    )
 
 
 if __name__ == "__main__":

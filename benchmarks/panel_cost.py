@@ -10,6 +10,12 @@
 
 It prints the requests the sim-server answered in each step (its own `/_sim/stats`): step 2
 should be exactly 3 N judge calls and no generate call, steps 3 and the analysis none.
+
+`--pairwise`: the study has a second model (sim/weak) as a baseline, and the steps after the
+answers add a pairwise judge (`kind: pairwise`, `baseline: sim/weak`) instead of the panel:
+step 2 should be 2 calls per pair (N / 2 pairs: sim/strong's answers), less one for each pair
+whose two answers are the same text (both orders are then the same request, paid once), and
+no generate call; step 3 and `Study.pairwise()` none.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import yaml
 from itemeval import Study
 from itemeval.config import load_study
 from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.store import StudyStore
 
 JUDGES = {
     "judge": {"model": "sim/judge", "endpoint": "sim", "max_tokens": 200},
@@ -72,6 +79,7 @@ def stats(url: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--items", type=int, default=5000)
+    parser.add_argument("--pairwise", action="store_true")
     args = parser.parse_args()
     server = subprocess.Popen(
         [sys.executable, "-m", "itemeval.cli.sim", "--port", "0"],
@@ -107,23 +115,41 @@ def main() -> None:
         def step(name: str) -> None:
             before = stats(url)["requests"]
             started = time.monotonic()
-            if name == "analysis":
+            if name == "analysis" and args.pairwise:
+                assert Study.from_yaml(path).pairwise() is not None
+            elif name == "analysis":
                 analysis = Study.from_yaml(path).judges(resamples=200)
                 assert analysis is not None and analysis.panels
             else:
                 run_study(load_study(path), options)
             steps.append((name, stats(url)["requests"] - before, time.monotonic() - started))
 
+        if args.pairwise:
+            study["models"].append({"id": "sim/weak", "endpoint": "sim"})
+            path.write_text(yaml.safe_dump(study))
         step("answers, scorer only")
-        study["facets"]["grader"] = list(JUDGES)
-        study["graders"] = JUDGES
-        study["panels"] = {"jury": {"graders": list(JUDGES)}}
-        study["gold"] = {"scorer": "auto"}
-        path.write_text(yaml.safe_dump(study))
-        step("3 judges and a panel added")
+        if args.pairwise:
+            pairwise = JUDGES["judge"] | {"kind": "pairwise", "baseline": "sim/weak"}
+            study["facets"]["grader"] = ["versus"]
+            study["graders"] = {"versus": pairwise}
+            path.write_text(yaml.safe_dump(study))
+            step("a pairwise judge added")
+        else:
+            study["facets"]["grader"] = list(JUDGES)
+            study["graders"] = JUDGES
+            study["panels"] = {"jury": {"graders": list(JUDGES)}}
+            study["gold"] = {"scorer": "auto"}
+            path.write_text(yaml.safe_dump(study))
+            step("3 judges and a panel added")
         step("run again")
         step("analysis")
         by_model = stats(url)["ok_by_model"]
+        same = 0
+        if args.pairwise:
+            texts: dict[tuple, set] = {}
+            for row in StudyStore.open(str(folder / "store")).read("solutions").to_pylist():
+                texts.setdefault((row["item_id"], row["epoch"]), set()).add(row["text"])
+            same = sum(len(t) == 1 for t in texts.values())
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -131,6 +157,13 @@ def main() -> None:
     for name, requests, seconds in steps:
         print(f"  {name:28s} {requests:>9,} requests  {seconds:6.1f} s")
     print(f"  answers by model: {by_model}")
+    if args.pairwise:
+        pairs = args.items
+        print(f"  pairs: {pairs:,}; of them with the same text on both sides: {same:,}")
+        print(
+            f"  pairwise calls expected: at most 2 x {pairs:,} = {2 * pairs:,}, at least "
+            f"{2 * pairs - same:,} (identical requests paid once)"
+        )
 
 
 if __name__ == "__main__":

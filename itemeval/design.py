@@ -15,6 +15,12 @@ exactly the content that defines the condition and nothing else:
   "rubric": {"name": <rubric name>, "sha256": <rubric hash>}}`; a grader with
   `structured: false` adds `"verdict": "text"` to its `grader` object (the default, structured
   where the endpoint has it, adds nothing: ids from before structured verdicts stay)
+* pairwise judge (`kind: pairwise`, two conditions per grader and rubric, one per order): the
+  judge payload with `"pairwise": {"baseline": <baseline model id>, "first": "condition" |
+  "baseline"}` in its `grader` object. Its cells are the compared condition's answers; the
+  baseline's answer to the same item and epoch (the generate condition of the baseline model
+  with the same prompt and model config, `GradeCondition.pairwise.baselines`) is the other
+  side. The baseline's own cells are never pending (`Design.drop_self_pairs`)
 * verifiable: `{"stage": "grade", "scorer": <name>, "version": <scorer version>}`; a custom
   scorer's names where its function is defined and its version or source hash instead
   (`scoring/custom.py`)
@@ -43,6 +49,7 @@ from itemeval.errors import InputError, Problem
 from itemeval.ids import condition_id, slugify
 from itemeval.providers.types import SamplingParams
 from itemeval.scoring import SCORERS, scorer_identity
+from itemeval.store.pending import CellMasks
 from itemeval.store.selection import select_conditions
 from itemeval.templates import Template
 
@@ -74,6 +81,16 @@ class GenerateCondition:
 
 
 @dataclass(frozen=True, slots=True)
+class Pairwise:
+    """A pairwise judge's side of the comparison: which answer it is shown first, and per
+    compared generate condition the baseline's generate condition."""
+
+    baseline_model: str
+    condition_first: bool
+    baselines: dict[str, str] = field(default_factory=dict)  # gen id -> baseline gen id
+
+
+@dataclass(frozen=True, slots=True)
 class GradeCondition:
     id: str
     slug: str
@@ -89,6 +106,8 @@ class GradeCondition:
     structured: bool = False
     # verifiable scorers: the name the study uses (built-in, entry point or module:function)
     scorer: str | None = None
+    #: a pairwise judge (the condition's answer against a baseline's); None: a judge of one
+    pairwise: Pairwise | None = None
 
     @property
     def label(self) -> str:
@@ -108,6 +127,11 @@ class GradeCondition:
                 "params": self.params.as_dict(),
                 "structured": self.structured,
             }
+            if self.pairwise is not None:
+                out["pairwise"] = {
+                    "baseline": self.pairwise.baseline_model,
+                    "first": "condition" if self.pairwise.condition_first else "baseline",
+                }
         else:
             out["scorer"] = self.scorer
             if self.scorer not in SCORERS:  # a custom scorer: where its function is defined
@@ -174,17 +198,41 @@ class Design:
         return tuple(c for c in self.grade if c.kind == "judge")
 
     @property
+    def pairwise(self) -> tuple[GradeCondition, ...]:
+        """The pairwise judges' conditions (two per grader and rubric: one per order)."""
+        return tuple(c for c in self.grade if c.pairwise is not None)
+
+    def drop_self_pairs(self, masks: CellMasks) -> CellMasks:
+        """Pending grade masks without the cells where a pairwise judge would compare the
+        baseline with itself (nothing to ask), or a condition without a baseline."""
+        for cond in self.pairwise:
+            for gen in self.generate:
+                if not self.grades(cond, gen.id) and (cond.id, gen.id) in masks.masks:
+                    masks.masks[(cond.id, gen.id)][:] = False
+        return masks
+
+    @property
     def scorers(self) -> tuple[GradeCondition, ...]:
         return tuple(c for c in self.grade if c.kind == "scorer")
 
+    def grades(self, grade: GradeCondition, gen_condition_id: str) -> bool:
+        """Whether `grade` grades this generate condition's answers (a pairwise judge: not the
+        baseline's own, nor a condition without a baseline)."""
+        if grade.pairwise is None:
+            return True
+        base = grade.pairwise.baselines.get(gen_condition_id)
+        return base is not None and base != gen_condition_id
+
     def cell_counts(self, n_items: int) -> dict[str, int]:
         """Cells per stage for `n_items` items: generate = conditions x items x epochs; grade =
-        grade conditions x generate cells (judge cells cost calls, scorer cells do not)."""
-        generate = len(self.generate) * n_items * self.epochs
+        grade conditions x the generate cells they grade (judge cells cost calls, scorer cells
+        do not)."""
+        per_condition = n_items * self.epochs
+        judged = sum(self.grades(j, g.id) for j in self.judges for g in self.generate)
         return {
-            "generate": generate,
-            "grade_judge": len(self.judges) * generate,
-            "grade_scorer": len(self.scorers) * generate,
+            "generate": len(self.generate) * per_condition,
+            "grade_judge": judged * per_condition,
+            "grade_scorer": len(self.scorers) * len(self.generate) * per_condition,
         }
 
     def select(self, selectors: str | list[str] | None) -> Design:
@@ -259,6 +307,12 @@ def build_design(study: StudyConfig) -> Design:
         identity: dict[str, Any] = {"model": grader.model, "params": params.as_dict()}
         if not grader.structured:
             identity["verdict"] = "text"
+        if grader.kind == "pairwise":
+            assert grader.baseline is not None  # checked with the study
+            grade.extend(
+                _pairwise(grader_name, grader, identity, params, structured, rubrics, generate)
+            )
+            continue
         for rubric in rubrics:
             payload = {
                 "stage": "grade",
@@ -298,6 +352,63 @@ def build_design(study: StudyConfig) -> Design:
         epochs=study.facets.replications,
         panels=_panels(study, grade, rubrics),
     )
+
+
+def _pairwise(
+    grader_name: str,
+    grader: Any,
+    identity: dict[str, Any],
+    params: SamplingParams,
+    structured: bool,
+    rubrics: list[Template],
+    generate: list[GenerateCondition],
+) -> list[GradeCondition]:
+    """A pairwise grader's conditions: per rubric, one with the condition's answer shown first
+    and one with the baseline's."""
+    base = [c for c in generate if grader.baseline in (c.model_label, c.model_id)]
+    if not base:
+        raise InputError(
+            Problem(
+                f"the baseline {grader.baseline!r} has no generate condition",
+                field=f"graders.{grader_name}.baseline",
+                hint="name a model of `models:`",
+            )
+        )
+    baselines = {}
+    for gen in generate:
+        same = [
+            b
+            for b in base
+            if b.prompt.sha256 == gen.prompt.sha256 and b.config_name == gen.config_name
+        ]
+        if same:
+            baselines[gen.id] = same[0].id
+    out = []
+    for rubric in rubrics:
+        for condition_first in (True, False):
+            side = "condition" if condition_first else "baseline"
+            payload = {
+                "stage": "grade",
+                "grader": identity | {"pairwise": {"baseline": base[0].model_id, "first": side}},
+                "rubric": {"name": rubric.name, "sha256": rubric.sha256},
+            }
+            slug = slugify(f"{grader_name}_{rubric.short_name}_{side}-first")
+            out.append(
+                GradeCondition(
+                    id=condition_id(slug, payload),
+                    slug=slug,
+                    kind="judge",
+                    payload=payload,
+                    grader_name=grader_name,
+                    model_id=grader.model,
+                    endpoint=grader.endpoint,
+                    rubric=rubric,
+                    params=params,
+                    structured=structured,
+                    pairwise=Pairwise(base[0].model_id, condition_first, baselines),
+                )
+            )
+    return out
 
 
 def _panels(

@@ -365,6 +365,8 @@ def build_estimate(
         tier = tiers.get(grader.id, "live")
         line = EstimateLine("grade", grader.id, grader.slug, grader.label, tier=tier)
         for cond in design.generate:
+            if not design.grades(grader, cond.id):  # a pairwise judge's baseline: never asked
+                continue
             part = EstimateLine("grade", grader.id, grader.slug, grader.label, tier=tier)
             if grader.kind == "judge":
                 pending = _pending_grade_counts(grader, cond, pending_generate, pending_grade)

@@ -353,7 +353,7 @@ def _pending(
     pending_gr = pending_grade(
         store, grade_ids, generate_ids, item_ids, design.epochs, force=force, unique_ids=True
     )
-    return pending_gen, pending_gr
+    return pending_gen, design.drop_self_pairs(pending_gr)
 
 
 def _repeated(
@@ -363,7 +363,8 @@ def _repeated(
     solutions stored now; None without a store, or under `--force` (every call is made)."""
     if pending_gr is None or force:
         return None
-    judges = [c.id for c in design.judges]
+    # A pairwise request holds the baseline's answer too: not the same as another cell's.
+    judges = [c.id for c in design.judges if c.pairwise is None]
     return repeated_judge_cells(store, pending_gr, [c.id for c in design.generate], judges)
 
 

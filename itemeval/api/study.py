@@ -52,7 +52,8 @@ from itemeval.export import (
 )
 from itemeval.export.gold_sample import GoldSample, write_gold_sample
 from itemeval.export.report.judges import study_judges
-from itemeval.judging import JudgeAnalysis
+from itemeval.export.report.pairwise import study_pairwise
+from itemeval.judging import JudgeAnalysis, PairwiseAnalysis
 from itemeval.planning import Plan, make_plan
 
 if TYPE_CHECKING:
@@ -380,6 +381,31 @@ class Study:
             raise InputError(Problem("must be at least 1", field="resamples"))
         plan = self._plan(store, limit, condition, with_pending=False)
         return study_judges(plan, resamples=resamples, seed=seed)
+
+    def pairwise(
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+    ) -> PairwiseAnalysis | None:
+        """The first pairwise judge's verdicts against its baseline (`kind: pairwise`): win
+        rate with a paired interval, position bias, length bias and the length-controlled win
+        rate, Bradley-Terry strengths (None without a pairwise judge). See docs/judges.md;
+        `pairwise_all()` gives one per pairwise grader and rubric."""
+        found = self.pairwise_all(store=store, limit=limit, condition=condition)
+        return found[0] if found else None
+
+    def pairwise_all(
+        self,
+        *,
+        store: str | None = None,
+        limit: int | None = None,
+        condition: Conditions = None,
+    ) -> list[PairwiseAnalysis]:
+        """One pairwise analysis per pairwise grader and rubric."""
+        plan = self._plan(store, limit, condition, with_pending=False)
+        return study_pairwise(plan)
 
     def gold_sample(
         self,

@@ -298,8 +298,14 @@ def _pending_counts(plan: Plan) -> dict[str, int] | None:
     """Cells still to do; grade cells include those of solutions not generated yet."""
     if plan.pending_generate is None or plan.pending_grade is None:
         return None
+    design = plan.design
     generate = plan.pending_generate.num_rows
-    grade = plan.pending_grade.num_rows + generate * len(plan.design.grade)
+    grade = plan.pending_grade.num_rows + sum(
+        plan.pending_generate.count(gen.id)
+        for gen in design.generate
+        for condition in design.grade
+        if design.grades(condition, gen.id)
+    )
     return {"generate": generate, "grade": grade}
 
 

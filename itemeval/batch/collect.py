@@ -22,7 +22,7 @@ from itemeval.providers.batch_client import BatchResult, BatchStatus
 from itemeval.providers.pricing import ModelPrice
 from itemeval.providers.types import ModelResult
 from itemeval.runtime.context import RunContext
-from itemeval.runtime.rows import Call, judge_row, response_row, solution_row
+from itemeval.runtime.rows import Call, grade_row, response_row, solution_row
 from itemeval.runtime.shards import Shard, ShardSummary
 from itemeval.runtime.worker import ShardRunner, fold_rows
 from itemeval.store import TIER_BATCH
@@ -145,15 +145,13 @@ def _row(
     solution = texts.get((cell["item_id"], int(cell["epoch"]), cell["solution_hash"]))
     if solution is None:  # the judged solution is gone (compacted away): graded again later
         return None
-    return judge_row(
+    return grade_row(
         call,
+        condition,
         gen_condition_id=cell["gen_condition_id"],
         solution_hash=cell["solution_hash"],
         solution=solution,
-        grader=condition.model_id or "",
-        rubric=condition.rubric,
         run_id=context.run_id,
-        structured=condition.structured,
     )
 
 

@@ -26,8 +26,8 @@ from itemeval.providers.batch_client import BatchClient
 from itemeval.providers.types import ModelRequest
 from itemeval.runtime.calls import CallTarget
 from itemeval.runtime.context import RunContext
-from itemeval.runtime.requests import generate_requests, judge_requests
-from itemeval.runtime.rows import Call, judge_row, solution_row
+from itemeval.runtime.requests import generate_requests, judge_requests, pairwise_requests
+from itemeval.runtime.rows import Call, grade_row, solution_row
 from itemeval.runtime.shards import Shard, ShardSummary
 from itemeval.runtime.worker import ShardRunner, fold_rows, generate_target, judge_target
 from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, cache_key, request_hashes
@@ -85,7 +85,16 @@ async def prepare_shard(
         target = judge_target(grader)
         endpoint = context.endpoints[str(grader.endpoint)]
         texts = await asyncio.to_thread(runner.solution_texts, shard)
-        requests, kept, judged = judge_requests(grader, endpoint, items, texts, cells)
+        if grader.pairwise is not None:  # the baseline's answers are the other side
+            base = grader.pairwise.baselines.get(str(shard.gen_condition_id))
+            baseline = (
+                {} if base is None else await asyncio.to_thread(runner.baseline_texts, shard, base)
+            )
+            requests, kept, judged = pairwise_requests(
+                grader, endpoint, items, texts, baseline, cells
+            )
+        else:
+            requests, kept, judged = judge_requests(grader, endpoint, items, texts, cells)
         places = zip(cells["item_id"], cells["epoch"], strict=True)
         fragments = dict(zip(places, cells["fragment"], strict=True))
     if not requests:
@@ -149,15 +158,13 @@ async def _write_hits(
         grader = context.grade[shard.condition_id]
         assert grader.rubric is not None
         rows = [
-            judge_row(
+            grade_row(
                 c,
+                grader,
                 gen_condition_id=str(shard.gen_condition_id),
                 solution_hash=judged[(c.item_id, c.epoch)][0],
                 solution=judged[(c.item_id, c.epoch)][1],
-                grader=grader.model_id or "",
-                rubric=grader.rubric,
                 run_id=context.run_id,
-                structured=grader.structured,
             )
             for c in calls
         ]

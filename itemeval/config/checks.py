@@ -81,6 +81,36 @@ def cross_check(study: StudyConfig) -> list[Problem]:
     for name, grader in study.graders.items():
         if grader.endpoint not in study.endpoints:
             unknown("endpoint", grader.endpoint, endpoints, f"graders.{name}.endpoint")
+    model_names = sorted({m.label for m in study.models} | {m.id for m in study.models})
+    for name, grader in study.graders.items():
+        if grader.kind == "pairwise" and not grader.baseline:
+            problems.append(
+                Problem(
+                    "a pairwise grader needs a baseline",
+                    field=f"graders.{name}.baseline",
+                    hint="name the model whose answers the others are compared with",
+                )
+            )
+        elif grader.kind == "pairwise" and grader.baseline not in model_names:
+            unknown("model", str(grader.baseline), model_names, f"graders.{name}.baseline")
+        elif grader.kind == "judge" and grader.baseline is not None:
+            problems.append(
+                Problem(
+                    "`baseline` is only for a pairwise grader",
+                    field=f"graders.{name}.baseline",
+                    hint="set `kind: pairwise`, or remove `baseline`",
+                )
+            )
+        if grader.kind == "pairwise" and name in {
+            member for panel in study.panels.values() for member in panel.graders
+        }:
+            problems.append(
+                Problem(
+                    "a pairwise grader cannot sit on a panel",
+                    field=f"graders.{name}",
+                    hint="panels combine judges of single answers",
+                )
+            )
     for index, name in enumerate(study.facets.grader):
         if name not in study.graders:
             unknown("grader", name, sorted(study.graders), f"facets.grader[{index}]")

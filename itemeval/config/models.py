@@ -116,6 +116,12 @@ class Grader(StrictModel):
     #: `response_format`, Anthropic tool use, Gemini's response schema, the simulator) where it
     #: has one; false: a text reply read by the text parser and its guards.
     structured: bool = True
+    #: `pairwise`: the judge compares each condition's answer with the `baseline` model's answer
+    #: to the same item and epoch (same prompt and model config), both orders asked
+    #: (`itemeval.judging.pairwise`); `judge`: it grades one answer against the rubric.
+    kind: Literal["judge", "pairwise"] = "judge"
+    #: the baseline of a pairwise judge: a model's `name` (or id) under `models:`
+    baseline: str | None = None
 
     @property
     def thinks(self) -> bool:

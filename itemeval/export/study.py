@@ -36,12 +36,14 @@ from itemeval.export.eee.records import EEE_VERSIONS, RELATIONSHIPS, RecordConte
 from itemeval.export.eee.writer import EeeWriter
 from itemeval.export.outputs import OutputDir, OutputFile
 from itemeval.export.report.judges import study_judges
+from itemeval.export.report.pairwise import study_pairwise
 from itemeval.export.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from itemeval.export.table.columns import LONG_TABLE_SCHEMA
 from itemeval.export.table.scan import DEFAULT_BATCH_ROWS, LongTableScan, Pair, ScanCounts
 from itemeval.planning import Plan
 
 FORMATS = ("parquet", "csv", "eee")
+PAIRWISE_FILE = "pairwise.json"  # pairwise judges against their baseline, when there are some
 JUDGES_FILE = "judges.json"  # every judge and panel against gold, when the study has judges
 PARQUET_FILE = "long_table.parquet"
 CSV_FILE = "long_table.csv"
@@ -316,6 +318,10 @@ def export_study(plan: Plan, options: ExportOptions | None = None) -> ExportResu
         result.files["judges"] = out.write_bytes(
             JUDGES_FILE, (json.dumps(judges.as_dict(), indent=2) + "\n").encode("utf-8")
         )
+    pairwise = study_pairwise(plan)
+    if pairwise:  # pairwise judges against their baseline (itemeval.judging.pairwise)
+        body = json.dumps([p.to_dict() for p in pairwise], indent=2) + "\n"
+        result.files["pairwise"] = out.write_bytes(PAIRWISE_FILE, body.encode("utf-8"))
     if eee is not None:
         result.eee_evaluations = eee.totals.evaluations
         result.eee_samples = eee.totals.samples

@@ -79,7 +79,15 @@ class SimModelSpec(_Strict):
         0.0,
         description="as a judge, how much more often it passes a long answer: added to its "
         "chance of a pass (false pass up, false fail down) per 1,000 characters of the judged "
-        "answer, up to 1,000",
+        "answer, up to 1,000; as a pairwise judge, 4 x this is added to the log-odds that the "
+        "first-shown answer wins per 1,000 characters it is longer (up to 1,000)",
+    )
+    judge_position_bias: Annotated[float, Field(ge=0, le=0.5)] = Field(
+        0.0,
+        description="as a pairwise judge, how much more often the answer shown first wins: of "
+        "the verdicts that pick a side over pairs asked in both orders, a share 0.5 + this goes "
+        "to the first-shown answer (a verdict for the second is turned to the first with "
+        "probability 2 x this)",
     )
     verbosity: Annotated[float, Field(gt=0, le=100)] = Field(
         1.0,

@@ -525,7 +525,7 @@ def _pending(plan: Plan, stage: StageName) -> CellMasks:
         # The generate stage's freed pages first: the grade set's per-cell keys and id lookup
         # (tens of MB at a million items) then reuse them instead of raising the peak.
         release_unused_memory()
-    return pending_grade(
+    masks = pending_grade(
         plan.store,
         [c.id for c in plan.design.grade],
         [c.id for c in plan.design.generate],
@@ -534,6 +534,7 @@ def _pending(plan: Plan, stage: StageName) -> CellMasks:
         force=plan.force,
         unique_ids=True,  # the plan's own ids, checked when it read them
     )
+    return plan.design.drop_self_pairs(masks)
 
 
 def _shards(

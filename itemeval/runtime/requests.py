@@ -11,9 +11,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from itemeval.design import GenerateCondition, GradeCondition
+from itemeval.judging.pairwise import PAIRWISE_SCHEMA
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ModelRequest, ReplySchema
 from itemeval.scoring import VERDICT_SCHEMA, VERDICT_SCHEMA_NAME
+from itemeval.templates import render_pairwise
 from itemeval.workitem import WorkItem
 
 
@@ -76,6 +78,54 @@ def judge_requests(
         judged[(item_id, epoch)] = (wanted, text)
     return requests, kept, judged
 
+
+def pairwise_requests(
+    condition: GradeCondition,
+    endpoint: EndpointSettings,
+    items: Mapping[str, WorkItem],
+    texts: Mapping[tuple[str, int, str], str],
+    baseline: Mapping[tuple[str, int], tuple[str, str]],
+    cells: Mapping[str, list[Any]],
+) -> tuple[list[ModelRequest], dict[str, list[Any]], dict[tuple[str, int], tuple[str, str]]]:
+    """A pairwise judge's requests: as `judge_requests`, with the baseline's current answer to
+    the same item and epoch (`baseline`: `(item_id, epoch) -> (hash, text)`) as the other side,
+    shown first or second as the condition says. Cells without either answer are left out."""
+    assert condition.pairwise is not None and condition.rubric is not None
+    assert condition.model_id is not None and condition.params is not None
+    sim = endpoint.kind == "sim"
+    schema = PAIRWISE_VERDICT if condition.structured else None
+    kept: dict[str, list[Any]] = {"item_id": [], "epoch": []}
+    judged: dict[tuple[str, int], tuple[str, str]] = {}
+    requests = []
+    for item_id, epoch, wanted in zip(
+        cells["item_id"], cells["epoch"], cells["solution_hash"], strict=True
+    ):
+        text = texts.get((item_id, epoch, wanted))
+        other = baseline.get((item_id, epoch))
+        if text is None or other is None:
+            continue
+        first, second = (text, other[1]) if condition.pairwise.condition_first else (other[1], text)
+        item = items[item_id]
+        hints = _solver_hints(item, epoch) | {"role": "pairwise", "first": first, "second": second}
+        requests.append(
+            ModelRequest(
+                model=condition.model_id,
+                messages=render_pairwise(condition.rubric, item, first, second),
+                params=condition.params,
+                sim_hints=hints if sim else None,
+                reply_schema=schema,
+            )
+        )
+        kept["item_id"].append(item_id)
+        kept["epoch"].append(epoch)
+        judged[(item_id, epoch)] = (wanted, text)
+    return requests, kept, judged
+
+
+#: What a pairwise judge with structured output is asked for.
+PAIRWISE_VERDICT = ReplySchema(
+    "pairwise_verdict", PAIRWISE_SCHEMA, "Record the verdict: the reasoning, then the winner."
+)
 
 #: What a judge with structured output is asked for: the verdict object and nothing else.
 VERDICT = ReplySchema(

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from itemeval.design import GradeCondition
+from itemeval.judging.pairwise import OUTCOME, parse_pairwise_verdict
 from itemeval.providers.types import ModelResult
 from itemeval.scoring import Score, parse_judge_output, parse_structured_verdict
 from itemeval.secrets import redact
@@ -124,6 +126,81 @@ def judge_row(
         "correct": None if verdict.score is None else verdict.score >= rubric.pass_score,
         "reasoning": verdict.reasoning,
     }
+
+
+def pairwise_row(
+    call: Call,
+    *,
+    gen_condition_id: str,
+    solution_hash: str,
+    grader: str,
+    condition_first: bool,
+    run_id: str,
+    structured: bool = False,
+) -> dict[str, Any]:
+    """A pairwise judge's grade of the condition's answer against the baseline's: `score` is
+    the condition's outcome (1 a win, 0.5 a tie, 0 a loss), `correct` is left empty (a
+    comparison, not a pass). No verdict: an `ok` row with `parse_ok = false`, code
+    `no_verdict` (final). Provider failures are `error` rows (retried later)."""
+    result = call.result
+    row: dict[str, Any] = {
+        "gen_condition_id": gen_condition_id,
+        "item_id": call.item_id,
+        "epoch": call.epoch,
+        "solution_hash": solution_hash,
+        "request_hash": call.request_hash,
+        "grader": grader,
+        "run_id": run_id,
+        **_usage(call),
+    }
+    if not result.ok:
+        return row | {"status": STATUS_ERROR, "parse_ok": False, **_error(result)}
+    winner = parse_pairwise_verdict(result.text, structured=structured)
+    score = None if winner is None else OUTCOME[winner]
+    if score is not None and not condition_first:
+        score = 1.0 - score
+    return row | {
+        "status": STATUS_OK,
+        "judge_text": result.text,
+        "parse_ok": winner is not None,
+        "parse_code": None if winner is not None else "no_verdict",
+        "score": score,
+        "correct": None,
+        "reasoning": winner,
+    }
+
+
+def grade_row(
+    call: Call,
+    condition: GradeCondition,
+    *,
+    gen_condition_id: str,
+    solution_hash: str,
+    solution: str,
+    run_id: str,
+) -> dict[str, Any]:
+    """A judge's grade row: `pairwise_row` for a pairwise judge, else `judge_row`."""
+    assert condition.rubric is not None
+    if condition.pairwise is not None:
+        return pairwise_row(
+            call,
+            gen_condition_id=gen_condition_id,
+            solution_hash=solution_hash,
+            grader=condition.model_id or "",
+            condition_first=condition.pairwise.condition_first,
+            run_id=run_id,
+            structured=condition.structured,
+        )
+    return judge_row(
+        call,
+        gen_condition_id=gen_condition_id,
+        solution_hash=solution_hash,
+        solution=solution,
+        grader=condition.model_id or "",
+        rubric=condition.rubric,
+        run_id=run_id,
+        structured=condition.structured,
+    )
 
 
 def scorer_row(

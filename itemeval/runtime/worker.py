@@ -33,11 +33,12 @@ from itemeval.providers.machine_limiter import machine_source
 from itemeval.providers.ratelimiter import PermitSource
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ModelRequest, Provider
+from itemeval.runtime.baseline import baseline_texts
 from itemeval.runtime.calls import CallOutcome, CallTarget, Interrupted, ShardCalls
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.journal import ResponseJournal
-from itemeval.runtime.requests import generate_requests, judge_requests
-from itemeval.runtime.rows import Call, judge_row, scorer_row, solution_row
+from itemeval.runtime.requests import generate_requests, judge_requests, pairwise_requests
+from itemeval.runtime.rows import Call, judge_row, pairwise_row, scorer_row, solution_row
 from itemeval.runtime.shards import Shard, ShardSummary
 from itemeval.runtime.spend import SpendAccount, SpendSource
 from itemeval.scoring import score
@@ -231,6 +232,8 @@ class ShardRunner:
         endpoint = self.context.endpoints[condition.endpoint]
         items = await asyncio.to_thread(self.read_items, shard)
         texts = await asyncio.to_thread(self.solution_texts, shard)
+        if condition.pairwise is not None:
+            return await self._pairwise(shard, condition, endpoint, items, texts)
         requests, kept, judged = judge_requests(
             condition, endpoint, items, texts, shard.cells.to_pydict()
         )
@@ -253,6 +256,46 @@ class ShardRunner:
         summary.skipped = shard.size - len(requests)
         summary.cells = shard.size
         return summary
+
+    async def _pairwise(
+        self,
+        shard: Shard,
+        condition: GradeCondition,
+        endpoint: Any,
+        items: Mapping[str, WorkItem],
+        texts: Mapping[tuple[str, int, str], str],
+    ) -> ShardSummary:
+        """A pairwise judge's shard: each answer against the baseline's to the same item and
+        epoch (read now: its current `ok` solution)."""
+        pairwise = condition.pairwise
+        assert pairwise is not None and condition.model_id is not None
+        base = pairwise.baselines.get(str(shard.gen_condition_id))
+        baseline = {} if base is None else await asyncio.to_thread(self.baseline_texts, shard, base)
+        requests, kept, judged = pairwise_requests(
+            condition, endpoint, items, texts, baseline, shard.cells.to_pydict()
+        )
+
+        def to_row(call: Call) -> dict[str, Any]:
+            return pairwise_row(
+                call,
+                gen_condition_id=str(shard.gen_condition_id),
+                solution_hash=judged[(call.item_id, call.epoch)][0],
+                grader=condition.model_id or "",
+                condition_first=pairwise.condition_first,
+                run_id=self.context.run_id,
+                structured=condition.structured,
+            )
+
+        target = judge_target(condition)
+        summary = await self._call_and_write(shard, GRADES, target, requests, kept, to_row)
+        summary.skipped = shard.size - len(requests)
+        summary.cells = shard.size
+        return summary
+
+    def baseline_texts(self, shard: Shard, base: str) -> dict[tuple[str, int], tuple[str, str]]:
+        """`(item_id, epoch) -> (text_hash, text)` of the baseline's current `ok` answers to
+        the shard's cells (`runtime.baseline.baseline_texts`)."""
+        return baseline_texts(self.store, base, shard.cells.select(["item_id", "epoch"]))
 
     # -- verifiable scorers ----------------------------------------------------------------
     def _score(self, shard: Shard, condition: GradeCondition) -> ShardSummary:

@@ -178,6 +178,41 @@ class Template:
         )
 
 
+PAIRWISE_FORMAT = (
+    "Two responses to the task follow, the first and then the second. Judge which one is "
+    "better by the criteria above, not by its length or its position. End your reply with a "
+    'fenced JSON block: ```json\n{"reasoning": "<why>", "winner": "first" | "second" | '
+    '"tie"}\n```'
+)
+
+
+def render_pairwise(
+    template: Template, item: WorkItem, first: str, second: str
+) -> tuple[dict[str, str], ...]:
+    """Chat messages for a pairwise judge: the rubric (its `{response}` says the responses
+    follow), then the two responses in the order shown, then the verdict format."""
+    values = {
+        "input": item.input,
+        "target": item.target,
+        "response": "(the two responses below)",
+        "grading_scheme": item.grading_scheme or "",
+        "id": item.id,
+        "dataset": item.dataset,
+        "modality": item.modality or "",
+        "task_prompt": item.task_prompt or "",
+        "metadata": item.metadata,
+    }
+    body = render(template.text, values).strip()
+    return (
+        {"role": "system", "content": _JUDGE_SYSTEM},
+        {
+            "role": "user",
+            "content": f"{body}\n\n{PAIRWISE_FORMAT}\n\n[First response]\n{first}\n\n"
+            f"[Second response]\n{second}",
+        },
+    )
+
+
 def _split_front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
     if not text.startswith("---\n"):
         return {}, text

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from itemeval import __version__
 from itemeval.export.report.difficulty import DatasetDifficulty, item_difficulty
 from itemeval.export.report.judges import judge_analysis, with_panels
+from itemeval.export.report.pairwise import study_pairwise
 from itemeval.export.report.summary import (
     Bootstrap,
     Cost,
@@ -36,7 +37,7 @@ from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.conditions import DesignFacets
 from itemeval.export.table.fetch import ItemFetcher
 from itemeval.importing.conditions import imported_notes
-from itemeval.judging import JudgeAnalysis
+from itemeval.judging import JudgeAnalysis, PairwiseAnalysis
 from itemeval.planning import Plan
 from itemeval.store import latest_manifest
 
@@ -75,6 +76,7 @@ class ReportData:
     version: str = __version__
     statistics: StudyStatistics | None = None  # paired comparisons, ranks, tiers, components
     judges: JudgeAnalysis | None = None  # judges and panels against gold (report/judges.py)
+    pairwise: list[PairwiseAnalysis] = field(default_factory=list)  # report/pairwise.py
     imported: list[str] = field(default_factory=list)  # imported conditions and their matches
     irt: IrtSection | None = None  # items item response theory finds suspicious (irt/report)
     adaptive: list[list[str]] = field(default_factory=list)  # predictions (irt.adaptive_rows)
@@ -154,6 +156,7 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         judges=judge_analysis(cells, plan, resamples=bootstrap.resamples, seed=bootstrap.seed),
         irt=_irt_section(plan, cells),
         adaptive=_adaptive_rows(plan),
+        pairwise=study_pairwise(plan),
     )
 
 

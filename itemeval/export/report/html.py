@@ -10,6 +10,7 @@ from itemeval.export.report import svg
 from itemeval.export.report import tables as t
 from itemeval.export.report.data import ReportData
 from itemeval.export.report.judge_tables import judges_html
+from itemeval.export.report.pairwise_tables import pairwise_html
 from itemeval.export.report.summary import FacetTable
 from itemeval.irt import report as irt
 
@@ -318,6 +319,7 @@ def report_html(data: ReportData) -> str:
     add("</section>")
 
     add(judges_html(data.judges))
+    add(pairwise_html(data.pairwise))
 
     add("<section id='cost'><h2>Cost per correct answer</h2>")
     add(

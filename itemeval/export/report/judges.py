@@ -72,7 +72,7 @@ def judge_analysis(
     graders = [
         Grader(code, g.id, g.label, g.kind, members.get(g.id, ()))
         for code, g in enumerate(facets.grade)
-        if g.kind in ("judge", "panel")
+        if g.kind in ("judge", "panel") and g.id not in {c.id for c in plan.design.pairwise}
     ]
     if not graders:
         return None
@@ -167,7 +167,7 @@ def study_judges(
 ) -> JudgeAnalysis | None:
     """Every judge and panel of `plan`'s store against gold (what `export` writes as
     `judges.json` and `Study.judges()` returns); None for a study without judges."""
-    if not plan.design.judges:
+    if not [c for c in plan.design.judges if c.pairwise is None]:
         return None
     cells = with_panels(read_cells(plan), plan.design)
     return judge_analysis(cells, plan, resamples=resamples, seed=seed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from itemeval.export.report import tables as t
 from itemeval.export.report.data import ReportData
 from itemeval.export.report.judge_tables import judges_markdown
+from itemeval.export.report.pairwise_tables import pairwise_markdown
 from itemeval.irt import report as irt
 
 
@@ -102,6 +103,7 @@ def report_markdown(data: ReportData) -> str:
     out += [md_table(agreement) if agreement else "Only one grader: nothing to compare."]
 
     out += judges_markdown(data.judges)
+    out += pairwise_markdown(data.pairwise)
 
     out += ["", "## Cost per correct answer", "", md_table(t.cost_table(data))]
 

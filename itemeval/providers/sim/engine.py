@@ -8,7 +8,9 @@ fault drawn by content instead: those requests hang on every attempt.
 
 Hints (`ModelRequest.sim_hints`, or the `itemeval_sim` body field over HTTP):
 `item_id`, `epoch`, `target`, `modality`, `difficulty`; for judge calls `role: "judge"`,
-`solution` (the text being judged), `target`, optionally `score_range: [low, high]`.
+`solution` (the text being judged), `target`, optionally `score_range: [low, high]`; for
+pairwise judge calls `role: "pairwise"`, `first` and `second` (the answers in the order shown),
+`target` (the verdict: `{"reasoning": ..., "winner": "first" | "second" | "tie"}`).
 A judge asked for structured output (`structured=True`: a request's reply schema, or its wire
 form on the server) answers with the verdict object alone; its malformed replies are then the
 object without a valid score, or a sentence where the object should be.
@@ -25,6 +27,7 @@ price table's `max_output` says for `sim/*`, so the budget cap can bound a call)
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Mapping, Sequence
@@ -167,7 +170,9 @@ class Simulator:
             return self._unknown(model)
         prompt = "\n\n".join(_content(m) for m in messages)
         hints = hints or {}
-        if hints.get("role") == "judge" or (not hints and answers.is_judge_prompt(prompt)):
+        if hints.get("role") == "pairwise":
+            text = self._pairwise(name, spec, prompt, hints, structured=structured)
+        elif hints.get("role") == "judge" or (not hints and answers.is_judge_prompt(prompt)):
             text = self._judge(name, spec, prompt, hints, structured=structured)
         else:
             text = self._solve(name, spec, prompt, hints)
@@ -305,6 +310,76 @@ class Simulator:
             which = answers.JUDGE_FAILURES[int(stable_unit("judge-which", *key) * 4)]
             return answers.malformed_judge_output(which, reasoning, structured=structured)
         return answers.judge_output(high if verdict else low, reasoning, structured=structured)
+
+    def _pairwise(
+        self,
+        name: str,
+        spec: SimModelSpec,
+        prompt: str,
+        hints: Mapping[str, Any],
+        *,
+        structured: bool = False,
+    ) -> str:
+        """A pairwise verdict on hints `first` and `second` (see `pairwise_verdict`)."""
+        first, second = str(hints.get("first") or ""), str(hints.get("second") or "")
+        key = (
+            *self._item_key(name, prompt, hints),
+            sha256_hex(first)[:16],
+            sha256_hex(second)[:16],
+        )
+        target = hints.get("target")
+        winner = pairwise_verdict(
+            spec,
+            first,
+            second,
+            None if target is None else str(target),
+            stable_unit("pairwise-prefer", *key),
+            stable_unit("pairwise-position", *key),
+        )
+        reasoning = {
+            "first": "The first response is better.",
+            "second": "The second response is better.",
+            "tie": "The responses are equally good.",
+        }[winner]
+        body = json.dumps({"reasoning": reasoning, "winner": winner})
+        return body if structured else f"{reasoning}\n\n```json\n{body}\n```"
+
+
+def pairwise_preference(
+    spec: SimModelSpec, first: str, second: str, target: str | None, *, length: bool = True
+) -> float:
+    """The chance a simulated pairwise judge prefers the first answer before its position bias:
+    `sigmoid(logit(judge_accuracy) * (right_first - right_second) + 4 * judge_length_bias *
+    clip((len(first) - len(second)) / 1000, -1, 1))` (`length=False`: without the length term)."""
+    if target is not None:
+        d = float(answers.solution_matches(first, target)) - float(
+            answers.solution_matches(second, target)
+        )
+    else:
+        d = 0.0
+    accuracy = min(max(spec.judge_accuracy, 1e-6), 1 - 1e-6)
+    logit = math.log(accuracy / (1 - accuracy)) * d
+    if length and spec.judge_length_bias:
+        logit += 4 * spec.judge_length_bias * max(-1.0, min(1.0, (len(first) - len(second)) / 1e3))
+    return 1.0 / (1.0 + math.exp(-logit))
+
+
+def pairwise_verdict(
+    spec: SimModelSpec,
+    first: str,
+    second: str,
+    target: str | None,
+    prefer_draw: float,
+    position_draw: float,
+) -> str:
+    """`tie` for identical answers; else the first with `pairwise_preference`, and a verdict
+    for the second turned to the first with probability `2 * judge_position_bias` (so that over
+    both orders a share `0.5 + judge_position_bias` of the decisive verdicts go first)."""
+    if first == second:
+        return "tie"
+    if prefer_draw < pairwise_preference(spec, first, second, target):
+        return "first"
+    return "first" if position_draw < 2 * spec.judge_position_bias else "second"
 
 
 def judge_error_rates(spec: SimModelSpec, solution: str) -> tuple[float, float]:
