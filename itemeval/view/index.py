@@ -36,7 +36,7 @@ from itemeval.export.table.fetch import (
     locate_logical_rows,
     plain_columns,
 )
-from itemeval.heap import release_unused_memory
+from itemeval.heap import release_unused_memory, trim_heap
 from itemeval.planning import Plan
 from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, SnapshotInfo, read_snapshot_info
 from itemeval.store.fragments import (
@@ -46,6 +46,7 @@ from itemeval.store.fragments import (
 from itemeval.view.partitions import Where, grades_by_condition
 
 _CODE = pa.int32()
+_TOKENS = pa.int32()  # one call's tokens; the sums the overview takes of them are int64
 _SOLUTION_EXTRA = [
     "status",
     "error_code",
@@ -208,6 +209,7 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
         )
         release_unused_memory()
     solutions = _concat(solution_parts, _SOLUTIONS_SCHEMA)
+    del solution_parts
     hashes = solutions.select(["gen", "item", "epoch", "text_hash"])
 
     grade_where: list[Where] = []
@@ -253,15 +255,20 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
             )
             part = part.append_column("stale", stale)
             part = part.append_column("valid", pc.fill_null(valid, False))
-            grade_parts.append(part.select(_GRADES_SCHEMA.names).combine_chunks())
+            grade_parts.append(
+                part.select(_GRADES_SCHEMA.names).cast(_GRADES_SCHEMA).combine_chunks()
+            )
+            del part, table, stored
+            trim_heap()
         release_unused_memory()
     del hashes
-    solutions = solutions.drop_columns(["text_hash"]).combine_chunks()  # a take per page is
-    del solution_parts  # fast on one chunk, slow on many
+    # One chunk per column (a take per page is fast on one chunk, slow on many), combined a
+    # column at a time so that the parts and the whole are never held at once.
+    parts = [solutions.drop_columns(["text_hash"])]
+    del solutions
+    solutions = _combined(parts, _SOLUTIONS_INDEX)
     release_unused_memory()
-    grades = _concat(grade_parts, _GRADES_SCHEMA)
-    del grade_parts
-    grades = grades.combine_chunks()
+    grades = _combined(grade_parts, _GRADES_SCHEMA)
     release_unused_memory()
     cells = StudyCells(
         facets=facets,
@@ -330,7 +337,8 @@ def _counts(
     g_valid = grades.column("valid").to_numpy(zero_copy_only=False)
     g_parse = grades.column("parse_ok").to_numpy(zero_copy_only=False)
     g_correct = pc.fill_null(grades.column("correct"), False).to_numpy(zero_copy_only=False)
-    flat = g_gen.astype(np.int64) * n_items + g_item
+    cell_type = np.int32 if size * max(epochs, 1) < 2**31 else np.int64
+    flat = g_gen.astype(cell_type) * n_items + g_item
 
     def per_cell(mask: np.ndarray, index: np.ndarray = flat) -> np.ndarray:
         counted = np.bincount(index[mask], minlength=size)
@@ -348,7 +356,7 @@ def _counts(
     else:
         graded = correct = np.zeros(shape, dtype=np.int32)
     s_flat = (
-        solutions.column("gen").to_numpy().astype(np.int64) * n_items
+        solutions.column("gen").to_numpy().astype(cell_type) * n_items
         + solutions.column("item").to_numpy()
     )
     s_ok = solutions.column("ok").to_numpy(zero_copy_only=False)
@@ -386,9 +394,9 @@ _SOLUTIONS_SCHEMA = pa.schema(
         ("ok", pa.bool_()),
         ("error_code", pa.string()),
         ("usd", pa.float64()),
-        ("input_tokens", pa.int64()),
-        ("output_tokens", pa.int64()),
-        ("cached_input_tokens", pa.int64()),
+        ("input_tokens", _TOKENS),
+        ("output_tokens", _TOKENS),
+        ("cached_input_tokens", _TOKENS),
         ("cached", pa.bool_()),
         ("batch", pa.bool_()),
         ("text_hash", pa.string()),
@@ -396,6 +404,7 @@ _SOLUTIONS_SCHEMA = pa.schema(
         ("pos", pa.int32()),
     ]
 )
+_SOLUTIONS_INDEX = pa.schema([f for f in _SOLUTIONS_SCHEMA if f.name != "text_hash"])
 _GRADES_SCHEMA = pa.schema(
     [
         ("grade", _CODE),
@@ -409,7 +418,7 @@ _GRADES_SCHEMA = pa.schema(
         ("parse_code", pa.string()),
         ("usd", pa.float64()),
         ("cached", pa.bool_()),
-        ("cached_input_tokens", pa.int64()),
+        ("cached_input_tokens", _TOKENS),
         ("batch", pa.bool_()),
         ("stale", pa.bool_()),
         ("valid", pa.bool_()),
@@ -424,3 +433,22 @@ def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
     if not tables:
         return schema.empty_table()
     return pa.concat_tables(tables)
+
+
+def _combined(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    """`parts` (emptied) as one table of `schema`, each column one chunk. Built a column at a
+    time, each column's parts dropped once it is combined: the peak is the result and one
+    column of the parts, not both tables whole."""
+    tables = [p.select(schema.names).cast(schema) for p in parts if p.num_rows]
+    parts.clear()
+    if not tables:
+        return schema.empty_table()
+    pending = [[c for t in tables for c in t.column(k).chunks] for k in range(len(schema))]
+    del tables
+    columns = []
+    for k, f in enumerate(schema):
+        chunks, pending[k] = pending[k], []
+        columns.append(pa.concat_arrays(chunks) if chunks else pa.array([], f.type))
+        del chunks
+        trim_heap()  # the parts' small buffers were on the heap
+    return pa.Table.from_arrays(columns, schema=schema)

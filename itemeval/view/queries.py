@@ -31,6 +31,7 @@ from itemeval.export.report.summary import (
     errors,
 )
 from itemeval.export.stats import Proportion, bootstrap_proportion
+from itemeval.export.table.cells import StudyCells
 from itemeval.export.table.conditions import primary_grader
 from itemeval.heap import release_unused_memory
 from itemeval.store import latest_manifest, read_items_part
@@ -66,13 +67,7 @@ class Overview:
 
 
 def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
-    # The report's functions filter the grades several times: without the columns only pages
-    # use (where each row is stored), each copy is a quarter smaller.
-    cells = dataclasses.replace(
-        index.cells,
-        grades=index.cells.grades.drop_columns(["frag", "pos", "epoch"]),
-        solutions=index.cells.solutions.drop_columns(["frag", "pos", "epoch"]),
-    )
+    cells = index.cells
     board = ranked(index, bootstrap or Bootstrap())
     tiers = tiers_hook(board) if tiers_hook is not None else {}
     manifest = latest_manifest(index.plan.store)
@@ -92,14 +87,14 @@ def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
         if t.num_rows
     )
     gens = index.facets.generate
-    cost_lines = costs(cells, index.plan.pricing)
+    cost_lines = condition_costs(index)
     release_unused_memory()
-    error_lines = errors(cells)
+    error_lines = errors(_projected(cells, _ERRORS_SOLUTIONS, _ERRORS_GRADES))
     release_unused_memory()
     return Overview(
         board=board,
         tiers=tiers,
-        costs={c.generate.id: c for c in cost_lines},
+        costs=cost_lines,
         errors=error_lines,
         done={g.id: int(index.done[k].sum()) for k, g in enumerate(gens)},
         error_counts={g.id: int(index.errors[k].sum()) for k, g in enumerate(gens)},
@@ -109,6 +104,37 @@ def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
         grades=cells.grades.num_rows,
         usd=usd,
     )
+
+
+# The columns the report's `costs` and `errors` read: what they filter is copied, so they are
+# given only these (a `select` copies nothing).
+_COSTS_SOLUTIONS = ["gen", "usd", "input_tokens", "output_tokens", "cached", "cached_input_tokens"]
+_COSTS_GRADES = ["gen", "grade", "usd", "valid", "correct", "cached", "cached_input_tokens"]
+_ERRORS_SOLUTIONS = ["gen", "ok", "error_code"]
+_ERRORS_GRADES = ["gen", "grade", "ok", "error_code", "parse_ok", "parse_code", "valid", "stale"]
+
+
+def _projected(cells: StudyCells, solutions: list[str], grades: list[str]) -> StudyCells:
+    return dataclasses.replace(
+        cells, solutions=cells.solutions.select(solutions), grades=cells.grades.select(grades)
+    )
+
+
+def condition_costs(index: ViewIndex) -> dict[str, Cost]:
+    """The report's `costs` (the same numbers, a test holds them equal) by generate condition
+    id, computed one condition at a time: the report filters the grades (the paid ones, the
+    headline grader's), and a condition's rows are a tenth of the copy all of them were."""
+    cells = _projected(index.cells, [*_COSTS_SOLUTIONS, "batch"], [*_COSTS_GRADES, "batch"])
+    out = {}
+    for code, condition in enumerate(index.facets.generate):
+        mine = dataclasses.replace(
+            cells,
+            solutions=cells.solutions.filter(pc.equal(cells.solutions.column("gen"), code)),
+            grades=cells.grades.filter(pc.equal(cells.grades.column("gen"), code)),
+        )
+        out[condition.id] = costs(mine, index.plan.pricing)[code]
+        del mine
+    return out
 
 
 def ranked(index: ViewIndex, bootstrap: Bootstrap) -> Leaderboard:

@@ -31,7 +31,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from itemeval.errors import InputError, Problem
-from itemeval.heap import release_unused_memory
+from itemeval.heap import release_unused_memory, use_system_arrow_pool
 from itemeval.planning import Plan
 from itemeval.view import pages
 from itemeval.view.index import ViewIndex, build_index, store_version
@@ -250,6 +250,7 @@ class ViewServer:
         self.port = sock.getsockname()[1]
         started = time.monotonic()
         if self.state.rebuilds == 0:
+            use_system_arrow_pool()  # the index's intermediates go back to the system
             try:
                 self.state.load()
             except BaseException:

@@ -82,3 +82,43 @@ def test_index_of_a_compacted_store_is_the_same(study_plan: Plan, tmp_path) -> N
         for i in (item_detail(before, item_id), item_detail(after, item_id))
     ]
     assert texts[0] == texts[1] and len(texts[0]) == 6 * study_plan.design.epochs
+
+
+def test_overview_costs_and_errors_are_the_reports(study_plan: Plan) -> None:
+    """The overview's costs are taken a generate condition at a time over the index's narrow
+    columns, its errors over a projection of them: the numbers of the report's own reader."""
+    import dataclasses
+
+    import pytest
+
+    from itemeval.export.report.summary import costs, errors
+    from itemeval.export.table.cells import read_cells
+    from itemeval.view.index import build_index
+    from itemeval.view.queries import overview
+
+    index = build_index(study_plan)
+    cells = read_cells(study_plan)
+    ours = overview(index)
+    report = {c.generate.id: c for c in costs(cells, study_plan.pricing)}
+    assert ours.costs.keys() == report.keys() and len(report) == 6
+    for key, line in report.items():
+        mine = dataclasses.asdict(ours.costs[key])
+        for name, value in dataclasses.asdict(line).items():
+            assert mine[name] == (pytest.approx(value) if isinstance(value, float) else value)
+    assert any(line.graded and line.generation_usd for line in report.values())
+    assert ours.errors == errors(cells)
+    assert ours.errors.coverage and any(c.errors or c.parse_failures for c in ours.errors.coverage)
+
+
+def test_index_columns_are_one_chunk_each(study_plan: Plan) -> None:
+    """The index's tables are combined a column at a time into one chunk per column (a page's
+    take is slow on many chunks), tokens as int32."""
+    import pyarrow as pa
+
+    from itemeval.view.index import build_index
+
+    index = build_index(study_plan)
+    for table in (index.cells.solutions, index.cells.grades):
+        assert table.num_rows and all(c.num_chunks == 1 for c in table.columns)
+        assert table.schema.field("cached_input_tokens").type == pa.int32()
+    assert index.cells.grades.num_rows == study_plan.store.read_grades(None, ["epoch"]).num_rows
