@@ -46,6 +46,8 @@ from itemeval.store.fragments import (
 from itemeval.view.partitions import Where, grades_by_condition
 
 _CODE = pa.int32()
+_SMALL = pa.int16()  # condition codes and epochs
+_NAME = pa.dictionary(pa.int16(), pa.string())  # error and parse codes: a few names, mostly null
 _TOKENS = pa.int32()  # one call's tokens; the sums the overview takes of them are int64
 _SOLUTION_EXTRA = [
     "status",
@@ -190,7 +192,7 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
         solution_parts.append(
             pa.table(
                 {
-                    "gen": pa.repeat(pa.scalar(code, _CODE), n),
+                    "gen": pa.repeat(pa.scalar(code, _SMALL), n),
                     "item": item,
                     "epoch": table.column("epoch"),
                     "ok": pc.equal(table.column("status"), "ok"),
@@ -226,10 +228,10 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
                 continue
             part = pa.table(
                 {
-                    "grade": pa.repeat(pa.scalar(code, _CODE), n),
-                    "gen": pa.repeat(pa.scalar(gen, _CODE), n),
+                    "grade": pa.repeat(pa.scalar(code, _SMALL), n),
+                    "gen": pa.repeat(pa.scalar(gen, _SMALL), n),
                     "item": item,
-                    "epoch": table.column("epoch"),
+                    "epoch": table.column("epoch").cast(_SMALL),
                     "ok": pc.equal(table.column("status"), "ok"),
                     "error_code": table.column("error_code"),
                     "correct": table.column("correct"),
@@ -388,11 +390,11 @@ def _counts(
 
 _SOLUTIONS_SCHEMA = pa.schema(
     [
-        ("gen", _CODE),
+        ("gen", _SMALL),
         ("item", _CODE),
-        ("epoch", pa.int32()),
+        ("epoch", _SMALL),
         ("ok", pa.bool_()),
-        ("error_code", pa.string()),
+        ("error_code", _NAME),
         ("usd", pa.float64()),
         ("input_tokens", _TOKENS),
         ("output_tokens", _TOKENS),
@@ -407,15 +409,15 @@ _SOLUTIONS_SCHEMA = pa.schema(
 _SOLUTIONS_INDEX = pa.schema([f for f in _SOLUTIONS_SCHEMA if f.name != "text_hash"])
 _GRADES_SCHEMA = pa.schema(
     [
-        ("grade", _CODE),
-        ("gen", _CODE),
+        ("grade", _SMALL),
+        ("gen", _SMALL),
         ("item", _CODE),
-        ("epoch", pa.int32()),
+        ("epoch", _SMALL),
         ("ok", pa.bool_()),
-        ("error_code", pa.string()),
+        ("error_code", _NAME),
         ("correct", pa.bool_()),
         ("parse_ok", pa.bool_()),
-        ("parse_code", pa.string()),
+        ("parse_code", _NAME),
         ("usd", pa.float64()),
         ("cached", pa.bool_()),
         ("cached_input_tokens", _TOKENS),
