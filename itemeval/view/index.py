@@ -19,6 +19,7 @@ arrow memory (`docs/performance.md`, "The viewer on a big store").
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -60,6 +61,13 @@ _SOLUTION_EXTRA = [
     "text_hash",
     "tier",
 ]
+
+
+#: What pages read of the index's rows (`answers`), once the overview is computed.
+PAGE_COLUMNS = {
+    "solutions": ["gen", "item", "epoch", "frag", "pos"],
+    "grades": ["grade", "gen", "item", "epoch", "stale", "valid", "frag", "pos"],
+}
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,16 @@ class ViewIndex:
             if ref in (g.id, g.slug):
                 return code
         return None
+
+    def keep_page_columns(self) -> None:
+        """Drop the columns only the overview reads (status, codes, USD, tokens, cache and
+        tier): it is computed once per index, and pages read only `PAGE_COLUMNS`. On 1,000,000
+        solutions and 2,000,000 grades, 105 -> 42 MB of arrow."""
+        self.cells = dataclasses.replace(
+            self.cells,
+            solutions=self.cells.solutions.select(PAGE_COLUMNS["solutions"]),
+            grades=self.cells.grades.select(PAGE_COLUMNS["grades"]),
+        )
 
     def fetcher(self, columns: list[str]) -> ItemFetcher:
         return ItemFetcher(self.plan.items, self.snapshots, columns)

@@ -78,6 +78,7 @@ class ViewState:
     def load(self) -> None:
         index = build_index(self.plan)
         summary = overview(index)
+        index.keep_page_columns()
         release_unused_memory()
         with self._lock:
             self._index, self._overview = index, summary
@@ -102,6 +103,7 @@ class ViewState:
             return False
         index = build_index(self.plan, version)
         summary = overview(index)
+        index.keep_page_columns()
         with self._lock:
             self._index, self._overview = index, summary
         del index, summary

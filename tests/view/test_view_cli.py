@@ -12,6 +12,7 @@ from itemeval.cli.main import main
 from itemeval.cli.view import DEFAULT_PORT
 from itemeval.planning import Plan
 from itemeval.view import DEFAULT_PORT as VIEW_PORT
+from itemeval.view.index import PAGE_COLUMNS
 
 
 def test_study_view_serves_the_store(study_plan: Plan) -> None:
@@ -23,6 +24,10 @@ def test_study_view_serves_the_store(study_plan: Plan) -> None:
         with urllib.request.urlopen(server.url + "api/version", timeout=10) as response:
             payload = json.load(response)
         assert payload["solutions"] == study_plan.store.read_solutions(None, ["epoch"]).num_rows
+        # once the overview is computed the index keeps only what pages read
+        cells = server.state.index.cells
+        assert cells.grades.column_names == PAGE_COLUMNS["grades"]
+        assert cells.solutions.column_names == PAGE_COLUMNS["solutions"]
     finally:
         server.stop()
 
