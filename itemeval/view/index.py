@@ -13,8 +13,11 @@ every filter of the items page is a numpy mask over them.
 `store_version(plan)` names the store's contents (every partition's fragment names and
 compaction marker): the viewer builds a new index when it changes (a run under way).
 
-About 50 bytes a logical row: 1,000,000 solutions and 2,000,000 grades hold about 150 MB of
-arrow memory (`docs/performance.md`, "The viewer on a big store").
+Compact columns (int16 condition codes and epochs, int32 tokens, dictionary-encoded error and
+parse codes), each table combined a column at a time: 1,000,000 solutions and 2,000,000 grades
+hold about 100 MB of arrow while the overview is computed, and about 46 MB (15 bytes a row)
+once `keep_page_columns` dropped what only the overview reads (`docs/performance.md`, "The
+viewer on a big store").
 """
 
 from __future__ import annotations
@@ -147,7 +150,7 @@ class ViewIndex:
     def keep_page_columns(self) -> None:
         """Drop the columns only the overview reads (status, codes, USD, tokens, cache and
         tier): it is computed once per index, and pages read only `PAGE_COLUMNS`. On 1,000,000
-        solutions and 2,000,000 grades, 105 -> 42 MB of arrow."""
+        solutions and 2,000,000 grades, about 100 -> 46 MB of arrow."""
         self.cells = dataclasses.replace(
             self.cells,
             solutions=self.cells.solutions.select(PAGE_COLUMNS["solutions"]),

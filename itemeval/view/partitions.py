@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from itemeval.errors import Problem, StoreError
 from itemeval.export.table.fetch import FRAG, POS, GradePartition
@@ -46,7 +47,7 @@ class Where:
 def grades_by_condition(
     plan: Plan, condition_id: str, gen_ids: list[str]
 ) -> Iterator[tuple[int, Where, pa.Table]]:
-    """The logical rows of a grade partition, per generate condition (in order): read one
+    """The logical rows of a grade partition, per generate condition (each once): read one
     condition at a time from the fragments that hold it (a run's fragments hold one), or the
     whole partition at once when it has fewer fragments than conditions (compacted: each file
     holds them all, and reading it per condition would read it once per condition)."""
@@ -65,23 +66,57 @@ def compacted_grade_rows(
     """A compacted grade partition's logical rows per generate condition, read one row group at
     a time (a row group's rows are split by condition as they are read, so the partition's
     condition ids are never held as strings), then deduplicated per condition by the store's
-    rule."""
+    rule. A condition is given as soon as no row group left to read can hold it (the footer's
+    min and max of `gen_condition_id`; a compacted file is sorted by it), so only the
+    conditions of the row groups being read are held, not the partition; each condition is
+    given once, not necessarily in `gen_ids` order."""
     location = plan.store.partition(GRADES, condition_id)
     infos = list_fragments(location)
     where = Where(condition_id, location, [f.name for f in infos])
     columns = list(dict.fromkeys([*GRADES.keys, "status", "written_at", *GRADE_EXTRA]))
     keys = ["item_id", "epoch"]  # within one generate condition
+    keep = [c for c in columns if c != "gen_condition_id"]
     per_gen: list[list[pa.Table]] = [[] for _ in gen_ids]
     value_set = pa.array(gen_ids, pa.string())
+    footers = []
+    for info in infos:
+        fragment = location.join(info.name)
+        try:
+            if fragment.is_local:
+                footers.append(pq.read_metadata(fragment.path))
+            else:
+                with fragment.open("rb") as handle:
+                    footers.append(pq.read_metadata(handle))
+        except FileNotFoundError:
+            raise _vanished(fragment.url) from None
+    last = _last_groups(footers, gen_ids)
+
+    def rows_of(gen: int) -> pa.Table:
+        parts, per_gen[gen] = per_gen[gen], []
+        if not parts:
+            schema = pa.schema(
+                [GRADES.schema.field(c) for c in keep]
+                + [pa.field(FRAG, _CODE), pa.field(POS, pa.int64())]
+            )
+            return schema.empty_table()
+        table = pa.concat_tables(parts)
+        best = best_row_indices(
+            table.select([*keys, "status", "written_at", FRAGMENT_ORDINAL]), keys
+        )
+        located = table.select(keep).append_column(FRAG, table.column(FRAGMENT_ORDINAL))
+        return located.append_column(POS, table.column(POS)).take(best)
+
+    for gen in range(len(gen_ids)):
+        if last[gen] < 0:  # no row group can hold it
+            yield gen, where, rows_of(gen)
+    step = 0
     for ordinal, info in enumerate(infos):
         fragment = location.join(info.name)
         try:
             source = fragment.path if fragment.is_local else pa.BufferReader(fragment.read_bytes())
             parquet = open_parquet(source)
         except FileNotFoundError:
-            raise StoreError(
-                Problem("a fragment vanished while the viewer read it", file=fragment.url)
-            ) from None
+            raise _vanished(fragment.url) from None
         fills = conform_older(parquet.schema_arrow, GRADES.schema)
         if fills is None:
             raise StoreError(
@@ -105,19 +140,35 @@ def compacted_grade_rows(
             offset += n
             for gen in np.unique(codes[codes >= 0]).tolist():
                 per_gen[gen].append(table.filter(pa.array(codes == gen)))
-    keep = [c for c in columns if c != "gen_condition_id"]
-    for gen in range(len(gen_ids)):
-        parts, per_gen[gen] = per_gen[gen], []
-        if not parts:
-            schema = pa.schema(
-                [GRADES.schema.field(c) for c in keep]
-                + [pa.field(FRAG, _CODE), pa.field(POS, pa.int64())]
+            del table
+            for gen in range(len(gen_ids)):
+                if last[gen] == step:
+                    yield gen, where, rows_of(gen)
+            step += 1
+
+
+def _vanished(url: str) -> StoreError:
+    return StoreError(Problem("a fragment vanished while the viewer read it", file=url))
+
+
+def _last_groups(footers: list[pq.FileMetaData], gen_ids: list[str]) -> list[int]:
+    """For each generate condition, the last row group (counted over `footers` in order) whose
+    footer statistics allow it to hold the condition (-1: none). A row group without
+    statistics may hold any."""
+    last = [-1] * len(gen_ids)
+    step = 0
+    for meta in footers:
+        names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+        column = names.index("gen_condition_id") if "gen_condition_id" in names else None
+        for group in range(meta.num_row_groups):
+            stats = None if column is None else meta.row_group(group).column(column).statistics
+            bounds = (
+                (str(stats.min), str(stats.max))
+                if stats is not None and stats.has_min_max
+                else None
             )
-            yield gen, where, schema.empty_table()
-            continue
-        table = pa.concat_tables(parts)
-        best = best_row_indices(
-            table.select([*keys, "status", "written_at", FRAGMENT_ORDINAL]), keys
-        )
-        located = table.select(keep).append_column(FRAG, table.column(FRAGMENT_ORDINAL))
-        yield gen, where, located.append_column(POS, table.column(POS)).take(best)
+            for gen, gen_id in enumerate(gen_ids):
+                if bounds is None or bounds[0] <= gen_id <= bounds[1]:
+                    last[gen] = step
+            step += 1
+    return last

@@ -127,3 +127,33 @@ def test_index_columns_are_one_chunk_each(study_plan: Plan) -> None:
         assert table.num_rows and all(c.num_chunks == 1 for c in table.columns)
         assert table.schema.field("cached_input_tokens").type == pa.int32()
     assert index.cells.grades.num_rows == study_plan.store.read_grades(None, ["epoch"]).num_rows
+
+
+def test_compacted_partition_in_small_row_groups_is_the_same(  # type: ignore[no-untyped-def]
+    study_plan: Plan, tmp_path, monkeypatch
+) -> None:
+    """A compacted grade partition is read a row group at a time and each generate condition
+    is handed on once no later row group can hold it: with row groups of 7 rows (conditions
+    spanning several of them) the index holds the same rows and counts as the fragments'."""
+    import shutil
+
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from itemeval.planning import make_plan
+    from itemeval.store import StudyStore, compact
+    from itemeval.store import fragments as store_fragments
+    from itemeval.view.index import build_index
+
+    copy = tmp_path / "store"
+    shutil.copytree(study_plan.store.root.path, copy)
+    monkeypatch.setattr(store_fragments, "ROW_GROUP_ROWS", 7)
+    compact(StudyStore.open(str(copy)))
+    compacted = make_plan(study_plan.study, store_url=str(copy), with_pending=False)
+    before, after = build_index(study_plan), build_index(compacted)
+    where = after.grade_where[0]
+    assert len(where.fragments) == 1
+    assert pq.ParquetFile(where.location.join(where.fragments[0]).path).num_row_groups > 10
+    for name in ("correct_by_grade", "graded_by_grade", "errors", "parse_failures", "disagree"):
+        assert np.array_equal(getattr(before, name), getattr(after, name)), name
+    assert after.cells.grades.num_rows == before.cells.grades.num_rows
