@@ -15,7 +15,7 @@ compaction marker): the viewer builds a new index when it changes (a run under w
 
 Compact columns (int16 condition codes and epochs, int32 tokens, dictionary-encoded error and
 parse codes), each table combined a column at a time: 1,000,000 solutions and 2,000,000 grades
-hold about 100 MB of arrow while the overview is computed, and about 46 MB (15 bytes a row)
+hold about 100 MB of arrow while the overview is computed, and about 52 MB (17 bytes a row)
 once `keep_page_columns` dropped what only the overview reads (`docs/performance.md`, "The
 viewer on a big store").
 """
@@ -150,7 +150,7 @@ class ViewIndex:
     def keep_page_columns(self) -> None:
         """Drop the columns only the overview reads (status, codes, USD, tokens, cache and
         tier): it is computed once per index, and pages read only `PAGE_COLUMNS`. On 1,000,000
-        solutions and 2,000,000 grades, about 100 -> 46 MB of arrow."""
+        solutions and 2,000,000 grades, about 100 -> 52 MB of arrow."""
         self.cells = dataclasses.replace(
             self.cells,
             solutions=self.cells.solutions.select(PAGE_COLUMNS["solutions"]),
