@@ -81,7 +81,8 @@ def _home_with_token(folder: Path, token: str) -> str:
 @contextlib.contextmanager
 def _ray_node(args: list[str], env: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen]:
     """`ray start ARGS --block` in its own process group; on exit that group (and only it) is
-    stopped: SIGTERM, then SIGKILL after 10 s (a head drains for up to 30 s)."""
+    stopped: SIGTERM, then SIGKILL after 2 s (a head drains for up to 30 s, and a test's
+    throwaway node has nothing to drain: its temp dir is removed after)."""
     log = open(log_path, "w")  # noqa: SIM115 - closed below
     node = subprocess.Popen(
         [RAY, "start", "--block", "--node-ip-address=127.0.0.1", *args],
@@ -96,7 +97,7 @@ def _ray_node(args: list[str], env: dict[str, str], log_path: Path) -> Iterator[
         with contextlib.suppress(ProcessLookupError):
             os.killpg(node.pid, signal.SIGTERM)
         try:
-            node.wait(timeout=10)
+            node.wait(timeout=2)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(node.pid, signal.SIGKILL)
