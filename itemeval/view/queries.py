@@ -41,11 +41,46 @@ PER_PAGE = 50
 SORTS = ("accuracy", "-accuracy", "difficulty", "-difficulty", "id")
 
 #: Tiers of the leaderboard (conditions whose accuracies the data cannot tell apart), by
-#: generate condition id. The hook for a tiering analysis: assign a function taking the
-#: `Leaderboard` and returning {condition id: tier label}; the overview shows a "tier" column
-#: when it returns anything.
+#: generate condition id. By default `paired_tiers` (the report's paired comparisons);
+#: assign a function taking the `Leaderboard` and returning {condition id: tier label} to
+#: replace it. The overview shows a "tier" column when it returns anything.
 TierFunction = Callable[[Leaderboard], dict[str, str]]
 tiers_hook: TierFunction | None = None
+#: Above this many items the overview leaves tiers to `itemeval report`: the paired bootstrap
+#: over every item would add to the server's start and memory on a big store.
+TIER_ITEMS_MAX = 20_000
+
+
+def paired_tiers(index: ViewIndex, board: Leaderboard, bootstrap: Bootstrap) -> dict[str, str]:
+    """Each generate condition's tier and rank interval under the headline grader, from the
+    paired comparisons the report's leaderboard shows (`itemeval.statistics.compare` over the
+    index's per-item counts, items as clusters; a study's `analysis.cluster_by` is left to the
+    report): {condition id: "1 (rank 1-2)"}."""
+    if board.primary is None or index.correct_by_grade.shape[2] > TIER_ITEMS_MAX:
+        return {}
+    from itemeval.statistics.paired import compare
+    from itemeval.statistics.tallies import Tallies
+    from itemeval.statistics.words import rank_text
+
+    k = index.facets.grade.index(board.primary)
+    correct = index.correct_by_grade[k].T.astype(np.float64)  # (items, conditions)
+    graded = index.graded_by_grade[k].T.astype(np.float64)
+    if not graded.any():
+        return {}
+    units = [g.id for g in index.facets.generate]
+    analysis = index.plan.study.analysis
+    family = compare(
+        Tallies(units=units, sums=correct, squares=correct, counts=graded),
+        resamples=bootstrap.resamples,
+        seed=bootstrap.seed,
+        adjustment=analysis.adjust,
+        alpha=analysis.alpha,
+    )
+    return {
+        unit: f"{family.tiers[u]} (rank {rank_text(family, u)})"
+        for u, unit in enumerate(units)
+        if family.answers[u] > 0
+    }
 
 
 # -- overview ---------------------------------------------------------------------------------
@@ -68,8 +103,9 @@ class Overview:
 
 def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
     cells = index.cells
-    board = ranked(index, bootstrap or Bootstrap())
-    tiers = tiers_hook(board) if tiers_hook is not None else {}
+    bootstrap = bootstrap or Bootstrap()
+    board = ranked(index, bootstrap)
+    tiers = tiers_hook(board) if tiers_hook is not None else paired_tiers(index, board, bootstrap)
     manifest = latest_manifest(index.plan.store)
     last_run = (
         {

@@ -61,6 +61,31 @@ def test_overview_leaderboard_is_the_reports(study_plan: Plan) -> None:
     assert all(len(line.accuracy) == 2 for line in ours.conditions)
 
 
+def test_overview_tiers_are_the_leaderboards(study_plan: Plan) -> None:
+    """The overview's tier and rank interval per condition are the report leaderboard's (its
+    paired comparisons), computed from the index's per-item counts."""
+    from itemeval.export.report.data import headline_family
+    from itemeval.export.report.summary import Bootstrap, leaderboard
+    from itemeval.statistics.study import analysis_options, plan_statistics
+    from itemeval.statistics.words import rank_text
+    from itemeval.view.index import build_index
+    from itemeval.view.queries import overview
+
+    index = build_index(study_plan)
+    bootstrap = Bootstrap(resamples=300, seed=3)
+    options = analysis_options(study_plan, bootstrap.resamples, bootstrap.seed)
+    statistics = plan_statistics(study_plan, options, cells=index.cells, headline_only=True)
+    family = headline_family(statistics, leaderboard(index.cells, bootstrap))
+    assert family is not None
+    by_slug = {g.slug: g.id for g in index.facets.generate}  # the family names conditions
+    expected = {
+        by_slug.get(unit, unit): f"{family.tiers[u]} (rank {rank_text(family, u)})"
+        for u, unit in enumerate(family.units)
+    }
+    assert overview(index, bootstrap).tiers == expected
+    assert len(set(family.tiers)) > 1  # the small study's conditions are not all one tier
+
+
 def test_index_of_a_compacted_store_is_the_same(study_plan: Plan, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A compacted grade partition (one file for every condition) is read at once; a run's
     fragments one condition at a time: the same rows, counts and texts either way."""
