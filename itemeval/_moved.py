@@ -1,0 +1,67 @@
+"""Deprecated module paths: modules that moved keep their old import path for one release.
+
+`MOVED` maps an old dotted path to its new one. A finder on `sys.meta_path` answers an import
+of an old path (or of anything below it) with the module at the new path, registered under both
+names, and warns with a `DeprecationWarning` naming the new path. Old paths are removed in the
+next release (CHANGELOG.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+from types import ModuleType
+
+MOVED: dict[str, str] = {
+    # packages regrouped by concept
+    # modules made private
+}
+
+
+def _target(fullname: str) -> str | None:
+    """The new path for `fullname`, when it or a package above it moved."""
+    parts = fullname.split(".")
+    for cut in range(len(parts), 1, -1):
+        new = MOVED.get(".".join(parts[:cut]))
+        if new is not None:
+            return ".".join([new, *parts[cut:]])
+    return None
+
+
+class _AliasLoader(importlib.abc.Loader):
+    def __init__(self, new: str) -> None:
+        self.new = new
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        warnings.warn(
+            f"{spec.name} moved to {self.new}; the old path goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        module = importlib.import_module(self.new)
+        self.spec = module.__spec__
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The module at its new path is already executed; the import machinery has just set
+        its `__spec__` to the old path's, so the real one goes back."""
+        module.__spec__ = self.spec
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder):
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        new = _target(fullname)
+        if new is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(new))
+
+
+def install() -> None:
+    """Put the finder first on `sys.meta_path` (once)."""
+    if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _MovedFinder())

@@ -1,0 +1,35 @@
+"""Modules that moved keep their old import path for one release (itemeval/_moved.py)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+
+from itemeval import _moved
+
+
+def test_every_old_path_imports_the_module_at_its_new_path() -> None:
+    for old, new in _moved.MOVED.items():
+        with pytest.warns(DeprecationWarning, match=new):
+            aliased = importlib.import_module(old)
+        assert aliased is importlib.import_module(new)
+        assert aliased.__spec__ is not None and aliased.__spec__.name == new
+
+
+def test_a_module_below_a_moved_package_follows_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(_moved.MOVED, "itemeval.formerly_statistics", "itemeval.statistics")
+    old = "itemeval.formerly_statistics.tallies"
+    try:
+        with pytest.warns(DeprecationWarning, match="itemeval.statistics.tallies"):
+            tallies = importlib.import_module(old)
+        assert tallies is importlib.import_module("itemeval.statistics.tallies")
+    finally:
+        sys.modules.pop(old, None)
+        sys.modules.pop("itemeval.formerly_statistics", None)
+
+
+def test_an_unknown_path_is_still_an_import_error() -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("itemeval.no_such_module")
