@@ -16,7 +16,7 @@ Why a file under a lock rather than a limiter process:
 * a process that is gone is known at once: leases and jobs are named by process id, and a lease
   whose process has exited gives its slots back at the next call (a Ray cluster has to wait for
   the 15 s expiry);
-* one call costs tens of microseconds (docs/architecture.md has the figure), where a socket round
+* one call costs tens of microseconds (docs/decisions/0004-machine-limiter.md has the figure), where a socket round
   trip to another process costs about as much and adds a process to look after.
 
 Process ids are the machine's: processes that share the folder from another pid namespace (a

@@ -1,6 +1,6 @@
 """The judge-output contract: a strict parser with exact failure codes.
 
-Two ways a judge answers (docs/architecture.md, "Judge output", extends `../shared/design.md`):
+Two ways a judge answers (docs/decisions/0021-judge-verdicts.md, extends `../shared/design.md`):
 
 * Structured (`parse_structured_verdict`): the judge answered through its provider's structured
   output (`VERDICT_SCHEMA`), so the verdict is the whole reply: `{"score": <number>,

@@ -16,7 +16,7 @@ where `request_hash` covers the model id as the endpoint knows it, the exact mes
 sampling params (`request_content`). No display name enters it (a model's `name`, a model-config
 name, a prompt or rubric file name, a condition slug), so a rename never pays again; the epoch
 does, so a replication never gets another replication's answer. The endpoint does not either
-(see docs/architecture.md, "The response cache is keyed by content").
+(see docs/decisions/0019-response-cache.md).
 
 **Groups** only shard the key space so that a lookup reads one small index: a group is
 `sha256({model, params, template content hash})`, the condition's payload without its names. A
