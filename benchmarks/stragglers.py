@@ -5,7 +5,7 @@
 
 One generate condition over generated items against `itemeval sim-server --latency-distribution
 lognormal --latency-ms 200 --latency-spread 1.5` (median 0.2 s; p99 about 6.6 s; the slowest of
-1,000 calls typically 15 to 30 s), `max_concurrency: 64`, the default shard size (256), run
+1,000 calls typically 15 to 30 s), `max_concurrency: 64`, shards of 256 items, run
 in-process (`--no-ray`), each run on a fresh store and cache, for three settings of the endpoint's
 `hedge:`, and a reference without the tail:
 
