@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from itemeval.store import STAGES, StudyStore, compact
-from itemeval.store.compact import CompactionResult
+from itemeval.store import STAGES, CompactionResult, StudyStore, compact
 
 if TYPE_CHECKING:
     from itemeval.importing import ImportResult

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import itemeval
+import itemeval.api
 from itemeval.cli.main import COMMAND_MODULES, build_parser, main
 
 CLI = Path(itemeval.__file__).parent / "cli"
@@ -187,3 +188,12 @@ def _json(text: str) -> list[dict]:
     import json
 
     return json.loads(text)
+
+
+def test_the_api_functions_are_public_names_of_itemeval():
+    for name in ("validate_dataset", "convert_dataset", "compact_store", "import_sources"):
+        assert name in itemeval.__all__
+        assert getattr(itemeval, name) is getattr(itemeval.api, name)
+    assert {"list_limiters", "remove_limiters"} <= set(itemeval.__all__)
+    for name in itemeval.__all__:
+        assert getattr(itemeval, name) is not None, name
