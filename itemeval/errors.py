@@ -4,22 +4,21 @@ Every failure a user can cause or meet has one exception class here, and every c
 exit code the CLI returns for it. Messages name the place (file, line, item, field) and say what
 to do; they never contain secrets (see `itemeval.secrets`).
 
-Below them are the signals that cross packages without reaching a user as such (the caller
-turns each into a row's error code, a retry or an interruption): `TransientFailure`,
-`MalformedBody`, `PermitsUnavailable`, `BatchApiError` and `UncertainCreate` (provider clients,
-the simulator and the batch tier), `TemplateFieldError` (templates and adapters), `ScorerError`
-(a custom scorer's bug), `WorkerLost` and `Interrupted` (the dispatch loop, the workers and
-the call path). Their old homes re-export them.
+Below them are the signals that leave their module without being `ItemevalError`s (a caller
+turns each into a row's error code, a retry, a failed shard or an interruption):
+`TransientFailure`, `MalformedBody`, `PermitsUnavailable`, `BatchApiError` and
+`UncertainCreate` (provider clients, the simulator and the batch tier), `LimiterUnreachable`
+(the machine's limiter file: the rate limiter and the slots log it and keep asking),
+`TemplateFieldError` (templates and adapters), `ScorerError` (a custom scorer's bug),
+`LedgerUnavailable` (the budget ledger did not answer: the shard fails with its message),
+`WorkerLost` and `Interrupted` (the dispatch loop, the workers and the call path). Their old
+homes re-export them.
 
-Some stay near their code: each is raised and caught inside one module, as a private
-control-flow signal that no caller outside it sees.
+Some stay near their code: no code outside their module raises or catches them, and no user
+reads them.
 
-* `itemeval.runtime.worker.RunGone`: a worker's shard outlived its driver; nobody is left to
-  catch it.
-* `itemeval.runtime.spend.LedgerUnavailable`: the ledger did not answer; the spend account
-  turns it into a refusal to send.
-* `itemeval.providers.machine_limiter.LimiterUnreachable`: the machine's limiter file could
-  not be locked; the limiter falls back on its own.
+* `itemeval.runtime.worker.RunGone`: a worker's shard outlived its driver; it ends that orphaned
+  worker's task, and nobody is left to read it.
 * `_Busy` (machine limiter), `_NotFound` (simulated batch API), `_Reject` (Every Eval Ever
   reader), `_NotUtf8` (CSV reader): private to their module.
 
@@ -34,7 +33,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # annotations only: this module imports nothing of itemeval's
+# This module imports nothing of itemeval's when it loads (secrets imports it): these are for
+# annotations, and two methods below import what they use when called.
+if TYPE_CHECKING:
     from itemeval.providers.types import ErrorCode, ModelResult
     from itemeval.runtime.calls import CallOutcome
 
@@ -187,7 +188,6 @@ class TransientFailure(Exception):
         self.request_id = request_id
 
     def to_result(self) -> ModelResult:
-        # Imported here: this module stays the ground floor (secrets imports it).
         from itemeval.providers.types import ModelResult
         from itemeval.secrets import redact
 
@@ -239,6 +239,18 @@ class TemplateFieldError(KeyError):
 
 class ScorerError(RuntimeError):
     """A custom scorer raised, or returned something that is not a `Score` (a bug in it)."""
+
+
+class LedgerUnavailable(Exception):
+    """The ledger did not answer for `source_timeout_s`: no call may be sent under a cap."""
+
+
+class LimiterUnreachable(Exception):
+    """The machine's limiter file could not be opened or locked in time."""
+
+    def __init__(self, message: str, *, cannot_open: bool = False):
+        super().__init__(message)
+        self.cannot_open = cannot_open
 
 
 class WorkerLost(Exception):

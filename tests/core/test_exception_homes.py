@@ -14,8 +14,8 @@ import itemeval.errors
 
 PACKAGE = Path(itemeval.__file__).parent
 
-#: Defined near their code, each raised and caught inside one module (errors.py says why).
-KEPT_NEAR_CODE = {"RunGone", "LedgerUnavailable", "LimiterUnreachable"}
+#: Defined near their code: nothing outside their module names them (errors.py says why).
+KEPT_NEAR_CODE = {"RunGone"}
 KEPT_PRIVATE = {"_Busy", "_NotFound", "_Reject", "_NotUtf8"}
 
 #: Moved into errors.py; the old module re-exports each (old imports keep working).
@@ -25,8 +25,10 @@ MOVED = {
     "PermitsUnavailable": "itemeval.providers.concurrency",
     "BatchApiError": "itemeval.providers.batch_client",
     "UncertainCreate": "itemeval.providers.batch_client",
+    "LimiterUnreachable": "itemeval.providers.machine_limiter",
     "TemplateFieldError": "itemeval.render",
     "ScorerError": "itemeval.scoring.custom",
+    "LedgerUnavailable": "itemeval.runtime.spend",
     "WorkerLost": "itemeval.runtime.dispatch",
     "Interrupted": "itemeval.runtime.calls",
 }
