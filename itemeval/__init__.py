@@ -8,7 +8,9 @@ The Python API (docs/python-api.md):
     study.run(limit=20)
     table = study.results()          # the long table, a pyarrow Table
 
-and what plugins use: `itemeval.Score` and `@itemeval.scorer` for custom scorers. Names are
+the commands that take no study: `itemeval.validate_dataset`, `convert_dataset`, `compact_store`,
+`import_sources`, `list_limiters`, `remove_limiters`; and what plugins use: `itemeval.Score` and
+`@itemeval.scorer` for custom scorers. Names are
 imported on first use, so `import itemeval` stays light (the CLI starts fast).
 """
 
@@ -25,6 +27,15 @@ _EXPORTS: dict[str, str] = {
     "EstimateSummary": "itemeval.api",
     "RunSummary": "itemeval.api",
     "StatusSummary": "itemeval.api",
+    "DatasetValidation": "itemeval.api",
+    "ConvertedDataset": "itemeval.api",
+    "StoreCompaction": "itemeval.api",
+    "validate_dataset": "itemeval.api",
+    "convert_dataset": "itemeval.api",
+    "compact_store": "itemeval.api",
+    "import_sources": "itemeval.api",
+    "list_limiters": "itemeval.api",
+    "remove_limiters": "itemeval.api",
     "StudyConfig": "itemeval.config",
     "Score": "itemeval.scoring",
     "scorer": "itemeval.scoring",
@@ -36,6 +47,8 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "ConfigError",
+    "ConvertedDataset",
+    "DatasetValidation",
     "EstimateSummary",
     "ExitCode",
     "InputError",
@@ -44,10 +57,17 @@ __all__ = [
     "RunSummary",
     "Score",
     "StatusSummary",
+    "StoreCompaction",
     "Study",
     "StudyConfig",
     "__version__",
+    "compact_store",
+    "convert_dataset",
+    "import_sources",
+    "list_limiters",
+    "remove_limiters",
     "scorer",
+    "validate_dataset",
 ]
 
 
@@ -65,7 +85,22 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from itemeval.api import EstimateSummary, PlanSummary, RunSummary, StatusSummary, Study
+    from itemeval.api import (
+        ConvertedDataset,
+        DatasetValidation,
+        EstimateSummary,
+        PlanSummary,
+        RunSummary,
+        StatusSummary,
+        StoreCompaction,
+        Study,
+        compact_store,
+        convert_dataset,
+        import_sources,
+        list_limiters,
+        remove_limiters,
+        validate_dataset,
+    )
     from itemeval.config import StudyConfig
     from itemeval.errors import ConfigError, ExitCode, InputError, ItemevalError
     from itemeval.scoring import Score, scorer

@@ -3,12 +3,41 @@
 Every failure a user can cause or meet has one exception class here, and every class carries the
 exit code the CLI returns for it. Messages name the place (file, line, item, field) and say what
 to do; they never contain secrets (see `itemeval.secrets`).
+
+Below them are the signals that leave their module without being `ItemevalError`s (a caller
+turns each into a row's error code, a retry, a failed shard or an interruption):
+`TransientFailure`, `MalformedBody`, `PermitsUnavailable`, `BatchApiError` and
+`UncertainCreate` (provider clients, the simulator and the batch tier), `LimiterUnreachable`
+(the machine's limiter file: the rate limiter and the slots log it and keep asking),
+`TemplateFieldError` (templates and adapters), `ScorerError` (a custom scorer's bug),
+`LedgerUnavailable` (the budget ledger did not answer: the shard fails with its message),
+`WorkerLost` and `Interrupted` (the dispatch loop, the workers and the call path). Their old
+homes re-export them.
+
+Some stay near their code: no code outside their module raises or catches them, and no user
+reads them.
+
+* `itemeval.runtime.worker.RunGone`: a worker's shard outlived its driver; it ends that orphaned
+  worker's task, and nobody is left to read it.
+* `_Busy` (machine limiter), `_NotFound` (simulated batch API), `_Reject` (Every Eval Ever
+  reader), `_NotUtf8` (CSV reader): private to their module.
+
+tests/core/test_exception_homes.py fails when an exception class is defined elsewhere without
+being named here.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TYPE_CHECKING
+
+# This module imports nothing of itemeval's when it loads (secrets imports it): these are for
+# annotations, and two methods below import what they use when called.
+if TYPE_CHECKING:
+    from itemeval.providers.types import ErrorCode, ModelResult
+    from itemeval.runtime.calls import CallOutcome
 
 
 class ExitCode(IntEnum):
@@ -130,3 +159,107 @@ class StoreFailedMidRun(ItemevalError):
     continues once the store works."""
 
     exit_code = ExitCode.STORE_FAILED
+
+
+# -- signals that cross packages (not `ItemevalError`s: each caller turns them into something) --
+
+
+class TransientFailure(Exception):
+    """An attempt failed in a way that another attempt may fix."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        http_status: int | None = None,
+        retry_after_s: float | None = None,
+        request_id: str | None = None,
+        sent: bool = True,
+    ):
+        """`sent=False`: the attempt never reached the provider (the connection was refused):
+        it cannot have been billed (`attempts.py`)."""
+        super().__init__(message)
+        self.sent = sent
+        self.code = code
+        self.message = message
+        self.http_status = http_status
+        self.retry_after_s = retry_after_s
+        self.request_id = request_id
+
+    def to_result(self) -> ModelResult:
+        from itemeval.providers.types import ModelResult
+        from itemeval.secrets import redact
+
+        return ModelResult(
+            ok=False,
+            error_code=self.code,
+            error_message=redact(self.message),
+            http_status=self.http_status,
+            request_id=self.request_id,
+        )
+
+
+class MalformedBody(Exception):
+    """A 2xx body that is not the documented shape (becomes `malformed_response`)."""
+
+
+class PermitsUnavailable(Exception):
+    """The endpoint's limiter did not answer for longer than the wait allows: the call is not
+    sent (it ends as `connection_error`; a later run retries the cell)."""
+
+
+class BatchApiError(Exception):
+    """A batch API call failed (the message is redacted)."""
+
+    def __init__(self, message: str, *, status: int | None = None, transient: bool = False):
+        from itemeval.secrets import redact  # here: secrets imports this module
+
+        super().__init__(redact(message))
+        self.status = status
+        self.transient = transient
+
+
+class UncertainCreate(BatchApiError):
+    """A create call failed in a way that may have created the batch (its answer was lost)."""
+
+
+class TemplateFieldError(KeyError):
+    """A placeholder names a field the values do not have."""
+
+    def __init__(self, name: str, available: list[str]):
+        self.name = name
+        self.available = available
+        super().__init__(name)
+
+    def __str__(self) -> str:
+        shown = ", ".join(self.available[:30])
+        return f"unknown template field {{{{ {self.name} }}}} (available: {shown})"
+
+
+class ScorerError(RuntimeError):
+    """A custom scorer raised, or returned something that is not a `Score` (a bug in it)."""
+
+
+class LedgerUnavailable(Exception):
+    """The ledger did not answer for `source_timeout_s`: no call may be sent under a cap."""
+
+
+class LimiterUnreachable(Exception):
+    """The machine's limiter file could not be opened or locked in time."""
+
+    def __init__(self, message: str, *, cannot_open: bool = False):
+        super().__init__(message)
+        self.cannot_open = cannot_open
+
+
+class WorkerLost(Exception):
+    """The worker running a shard died (its process, or its node); not the shard's fault."""
+
+
+class Interrupted(asyncio.CancelledError):
+    """Cancellation, carrying the calls that finished before it."""
+
+    def __init__(self, outcome: CallOutcome):
+        super().__init__()
+        self.outcome = outcome

@@ -18,20 +18,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from itemeval.errors import TemplateFieldError
+
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\-]+)*)\s*\}\}")
-
-
-class TemplateFieldError(KeyError):
-    """A placeholder names a field the values do not have."""
-
-    def __init__(self, name: str, available: list[str]):
-        self.name = name
-        self.available = available
-        super().__init__(name)
-
-    def __str__(self) -> str:
-        shown = ", ".join(self.available[:30])
-        return f"unknown template field {{{{ {self.name} }}}} (available: {shown})"
 
 
 def placeholders(template: str) -> list[str]:

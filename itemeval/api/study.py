@@ -48,6 +48,7 @@ from itemeval.export import (
     ReportResult,
     export_study,
     leaderboard_text,
+    parse_formats,
     write_report,
 )
 from itemeval.export.gold_sample import GoldSample, write_gold_sample
@@ -327,17 +328,18 @@ class Study:
         store: str | None = None,
         limit: int | None = None,
         condition: Conditions = None,
-        formats: Sequence[str] = FORMATS,
+        formats: str | Sequence[str] = FORMATS,
         eee_version: str = "0.2.0",
         include_ungraded: bool = False,
         organization: str = "unknown",
         relationship: str = "third_party",
     ) -> ExportResult:
         """Write the long table (parquet, CSV) and Every Eval Ever records under `out` (any
-        fsspec URL; default `<store>/exports`)."""
+        fsspec URL; default `<store>/exports`). `formats`: a list, or comma-separated
+        (`"parquet,csv"`, as `--format`)."""
         options = ExportOptions(
             out=out,
-            formats=tuple(formats),
+            formats=parse_formats(formats),
             eee_version=eee_version,
             include_ungraded=include_ungraded,
             organization=organization,

@@ -166,6 +166,13 @@ class EstimateSummary:
         """What the cells not stored yet would cost."""
         return self.estimate.remaining_usd
 
+    def adaptive_text(self) -> str:
+        """The adaptive conditions' expected cost beside the full run's, a line each, as
+        `itemeval estimate` prints it ("" without adaptive conditions)."""
+        from itemeval.irt.study_run import render_adaptive_costs
+
+        return render_adaptive_costs(self.adaptive) if self.adaptive else ""
+
     def to_json(self) -> dict[str, Any]:
         """What `itemeval estimate --json` prints."""
         return self.estimate.to_json() | {

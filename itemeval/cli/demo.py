@@ -16,12 +16,15 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from itemeval.api import Study
 from itemeval.cli.options import print_json
-from itemeval.config import StudyConfig, load_study
 from itemeval.errors import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from itemeval.config import StudyConfig
 
 DEFAULT_STUDY = "configs/demo.yaml"
 SERVER_FLAGS = (
@@ -54,7 +57,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 hint="run `make demo` or `itemeval demo` from the repository root",
             )
         )
-    config = load_study(args.study)
+    config = Study.from_yaml(args.study).config
     with _sim_servers(config) as config:
         study = Study(config)
         quiet = args.quiet or args.json

@@ -1,6 +1,6 @@
 """`itemeval import SOURCE... --store URL`: bring other tools' results into a store.
 
-Thin: arguments to `itemeval.importing.import_sources`, its result to text (or `--json`)."""
+Thin: arguments to `itemeval.import_sources` (`itemeval.api`), its result to text (or `--json`)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from itemeval.importing import import_sources
+    from itemeval.api import import_sources
 
     result = import_sources(args.store, args.sources, strict=args.strict)
     if args.json:

@@ -1,11 +1,14 @@
-"""`itemeval limiters`: the endpoints' shared limiters on a Ray cluster; remove them."""
+"""`itemeval limiters`: the endpoints' shared limiters on a Ray cluster; remove them.
+
+Thin: arguments to `itemeval.list_limiters` / `itemeval.remove_limiters`, their results to text
+(or `--json`)."""
 
 from __future__ import annotations
 
 import argparse
 
 from itemeval.cli.options import print_json, table
-from itemeval.errors import ExitCode, InputError, Problem
+from itemeval.errors import ExitCode
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,24 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_limiters(args: argparse.Namespace) -> int:
-    address = args.address or "auto"
-    try:
-        return _limiters(args, address)
-    except ConnectionError as exc:
-        raise InputError(
-            Problem(
-                f"no Ray cluster to ask: {exc}",
-                field="--address",
-                hint="pass the cluster's address (--address HOST:PORT) or set RAY_ADDRESS",
-            )
-        ) from None
-
-
-def _limiters(args: argparse.Namespace, address: str) -> int:
-    from itemeval.runtime.limiters import list_limiters, remove_limiters
+    from itemeval.api import list_limiters, remove_limiters
 
     if args.remove is not None:
-        removed = remove_limiters(address, args.remove or None)
+        removed = remove_limiters(args.remove or None, address=args.address)
         if args.json:
             print_json({"removed": removed})
         else:
@@ -54,7 +43,7 @@ def _limiters(args: argparse.Namespace, address: str) -> int:
                 + (": " + ", ".join(removed) if removed else "")
             )
         return int(ExitCode.OK)
-    limiters = list_limiters(address)
+    limiters = list_limiters(args.address)
     if args.json:
         print_json([{"name": info.name, "state": info.state} for info in limiters])
         return int(ExitCode.OK)

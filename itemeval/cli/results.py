@@ -10,16 +10,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from itemeval.api import EEE_VERSIONS, EXPORT_FORMATS, RELATIONSHIPS, format_leaderboard
 from itemeval.cli.options import add_output, add_study, print_json, study_from
 from itemeval.errors import ExitCode, InputError, Problem
-from itemeval.export import (
-    EEE_VERSIONS,
-    FORMATS,
-    RELATIONSHIPS,
-    Bootstrap,
-    format_leaderboard,
-    parse_formats,
-)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,9 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_common(export)
     export.add_argument(
         "--format",
-        default=",".join(FORMATS),
+        default=",".join(EXPORT_FORMATS),
         metavar="LIST",
-        help=f"comma-separated formats: {', '.join(FORMATS)} (default: all)",
+        help=f"comma-separated formats: {', '.join(EXPORT_FORMATS)} (default: all)",
     )
     export.add_argument(
         "--eee-version",
@@ -76,10 +69,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_study(report, store_alone=True)
     _add_common(report)
-    report.add_argument(
-        "--resamples", type=int, default=Bootstrap().resamples, help="bootstrap resamples"
-    )
-    report.add_argument("--seed", type=int, default=Bootstrap().seed, help="bootstrap seed")
+    report.add_argument("--resamples", type=int, help="bootstrap resamples")
+    report.add_argument("--seed", type=int, help="bootstrap seed")
     add_output(report)
     report.set_defaults(func=cmd_report)
 
@@ -108,10 +99,9 @@ STATISTICS_FILES = ("comparisons", "rankings", "variance_components")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    formats = parse_formats(args.format)
     result = study_from(args).export(
         args.out,
-        formats=formats,
+        formats=args.format,
         eee_version=args.eee_version,
         include_ungraded=args.include_ungraded,
         organization=args.organization,
@@ -155,12 +145,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    if args.resamples < 1:
+    if args.resamples is not None and args.resamples < 1:
         raise InputError(Problem("must be at least 1", field="--resamples"))
-    bootstrap = Bootstrap(resamples=args.resamples, seed=args.seed)
-    result = study_from(args).report(
-        args.out, resamples=bootstrap.resamples, seed=bootstrap.seed, **_selection(args)
-    )
+    bootstrap = {
+        name: value
+        for name, value in (("resamples", args.resamples), ("seed", args.seed))
+        if value is not None  # else the API's default
+    }
+    result = study_from(args).report(args.out, **bootstrap, **_selection(args))
     if args.json:
         print_json(
             {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from itemeval.cli.options import (
     add_output,
@@ -18,7 +19,9 @@ from itemeval.cli.options import (
     usd,
 )
 from itemeval.errors import ExitCode
-from itemeval.store import RunsSpend
+
+if TYPE_CHECKING:
+    from itemeval.store import RunsSpend
 
 _STAGES = {"generate": ("generate",), "grade": ("grade",), "run": ("generate", "grade")}
 _HELP = {

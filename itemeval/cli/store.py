@@ -1,11 +1,13 @@
-"""`itemeval compact`: rewrite store partitions into one deduplicated fragment each."""
+"""`itemeval compact`: rewrite store partitions into one deduplicated fragment each.
+
+Thin: arguments to `itemeval.compact_store`, its result to text."""
 
 from __future__ import annotations
 
 import argparse
 
+from itemeval.api import COMPACT_STAGES, compact_store
 from itemeval.errors import ExitCode
-from itemeval.store import STAGES, StudyStore, compact
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("store", metavar="STUDY_ROOT", help="the study's store URL or path")
     parser.add_argument(
         "--stage",
-        choices=sorted(STAGES),
+        choices=COMPACT_STAGES,
         action="append",
         help="compact only this stage (repeatable; default: solutions and grades)",
     )
@@ -35,12 +37,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_compact(args: argparse.Namespace) -> int:
-    store = StudyStore.open(args.store)
-    results = compact(store, stages=args.stage, conditions=args.condition)
-    if not results:
-        print(f"nothing to compact in {store.root.url}")
+    compaction = compact_store(args.store, stage=args.stage, condition=args.condition)
+    if not compaction.partitions:
+        print(f"nothing to compact in {compaction.store}")
         return int(ExitCode.OK)
-    for result in results:
+    for result in compaction.partitions:
         if result.fragment_written is None:
             print(
                 f"{result.stage}/{result.condition_id}: already compact "

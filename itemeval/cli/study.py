@@ -20,9 +20,9 @@ from itemeval.cli.options import (
     usd,
 )
 from itemeval.errors import ExitCode
-from itemeval.estimate import Estimate
 
 if TYPE_CHECKING:
+    from itemeval.estimate import Estimate
     from itemeval.statistics.power import PowerPlan
 
 
@@ -168,9 +168,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     print()
     print(render_estimate(summary.estimate))
     if summary.adaptive:
-        from itemeval.irt.study_run import render_adaptive_costs
-
-        print(render_adaptive_costs(summary.adaptive))
+        print(summary.adaptive_text())
     print()
     print(f"Gate: {summary.gate}")
     _print_warnings(summary.warnings)

@@ -33,10 +33,10 @@ from typing import Any, ClassVar
 
 import aiohttp
 
+from itemeval.errors import BatchApiError, UncertainCreate
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.transport import HttpProvider
 from itemeval.providers.types import ModelRequest, ModelResult
-from itemeval.secrets import redact
 
 #: Management calls get this many attempts (listing, status, results, cancel, upload).
 MANAGEMENT_ATTEMPTS = 6
@@ -68,19 +68,6 @@ class BatchResult:
 
     custom_id: str
     result: ModelResult | None
-
-
-class BatchApiError(Exception):
-    """A batch API call failed (the message is redacted)."""
-
-    def __init__(self, message: str, *, status: int | None = None, transient: bool = False):
-        super().__init__(redact(message))
-        self.status = status
-        self.transient = transient
-
-
-class UncertainCreate(BatchApiError):
-    """A create call failed in a way that may have created the batch (its answer was lost)."""
 
 
 class BatchClient:

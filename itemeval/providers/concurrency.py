@@ -30,14 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from itemeval.errors import PermitsUnavailable
+
 log = logging.getLogger("itemeval.limits")
 #: How often a caller that waits for a limiter that does not answer says so.
 WARN_EVERY_S = 10.0
-
-
-class PermitsUnavailable(Exception):
-    """The endpoint's limiter did not answer for longer than the wait allows: the call is not
-    sent (it ends as `connection_error`; a later run retries the cell)."""
 
 
 @dataclass

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from itemeval.errors import ConfigError, Problem
+from itemeval.errors import ConfigError, LimiterUnreachable, Problem
 from itemeval.providers.endpoint_limiter import (
     EndpointLimiter,
     EndpointLimits,
@@ -70,14 +70,6 @@ LOCK_WAIT_S = 1.0
 LOCK_RETRY_S = 0.001
 #: A version of the file's layout; a file of another version starts afresh.
 FILE_VERSION = 1
-
-
-class LimiterUnreachable(Exception):
-    """The machine's limiter file could not be opened or locked in time."""
-
-    def __init__(self, message: str, *, cannot_open: bool = False):
-        super().__init__(message)
-        self.cannot_open = cannot_open
 
 
 class _Busy(Exception):

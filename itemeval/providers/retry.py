@@ -25,42 +25,9 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from itemeval.errors import TransientFailure
 from itemeval.providers.attempts import ATTEMPTS
-from itemeval.providers.types import ErrorCode, ModelResult
-from itemeval.secrets import redact
-
-
-class TransientFailure(Exception):
-    """An attempt failed in a way that another attempt may fix."""
-
-    def __init__(
-        self,
-        code: ErrorCode,
-        message: str,
-        *,
-        http_status: int | None = None,
-        retry_after_s: float | None = None,
-        request_id: str | None = None,
-        sent: bool = True,
-    ):
-        """`sent=False`: the attempt never reached the provider (the connection was refused):
-        it cannot have been billed (`attempts.py`)."""
-        super().__init__(message)
-        self.sent = sent
-        self.code = code
-        self.message = message
-        self.http_status = http_status
-        self.retry_after_s = retry_after_s
-        self.request_id = request_id
-
-    def to_result(self) -> ModelResult:
-        return ModelResult(
-            ok=False,
-            error_code=self.code,
-            error_message=redact(self.message),
-            http_status=self.http_status,
-            request_id=self.request_id,
-        )
+from itemeval.providers.types import ModelResult
 
 
 def finish(result: ModelResult, attempts: int, latency_ms: float) -> ModelResult:

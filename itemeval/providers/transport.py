@@ -23,6 +23,7 @@ from typing import Any
 
 import aiohttp
 
+from itemeval.errors import MalformedBody
 from itemeval.providers.concurrency import PermitsUnavailable
 from itemeval.providers.deadline import AttemptDeadline
 from itemeval.providers.failures import code_for_error, describe, failure
@@ -39,10 +40,6 @@ DEFAULT_OUTPUT_ESTIMATE = 1024
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 _TRANSIENT = frozenset({ErrorCode.RATE_LIMITED, ErrorCode.SERVER_ERROR, ErrorCode.TIMEOUT})
-
-
-class MalformedBody(Exception):
-    """A 2xx body that is not the documented shape (becomes `malformed_response`)."""
 
 
 def estimate_tokens(request: ModelRequest) -> int:

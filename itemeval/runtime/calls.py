@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from itemeval.errors import Interrupted
 from itemeval.providers.attempts import ATTEMPTS, AttemptMeter
 from itemeval.providers.bounds import input_token_bound, output_token_bound
 from itemeval.providers.pricing import ModelPrice, Pricing
@@ -67,14 +68,6 @@ class CallOutcome:
 
     calls: dict[int, Call] = field(default_factory=dict)
     not_sent: int = 0  # calls that did not fit under the budget cap
-
-
-class Interrupted(asyncio.CancelledError):
-    """Cancellation, carrying the calls that finished before it."""
-
-    def __init__(self, outcome: CallOutcome):
-        super().__init__()
-        self.outcome = outcome
 
 
 class ShardCalls:

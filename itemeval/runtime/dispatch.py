@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval.errors import WorkerLost
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Barrier, Shard, ShardSummary
 from itemeval.runtime.spend import LedgerState
@@ -51,10 +52,6 @@ GRACE_S = 10.0
 #: kills the driver `RAY_JOB_STOP_WAIT_TIME_S` (3 s by default) after its SIGTERM.
 TERM_GRACE_S = 1.0
 POLL_S = 0.2
-
-
-class WorkerLost(Exception):
-    """The worker running a shard died (its process, or its node); not the shard's fault."""
 
 
 class Executor(Protocol):

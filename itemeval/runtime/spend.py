@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from itemeval.errors import LedgerUnavailable
+
 #: Reservations below this many dollars are rounding noise.
 _EPSILON = 1e-12
 
@@ -137,10 +139,6 @@ class LocalSpendSource:
         return self.ledger.exchange(
             released, spent, asks, settled_calls=settled_calls, refused=refused
         )
-
-
-class LedgerUnavailable(Exception):
-    """The ledger did not answer for `source_timeout_s`: no call may be sent under a cap."""
 
 
 class SpendAccount:

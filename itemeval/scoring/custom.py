@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from itemeval.errors import ConfigError, Problem
+from itemeval.errors import ConfigError, Problem, ScorerError
 from itemeval.ids import sha256_hex, slugify
 from itemeval.plugins import SCORER_GROUP, is_reference, load_plugin, module_source
 from itemeval.scoring.verifiable import SCORER_VERSION, SCORERS, Score
@@ -100,10 +100,6 @@ def scorer_identity(reference: str, *, field: str | None = None) -> ScorerIdenti
             )
         payload["source_sha256"] = sha256_hex(source)
     return ScorerIdentity(reference, slugify(name), payload, builtin=False)
-
-
-class ScorerError(RuntimeError):
-    """A custom scorer raised, or returned something that is not a `Score` (a bug in it)."""
 
 
 def score(scorer: str, text: str, target: str, modality: str | None) -> Score:
