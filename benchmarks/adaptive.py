@@ -176,7 +176,7 @@ def main() -> None:
                 ]
                 _add(fallback[k], got, actual)
     share = used_all / calls_full
-    print(f"\nshare of items used: {share:.1%} (target <= 20%)")
+    print(f"\nshare of items used: {share:.1%} (max share {args.max_share:.0%}; target <= 20%)")
     print(f"all models, calibrated on the other {args.models - 1}: {tally.line()}")
     print("  (targets: MAE <= 2 points, tau >= 0.9)")
     print(

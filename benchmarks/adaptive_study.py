@@ -101,6 +101,8 @@ def study_file(
     data["runtime"] = {}
     data["store"] = str(folder / f"{name}-store")
     data["cache"] = {"enabled": True, "location": str(folder / f"{name}-cache")}
+    if name == "others":  # the study without sim/weak's conditions (its judge stays)
+        data["models"] = [m for m in data["models"] if m["id"] != "sim/weak"]
     for m in data["models"]:
         if m["id"] == "sim/weak" and max_share is not None:
             m["adaptive"] = {"calibration": "study", "max_share": max_share, "seed": seed}
@@ -137,6 +139,10 @@ def main() -> None:
         before = answered(url)
         run_study(load_study(full_path), OPTIONS)
         full_calls, full_usd = since(url, before), stored_usd(full_path)
+        others_path = study_file(folder, url, None, 0, "others")
+        before = answered(url)
+        run_study(load_study(others_path), OPTIONS)
+        others_calls, others_usd = since(url, before), stored_usd(others_path)
 
         path = study_file(folder, url, args.max_share, 0)
         study = load_study(path)
@@ -161,6 +167,9 @@ def main() -> None:
             f"{2 * items * 3 - graded:,} at 3 epochs)."
         )
         saved = full_calls["all"] - adaptive_calls["all"]
+        weak_full = full_calls["all"] - others_calls["all"]
+        weak_adaptive = adaptive_calls["all"] - others_calls["all"]
+        weak_usd = (full_usd - others_usd, adaptive_usd - others_usd)
         print(
             f"\nCounted at the sim-server ({url}/_sim/stats):\n"
             f"  full study:             {full_calls['all']:,} answers {_models(full_calls)}, "
@@ -172,7 +181,12 @@ def main() -> None:
             f"  then --no-adaptive:     {rest_calls.get('all', 0):,} answers "
             f"{_models(rest_calls)}; adaptive + rest = "
             f"{adaptive_calls['all'] + rest_calls.get('all', 0):,} (full study: "
-            f"{full_calls['all']:,}), stored usd ${stored_usd(path):.4f}"
+            f"{full_calls['all']:,}), stored usd ${stored_usd(path):.4f}\n"
+            f"  without sim/weak:       {others_calls['all']:,} answers, stored usd "
+            f"${others_usd:.4f}\n"
+            f"  sim/weak's conditions (generate and grade): {weak_adaptive:,} answers adaptively "
+            f"of {weak_full:,} fully ({weak_adaptive / weak_full:.0%}), ${weak_usd[1]:.4f} of "
+            f"${weak_usd[0]:.4f} ({weak_usd[1] / weak_usd[0]:.0%})"
         )
         held = total = 0
         before = answered(url)
