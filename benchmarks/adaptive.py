@@ -1,7 +1,8 @@
-"""Adaptive runs on a simulated bank: how few items give how good a prediction.
+"""Adaptive runs on simulated banks: how few items give how good a prediction.
 
     .venv/bin/python benchmarks/adaptive.py [--items 2000] [--models 10] [--seed 0]
-        [--target-se 0.015] [--max-share 0.2] [--shard 20]
+        [--seeds 1] [--target-se 0.015] [--max-share 0.2] [--shard 20]
+        [--weight 1pl|2pl] [--floor 0.5] [--thin 3 ...]
 
 The bank: `--items` items in 8 subjects; each item has a discrimination (lognormal), a
 difficulty, and, for the multiple-choice half of the subjects, a guessing floor of 0.25. Each of
@@ -9,14 +10,17 @@ difficulty, and, for the multiple-choice half of the subjects, a guessing floor 
 ability plus N(0, 0.4)). A model's answer to an item is drawn once from this 3PL model with
 per-subject skill, which is richer than the 2PL model with one ability that is fitted.
 
-For each model in turn: calibrate the 2PL on the other models' full runs (`fit_irt`), then run
-it adaptively (`itemeval.irt.adaptive`), answering with the same draws as its full run. Prints
-the share of items used, the mean absolute error of the predicted full accuracy against the
-actual full-run accuracy, Kendall's tau between the adaptive and the full ranking, and the calls
-and dollars saved (calls counted in this process; dollars at a nominal $0.0039 a call: 300
-input and 200 output tokens at $3 and $15 per million). Then the same with only 3 calibrating
-models (too few: the run falls back to a stratified random sample with an ordinary interval)
-and what the IRT prediction would have been.
+For each of `--seeds` banks, for each model in turn: calibrate the 2PL on the other models'
+full runs (`fit_irt`), then run it adaptively (`itemeval.irt.adaptive`, the draw weighted by
+`--weight` mixed with a uniform `--floor`; `--floor 1` is a uniform draw within strata),
+answering with the same draws as its full run. Prints, per bank and over all of them, the share
+of items used, the mean absolute error of the predicted full accuracy against the actual
+full-run accuracy, how many 95% intervals hold the full-run accuracy, their mean half-width,
+Kendall's tau between the predicted and the full ranking, and the calls and dollars saved
+(counted in this process, at a nominal $0.0039 a call: 300 input and 200 output tokens at $3
+and $15 per million; `benchmarks/adaptive_study.py` counts them at a real sim-server). Then,
+for each `--thin K`, the same with K calibrating models drawn at random: the IRT prediction
+made whatever `MIN_CALIBRATION` says, and, below it, the stratified sample the run falls back to.
 """
 
 from __future__ import annotations
