@@ -4,20 +4,18 @@ the full-benchmark accuracy, decide when to stop (docs/irt.md).
 The bank is the 2PL calibration of other conditions (`Bank`: per item a discrimination `a`, an
 intercept `d`, a stratum such as its dataset or subject). A run answers items shard by shard:
 
-* `choose` picks the next shard: each stratum gets its share of the answered items (largest
-  deficit first), and within a stratum the unanswered items with the most Fisher information
-  a^2 p (1 - p) at the current ability; ties and near-ties are broken by a seeded shuffle.
-  The share `at_random` of each shard is instead drawn at random within the strata: 1.0 by
-  default, because on banks the 2PL model does not fit exactly (benchmarks/adaptive.py) the
-  most informative items sharpen the ability but bias the prediction of the other items.
+* `draw` (and `choose`) picks the next shard: each stratum gets its share of the answered
+  items (largest deficit first), and within a stratum the items are drawn at random, seeded,
+  one after another, each with probability proportional to the information it carries at the
+  current ability (`draw_weights`: sqrt p (1 - p), mixed with a uniform `FLOOR`), and each
+  draw's probability is kept.
 * `estimate` gives the ability (MAP, prior N(0, 1) on the calibration's scale) and the
-  predicted accuracy on the whole bank: the answers given, plus, for every item not answered,
-  its 2PL probability shifted by its stratum's mean residual on the randomly drawn items (a
-  difference estimator: the correction is unbiased by design, so a per-subject skill or a
-  guessing floor the 2PL model misses does not bias the prediction), with a standard error
-  from the residuals' spread and the unanswered items' own variance.
-* `Adaptive.done` stops at the target standard error of the predicted accuracy or at the
-  largest share of items.
+  predicted accuracy on the whole bank: the 2PL probabilities of all items plus, per stratum,
+  the residual total estimated from the drawn items, each residual weighted by its draw
+  probability (Des Raj's estimator for sequential draws: unbiased whatever the weights and
+  however the 2PL model misfits), with its design-based standard error.
+* `Adaptive.done` stops at the target standard error of the predicted accuracy (once every
+  stratum has `MIN_DRAWS` answered items) or at the largest share of items.
 
 When the calibration is too thin (`MIN_CALIBRATION` conditions) `Bank.usable` is False: the run
 takes a stratified random sample instead and reports the sample's accuracy with an ordinary
@@ -30,8 +28,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-#: Fewer calibrating conditions than this and the bank's parameters are not trusted.
-MIN_CALIBRATION = 5
+#: Fewer calibrating conditions than this and the bank is not used (docs/irt.md: with 3, 4 and 5
+#: the prediction's intervals hold as often as with 9, benchmarks/adaptive.py --thin 3 4 5).
+MIN_CALIBRATION = 3
+#: The target standard error stops a run only once every stratum has this many answered items.
+MIN_DRAWS = 5
+#: The uniform part of the draw weights (`draw_weights`); measured in benchmarks/adaptive.py.
+FLOOR = 0.5
+#: What the draw weights grow with ("1pl": sqrt p(1-p); "2pl": |a| sqrt p(1-p)).
+WEIGHT = "1pl"
 Z95 = 1.959963984540054
 
 
@@ -89,25 +94,12 @@ def ability_map(
     return theta, 1.0 / np.sqrt(float((a * a) @ (trials * p * (1 - p))) + 1.0)
 
 
-def choose(
-    bank: Bank,
-    answered: np.ndarray,
-    theta: float,
-    count: int,
-    rng: np.random.Generator,
-    *,
-    at_random: bool = False,
-) -> np.ndarray:
-    """The next `count` items (indices): strata by deficit, most informative first (or, with
-    `at_random`, at random within each stratum)."""
-    free = ~answered
-    if not free.any():
-        return np.array([], dtype=np.int64)
-    strata = bank.strata
+def _quotas(strata: np.ndarray, answered: np.ndarray, free: np.ndarray, count: int) -> np.ndarray:
+    """Items per stratum for the next `count`: each stratum's share of the answered items plus
+    the shard, largest deficit first, never more than a stratum has left."""
     sizes = np.bincount(strata)
     taken = np.bincount(strata[answered], minlength=len(sizes)).astype(np.float64)
-    total = answered.sum() + count
-    want = sizes / sizes.sum() * total - taken  # each stratum's share of the new total
+    want = sizes / sizes.sum() * (answered.sum() + count) - taken
     quota = np.zeros(len(sizes), dtype=np.int64)
     left = np.bincount(strata[free], minlength=len(sizes))
     for _ in range(count):
@@ -116,19 +108,75 @@ def choose(
             break
         s = open_[np.argmax(want[open_] - quota[open_])]
         quota[s] += 1
-    if at_random:
-        info = rng.random(len(bank.a))
-    else:
-        p = _sigmoid(bank.a * theta + bank.d)
-        info = bank.a * bank.a * p * (1 - p)
-        info = info * (1.0 + 1e-3 * rng.random(len(info)))  # seeded tie-breaking
-    info[answered] = -np.inf
-    chosen = []
-    order = np.argsort(-info, kind="stable")
-    by_stratum = strata[order]
+    return quota
+
+
+def draw_weights(bank: Bank, theta: float, floor: float, weight: str = WEIGHT) -> np.ndarray:
+    """Each item's weight for the draw, from the information it carries at `theta`: the square
+    root of p (1 - p) (weight "1pl": the item's information under the 1PL, and the standard
+    deviation of its residual when the model holds, which is what the estimator's variance
+    grows with) or of a^2 p (1 - p) (weight "2pl": its Fisher information under the 2PL).
+    Scaled to mean 1 within its stratum and mixed with a uniform `floor` (1.0: uniform), so no
+    item's chance falls below `floor` times the uniform one."""
+    if floor >= 1.0:
+        return np.ones(bank.size)
+    p = _sigmoid(bank.a * theta + bank.d)
+    g = np.sqrt(p * (1 - p)) + 1e-12
+    if weight == "2pl":
+        g = g * np.abs(bank.a)
+    mean = np.bincount(bank.strata, weights=g) / np.maximum(np.bincount(bank.strata), 1)
+    return floor + (1.0 - floor) * g / mean[bank.strata]
+
+
+def draw(
+    bank: Bank,
+    taken: np.ndarray,
+    theta: float,
+    count: int,
+    rng: np.random.Generator,
+    floor: float = FLOOR,
+    weight: str = WEIGHT,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The next `count` items, in the order drawn, and each one's draw probability.
+
+    Strata get their quotas (`_quotas`); within a stratum the items are drawn one after another
+    without replacement, each with probability proportional to its weight (`draw_weights`)
+    among the stratum's items not yet drawn. The sequential draw is done at once with
+    exponential keys (Efraimidis-Spirakis: the items sorted by u^(1/w) are a successive
+    weighted draw), so a shard of a 20,000-item bank takes a few milliseconds."""
+    free = ~taken
+    if not free.any() or count <= 0:
+        return np.array([], dtype=np.int64), np.array([])
+    strata = bank.strata
+    quota = _quotas(strata, taken, free, count)
+    weights = draw_weights(bank, theta, floor, weight)
+    key = np.log(rng.random(bank.size)) / weights  # larger first
+    key[taken] = -np.inf
+    order = np.lexsort((-key, strata))  # by stratum, then by key (descending)
+    ranked = order[free[order]]
+    starts = np.searchsorted(strata[ranked], np.arange(len(quota)))
+    items, probs = [], []
     for s in np.flatnonzero(quota):
-        chosen.append(order[by_stratum == s][: quota[s]])
-    return np.concatenate(chosen) if chosen else np.array([], dtype=np.int64)
+        chosen = ranked[starts[s] : starts[s] + quota[s]]
+        pool = float(weights[free & (strata == s)].sum())
+        before = np.concatenate([[0.0], np.cumsum(weights[chosen])[:-1]])
+        items.append(chosen)
+        probs.append(weights[chosen] / (pool - before))
+    return np.concatenate(items), np.concatenate(probs)
+
+
+def choose(
+    bank: Bank,
+    answered: np.ndarray,
+    theta: float,
+    count: int,
+    rng: np.random.Generator,
+    *,
+    floor: float = FLOOR,
+    weight: str = WEIGHT,
+) -> np.ndarray:
+    """The next `count` items (indices), stratified and drawn by `draw_weights` (see `draw`)."""
+    return draw(bank, answered, theta, count, rng, floor, weight)[0]
 
 
 def estimate(
@@ -136,40 +184,46 @@ def estimate(
     answered: np.ndarray,
     correct: np.ndarray,
     trials: np.ndarray,
-    sampled: np.ndarray | None = None,
+    rank: np.ndarray,
+    prob: np.ndarray,
 ) -> Estimate:
     """Ability and predicted whole-bank accuracy from the answered items (counts per item).
 
-    `sampled` marks the answered items that were drawn at random within their stratum: their
-    residuals (answer - 2PL probability) correct the prediction of the items not answered, per
-    stratum (a difference estimator: unbiased by design even where the 2PL model misfits)."""
+    `rank` is each answered item's place in the sequence of draws, `prob` its draw probability
+    among its stratum's items not drawn before it. Per stratum, with the residuals
+    e = answer - p(theta) of the answered items in the order drawn, draw j gives
+    t_j = (sum of e of the items drawn before it) + e_j / prob_j, an unbiased estimate of the
+    stratum's total residual whatever the earlier draws were (Des Raj's estimator for sequential
+    draws with changing probabilities); their mean is too, and the spread of the t_j gives its
+    standard error (sum (t_j - mean)^2 / (m (m - 1)): the t_j are uncorrelated). The prediction
+    is sum over all items of p(theta) plus the strata's estimated residual totals, over N."""
     idx = np.flatnonzero(answered)
     n = len(bank.a)
-    sampled = answered if sampled is None else sampled & answered
     theta, theta_se = ability_map(bank.a[idx], bank.d[idx], correct[idx], trials[idx])
     p = _sigmoid(bank.a * theta + bank.d)
-    observed = np.where(answered, correct / np.maximum(trials, 1), 0.0)
-    residual = np.where(sampled, observed - p, 0.0)
     strata = bank.strata
-    k = np.bincount(strata, weights=sampled.astype(np.float64), minlength=strata.max() + 1)
-    mean_residual = np.bincount(strata, weights=residual, minlength=len(k)) / np.maximum(k, 1)
+    groups = len(np.bincount(strata))
+    total = float(p.sum())
+    variance = 0.0
+    by_stratum = idx[np.lexsort((rank[idx], strata[idx]))]
+    starts = np.searchsorted(strata[by_stratum], np.arange(groups + 1))
     free = ~answered
-    expected = p + mean_residual[strata]
-    predicted = (observed[answered].sum() + expected[free].sum()) / n
-    # uncertainty: the strata's corrections (sampling), the ability, the unanswered answers
-    spread = np.bincount(
-        strata, weights=(residual - mean_residual[strata]) ** 2 * sampled, minlength=len(k)
-    )
-    correction_var = spread / np.maximum(k - 1, 1) / np.maximum(k, 1)
-    free_per_stratum = np.bincount(strata[free], minlength=len(k))
-    slope = float((bank.a * p * (1 - p))[free].sum()) / n
-    expected = np.clip(expected, 0.0, 1.0)
-    variance = (
-        float((correction_var * free_per_stratum**2).sum()) / n**2
-        + (slope * theta_se) ** 2 * float((k < 2).any())  # no correction: the ability's SE
-        + float((expected * (1 - expected))[free].sum()) / n**2
-    )
-    return Estimate(theta, theta_se, float(predicted), float(np.sqrt(variance)), len(idx), "irt")
+    slope = 0.0
+    for s in range(groups):
+        got = by_stratum[starts[s] : starts[s + 1]]
+        residual = correct[got] / np.maximum(trials[got], 1) - p[got]
+        if len(got):
+            t = np.concatenate([[0.0], np.cumsum(residual)[:-1]]) + residual / prob[got]
+            total += float(t.mean())
+        if len(got) >= 2:
+            variance += float(t.var(ddof=1)) / len(got)
+        else:  # no spread to measure: the model's own variance of the items not answered
+            rest = free & (strata == s)
+            variance += float((p * (1 - p))[rest].sum())
+            slope += float((bank.a * p * (1 - p))[rest].sum())
+    variance = variance / n**2 + (slope * theta_se / n) ** 2
+    predicted = min(1.0, max(0.0, total / n))
+    return Estimate(theta, theta_se, predicted, float(np.sqrt(variance)), len(idx), "irt")
 
 
 def stratified_sample(bank: Bank, share: float, rng: np.random.Generator) -> np.ndarray:
@@ -214,7 +268,8 @@ class Adaptive:
     target_se: float = 0.03
     max_share: float = 0.2
     shard_size: int = 20
-    at_random: float = 1.0  # share of each shard drawn at random (the estimator's sample)
+    floor: float = FLOOR  # the uniform part of the draw weights (1.0: uniform within strata)
+    weight: str = WEIGHT  # "1pl" | "2pl" (`draw_weights`)
     seed: int = 0
     answered: np.ndarray = field(init=False)
     correct: np.ndarray = field(init=False)
@@ -227,7 +282,9 @@ class Adaptive:
         self.answered = np.zeros(n, dtype=bool)
         self.correct = np.zeros(n)
         self.trials = np.zeros(n)
-        self.sampled = np.zeros(n, dtype=bool)
+        self.drawn = np.zeros(n, dtype=bool)  # drawn for the estimator (answered or not)
+        self.rank = np.zeros(n, dtype=np.int64)  # place in the sequence of draws
+        self.prob = np.ones(n)  # draw probability among the stratum's undrawn items
         self.rng = np.random.default_rng(self.seed)
 
     @property
@@ -242,20 +299,22 @@ class Adaptive:
             chosen = stratified_sample(self.bank, self.max_share, self.rng)
             return chosen[~self.answered[chosen]]
         count = min(self.shard_size, room)
-        randoms = round(self.at_random * count)
-        drawn = choose(self.bank, self.answered, self.theta, randoms, self.rng, at_random=True)
-        self.sampled[drawn] = True
-        busy = self.answered.copy()
-        busy[drawn] = True
-        informative = choose(self.bank, busy, self.theta, count - len(drawn), self.rng)
-        return np.concatenate([drawn, informative])
+        items, probs = draw(
+            self.bank, self.drawn, self.theta, count, self.rng, self.floor, self.weight
+        )
+        self.rank[items] = int(self.drawn.sum()) + np.arange(len(items))
+        self.prob[items] = probs
+        self.drawn[items] = True
+        return items
 
     def record(self, items: np.ndarray, correct: np.ndarray, trials: np.ndarray) -> Estimate:
         self.answered[items] = True
         self.correct[items] += correct
         self.trials[items] += trials
         if self.bank.usable:
-            self.last = estimate(self.bank, self.answered, self.correct, self.trials, self.sampled)
+            self.last = estimate(
+                self.bank, self.answered, self.correct, self.trials, self.rank, self.prob
+            )
             self.theta = self.last.ability
         else:
             self.last = stratified_estimate(
@@ -269,4 +328,9 @@ class Adaptive:
             return True
         if not self.bank.usable:
             return self.last is not None
-        return self.last is not None and self.last.predicted_se <= self.target_se
+        if self.last is None or self.last.predicted_se > self.target_se:
+            return False
+        # a standard error from a handful of draws is itself too uncertain to stop on
+        sizes = np.bincount(self.bank.strata)
+        got = np.bincount(self.bank.strata[self.answered], minlength=len(sizes))
+        return bool((got >= np.minimum(sizes, MIN_DRAWS)).all())

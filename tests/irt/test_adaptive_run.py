@@ -108,14 +108,14 @@ def check_adaptive_then_full(path: Path, method: str, again: str | None = None) 
 
 
 def test_the_demos_weakest_model_adaptively_then_fully(tmp_path: Path):
-    # 4 calibrating conditions (strong, medium x 2 prompts): too thin, a stratified sample
-    check_adaptive_then_full(demo_study(tmp_path, ["strong", "medium", "weak"]), "sample")
-
-
-def test_with_enough_calibrating_conditions_the_prediction_is_irts(tmp_path: Path):
-    # 6 calibrating conditions (strong, medium, judge x 2 prompts): the 2PL bank is used
-    path = demo_study(tmp_path, ["strong", "medium", "judge", "weak"])
+    # 4 calibrating conditions (strong, medium x 2 prompts): the 2PL bank is used
+    path = demo_study(tmp_path, ["strong", "medium", "weak"])
     check_adaptive_then_full(path, "irt", again="weak*")
+
+
+def test_with_too_few_calibrating_conditions_the_run_takes_a_stratified_sample(tmp_path: Path):
+    # 2 calibrating conditions (medium x 2 prompts): too thin, a stratified sample
+    check_adaptive_then_full(demo_study(tmp_path, ["medium", "weak"]), "sample")
 
 
 def test_a_calibration_store_without_responses_is_refused_before_anything_runs(tmp_path: Path):
