@@ -17,6 +17,8 @@ from types import ModuleType
 
 MOVED: dict[str, str] = {
     # packages regrouped by concept
+    "itemeval.providers.sim": "itemeval.simulator",
+    "itemeval.providers.sim.provider": "itemeval.providers.simulated",
     # modules made private
 }
 

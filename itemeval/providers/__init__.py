@@ -1,4 +1,5 @@
-"""Model providers: one interface, HTTP clients, limits, retries, pricing and the simulator.
+"""Model providers: one interface, HTTP clients, limits, retries, pricing, and the simulator's
+in-process client (`simulated.py`; the simulator itself is `itemeval.simulator`).
 
     from itemeval.providers import EndpointSettings, ModelRequest, make_provider
     provider = make_provider(EndpointSettings(kind="openai", api_key_env="OPENAI_API_KEY"))
@@ -57,11 +58,11 @@ _EXPORTS: dict[str, str] = {
     # pricing
     "ModelPrice": "pricing",
     "Pricing": "pricing",
-    # the simulator
-    "SimProvider": "sim",
-    "Simulator": "sim",
-    "item_difficulty": "sim",
-    "p_correct": "sim",
+    # the simulator (`itemeval.simulator`) and its in-process client
+    "SimProvider": "simulated",
+    "Simulator": "itemeval.simulator",
+    "item_difficulty": "itemeval.simulator",
+    "p_correct": "itemeval.simulator",
 }
 
 __all__ = [
@@ -113,7 +114,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'itemeval.providers' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"itemeval.providers.{module}"), name)
+    path = module if module.startswith("itemeval.") else f"itemeval.providers.{module}"
+    value = getattr(importlib.import_module(path), name)
     globals()[name] = value
     return value
 
@@ -150,7 +152,7 @@ if TYPE_CHECKING:  # pragma: no cover
         SimModelSpec,
         SimSettings,
     )
-    from itemeval.providers.sim import SimProvider, Simulator, item_difficulty, p_correct
+    from itemeval.providers.simulated import SimProvider
     from itemeval.providers.transport import HttpProvider, estimate_tokens
     from itemeval.providers.types import (
         TRANSIENT_CODES,
@@ -161,3 +163,4 @@ if TYPE_CHECKING:  # pragma: no cover
         SamplingParams,
         Usage,
     )
+    from itemeval.simulator import Simulator, item_difficulty, p_correct

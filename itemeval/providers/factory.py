@@ -26,7 +26,7 @@ from itemeval.providers.openai_chat import OpenAIChatProvider
 from itemeval.providers.ratebucket import RateBucket
 from itemeval.providers.ratelimiter import LocalPermitSource, PermitSource, RateLimiter
 from itemeval.providers.settings import BUILTIN_KINDS, EndpointSettings
-from itemeval.providers.sim.provider import SimProvider
+from itemeval.providers.simulated import SimProvider
 from itemeval.providers.transport import HttpProvider
 from itemeval.providers.types import Provider
 from itemeval.secrets import Secret, read_key

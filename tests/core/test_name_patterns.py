@@ -18,7 +18,7 @@ PATTERNS = [
     ("itemeval.spec.dialect", "_READER_IDENTIFIER", "gsm8k.test-0001"),
     ("itemeval.providers.settings", "_ENV_NAME", "OPENAI_API_KEY"),
     ("itemeval.providers.settings", "_HEADER_NAME", "X-Request-Id"),
-    ("itemeval.providers.sim.anthropic_batches", "_CUSTOM_ID", "cell-17"),
+    ("itemeval.simulator.anthropic_batches", "_CUSTOM_ID", "cell-17"),
     ("itemeval.plugins", "_REFERENCE", "my_scorers.exact:score"),
     ("itemeval.plugins", "_ENTRY_POINT_NAME", "my-scorer"),
     ("itemeval.store.layout", "_PARTITION_VALUE", "sim-strong_direct--006913fb1c0f"),

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from itemeval.errors import ConfigError
 from itemeval.providers import EndpointSettings, ModelRequest, SamplingParams, make_provider
-from itemeval.providers.sim.engine import input_tokens
+from itemeval.simulator.engine import input_tokens
 from itemeval.templates import load_template
 from itemeval.workitem import WorkItem
 

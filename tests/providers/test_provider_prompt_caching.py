@@ -25,7 +25,7 @@ from itemeval.providers import (
 )
 from itemeval.providers.cache_breakpoints import CacheBreakpoints, WriteInFlight
 from itemeval.providers.pricing import Pricing
-from itemeval.providers.sim.engine import input_tokens
+from itemeval.simulator.engine import input_tokens
 
 
 def long_text(tag: str, tokens: int) -> str:

@@ -12,7 +12,7 @@ from itemeval.config import load_study
 from itemeval.design import build_design
 from itemeval.estimate import MESSAGE_OVERHEAD_TOKENS, count_tokens
 from itemeval.planning import make_plan
-from itemeval.providers.sim.engine import count_tokens as sim_tokens
+from itemeval.simulator.engine import count_tokens as sim_tokens
 from itemeval.store import StudyStore
 
 EXAMPLES = [

@@ -22,8 +22,8 @@ from itemeval.config import load_study
 from itemeval.export import write_report
 from itemeval.planning import make_plan
 from itemeval.providers.pricing import Pricing
-from itemeval.providers.sim.engine import input_tokens
 from itemeval.providers.types import Usage
+from itemeval.simulator.engine import input_tokens
 from itemeval.store import StudyStore
 
 ITEMS = 30

@@ -28,7 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
-from itemeval.providers.sim.batches import (
+from itemeval.simulator.batches import (
     Batch,
     BatchAnswer,
     BatchItem,

@@ -18,9 +18,9 @@ from itemeval.providers.failures import failure
 from itemeval.providers.ratelimiter import RateLimiter
 from itemeval.providers.retry import RetryPolicy, TransientFailure
 from itemeval.providers.settings import EndpointSettings
-from itemeval.providers.sim.engine import Simulator
 from itemeval.providers.transport import estimate_tokens
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult
+from itemeval.simulator.engine import Simulator
 
 _PROCESS_TAG = os.urandom(3).hex()
 _COUNTER = itertools.count(1)

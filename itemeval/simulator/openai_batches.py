@@ -33,7 +33,7 @@ from typing import Any
 
 from aiohttp import web
 
-from itemeval.providers.sim.batches import (
+from itemeval.simulator.batches import (
     CANCELED,
     ERRORED,
     EXPIRED,

@@ -33,15 +33,15 @@ from typing import Any
 from aiohttp import web
 
 from itemeval.providers.settings import SimSettings
-from itemeval.providers.sim.anthropic_batches import AnthropicBatches
-from itemeval.providers.sim.batches import BatchAnswer, BatchRunner
-from itemeval.providers.sim.engine import SimReply, Simulator, input_tokens
-from itemeval.providers.sim.limits import Limiter, ServerLimits
-from itemeval.providers.sim.model import model_name
-from itemeval.providers.sim.openai_batches import OpenAIBatches
-from itemeval.providers.sim.prompt_cache import NO_CACHE, CacheUsage, PromptCache
-from itemeval.providers.sim.stats import ServerStats
-from itemeval.providers.sim.wire import ANTHROPIC, GEMINI, JSON_TYPE, OPENAI, Call, Wire
+from itemeval.simulator.anthropic_batches import AnthropicBatches
+from itemeval.simulator.batches import BatchAnswer, BatchRunner
+from itemeval.simulator.engine import SimReply, Simulator, input_tokens
+from itemeval.simulator.limits import Limiter, ServerLimits
+from itemeval.simulator.model import model_name
+from itemeval.simulator.openai_batches import OpenAIBatches
+from itemeval.simulator.prompt_cache import NO_CACHE, CacheUsage, PromptCache
+from itemeval.simulator.stats import ServerStats
+from itemeval.simulator.wire import ANTHROPIC, GEMINI, JSON_TYPE, OPENAI, Call, Wire
 
 __all__ = ["RunningServer", "ServerLimits", "SimServer", "start_server"]
 

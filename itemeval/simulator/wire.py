@@ -28,16 +28,16 @@ from typing import Any, ClassVar
 
 from aiohttp import web
 
-from itemeval.providers.sim.engine import SimReply
-from itemeval.providers.sim.limits import Limiter
-from itemeval.providers.sim.model import model_name
-from itemeval.providers.sim.prompt_cache import (
+from itemeval.simulator.engine import SimReply
+from itemeval.simulator.limits import Limiter
+from itemeval.simulator.model import model_name
+from itemeval.simulator.prompt_cache import (
     NO_CACHE,
     CacheUsage,
     PromptCache,
     anthropic_breakpoints,
 )
-from itemeval.providers.sim.stats import ROUTE_ANTHROPIC, ROUTE_GEMINI, ROUTE_OPENAI
+from itemeval.simulator.stats import ROUTE_ANTHROPIC, ROUTE_GEMINI, ROUTE_OPENAI
 
 JSON_TYPE = "application/json"
 #: Anthropic's smallest thinking budget.

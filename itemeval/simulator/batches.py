@@ -37,8 +37,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from itemeval.providers.settings import BatchSettings
-from itemeval.providers.sim.model import stable_unit
-from itemeval.providers.sim.stats import BatchStats
+from itemeval.simulator.model import stable_unit
+from itemeval.simulator.stats import BatchStats
 
 #: The completion window both APIs offer.
 DEFAULT_WINDOW_S = 24 * 3600.0

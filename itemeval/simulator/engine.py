@@ -36,15 +36,15 @@ from typing import Any
 
 from itemeval.ids import sha256_hex
 from itemeval.providers.settings import SimModelSpec, SimSettings
-from itemeval.providers.sim import answers
-from itemeval.providers.sim.model import (
+from itemeval.providers.types import Usage
+from itemeval.simulator import answers
+from itemeval.simulator.model import (
     catalog,
     item_difficulty,
     model_name,
     p_correct,
     stable_unit,
 )
-from itemeval.providers.types import Usage
 
 #: A simulated model's output limit when a request sets no max_tokens (as real models have one).
 MAX_OUTPUT_TOKENS = 8192
