@@ -250,7 +250,7 @@ def case_cap(root: Path) -> dict:
     import pyarrow.compute as pc
 
     from itemeval.config import load_study
-    from itemeval.planning import make_plan
+    from itemeval.planning.plan import make_plan
     from itemeval.runtime.driver import RunOptions, run_study
     from itemeval.store import StudyStore
 
@@ -351,7 +351,7 @@ def case_unpriced(root: Path) -> dict:
     sent; with its price declared in a pricing file, capped at that price."""
     from itemeval.config import load_study
     from itemeval.errors import ConfigError
-    from itemeval.planning import make_plan
+    from itemeval.planning.plan import make_plan
     from itemeval.runtime.driver import RunOptions, run_study
 
     overrides = {
@@ -394,7 +394,7 @@ def case_longctx(root: Path) -> dict:
     import pyarrow.compute as pc
 
     from itemeval.config import load_study
-    from itemeval.planning import make_plan
+    from itemeval.planning.plan import make_plan
     from itemeval.runtime.driver import RunOptions, run_study
     from itemeval.store import StudyStore
 
@@ -433,7 +433,7 @@ def case_pilot(root: Path) -> dict:
     (below what the whole study costs, at least half its estimate)."""
     from itemeval.config import load_study
     from itemeval.errors import BudgetExceeded
-    from itemeval.planning import make_plan
+    from itemeval.planning.plan import make_plan
     from itemeval.runtime.driver import RunOptions, run_study
     from itemeval.store import StudyStore, list_manifests, read_manifest
 

@@ -17,6 +17,11 @@ from types import ModuleType
 
 MOVED: dict[str, str] = {
     # packages regrouped by concept
+    "itemeval.design": "itemeval.planning.design",
+    "itemeval.estimate": "itemeval.planning.estimate",
+    "itemeval.calibration": "itemeval.planning.calibration",
+    "itemeval.usage_rows": "itemeval.planning.usage_rows",
+    "itemeval.item_index": "itemeval.planning.item_index",
     "itemeval.providers.sim": "itemeval.simulator",
     "itemeval.providers.sim.provider": "itemeval.providers.simulated",
     # modules made private

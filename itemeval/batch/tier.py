@@ -33,7 +33,7 @@ import numpy as np
 
 from itemeval.batch.records import BatchLog, BatchRecord
 from itemeval.batch.runner import BatchStage, StageOutcome
-from itemeval.planning import Plan
+from itemeval.planning.plan import Plan
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import Cap, RowCost, StageResult, Stop, fold
 from itemeval.runtime.progress import Progress

@@ -20,7 +20,7 @@ from itemeval.cli.options import (
     usd,
 )
 from itemeval.errors import ExitCode
-from itemeval.estimate import Estimate
+from itemeval.planning.estimate import Estimate
 
 if TYPE_CHECKING:
     from itemeval.statistics.power import PowerPlan

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from itemeval.design import GenerateCondition, GradeCondition
+from itemeval.planning.design import GenerateCondition, GradeCondition
 from itemeval.providers.pricing import Pricing
 from itemeval.providers.settings import EndpointSettings
 

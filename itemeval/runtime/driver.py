@@ -36,9 +36,9 @@ from typing import Any, Literal
 from itemeval.batch import BatchTier, open_batches_of
 from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode, StoreFailedMidRun
-from itemeval.estimate import gate
 from itemeval.heap import release_unused_memory, run_collector_pace
-from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan, restrict_plan
+from itemeval.planning.estimate import gate
+from itemeval.planning.plan import Plan, check_cap_bounds, commit_plan, make_plan, restrict_plan
 from itemeval.providers.reachability import EndpointProbe
 from itemeval.runtime.allowance import Allowance, run_allowance, study_spent
 from itemeval.runtime.context import RunContext

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from itemeval.design import GenerateCondition, GradeCondition
 from itemeval.judging.pairwise import PAIRWISE_SCHEMA
+from itemeval.planning.design import GenerateCondition, GradeCondition
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ModelRequest, ReplySchema
 from itemeval.scoring import VERDICT_SCHEMA, VERDICT_SCHEMA_NAME

@@ -25,8 +25,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.design import GenerateCondition, GradeCondition
 from itemeval.errors import StoreError
+from itemeval.planning.design import GenerateCondition, GradeCondition
 from itemeval.providers.concurrency import SlotSource
 from itemeval.providers.factory import make_provider
 from itemeval.providers.machine_limiter import machine_source

@@ -41,7 +41,7 @@ from itemeval.export.table.fetch import (
     plain_columns,
 )
 from itemeval.heap import release_unused_memory, trim_heap
-from itemeval.planning import Plan
+from itemeval.planning.plan import Plan
 from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, SnapshotInfo, read_snapshot_info
 from itemeval.store.fragments import (
     compaction_generation,

@@ -32,7 +32,7 @@ from aiohttp import web
 
 from itemeval.errors import InputError, Problem
 from itemeval.heap import release_unused_memory, use_system_arrow_pool
-from itemeval.planning import Plan
+from itemeval.planning.plan import Plan
 from itemeval.view import pages
 from itemeval.view.index import ViewIndex, build_index, store_version
 from itemeval.view.queries import Overview, overview

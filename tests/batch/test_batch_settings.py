@@ -10,8 +10,8 @@ import yaml
 from batch_files import DATASETS
 
 from itemeval.config import load_study
-from itemeval.design import build_design
 from itemeval.errors import ConfigError
+from itemeval.planning.design import build_design
 from itemeval.providers.pricing import Pricing
 from itemeval.providers.settings import BatchTierSettings, EndpointSettings
 from itemeval.providers.types import Usage

@@ -35,7 +35,7 @@ from batch_files import (
 
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.planning import make_plan
+from itemeval.planning.plan import make_plan
 from itemeval.providers.types import Usage
 from itemeval.runtime.calls import worst_case_usd
 from itemeval.runtime.driver import RunOptions, run_study

@@ -38,7 +38,7 @@ from itemeval.export.eee.records import (
 from itemeval.export.outputs import OutputDir, OutputFile
 from itemeval.export.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion
 from itemeval.export.table.scan import Pair
-from itemeval.planning import Plan
+from itemeval.planning.plan import Plan
 from itemeval.storage import unique_name
 from itemeval.templates import Template
 from itemeval.workitem import WorkItem

@@ -38,17 +38,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from itemeval.design import Design, GenerateCondition, GradeCondition
-from itemeval.store import (
-    GRADES,
-    SOLUTIONS,
-    STUDY_CACHE_DIR,
-    StudyStore,
-    cache_group,
-    default_cache_url,
-)
-from itemeval.store.positions import ItemLookup
-from itemeval.usage_rows import (
+from itemeval.planning.design import Design, GenerateCondition, GradeCondition
+from itemeval.planning.usage_rows import (
     CELL,
     USAGE,
     CacheReader,
@@ -61,6 +52,15 @@ from itemeval.usage_rows import (
     store_rows,
     visible_of,
 )
+from itemeval.store import (
+    GRADES,
+    SOLUTIONS,
+    STUDY_CACHE_DIR,
+    StudyStore,
+    cache_group,
+    default_cache_url,
+)
+from itemeval.store.positions import ItemLookup
 
 #: Rows a condition needs before what they show replaces the prior.
 MIN_ROWS = 3

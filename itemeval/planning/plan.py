@@ -23,21 +23,21 @@ import pyarrow.compute as pc
 
 from itemeval.adapters import DatasetHandle, open_source
 from itemeval.adapters.unique import StudyIds
-from itemeval.calibration import Calibration, cache_root_url, calibrate
 from itemeval.config import StudyConfig
-from itemeval.design import Design, build_design
 from itemeval.errors import ConfigError, Problem
-from itemeval.estimate import (
+from itemeval.heap import release_unused_memory, trim_heap
+from itemeval.importing.conditions import with_imported
+from itemeval.locks import check_pins, pin_datasets
+from itemeval.planning.calibration import Calibration, cache_root_url, calibrate
+from itemeval.planning.design import Design, build_design
+from itemeval.planning.estimate import (
     Estimate,
     TokenTables,
     build_estimate,
     condition_tiers,
     token_tables,
 )
-from itemeval.heap import release_unused_memory, trim_heap
-from itemeval.importing.conditions import with_imported
-from itemeval.item_index import PartRun, SelectedItems, build_item_index, part_runs
-from itemeval.locks import check_pins, pin_datasets
+from itemeval.planning.item_index import PartRun, SelectedItems, build_item_index, part_runs
 from itemeval.providers.bounds import output_token_bound
 from itemeval.providers.pricing import Pricing
 from itemeval.providers.types import SamplingParams

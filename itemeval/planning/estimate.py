@@ -38,10 +38,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from itemeval.calibration import Calibration, Fit, Priors
 from itemeval.config import Budget
-from itemeval.design import Design, GenerateCondition, GradeCondition
 from itemeval.errors import BudgetExceeded, GateDeclined
+from itemeval.planning.calibration import Calibration, Fit, Priors
+from itemeval.planning.design import Design, GenerateCondition, GradeCondition
 from itemeval.providers.pricing import ModelPrice, Pricing
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import SamplingParams, Usage
