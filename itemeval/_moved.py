@@ -17,6 +17,10 @@ from types import ModuleType
 
 MOVED: dict[str, str] = {
     # packages regrouped by concept
+    "itemeval.spec": "itemeval.datasets.format",
+    "itemeval.adapters": "itemeval.datasets.adapters",
+    "itemeval.locks": "itemeval.datasets.locks",
+    "itemeval.workitem": "itemeval.datasets.workitem",
     "itemeval.design": "itemeval.planning.design",
     "itemeval.estimate": "itemeval.planning.estimate",
     "itemeval.calibration": "itemeval.planning.calibration",

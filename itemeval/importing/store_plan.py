@@ -22,13 +22,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.adapters.source import DatasetSource
 from itemeval.config import StudyConfig
+from itemeval.datasets.adapters.source import DatasetSource
+from itemeval.datasets.locks import read_locks
 from itemeval.errors import InputError, Problem
 from itemeval.ids import slugify
 from itemeval.importing.catalog import ImportRecord, read_imports
 from itemeval.importing.conditions import imported_generate, imported_grade
-from itemeval.locks import read_locks
 from itemeval.planning.design import Design, GenerateCondition, GradeCondition
 from itemeval.planning.estimate import Estimate
 from itemeval.planning.item_index import SelectedItems, build_item_index

@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from itemeval.config import Budget
+from itemeval.datasets.workitem import WorkItem
 from itemeval.errors import BudgetExceeded, GateDeclined
 from itemeval.planning.calibration import Calibration, Fit, Priors
 from itemeval.planning.design import Design, GenerateCondition, GradeCondition
@@ -48,7 +49,6 @@ from itemeval.providers.types import SamplingParams, Usage
 from itemeval.store import CellMasks
 from itemeval.templates import Template
 from itemeval.templates.answer_formats import answer_kind
-from itemeval.workitem import WorkItem
 
 CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD_TOKENS = 4

@@ -21,13 +21,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.adapters import DatasetHandle, open_source
-from itemeval.adapters.unique import StudyIds
 from itemeval.config import StudyConfig
+from itemeval.datasets.adapters import DatasetHandle, open_source
+from itemeval.datasets.adapters.unique import StudyIds
+from itemeval.datasets.locks import check_pins, pin_datasets
+from itemeval.datasets.workitem import WorkItem, items_to_table, table_to_items
 from itemeval.errors import ConfigError, Problem
 from itemeval.heap import release_unused_memory, trim_heap
 from itemeval.importing.conditions import with_imported
-from itemeval.locks import check_pins, pin_datasets
 from itemeval.planning.calibration import Calibration, cache_root_url, calibrate
 from itemeval.planning.design import Design, build_design
 from itemeval.planning.estimate import (
@@ -52,7 +53,6 @@ from itemeval.store import (
     repeated_judge_cells,
     write_items_snapshot,
 )
-from itemeval.workitem import WorkItem, items_to_table, table_to_items
 
 SCAN_BATCH = 5_000
 #: A run's plan keeps the items it read (as snapshot tables) up to this size, so that

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from itemeval.datasets.workitem import WorkItem
 from itemeval.judging.pairwise import PAIRWISE_SCHEMA
 from itemeval.planning.design import GenerateCondition, GradeCondition
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ModelRequest, ReplySchema
 from itemeval.scoring import VERDICT_SCHEMA, VERDICT_SCHEMA_NAME
 from itemeval.templates import render_pairwise
-from itemeval.workitem import WorkItem
 
 
 def generate_requests(

@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval.datasets.workitem import WorkItem, table_to_items
 from itemeval.errors import StoreError
 from itemeval.planning.design import GenerateCondition, GradeCondition
 from itemeval.providers.concurrency import SlotSource
@@ -55,7 +56,6 @@ from itemeval.store import (
     text_hash,
 )
 from itemeval.store.fragments import FragmentInfo, read_fragments
-from itemeval.workitem import WorkItem, table_to_items
 
 #: Items parts a worker keeps as `WorkItem`s (10,000 items each, about 15 MB as objects): the
 #: shards in flight in one worker come from one or two parts at a time.

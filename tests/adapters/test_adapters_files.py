@@ -5,7 +5,7 @@ import datetime
 import pytest
 from adapter_files import put, put_jsonl, put_parquet
 
-from itemeval.adapters import DatasetSource, open_source
+from itemeval.datasets.adapters import DatasetSource, open_source
 from itemeval.storage import resolve
 
 

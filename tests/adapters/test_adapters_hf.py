@@ -2,7 +2,7 @@
 
 import pytest
 
-from itemeval.adapters import DatasetSource, open_source
+from itemeval.datasets.adapters import DatasetSource, open_source
 from itemeval.errors import ConfigError
 
 datasets = pytest.importorskip("datasets")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from itemeval.adapters import DatasetSource, load_mapping_file, open_source
-from itemeval.adapters.convert import complete_meta
-from itemeval.spec import ProblemLog, read_dataset, write_dataset
+from itemeval.datasets.adapters import DatasetSource, load_mapping_file, open_source
+from itemeval.datasets.adapters.convert import complete_meta
+from itemeval.datasets.format import ProblemLog, read_dataset, write_dataset
 
 MAPPINGS = Path(__file__).resolve().parents[2] / "configs" / "mappings"
 

@@ -4,7 +4,7 @@ import pytest
 from adapter_files import put, put_items_dataset, put_jsonl
 from pydantic import ValidationError
 
-from itemeval.adapters import DatasetSource, MappingSpec, open_source
+from itemeval.datasets.adapters import DatasetSource, MappingSpec, open_source
 from itemeval.errors import ConfigError, DatasetError
 
 

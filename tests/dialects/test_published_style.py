@@ -13,7 +13,7 @@ import yaml
 from reference_reader import read_with_reference_reader
 
 from itemeval.cli.main import main
-from itemeval.spec import read_dataset
+from itemeval.datasets.format import read_dataset
 
 PUBLISHED = Path(__file__).resolve().parent / "published-style-tf"
 YAML = PUBLISHED / "published-style-tf.yaml"

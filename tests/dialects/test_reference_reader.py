@@ -14,8 +14,15 @@ from commoneval import dataset as reader_dataset
 from commoneval import item as reader_item
 from reference_reader import read_with_reference_reader
 
+from itemeval.datasets.format import (
+    DatasetMeta,
+    Dialect,
+    Item,
+    ProblemLog,
+    read_dataset,
+    write_dataset,
+)
 from itemeval.errors import DatasetError
-from itemeval.spec import DatasetMeta, Dialect, Item, ProblemLog, read_dataset, write_dataset
 
 META = {
     "identifier": "every-modality",

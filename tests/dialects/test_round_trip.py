@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from reference_reader import read_with_reference_reader
 
-from itemeval.adapters import DatasetSource, load_mapping_file, open_source
 from itemeval.cli.main import main
-from itemeval.spec import Item, ProblemLog, read_dataset
+from itemeval.datasets.adapters import DatasetSource, load_mapping_file, open_source
+from itemeval.datasets.format import Item, ProblemLog, read_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted(p for p in (REPO / "configs" / "datasets").iterdir() if p.is_dir())

@@ -16,6 +16,7 @@ from runtime_files import write_study
 
 from itemeval.cli.main import main
 from itemeval.config import load_study
+from itemeval.datasets.workitem import table_to_items
 from itemeval.errors import ExitCode, GateDeclined
 from itemeval.planning.item_index import part_runs
 from itemeval.planning.plan import commit_plan, make_plan
@@ -25,7 +26,6 @@ from itemeval.runtime.shards import generate_shards, grade_shards
 from itemeval.runtime.worker import ShardRunner
 from itemeval.store import StudyStore, latest_manifest, list_manifests, read_manifest
 from itemeval.store.compact import compact_partition
-from itemeval.workitem import table_to_items
 
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True)
 

@@ -7,8 +7,8 @@ import pytest
 import yaml
 from spec_files import META, item, jsonl, put
 
+from itemeval.datasets.format import read_dataset
 from itemeval.errors import DatasetError
-from itemeval.spec import read_dataset
 
 
 def dataset(directory: str, items, attributes: str | None, **meta) -> str:

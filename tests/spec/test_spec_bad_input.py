@@ -8,8 +8,8 @@ import json
 import pytest
 from spec_files import item, jsonl
 
+from itemeval.datasets.format import read_dataset
 from itemeval.errors import DatasetError
-from itemeval.spec import read_dataset
 
 
 def read_all(directory: str) -> None:

@@ -3,7 +3,7 @@ import datetime as dt
 import pytest
 from pydantic import ValidationError
 
-from itemeval.spec import DatasetMeta, Item, Where, parse_dataset_meta, part_names
+from itemeval.datasets.format import DatasetMeta, Item, Where, parse_dataset_meta, part_names
 
 WHERE = Where(file="demo.yaml")
 BASE = {

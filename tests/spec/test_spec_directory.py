@@ -6,8 +6,8 @@ from collections import Counter
 import pytest
 from spec_files import META, item, jsonl, put
 
+from itemeval.datasets.format import DatasetMeta, Item, read_dataset, write_dataset
 from itemeval.errors import DatasetError
-from itemeval.spec import DatasetMeta, Item, read_dataset, write_dataset
 from itemeval.storage import resolve
 
 
@@ -38,7 +38,7 @@ def test_write_then_read_is_lossless(root_url):
         },
         {"identifier": "q3", "modality": "cloze", "prompt": "Fill ___ in", "response": "this"},
     ]
-    from itemeval.spec import Where, parse_item
+    from itemeval.datasets.format import Where, parse_item
 
     items = [parse_item(r, Where())[0] for r in raw_items]
     written = write_dataset(root_url + "/ds", meta, items)
@@ -159,8 +159,8 @@ def test_duplicate_ids_name_every_later_copy_and_its_first_place(monkeypatch, ba
     reported once, naming the place of the first copy, across batches and files."""
     import random
 
-    from itemeval.spec.directory import DuplicateIds
-    from itemeval.spec.findings import Where
+    from itemeval.datasets.format.directory import DuplicateIds
+    from itemeval.datasets.format.findings import Where
 
     monkeypatch.setattr(DuplicateIds, "BATCH", batch)
     rng = random.Random(7)

@@ -1,6 +1,6 @@
 import pytest
 
-from itemeval.spec import Modality
+from itemeval.datasets.format import Modality
 
 
 def test_values_are_the_spec_spellings():

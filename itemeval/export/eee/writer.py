@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval.datasets.workitem import WorkItem
 from itemeval.export.eee.aggregate import EvaluationTotals, build_aggregate
 from itemeval.export.eee.records import (
     MAX_SAMPLE_IDS,
@@ -41,7 +42,6 @@ from itemeval.export.table.scan import Pair
 from itemeval.planning.plan import Plan
 from itemeval.storage import unique_name
 from itemeval.templates import Template
-from itemeval.workitem import WorkItem
 
 EEE_DIR = "eee"
 #: Rendered prompts remembered (see `EeeWriter._items`).

@@ -29,9 +29,9 @@ from pydantic import (
 )
 
 from itemeval import render
+from itemeval.datasets.format.item import ITEM_ATTRIBUTES
+from itemeval.datasets.format.modality import Modality
 from itemeval.errors import ConfigError, Problem
-from itemeval.spec.item import ITEM_ATTRIBUTES
-from itemeval.spec.modality import Modality
 from itemeval.storage import resolve
 from itemeval.yaml_lines import safe_load
 

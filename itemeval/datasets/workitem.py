@@ -41,7 +41,7 @@ class WorkItem:
 
     `id` is unique across all datasets of a study (compared case-insensitively). `target` is the
     reference answer and may be empty (judge-only items). `modality` is one of the spec's
-    identifiers (`itemeval.spec.Modality` values) or None when an adapter cannot tell.
+    identifiers (`itemeval.datasets.format.Modality` values) or None when an adapter cannot tell.
     """
 
     id: str

@@ -16,14 +16,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from itemeval.datasets.format.directory import DatasetReport
+from itemeval.datasets.format.findings import ProblemLog
+from itemeval.datasets.workitem import WorkItem
 from itemeval.errors import Problem
 from itemeval.ids import canonical_json, sha256_hex
-from itemeval.spec.directory import DatasetReport
-from itemeval.spec.findings import ProblemLog
-from itemeval.workitem import WorkItem
 
 if TYPE_CHECKING:
-    from itemeval.adapters.source import DatasetSource
+    from itemeval.datasets.adapters.source import DatasetSource
 
 
 @dataclass(frozen=True)

@@ -6,20 +6,20 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from itemeval.adapters.handle import DatasetHandle, Fingerprint
+from itemeval.datasets.adapters.handle import DatasetHandle, Fingerprint
+from itemeval.datasets.format.directory import DatasetReader
+from itemeval.datasets.format.findings import ProblemLog
+from itemeval.datasets.format.item import Item
+from itemeval.datasets.workitem import WorkItem
 from itemeval.errors import Problem
-from itemeval.spec.directory import DatasetReader
-from itemeval.spec.findings import ProblemLog
-from itemeval.spec.item import Item
-from itemeval.workitem import WorkItem
 
 if TYPE_CHECKING:
-    from itemeval.adapters.source import DatasetSource
+    from itemeval.datasets.adapters.source import DatasetSource
 
 
 class ItemsHandle(DatasetHandle):
-    """Items read through `itemeval.spec.read_dataset`; each `Item` becomes a `WorkItem` with
-    the dataset's `taskPrompt` where the item has none."""
+    """Items read through `itemeval.datasets.format.read_dataset`; each `Item` becomes a
+    `WorkItem` with the dataset's `taskPrompt` where the item has none."""
 
     format = "items"
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from itemeval.datasets.format.findings import ProblemLog, Where
+from itemeval.datasets.format.records import iter_jsonl
 from itemeval.errors import Problem
-from itemeval.spec.findings import ProblemLog, Where
-from itemeval.spec.records import iter_jsonl
 from itemeval.storage import Location
 
 ATTRIBUTES_SUFFIX = ".attributes.jsonl"

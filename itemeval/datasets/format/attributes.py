@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from itemeval.datasets.format.findings import Where
 from itemeval.errors import Problem
-from itemeval.spec.findings import Where
 
 # RFC 3986 "unreserved" characters: the spec's "web-friendly characters".
 IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z0-9._~-]+\Z")

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from itemeval.datasets.format.attribute_files import ATTRIBUTES_KEY
+from itemeval.datasets.format.dataset import DATASET_ATTRIBUTES, DatasetMeta
+from itemeval.datasets.format.findings import Where
+from itemeval.datasets.format.item import OTHERARGS, Item
+from itemeval.datasets.format.modality import DONT_KNOW, LETTERS, READER_SPELLINGS, Modality
 from itemeval.errors import Problem
-from itemeval.spec.attribute_files import ATTRIBUTES_KEY
-from itemeval.spec.dataset import DATASET_ATTRIBUTES, DatasetMeta
-from itemeval.spec.findings import Where
-from itemeval.spec.item import OTHERARGS, Item
-from itemeval.spec.modality import DONT_KNOW, LETTERS, READER_SPELLINGS, Modality
 
 
 class Dialect(StrEnum):

@@ -13,7 +13,7 @@ Two ways in:
 
 `Item.to_dict()` gives an item back with the attribute names spelled as they were read and every
 ad hoc attribute untouched, so nothing read is lost. How an item is written to a file (booleans,
-where ad hoc attributes go) is the dialect's business: `itemeval.spec.dialect`.
+where ad hoc attributes go) is the dialect's business: `itemeval.datasets.format.dialect`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from itemeval.errors import Problem
-from itemeval.spec.attributes import (
+from itemeval.datasets.format.attributes import (
     IDENTIFIER_HINT,
     IDENTIFIER_PATTERN,
     MISSING,
@@ -35,8 +34,15 @@ from itemeval.spec.attributes import (
     read_text,
     split_attributes,
 )
-from itemeval.spec.findings import Where
-from itemeval.spec.modality import BY_VALUE, DONT_KNOW, LABELS, READER_SPELLINGS, Modality
+from itemeval.datasets.format.findings import Where
+from itemeval.datasets.format.modality import (
+    BY_VALUE,
+    DONT_KNOW,
+    LABELS,
+    READER_SPELLINGS,
+    Modality,
+)
+from itemeval.errors import Problem
 
 # Spec order; this is the order `to_dict` writes them in.
 ITEM_ATTRIBUTES = (

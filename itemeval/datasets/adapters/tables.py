@@ -13,10 +13,10 @@ import csv
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from itemeval.adapters.mapping import column_hint
+from itemeval.datasets.adapters.mapping import column_hint
+from itemeval.datasets.format.findings import Where
+from itemeval.datasets.format.records import UTF8_BOM, UTF8_HINT, iter_jsonl, iter_lines
 from itemeval.errors import Problem
-from itemeval.spec.findings import Where
-from itemeval.spec.records import UTF8_BOM, UTF8_HINT, iter_jsonl, iter_lines
 from itemeval.storage import Location
 
 Row = tuple[Where, dict[str, Any] | Problem]

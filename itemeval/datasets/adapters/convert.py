@@ -18,14 +18,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from itemeval.adapters.files import MappedHandle
-from itemeval.adapters.mapping import load_mapping_file
-from itemeval.adapters.source import DatasetSource, default_name, open_source
+from itemeval.datasets.adapters.files import MappedHandle
+from itemeval.datasets.adapters.mapping import load_mapping_file
+from itemeval.datasets.adapters.source import DatasetSource, default_name, open_source
+from itemeval.datasets.format import (
+    DatasetMeta,
+    ProblemLog,
+    Where,
+    parse_dataset_meta,
+    read_dataset,
+)
+from itemeval.datasets.format.dataset import DESCRIPTIVE_REQUIRED
+from itemeval.datasets.format.directory import DatasetReader, is_dataset_directory
+from itemeval.datasets.format.item import Item
 from itemeval.errors import ConfigError, Problem
-from itemeval.spec import DatasetMeta, ProblemLog, Where, parse_dataset_meta, read_dataset
-from itemeval.spec.dataset import DESCRIPTIVE_REQUIRED
-from itemeval.spec.directory import DatasetReader, is_dataset_directory
-from itemeval.spec.item import Item
 from itemeval.storage import resolve
 
 # What a required attribute becomes when nothing gives it. "und" is ISO 639-3 for

@@ -20,13 +20,13 @@ from typing import Any
 
 import yaml
 
+from itemeval.datasets.format.attribute_files import attributes_name, attributes_record
+from itemeval.datasets.format.dataset import DatasetMeta, part_names
+from itemeval.datasets.format.dialect import Dialect, item_record, meta_record
+from itemeval.datasets.format.directory import DEFAULT_ITEMS_PER_PART, MAX_PARTS, DuplicateIds
+from itemeval.datasets.format.findings import ProblemLog, Where
+from itemeval.datasets.format.item import Item
 from itemeval.errors import DatasetError, Problem
-from itemeval.spec.attribute_files import attributes_name, attributes_record
-from itemeval.spec.dataset import DatasetMeta, part_names
-from itemeval.spec.dialect import Dialect, item_record, meta_record
-from itemeval.spec.directory import DEFAULT_ITEMS_PER_PART, MAX_PARTS, DuplicateIds
-from itemeval.spec.findings import ProblemLog, Where
-from itemeval.spec.item import Item
 from itemeval.storage import Location, resolve
 from itemeval.yaml_lines import safe_load
 

@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 import yaml
 
+from itemeval.datasets.format.attribute_files import AttributeJoin
+from itemeval.datasets.format.dataset import DatasetMeta, check_part_names, parse_dataset_meta
+from itemeval.datasets.format.findings import ProblemLog, Where
+from itemeval.datasets.format.item import ITEM_ATTRIBUTES, Item, parse_item
+from itemeval.datasets.format.records import UTF8_HINT, iter_records, yaml_problem
 from itemeval.errors import DatasetError, Problem
 from itemeval.ids import canonical_json, sha256_hex
-from itemeval.spec.attribute_files import AttributeJoin
-from itemeval.spec.dataset import DatasetMeta, check_part_names, parse_dataset_meta
-from itemeval.spec.findings import ProblemLog, Where
-from itemeval.spec.item import ITEM_ATTRIBUTES, Item, parse_item
-from itemeval.spec.records import UTF8_HINT, iter_records, yaml_problem
 from itemeval.storage import Location, resolve
 from itemeval.yaml_lines import safe_load
 

@@ -17,18 +17,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from itemeval import render
-from itemeval.adapters.items import item_to_workitem
-from itemeval.adapters.mapping import (
+from itemeval.datasets.adapters.items import item_to_workitem
+from itemeval.datasets.adapters.mapping import (
     DEFAULT_ID_TEMPLATE,
     MappingSpec,
     column_hint,
 )
+from itemeval.datasets.format.attributes import read_fraction, read_identifier
+from itemeval.datasets.format.findings import Where
+from itemeval.datasets.format.item import Item, parse_item
+from itemeval.datasets.format.modality import LETTERS, Modality
+from itemeval.datasets.workitem import WorkItem
 from itemeval.errors import Problem
-from itemeval.spec.attributes import read_fraction, read_identifier
-from itemeval.spec.findings import Where
-from itemeval.spec.item import Item, parse_item
-from itemeval.spec.modality import LETTERS, Modality
-from itemeval.workitem import WorkItem
 
 _UNSAFE_ID_CHARACTERS = re.compile(r"[^A-Za-z0-9._~-]+")
 

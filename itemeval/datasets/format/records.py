@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
+from itemeval.datasets.format.findings import Where
 from itemeval.errors import Problem
-from itemeval.spec.findings import Where
 from itemeval.storage import Location
 from itemeval.yaml_lines import safe_load
 

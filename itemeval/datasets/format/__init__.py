@@ -1,6 +1,6 @@
-"""The item and dataset formats (item spec and dataset spec v3.3) and dataset directories.
+"""The item format: items and datasets (item spec, dataset spec v3.3), directories, dialects.
 
-    from itemeval.spec import read_dataset
+    from itemeval.datasets.format import read_dataset
     reader = read_dataset("s3://bucket/datasets/arithmetic")
     for batch in reader.iter_batches(1000):
         ...
@@ -12,19 +12,19 @@ Modules: `modality` (the closed modality set), `item` (`Item`, lenient `parse_it
 beside the parts), `findings` (`Where`, `ProblemLog`).
 """
 
-from itemeval.spec.dataset import DatasetMeta, parse_dataset_meta, part_names
-from itemeval.spec.dialect import Dialect
-from itemeval.spec.directory import (
+from itemeval.datasets.format.dataset import DatasetMeta, parse_dataset_meta, part_names
+from itemeval.datasets.format.dialect import Dialect
+from itemeval.datasets.format.directory import (
     DatasetReader,
     DatasetReport,
     find_meta_file,
     is_dataset_directory,
     read_dataset,
 )
-from itemeval.spec.findings import ProblemLog, Where
-from itemeval.spec.item import Item, parse_item
-from itemeval.spec.modality import Modality
-from itemeval.spec.writer import write_dataset
+from itemeval.datasets.format.findings import ProblemLog, Where
+from itemeval.datasets.format.item import Item, parse_item
+from itemeval.datasets.format.modality import Modality
+from itemeval.datasets.format.writer import write_dataset
 
 __all__ = [
     "DatasetMeta",

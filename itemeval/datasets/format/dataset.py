@@ -18,8 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from itemeval.errors import Problem
-from itemeval.spec.attributes import (
+from itemeval.datasets.format.attributes import (
     IDENTIFIER_HINT,
     IDENTIFIER_PATTERN,
     MISSING,
@@ -28,8 +27,9 @@ from itemeval.spec.attributes import (
     read_text_or_list,
     split_attributes,
 )
-from itemeval.spec.findings import Where
-from itemeval.spec.item import Item, parse_item
+from itemeval.datasets.format.findings import Where
+from itemeval.datasets.format.item import Item, parse_item
+from itemeval.errors import Problem
 
 # canonical name -> python field name, in the order `to_dict` writes them
 DATASET_ATTRIBUTES = {
@@ -53,7 +53,7 @@ DATASET_ATTRIBUTES = {
     "hasPart": "has_part",
     "items": "items",
     # not in the spec: an ad hoc attribute of itemeval's (the spec allows them), naming the
-    # files that hold the items' ad hoc attributes, one per part (`spec/attribute_files.py`)
+    # files that hold the items' ad hoc attributes, one per part (`format/attribute_files.py`)
     "itemAttributes": "item_attributes",
 }
 REQUIRED = (

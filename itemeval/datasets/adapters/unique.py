@@ -13,10 +13,10 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from itemeval.adapters.handle import DatasetHandle
+from itemeval.datasets.adapters.handle import DatasetHandle
+from itemeval.datasets.format.directory import ID_KEY, find_keys, id_keys
+from itemeval.datasets.workitem import WorkItem
 from itemeval.errors import DatasetError, Problem
-from itemeval.spec.directory import ID_KEY, find_keys, id_keys
-from itemeval.workitem import WorkItem
 
 MAX_REPORTED = 10
 

@@ -14,18 +14,18 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from itemeval.adapters.files import MappedHandle, MappedRowSource
-from itemeval.adapters.handle import Fingerprint
-from itemeval.adapters.mapping import MappingSpec
 from itemeval.arrow_start import restore_pandas_probe
+from itemeval.datasets.adapters.files import MappedHandle, MappedRowSource
+from itemeval.datasets.adapters.handle import Fingerprint
+from itemeval.datasets.adapters.mapping import MappingSpec
+from itemeval.datasets.format.directory import hash_file
+from itemeval.datasets.format.findings import Where
 from itemeval.errors import ConfigError, DatasetError, Problem
 from itemeval.secrets import options_from_environment
-from itemeval.spec.directory import hash_file
-from itemeval.spec.findings import Where
 from itemeval.storage import Location
 
 if TYPE_CHECKING:
-    from itemeval.adapters.source import DatasetSource
+    from itemeval.datasets.adapters.source import DatasetSource
 
 HF_ROWS_PER_BATCH = 1000
 HF_SAVED_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
