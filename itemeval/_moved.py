@@ -17,6 +17,13 @@ from types import ModuleType
 
 MOVED: dict[str, str] = {
     # packages regrouped by concept
+    "itemeval.runtime.calls": "itemeval.calls.shard_calls",
+    "itemeval.runtime.hedging": "itemeval.calls.hedging",
+    "itemeval.runtime.journal": "itemeval.calls.journal",
+    "itemeval.runtime.spend": "itemeval.calls.spend",
+    "itemeval.runtime.allowance": "itemeval.calls.allowance",
+    "itemeval.runtime.rows": "itemeval.calls.rows",
+    "itemeval.runtime.requests": "itemeval.calls.requests",
     "itemeval.spec": "itemeval.datasets.format",
     "itemeval.adapters": "itemeval.datasets.adapters",
     "itemeval.locks": "itemeval.datasets.locks",

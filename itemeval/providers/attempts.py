@@ -20,7 +20,7 @@ worst case; when it does not fit the retry is not sent and the call ends with it
 (`refusal`), its cell left pending. So a call never costs more than what it reserved.
 
 Plain Python, importing only `types`: the provider floor (`deadline.py`,
-`retry.py`) reports into it and the runtime (`runtime/calls.py`) reads it.
+`retry.py`) reports into it and the runtime (`calls/shard_calls.py`) reads it.
 """
 
 from __future__ import annotations

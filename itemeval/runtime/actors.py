@@ -28,6 +28,7 @@ from typing import Any
 
 import ray
 
+from itemeval.calls.spend import LedgerReply, LedgerState, SpendLedger
 from itemeval.heap import limit_malloc_arenas, settle_worker_heap
 from itemeval.providers.endpoint_limiter import (
     EndpointLimiter,
@@ -39,7 +40,6 @@ from itemeval.providers.settings import EndpointSettings
 from itemeval.runtime.cluster import NAMESPACE
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.spend import LedgerReply, LedgerState, SpendLedger
 from itemeval.runtime.worker import ShardRunner
 
 #: A detached limiter that no job has used for this long exits by itself.

@@ -10,7 +10,7 @@ its paid answers come back from the response cache). Ctrl-C (or SIGTERM) stops d
 briefly for shards in flight (their finished calls are written), records `interrupted` and exits
 130; a second Ctrl-C stops at once. Running the same command again continues where it stopped.
 
-Money: the run's ledger (`spend.py`) holds `budget.max_usd` as a hard cap (every call reserves
+Money: the run's ledger (`calls/spend.py`) holds `budget.max_usd` as a hard cap (every call reserves
 its worst case first) and counts every dollar paid, so the manifest's spend includes shards that
 failed after paying.
 
@@ -34,13 +34,14 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from itemeval.batch import BatchTier, open_batches_of
+from itemeval.calls.allowance import Allowance, run_allowance, study_spent
+from itemeval.calls.spend import LedgerState
 from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode, StoreFailedMidRun
 from itemeval.heap import release_unused_memory, run_collector_pace
 from itemeval.planning.estimate import gate
 from itemeval.planning.plan import Plan, check_cap_bounds, commit_plan, make_plan, restrict_plan
 from itemeval.providers.reachability import EndpointProbe
-from itemeval.runtime.allowance import Allowance, run_allowance, study_spent
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import (
     Cap,
@@ -54,7 +55,6 @@ from itemeval.runtime.dispatch import (
 from itemeval.runtime.failures import failed_mid_run
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Shard, generate_shards, grade_shards
-from itemeval.runtime.spend import LedgerState
 from itemeval.runtime.timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import (
@@ -117,7 +117,7 @@ class RunOutcome:
     ledger: LedgerState | None = None  # the run's ledger at the end (None: nothing ran)
     cache_url: str | None = None  # the response cache the run used
     executor_note: str = ""  # where the shards ran (a local run: this process, Ray workers)
-    allowance: Allowance | None = None  # what the run could spend (`allowance.py`)
+    allowance: Allowance | None = None  # what the run could spend (`calls/allowance.py`)
 
     @property
     def spent_usd(self) -> float:

@@ -31,10 +31,10 @@ import os
 import time
 from typing import Any
 
+from itemeval.calls.spend import LedgerState
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.inline_executor import InlineExecutor
 from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.spend import LedgerState
 from itemeval.runtime.timeline import TIMELINE
 
 #: How long a local run works in its own process before it decides about Ray.

@@ -1,9 +1,9 @@
 """`ShardRunner`: what a worker does with a shard. Plain async Python; Ray only wraps it.
 
 For one shard it reads the items part (cached), renders the prompts or rubrics, and hands the
-requests to the call path (`calls.py`: response cache, budget reservation, provider, journal of
-paid answers); then it writes one fragment to the store and returns a small `ShardSummary`.
-Verifiable scorers run here too, over the stored solution texts, without any call.
+requests to the call path (`calls/shard_calls.py`: response cache, budget reservation, provider,
+journal of paid answers); then it writes one fragment to the store and returns a small
+`ShardSummary`. Verifiable scorers run here too, over the stored solution texts, without any call.
 
 Every paid answer is in the response cache before the shard's fragment is written (the journal
 is flushed first), so a fragment write that fails costs a re-dispatch, never a second payment.
@@ -25,6 +25,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval.calls.journal import ResponseJournal
+from itemeval.calls.requests import generate_requests, judge_requests, pairwise_requests
+from itemeval.calls.rows import Call, judge_row, pairwise_row, scorer_row, solution_row
+from itemeval.calls.shard_calls import CallOutcome, CallTarget, Interrupted, ShardCalls
+from itemeval.calls.spend import SpendAccount, SpendSource
 from itemeval.datasets.workitem import WorkItem, table_to_items
 from itemeval.errors import StoreError
 from itemeval.planning.design import GenerateCondition, GradeCondition
@@ -35,13 +40,8 @@ from itemeval.providers.ratelimiter import PermitSource
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ModelRequest, Provider
 from itemeval.runtime.baseline import baseline_texts
-from itemeval.runtime.calls import CallOutcome, CallTarget, Interrupted, ShardCalls
 from itemeval.runtime.context import RunContext
-from itemeval.runtime.journal import ResponseJournal
-from itemeval.runtime.requests import generate_requests, judge_requests, pairwise_requests
-from itemeval.runtime.rows import Call, judge_row, pairwise_row, scorer_row, solution_row
 from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.spend import SpendAccount, SpendSource
 from itemeval.scoring import score
 from itemeval.store import (
     GRADES,

@@ -31,15 +31,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from itemeval.calls.hedging import Hedges, RaceResult, ShardTail, race
+from itemeval.calls.journal import ResponseJournal
+from itemeval.calls.rows import Call, response_row
+from itemeval.calls.spend import SpendAccount
 from itemeval.providers.attempts import ATTEMPTS, AttemptMeter
 from itemeval.providers.bounds import input_token_bound, output_token_bound
 from itemeval.providers.pricing import ModelPrice, Pricing
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Provider, Usage
-from itemeval.runtime.hedging import Hedges, RaceResult, ShardTail, race
-from itemeval.runtime.journal import ResponseJournal
-from itemeval.runtime.rows import Call, response_row
-from itemeval.runtime.spend import SpendAccount
 from itemeval.secrets import redact
 from itemeval.store import (
     LegacyLookup,

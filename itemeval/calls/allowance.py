@@ -12,7 +12,7 @@
   its stored rows cost (`store.runs_spend`). A run gets what is left of it.
 
 Both are held by the run's ledger exactly as `max_usd` always was: every call reserves its
-worst case first (`spend.py`, `calls.py`).
+worst case first (`spend.py`, `shard_calls.py`).
 """
 
 from __future__ import annotations
