@@ -17,6 +17,11 @@ from types import ModuleType
 
 MOVED: dict[str, str] = {
     # packages regrouped by concept
+    "itemeval.providers.ratebucket": "itemeval.providers.limits.ratebucket",
+    "itemeval.providers.ratelimiter": "itemeval.providers.limits.ratelimiter",
+    "itemeval.providers.concurrency": "itemeval.providers.limits.concurrency",
+    "itemeval.providers.endpoint_limiter": "itemeval.providers.limits.endpoint",
+    "itemeval.providers.machine_limiter": "itemeval.providers.limits.machine",
     "itemeval.runtime.calls": "itemeval.calls.shard_calls",
     "itemeval.runtime.hedging": "itemeval.calls.hedging",
     "itemeval.runtime.journal": "itemeval.calls.journal",

@@ -40,18 +40,18 @@ _EXPORTS: dict[str, str] = {
     "OpenAIChatProvider": "openai_chat",
     "estimate_tokens": "transport",
     # limits and retries
-    "BucketState": "ratebucket",
-    "Grant": "ratebucket",
-    "RateBucket": "ratebucket",
-    "ConcurrencyPool": "concurrency",
-    "LeasedSlots": "concurrency",
-    "LocalSlotSource": "concurrency",
-    "PermitsUnavailable": "concurrency",
-    "SlotSource": "concurrency",
-    "LocalPermitSource": "ratelimiter",
-    "Permit": "ratelimiter",
-    "PermitSource": "ratelimiter",
-    "RateLimiter": "ratelimiter",
+    "BucketState": "limits.ratebucket",
+    "Grant": "limits.ratebucket",
+    "RateBucket": "limits.ratebucket",
+    "ConcurrencyPool": "limits.concurrency",
+    "LeasedSlots": "limits.concurrency",
+    "LocalSlotSource": "limits.concurrency",
+    "PermitsUnavailable": "limits.concurrency",
+    "SlotSource": "limits.concurrency",
+    "LocalPermitSource": "limits.ratelimiter",
+    "Permit": "limits.ratelimiter",
+    "PermitSource": "limits.ratelimiter",
+    "RateLimiter": "limits.ratelimiter",
     "RetryPolicy": "retry",
     "TransientFailure": "retry",
     "retry_after_from_headers": "retry",
@@ -126,24 +126,24 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover
     from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
-    from itemeval.providers.concurrency import (
+    from itemeval.providers.factory import make_bucket, make_limiter, make_provider
+    from itemeval.providers.gemini import GeminiProvider
+    from itemeval.providers.limits.concurrency import (
         ConcurrencyPool,
         LeasedSlots,
         LocalSlotSource,
         PermitsUnavailable,
         SlotSource,
     )
-    from itemeval.providers.factory import make_bucket, make_limiter, make_provider
-    from itemeval.providers.gemini import GeminiProvider
-    from itemeval.providers.openai_chat import OpenAIChatProvider
-    from itemeval.providers.pricing import ModelPrice, Pricing
-    from itemeval.providers.ratebucket import BucketState, Grant, RateBucket
-    from itemeval.providers.ratelimiter import (
+    from itemeval.providers.limits.ratebucket import BucketState, Grant, RateBucket
+    from itemeval.providers.limits.ratelimiter import (
         LocalPermitSource,
         Permit,
         PermitSource,
         RateLimiter,
     )
+    from itemeval.providers.openai_chat import OpenAIChatProvider
+    from itemeval.providers.pricing import ModelPrice, Pricing
     from itemeval.providers.retry import RetryPolicy, TransientFailure, retry_after_from_headers
     from itemeval.providers.settings import (
         EndpointSettings,

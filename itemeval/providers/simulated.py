@@ -12,10 +12,10 @@ import asyncio
 import itertools
 import os
 
-from itemeval.providers.concurrency import PermitsUnavailable
 from itemeval.providers.deadline import AttemptDeadline
 from itemeval.providers.failures import failure
-from itemeval.providers.ratelimiter import RateLimiter
+from itemeval.providers.limits.concurrency import PermitsUnavailable
+from itemeval.providers.limits.ratelimiter import RateLimiter
 from itemeval.providers.retry import RetryPolicy, TransientFailure
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.transport import estimate_tokens

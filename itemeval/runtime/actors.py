@@ -30,12 +30,12 @@ import ray
 
 from itemeval.calls.spend import LedgerReply, LedgerState, SpendLedger
 from itemeval.heap import limit_malloc_arenas, settle_worker_heap
-from itemeval.providers.endpoint_limiter import (
+from itemeval.providers.limits.endpoint import (
     EndpointLimiter,
     EndpointLimits,
     endpoint_identity,
 )
-from itemeval.providers.ratebucket import Grant
+from itemeval.providers.limits.ratebucket import Grant
 from itemeval.providers.settings import EndpointSettings
 from itemeval.runtime.cluster import NAMESPACE
 from itemeval.runtime.context import RunContext

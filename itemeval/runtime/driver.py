@@ -414,8 +414,8 @@ def _executor(
 
 def _on_this_machine(context: RunContext, stack: contextlib.ExitStack) -> RunContext:
     """A run on this machine (in this process or a local Ray of its own) holds its endpoints'
-    limits together with every other run on the machine (`providers/machine_limiter.py`)."""
-    from itemeval.providers.machine_limiter import attached, limits_dir
+    limits together with every other run on the machine (`providers/limits/machine.py`)."""
+    from itemeval.providers.limits.machine import attached, limits_dir
 
     directory = str(limits_dir())
     stack.enter_context(attached(context.endpoints, directory))

@@ -33,7 +33,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from itemeval.calls.spend import LedgerState
 from itemeval.errors import ConfigError, Problem
-from itemeval.providers.endpoint_limiter import endpoint_limits
+from itemeval.providers.limits.endpoint import endpoint_limits
 from itemeval.runtime.actors import (
     ActorSpendSource,
     BudgetActor,

@@ -33,10 +33,10 @@ from itemeval.calls.spend import SpendAccount, SpendSource
 from itemeval.datasets.workitem import WorkItem, table_to_items
 from itemeval.errors import StoreError
 from itemeval.planning.design import GenerateCondition, GradeCondition
-from itemeval.providers.concurrency import SlotSource
 from itemeval.providers.factory import make_provider
-from itemeval.providers.machine_limiter import machine_source
-from itemeval.providers.ratelimiter import PermitSource
+from itemeval.providers.limits.concurrency import SlotSource
+from itemeval.providers.limits.machine import machine_source
+from itemeval.providers.limits.ratelimiter import PermitSource
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ModelRequest, Provider
 from itemeval.runtime.baseline import baseline_texts

@@ -14,8 +14,8 @@ from itemeval.calls.requests import VERDICT
 from itemeval.providers import EndpointSettings, ModelRequest, SamplingParams, make_provider
 from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
 from itemeval.providers.gemini import GeminiProvider
+from itemeval.providers.limits.ratelimiter import RateLimiter
 from itemeval.providers.openai_chat import OpenAIChatProvider
-from itemeval.providers.ratelimiter import RateLimiter
 from itemeval.scoring import ParseCode, parse_judge_output, parse_structured_verdict
 from itemeval.store.cache import request_hash, request_hashes
 

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from itemeval.ids import content_hash
-from itemeval.providers.concurrency import ConcurrencyPool
-from itemeval.providers.ratebucket import Grant, RateBucket
+from itemeval.providers.limits.concurrency import ConcurrencyPool
+from itemeval.providers.limits.ratebucket import Grant, RateBucket
 from itemeval.providers.settings import EndpointSettings
 
 #: A job that has not touched its limiter for this long is considered gone (killed drivers).

@@ -49,13 +49,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from itemeval.errors import ConfigError, Problem
-from itemeval.providers.endpoint_limiter import (
+from itemeval.providers.limits.endpoint import (
     EndpointLimiter,
     EndpointLimits,
     endpoint_identity,
     endpoint_limits,
 )
-from itemeval.providers.ratebucket import Grant
+from itemeval.providers.limits.ratebucket import Grant
 from itemeval.providers.settings import EndpointSettings
 
 T = TypeVar("T")
