@@ -17,6 +17,9 @@ from types import ModuleType
 
 MOVED: dict[str, str] = {
     # packages regrouped by concept
+    "itemeval.providers.pricing": "itemeval.providers.money.pricing",
+    "itemeval.providers.bounds": "itemeval.providers.money.bounds",
+    "itemeval.providers.attempts": "itemeval.providers.money.attempts",
     "itemeval.providers.ratebucket": "itemeval.providers.limits.ratebucket",
     "itemeval.providers.ratelimiter": "itemeval.providers.limits.ratelimiter",
     "itemeval.providers.concurrency": "itemeval.providers.limits.concurrency",

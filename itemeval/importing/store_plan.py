@@ -33,7 +33,7 @@ from itemeval.planning.design import Design, GenerateCondition, GradeCondition
 from itemeval.planning.estimate import Estimate
 from itemeval.planning.item_index import SelectedItems, build_item_index
 from itemeval.planning.plan import DatasetPlan, Plan
-from itemeval.providers.pricing import Pricing
+from itemeval.providers.money.pricing import Pricing
 from itemeval.providers.types import SamplingParams
 from itemeval.store.items import read_item_ids, read_snapshot_info
 from itemeval.store.layout import GRADES, SOLUTIONS, StudyStore

@@ -43,7 +43,7 @@ from itemeval.datasets.workitem import WorkItem
 from itemeval.errors import BudgetExceeded, GateDeclined
 from itemeval.planning.calibration import Calibration, Fit, Priors
 from itemeval.planning.design import Design, GenerateCondition, GradeCondition
-from itemeval.providers.pricing import ModelPrice, Pricing
+from itemeval.providers.money.pricing import ModelPrice, Pricing
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import SamplingParams, Usage
 from itemeval.store import CellMasks

@@ -39,8 +39,8 @@ from itemeval.planning.estimate import (
     token_tables,
 )
 from itemeval.planning.item_index import PartRun, SelectedItems, build_item_index, part_runs
-from itemeval.providers.bounds import output_token_bound
-from itemeval.providers.pricing import Pricing
+from itemeval.providers.money.bounds import output_token_bound
+from itemeval.providers.money.pricing import Pricing
 from itemeval.providers.types import SamplingParams
 from itemeval.store import (
     CellMasks,

@@ -56,8 +56,8 @@ _EXPORTS: dict[str, str] = {
     "TransientFailure": "retry",
     "retry_after_from_headers": "retry",
     # pricing
-    "ModelPrice": "pricing",
-    "Pricing": "pricing",
+    "ModelPrice": "money.pricing",
+    "Pricing": "money.pricing",
     # the simulator (`itemeval.simulator`) and its in-process client
     "SimProvider": "simulated",
     "Simulator": "itemeval.simulator",
@@ -142,8 +142,8 @@ if TYPE_CHECKING:  # pragma: no cover
         PermitSource,
         RateLimiter,
     )
+    from itemeval.providers.money.pricing import ModelPrice, Pricing
     from itemeval.providers.openai_chat import OpenAIChatProvider
-    from itemeval.providers.pricing import ModelPrice, Pricing
     from itemeval.providers.retry import RetryPolicy, TransientFailure, retry_after_from_headers
     from itemeval.providers.settings import (
         EndpointSettings,

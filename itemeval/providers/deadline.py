@@ -21,7 +21,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from types import TracebackType
 
-from itemeval.providers.attempts import ATTEMPTS, AttemptMeter
+from itemeval.providers.money.attempts import ATTEMPTS, AttemptMeter
 from itemeval.providers.retry import TransientFailure
 from itemeval.providers.types import ErrorCode
 

@@ -25,7 +25,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from itemeval.providers.attempts import ATTEMPTS
+from itemeval.providers.money.attempts import ATTEMPTS
 from itemeval.providers.types import ErrorCode, ModelResult
 from itemeval.secrets import redact
 

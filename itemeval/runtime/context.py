@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from itemeval.planning.design import GenerateCondition, GradeCondition
-from itemeval.providers.pricing import Pricing
+from itemeval.providers.money.pricing import Pricing
 from itemeval.providers.settings import EndpointSettings
 
 

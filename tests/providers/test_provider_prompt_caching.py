@@ -24,7 +24,7 @@ from itemeval.providers import (
     make_provider,
 )
 from itemeval.providers.cache_breakpoints import CacheBreakpoints, WriteInFlight
-from itemeval.providers.pricing import Pricing
+from itemeval.providers.money.pricing import Pricing
 from itemeval.simulator.engine import input_tokens
 
 

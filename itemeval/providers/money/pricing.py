@@ -191,8 +191,8 @@ class Pricing:
     def load(cls, override_path: str | Path | None = None) -> Pricing:
         """The packaged table, with the entries of `override_path` (same format) replacing or
         adding to it. A bad override file is a `ConfigError` naming the file and the field."""
-        text = resources.files("itemeval.providers").joinpath(_PACKAGED).read_text("utf-8")
-        packaged = _parse(text, f"itemeval/providers/{_PACKAGED}")
+        text = resources.files("itemeval.providers.money").joinpath(_PACKAGED).read_text("utf-8")
+        packaged = _parse(text, f"itemeval/providers/money/{_PACKAGED}")
         entries = dict(packaged.models)
         as_of = packaged.prices_as_of
         if override_path is not None:
