@@ -17,6 +17,9 @@ from types import ModuleType
 
 MOVED: dict[str, str] = {
     # packages regrouped by concept
+    "itemeval.heap": "itemeval._util.heap",
+    "itemeval.arrow_start": "itemeval._util.arrow_start",
+    "itemeval.yaml_lines": "itemeval._util.yaml_lines",
     "itemeval.providers.pricing": "itemeval.providers.money.pricing",
     "itemeval.providers.bounds": "itemeval.providers.money.bounds",
     "itemeval.providers.attempts": "itemeval.providers.money.attempts",

@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from itemeval._util.yaml_lines import safe_load
 from itemeval.errors import ConfigError, ExitCode, ItemevalError, Problem
-from itemeval.yaml_lines import safe_load
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -21,13 +21,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval._util.heap import release_unused_memory, trim_heap
 from itemeval.config import StudyConfig
 from itemeval.datasets.adapters import DatasetHandle, open_source
 from itemeval.datasets.adapters.unique import StudyIds
 from itemeval.datasets.locks import check_pins, pin_datasets
 from itemeval.datasets.workitem import WorkItem, items_to_table, table_to_items
 from itemeval.errors import ConfigError, Problem
-from itemeval.heap import release_unused_memory, trim_heap
 from itemeval.importing.conditions import with_imported
 from itemeval.planning.calibration import Calibration, cache_root_url, calibrate
 from itemeval.planning.design import Design, build_design

@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval._util.heap import release_unused_memory
 from itemeval.errors import StoreError
-from itemeval.heap import release_unused_memory
 from itemeval.storage import Location, resolve
 from itemeval.store import GRADES, RESPONSE_SCHEMA, StudyStore
 from itemeval.store.cache import RESPONSES

@@ -28,8 +28,8 @@ from typing import Any
 
 import ray
 
+from itemeval._util.heap import limit_malloc_arenas, settle_worker_heap
 from itemeval.calls.spend import LedgerReply, LedgerState, SpendLedger
-from itemeval.heap import limit_malloc_arenas, settle_worker_heap
 from itemeval.providers.limits.endpoint import (
     EndpointLimiter,
     EndpointLimits,

@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from itemeval._util.heap import release_unused_memory, run_collector_pace
 from itemeval.batch import BatchTier, open_batches_of
 from itemeval.calls.allowance import Allowance, run_allowance, study_spent
 from itemeval.calls.spend import LedgerState
 from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode, StoreFailedMidRun
-from itemeval.heap import release_unused_memory, run_collector_pace
 from itemeval.planning.estimate import gate
 from itemeval.planning.plan import Plan, check_cap_bounds, commit_plan, make_plan, restrict_plan
 from itemeval.providers.reachability import EndpointProbe

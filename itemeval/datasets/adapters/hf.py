@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from itemeval.arrow_start import restore_pandas_probe
+from itemeval._util.arrow_start import restore_pandas_probe
 from itemeval.datasets.adapters.files import MappedHandle, MappedRowSource
 from itemeval.datasets.adapters.handle import Fingerprint
 from itemeval.datasets.adapters.mapping import MappingSpec

@@ -29,11 +29,11 @@ from pydantic import (
 )
 
 from itemeval import render
+from itemeval._util.yaml_lines import safe_load
 from itemeval.datasets.format.item import ITEM_ATTRIBUTES
 from itemeval.datasets.format.modality import Modality
 from itemeval.errors import ConfigError, Problem
 from itemeval.storage import resolve
-from itemeval.yaml_lines import safe_load
 
 DEFAULT_ID_TEMPLATE = "{{ _dataset }}.{{ _stem }}.{{ _index }}"
 # fields that name a column -> the field that takes a template instead (None: no such field)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from itemeval._util.yaml_lines import safe_load
 from itemeval.datasets.format.attribute_files import AttributeJoin
 from itemeval.datasets.format.dataset import DatasetMeta, check_part_names, parse_dataset_meta
 from itemeval.datasets.format.findings import ProblemLog, Where
@@ -30,7 +31,6 @@ from itemeval.datasets.format.records import UTF8_HINT, iter_records, yaml_probl
 from itemeval.errors import DatasetError, Problem
 from itemeval.ids import canonical_json, sha256_hex
 from itemeval.storage import Location, resolve
-from itemeval.yaml_lines import safe_load
 
 META_SUFFIXES = (".yaml", ".yml")
 DEFAULT_ITEMS_PER_PART = 50_000

@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
+from itemeval._util.yaml_lines import safe_load
 from itemeval.datasets.format.findings import Where
 from itemeval.errors import Problem
 from itemeval.storage import Location
-from itemeval.yaml_lines import safe_load
 
 CHUNK_BYTES = 1 << 20
 UTF8_BOM = b"\xef\xbb\xbf"

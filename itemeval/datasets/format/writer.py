@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from itemeval._util.yaml_lines import safe_load
 from itemeval.datasets.format.attribute_files import attributes_name, attributes_record
 from itemeval.datasets.format.dataset import DatasetMeta, part_names
 from itemeval.datasets.format.dialect import Dialect, item_record, meta_record
@@ -28,7 +29,6 @@ from itemeval.datasets.format.findings import ProblemLog, Where
 from itemeval.datasets.format.item import Item
 from itemeval.errors import DatasetError, Problem
 from itemeval.storage import Location, resolve
-from itemeval.yaml_lines import safe_load
 
 
 def write_dataset(

@@ -39,9 +39,9 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from itemeval._util.yaml_lines import safe_load
 from itemeval.errors import ConfigError, Problem
 from itemeval.providers.types import Usage
-from itemeval.yaml_lines import safe_load
 
 _PACKAGED = "pricing.yaml"
 
