@@ -16,82 +16,16 @@ Names are imported on first use, so importing one module of the package stays li
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from itemeval._util.lazy import lazy_exports
 
-_EXPORTS: dict[str, str] = {
-    # the plan
-    "DatasetPlan": "plan",
-    "Plan": "plan",
-    "check_cap_bounds": "plan",
-    "commit_plan": "plan",
-    "make_plan": "plan",
-    "refresh_estimate": "plan",
-    "restrict_plan": "plan",
-    # the design grid
-    "Design": "design",
-    "GenerateCondition": "design",
-    "GradeCondition": "design",
-    "PanelCondition": "design",
-    "build_design": "design",
-    # the estimate and the gate
-    "Estimate": "estimate",
-    "EstimateLine": "estimate",
-    "build_estimate": "estimate",
-    "gate": "estimate",
-}
-
-__all__ = [
-    "DatasetPlan",
-    "Design",
-    "Estimate",
-    "EstimateLine",
-    "GenerateCondition",
-    "GradeCondition",
-    "PanelCondition",
-    "Plan",
-    "build_design",
-    "build_estimate",
-    "check_cap_bounds",
-    "commit_plan",
-    "gate",
-    "make_plan",
-    "refresh_estimate",
-    "restrict_plan",
-]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name, "plan")
-    try:
-        value = getattr(importlib.import_module(f"itemeval.planning.{module}"), name)
-    except AttributeError:
-        raise AttributeError(f"module 'itemeval.planning' has no attribute {name!r}") from None
-    # Other names of the former module `itemeval.planning` (now `itemeval.planning.plan`) still
-    # resolve here for one release.
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
-
-
-if TYPE_CHECKING:  # pragma: no cover
-    from itemeval.planning.design import (
-        Design,
-        GenerateCondition,
-        GradeCondition,
-        PanelCondition,
-        build_design,
-    )
-    from itemeval.planning.estimate import Estimate, EstimateLine, build_estimate, gate
-    from itemeval.planning.plan import (
-        DatasetPlan,
-        Plan,
-        check_cap_bounds,
-        commit_plan,
-        make_plan,
-        refresh_estimate,
-        restrict_plan,
-    )
+# Other names of the former module `itemeval.planning` (now `itemeval.planning.plan`) still
+# resolve here (`fallback`) for one release.
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    """
+    plan: DatasetPlan Plan check_cap_bounds commit_plan make_plan refresh_estimate restrict_plan
+    design: Design GenerateCondition GradeCondition PanelCondition build_design
+    estimate: Estimate EstimateLine build_estimate gate
+    """,
+    fallback="plan",
+)

@@ -12,8 +12,9 @@ load aiohttp, tenacity or the simulator.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from itemeval._util.lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     # the interface
@@ -110,18 +111,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'itemeval.providers' has no attribute {name!r}")
-    path = module if module.startswith("itemeval.") else f"itemeval.providers.{module}"
-    value = getattr(importlib.import_module(path), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+_, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover

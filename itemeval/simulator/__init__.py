@@ -37,3 +37,7 @@ def __getattr__(name: str) -> Any:
 
         return SimProvider
     raise AttributeError(f"module 'itemeval.simulator' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), "SimProvider"])
