@@ -7,6 +7,7 @@
 
 - `design.py`: the design grid (generate, grade and panel conditions, their content-derived ids)
 - `plan.py`: `make_plan`, `refresh_estimate`, `restrict_plan`, `commit_plan`, `check_cap_bounds`
+- `tokens.py`: the estimate's prior, tokens counted from the real prompts
 - `estimate.py`: tokens and USD per stage and model, and the confirmation gate
 - `calibration.py`, `usage_rows.py`: the estimate's corrections learned from reported usage
 - `item_index.py`: the plan's item index, cut into part runs for shards

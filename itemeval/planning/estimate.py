@@ -1,12 +1,8 @@
 """The cost estimate and the confirmation gate: cost is visible before anything is spent.
 
-**The prior.** Tokens are estimated from the real prompts: every item is rendered through every
-prompt template and counted at about four characters a token (no tokenizer download, ever).
-Output tokens follow the answer the prompt asks for (a letter is a few tokens, a chain of thought
-about two hundred), plus a reasoning allowance when a reasoning effort or thinking budget is set,
-capped by `max_tokens`. A judge call is the rubric rendered for the item plus the judged answer's
-visible tokens. USD comes from the pricing table; unpriced models count as $0 and are listed as
-warnings.
+**The prior.** Tokens counted from the real prompts (`tokens.py`: about four characters a token,
+output by the answer the prompt asks for); USD comes from the pricing table; unpriced models
+count as $0 and are listed as warnings.
 
 **The calibrated estimate.** Once answers are stored (in the study's store, or in the response
 cache by this study or an earlier one), `calibration.py` learns from the usage the providers
@@ -31,68 +27,45 @@ from __future__ import annotations
 import functools
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from itemeval.config import Budget
-from itemeval.datasets.workitem import WorkItem
 from itemeval.errors import BudgetExceeded, GateDeclined
-from itemeval.planning.calibration import Calibration, Fit, Priors
+from itemeval.planning.calibration import Calibration, Fit
 from itemeval.planning.design import Design, GenerateCondition, GradeCondition
+from itemeval.planning.tokens import (
+    JUDGE_OUTPUT,
+    TokenColumns,
+    TokenTables,
+    count_tokens,
+    expected_tokens,
+    message_tokens,
+    solver_shape,
+    token_tables,
+)
 from itemeval.providers.money.pricing import ModelPrice, Pricing
 from itemeval.providers.settings import EndpointSettings
-from itemeval.providers.types import SamplingParams, Usage
+from itemeval.providers.types import Usage
 from itemeval.store import CellMasks
-from itemeval.templates import Template
-from itemeval.templates.answer_formats import answer_kind
 
-CHARS_PER_TOKEN = 4.0
-MESSAGE_OVERHEAD_TOKENS = 4
-
-#: Expected visible output tokens by answer shape, for direct answers.
-_DIRECT_OUTPUT = {
-    "choice": 3,
-    "boolean": 3,
-    "ternary": 5,
-    "number": 6,
-    "cloze": 6,
-    "word": 6,
-    "short": 16,
-    "long": 160,
-    "free": 120,
-}
-_CHAIN_OF_THOUGHT_OUTPUT = 220
-_JUDGE_OUTPUT = 70
-_REASONING_ALLOWANCE = {"minimal": 64, "low": 512, "medium": 2048, "high": 8192}
-
-
-def count_tokens(text: str) -> int:
-    return max(1, round(len(text) / CHARS_PER_TOKEN))
-
-
-def message_tokens(messages: Iterable[dict[str, str]]) -> int:
-    return sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
-
-
-def expected_tokens(prompt: Template, item: WorkItem, params: SamplingParams) -> tuple[int, int]:
-    """The prior: (output tokens with hidden reasoning, visible output tokens) of one call."""
-    if "ANSWER:" in prompt.text:
-        visible = _CHAIN_OF_THOUGHT_OUTPUT
-    else:
-        visible = _DIRECT_OUTPUT[answer_kind(item.modality, item.target)]
-    hidden = 0
-    if params.reasoning_effort:
-        hidden = _REASONING_ALLOWANCE[params.reasoning_effort]
-    elif params.thinking_budget:
-        hidden = params.thinking_budget // 2
-    total = visible + hidden
-    if params.max_tokens:  # reasoning comes first: the visible part is what is left
-        return min(total, params.max_tokens), max(0, min(total, params.max_tokens) - hidden)
-    return total, visible
+# The prior's names (`tokens.py`) are importable from here too, where they were before.
+__all__ = [
+    "ESTIMATE_SLICE",
+    "Estimate",
+    "EstimateLine",
+    "TokenTables",
+    "build_estimate",
+    "condition_tiers",
+    "count_tokens",
+    "expected_tokens",
+    "gate",
+    "message_tokens",
+    "token_tables",
+]
 
 
 @dataclass
@@ -216,104 +189,6 @@ class Estimate:
         }
 
 
-class _Columns:
-    """Per-item numbers built batch by batch (compact numpy chunks), read as whole arrays."""
-
-    def __init__(self, *names: str) -> None:
-        self._chunks: dict[str, list[np.ndarray]] = {name: [] for name in names}
-        self._whole: dict[str, np.ndarray] = {}
-
-    def add(self, **values: list[int]) -> None:
-        for name, chunk in values.items():
-            self._chunks[name].append(np.asarray(chunk, dtype=np.int32))
-            self._whole.pop(name, None)
-
-    def settle(self) -> None:
-        """Merge every column's chunks now (reading one merges it otherwise), so that the
-        chunks' pages are free before the caller hands free pages back."""
-        for name in self._chunks:
-            self[name]
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        if name not in self._whole:
-            chunks = self._chunks[name]
-            self._whole[name] = np.concatenate(chunks) if chunks else np.zeros(0, np.int32)
-            self._chunks[name] = [self._whole[name]]  # the chunks are not kept twice
-        return self._whole[name]
-
-
-@dataclass
-class TokenTables:
-    """Per-item prior token counts, aligned with the selected items: one set per distinct solver
-    shape (prompt and output-length parameters), the rubric's own tokens per judge, and each
-    item's modality. Built in one pass over the items."""
-
-    items: int = 0
-    generate: dict[tuple, _Columns] = field(default_factory=dict)
-    judge: dict[str, _Columns] = field(default_factory=dict)
-    modalities: dict[str, int] = field(default_factory=dict)  # name -> code
-    _meta: _Columns = field(default_factory=lambda: _Columns("modality"))
-    #: The selected items' ids, in the same order: the planner's item index lends its column.
-    item_ids: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
-
-    @property
-    def modality(self) -> np.ndarray:
-        return self._meta["modality"]
-
-    def settle(self) -> None:
-        """Every column merged from its chunks (see `_Columns.settle`)."""
-        for columns in [self._meta, *self.generate.values(), *self.judge.values()]:
-            columns.settle()
-
-    def priors(self, design: Design) -> Priors:
-        """The per-item priors by condition id, for `calibration.calibrate`."""
-        generate = {}
-        for cond in design.generate:
-            counts = self.generate[_shape(cond)]
-            generate[cond.id] = (counts["input"], counts["output"], counts["visible"])
-        return Priors(
-            item_ids=self.item_ids,
-            modality=self.modality,
-            generate=generate,
-            judge_input={j.id: self.judge[j.id]["input"] for j in design.judges},
-            judge_output={
-                j.id: np.full(self.items, _JUDGE_OUTPUT, np.int32) for j in design.judges
-            },
-        )
-
-
-def token_tables(design: Design, batches: Iterable[list[WorkItem]]) -> TokenTables:
-    """Render every item through every prompt (and rubric) once and count tokens."""
-    # Token counts depend on the prompt and the output-length parameters, not on the model, so
-    # each distinct shape is rendered once per item, whatever the number of models.
-    shapes = {_shape(c): c for c in reversed(design.generate)}
-    tables = TokenTables(
-        generate={shape: _Columns("input", "output", "visible") for shape in shapes},
-        judge={j.id: _Columns("input") for j in design.judges},
-    )
-    for batch in batches:
-        tables.items += len(batch)
-        codes = tables.modalities
-        tables._meta.add(
-            modality=[codes.setdefault(item.modality or "", len(codes)) for item in batch]
-        )
-        for shape, cond in shapes.items():
-            expected = [expected_tokens(cond.prompt, item, cond.params) for item in batch]
-            tables.generate[shape].add(
-                input=[message_tokens(cond.prompt.render_prompt(item)) for item in batch],
-                output=[total for total, _ in expected],
-                visible=[visible for _, visible in expected],
-            )
-        for judge in design.judges:
-            assert judge.rubric is not None
-            # The rubric without the response; the judged answer's tokens are added per
-            # generate condition (prior or calibrated) when the estimate is built.
-            tables.judge[judge.id].add(
-                input=[message_tokens(judge.rubric.render_rubric(item, "")) for item in batch]
-            )
-    return tables
-
-
 def build_estimate(
     design: Design,
     tables: TokenTables,
@@ -345,10 +220,10 @@ def build_estimate(
     fits = calibration.generate if calibration is not None else {}
     judge_fits = calibration.judges if calibration is not None else {}
     # per generate condition, what its answers add to a judge's input (its counts and its fit)
-    visible: dict[str, tuple[_Columns, Fit]] = {}
+    visible: dict[str, tuple[TokenColumns, Fit]] = {}
     judged = any(grader.kind == "judge" for grader in design.grade)
     for cond in design.generate:
-        counts = tables.generate[_shape(cond)]
+        counts = tables.generate[solver_shape(cond)]
         fit = fits.get(cond.id, Fit())
         pending = None
         if pending_generate is not None:
@@ -438,7 +313,7 @@ class _Tokens:
 
 
 def _generate_tokens(
-    counts: _Columns, fit: Fit, modality: np.ndarray
+    counts: TokenColumns, fit: Fit, modality: np.ndarray
 ) -> Callable[[slice], _Tokens]:
     def tokens_of(at: slice) -> _Tokens:
         prior_output, prior_visible = counts["output"][at], counts["visible"][at]
@@ -454,7 +329,7 @@ def _generate_tokens(
 
 
 def _judge_tokens(
-    base: np.ndarray, counts: _Columns, judged_fit: Fit, fit: Fit, modality: np.ndarray
+    base: np.ndarray, counts: TokenColumns, judged_fit: Fit, fit: Fit, modality: np.ndarray
 ) -> Callable[[slice], _Tokens]:
     """A judge of one generate condition's answers: its rubric (`base`) plus the answer's
     visible tokens, prior and calibrated (`judged_fit`)."""
@@ -462,7 +337,7 @@ def _judge_tokens(
     def tokens_of(at: slice) -> _Tokens:
         prior_visible = counts["visible"][at]
         calibrated_visible = judged_fit.visible(prior_visible, modality[at])
-        prior_output = np.full(len(prior_visible), _JUDGE_OUTPUT, np.int32)
+        prior_output = np.full(len(prior_visible), JUDGE_OUTPUT, np.int32)
         return _Tokens(
             prior_input=base[at] + prior_visible,
             prior_output=prior_output,
@@ -471,11 +346,6 @@ def _judge_tokens(
         )
 
     return tokens_of
-
-
-def _shape(cond: GenerateCondition) -> tuple[str, int | None, str | None, int | None]:
-    params = cond.params
-    return (cond.prompt.name, params.max_tokens, params.reasoning_effort, params.thinking_budget)
 
 
 @dataclass
