@@ -250,7 +250,7 @@ def test_shards_reading_one_part_at_once_convert_it_once(tmp_path, monkeypatch):
         time.sleep(0.05)  # a large part: the other readers arrive meanwhile
         return table_to_items(table)
 
-    monkeypatch.setattr("itemeval.runtime.worker.table_to_items", slow_convert)
+    monkeypatch.setattr("itemeval.runtime.shard_reads.table_to_items", slow_convert)
     runner = ShardRunner(_context(study, plan, "parts-test"))
     with ThreadPoolExecutor(max_workers=len(same_part)) as pool:
         read = list(pool.map(runner.read_items, same_part))
@@ -278,7 +278,7 @@ def test_readers_of_another_part_do_not_wait_for_a_conversion(tmp_path, monkeypa
         return table_to_items(table)
 
     overlapped: list[bool] = []
-    monkeypatch.setattr("itemeval.runtime.worker.table_to_items", convert)
+    monkeypatch.setattr("itemeval.runtime.shard_reads.table_to_items", convert)
     runner = ShardRunner(_context(study, plan, "parts-test"))
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(runner.read_items, [first, second]))
