@@ -134,7 +134,8 @@ def case_workers(root: Path) -> dict:
     import ray
 
     from itemeval.config import load_study
-    from itemeval.runtime.driver import RunOptions, _with_shares, run_study
+    from itemeval.runtime.driver import RunOptions, run_study
+    from itemeval.runtime.executors import with_shares
     from itemeval.runtime.ray_executor import RayExecutor
 
     folder = root / "workers"
@@ -143,7 +144,7 @@ def case_workers(root: Path) -> dict:
 
     def factory(context):
         executor = RayExecutor(
-            _with_shares(context, 2), workers=2, per_worker=2, shared_limiters=False
+            with_shares(context, 2), workers=2, per_worker=2, shared_limiters=False
         )
 
         def kill_loop() -> None:
