@@ -12,7 +12,7 @@ from itemeval.datasets.adapters import DatasetSource, load_mapping_file, open_so
 from itemeval.datasets.adapters.convert import complete_meta
 from itemeval.datasets.format import ProblemLog, read_dataset, write_dataset
 
-MAPPINGS = Path(__file__).resolve().parents[2] / "configs" / "mappings"
+MAPPINGS = Path(__file__).resolve().parents[3] / "configs" / "mappings"
 
 
 def convert(path: Path | str, name: str, out: Path) -> tuple[Counter[str], list]:

@@ -14,7 +14,7 @@ from itemeval.cli.main import main
 from itemeval.datasets.adapters import DatasetSource, load_mapping_file, open_source
 from itemeval.datasets.format import Item, ProblemLog, read_dataset
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SAMPLES = sorted(p for p in (REPO / "configs" / "datasets").iterdir() if p.is_dir())
 MAPPINGS = REPO / "configs" / "mappings"
 BENCHMARKS = {
