@@ -9,10 +9,10 @@ next release (CHANGELOG.md).
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import warnings
+from importlib.abc import Loader, MetaPathFinder
 from types import ModuleType
 
 MOVED: dict[str, str] = {
@@ -60,7 +60,7 @@ def _target(fullname: str) -> str | None:
     return None
 
 
-class _AliasLoader(importlib.abc.Loader):
+class _AliasLoader(Loader):
     def __init__(self, new: str) -> None:
         self.new = new
 
@@ -80,7 +80,7 @@ class _AliasLoader(importlib.abc.Loader):
         module.__spec__ = self.spec
 
 
-class _MovedFinder(importlib.abc.MetaPathFinder):
+class _MovedFinder(MetaPathFinder):
     def find_spec(
         self, fullname: str, path: object = None, target: object = None
     ) -> importlib.machinery.ModuleSpec | None:
