@@ -104,7 +104,7 @@ class Sampler(threading.Thread):
 
 def sweep(items: int, path_kind: str, driver: str) -> dict[str, float]:
     if driver == "command":  # as `cli.main.entry` starts the command: pyarrow without pandas
-        from itemeval.arrow_start import skip_pandas_probe
+        from itemeval._util.arrow_start import skip_pandas_probe
 
         skip_pandas_probe()
     import ray

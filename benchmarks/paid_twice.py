@@ -134,7 +134,8 @@ def case_workers(root: Path) -> dict:
     import ray
 
     from itemeval.config import load_study
-    from itemeval.runtime.driver import RunOptions, _with_shares, run_study
+    from itemeval.runtime.driver import RunOptions, run_study
+    from itemeval.runtime.executors import with_shares
     from itemeval.runtime.ray_executor import RayExecutor
 
     folder = root / "workers"
@@ -143,7 +144,7 @@ def case_workers(root: Path) -> dict:
 
     def factory(context):
         executor = RayExecutor(
-            _with_shares(context, 2), workers=2, per_worker=2, shared_limiters=False
+            with_shares(context, 2), workers=2, per_worker=2, shared_limiters=False
         )
 
         def kill_loop() -> None:
@@ -250,7 +251,7 @@ def case_cap(root: Path) -> dict:
     import pyarrow.compute as pc
 
     from itemeval.config import load_study
-    from itemeval.planning import make_plan
+    from itemeval.planning.plan import make_plan
     from itemeval.runtime.driver import RunOptions, run_study
     from itemeval.store import StudyStore
 
@@ -307,7 +308,7 @@ def _server_usd(url: str, model: str, pricing_file: Path | None = None) -> float
     """What the sim-server answered, priced independently of the run: its own token counts
     (answers to attempts the client abandoned included) at `model`'s price. The server counts
     totals, not calls: a long-context tier applies to the total when every call passed it."""
-    from itemeval.providers.pricing import Pricing
+    from itemeval.providers.money.pricing import Pricing
     from itemeval.providers.types import Usage
 
     deadline = time.monotonic() + 10
@@ -351,7 +352,7 @@ def case_unpriced(root: Path) -> dict:
     sent; with its price declared in a pricing file, capped at that price."""
     from itemeval.config import load_study
     from itemeval.errors import ConfigError
-    from itemeval.planning import make_plan
+    from itemeval.planning.plan import make_plan
     from itemeval.runtime.driver import RunOptions, run_study
 
     overrides = {
@@ -394,7 +395,7 @@ def case_longctx(root: Path) -> dict:
     import pyarrow.compute as pc
 
     from itemeval.config import load_study
-    from itemeval.planning import make_plan
+    from itemeval.planning.plan import make_plan
     from itemeval.runtime.driver import RunOptions, run_study
     from itemeval.store import StudyStore
 
@@ -433,7 +434,7 @@ def case_pilot(root: Path) -> dict:
     (below what the whole study costs, at least half its estimate)."""
     from itemeval.config import load_study
     from itemeval.errors import BudgetExceeded
-    from itemeval.planning import make_plan
+    from itemeval.planning.plan import make_plan
     from itemeval.runtime.driver import RunOptions, run_study
     from itemeval.store import StudyStore, list_manifests, read_manifest
 

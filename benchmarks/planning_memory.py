@@ -120,9 +120,9 @@ def measure(folder: Path) -> dict[str, Any]:
     """Plan the study in `folder` as `itemeval run` does, phase by phase (a fresh process)."""
     sampler = PhaseSampler()
     sampler.start()
-    from itemeval import planning
+    from itemeval._util.heap import limit_malloc_arenas
     from itemeval.config import load_study
-    from itemeval.heap import limit_malloc_arenas
+    from itemeval.planning import plan as planning
     from itemeval.runtime import driver
 
     limit_malloc_arenas()  # as the command's process does

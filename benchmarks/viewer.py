@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE))
 from generated_data import write_dataset  # noqa: E402
 
 from itemeval.config import load_study  # noqa: E402
-from itemeval.planning import commit_plan, make_plan  # noqa: E402
+from itemeval.planning.plan import commit_plan, make_plan  # noqa: E402
 from itemeval.store import GRADE_SCHEMA, SOLUTION_SCHEMA, StudyStore, compact, text_hash  # noqa: E402
 from itemeval.store.fragments import write_fragment  # noqa: E402
 
@@ -225,8 +225,8 @@ LIMITS_MS = {"overview": 1000, "items": 500, "item": 300}
 
 def child(root: Path, repeat: int) -> None:
     """Start the viewer over the store at `root`, time its pages, print one JSON line."""
-    from itemeval.arrow_start import skip_pandas_probe
-    from itemeval.heap import limit_malloc_arenas
+    from itemeval._util.arrow_start import skip_pandas_probe
+    from itemeval._util.heap import limit_malloc_arenas
     from itemeval.view import ViewOptions, ViewServer
 
     limit_malloc_arenas()  # as the `itemeval` command does

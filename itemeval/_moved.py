@@ -17,6 +17,35 @@ from types import ModuleType
 
 MOVED: dict[str, str] = {
     # packages regrouped by concept
+    "itemeval.heap": "itemeval._util.heap",
+    "itemeval.arrow_start": "itemeval._util.arrow_start",
+    "itemeval.yaml_lines": "itemeval._util.yaml_lines",
+    "itemeval.providers.pricing": "itemeval.providers.money.pricing",
+    "itemeval.providers.bounds": "itemeval.providers.money.bounds",
+    "itemeval.providers.attempts": "itemeval.providers.money.attempts",
+    "itemeval.providers.ratebucket": "itemeval.providers.limits.ratebucket",
+    "itemeval.providers.ratelimiter": "itemeval.providers.limits.ratelimiter",
+    "itemeval.providers.concurrency": "itemeval.providers.limits.concurrency",
+    "itemeval.providers.endpoint_limiter": "itemeval.providers.limits.endpoint",
+    "itemeval.providers.machine_limiter": "itemeval.providers.limits.machine",
+    "itemeval.runtime.calls": "itemeval.calls.shard_calls",
+    "itemeval.runtime.hedging": "itemeval.calls.hedging",
+    "itemeval.runtime.journal": "itemeval.calls.journal",
+    "itemeval.runtime.spend": "itemeval.calls.spend",
+    "itemeval.runtime.allowance": "itemeval.calls.allowance",
+    "itemeval.runtime.rows": "itemeval.calls.rows",
+    "itemeval.runtime.requests": "itemeval.calls.requests",
+    "itemeval.spec": "itemeval.datasets.format",
+    "itemeval.adapters": "itemeval.datasets.adapters",
+    "itemeval.locks": "itemeval.datasets.locks",
+    "itemeval.workitem": "itemeval.datasets.workitem",
+    "itemeval.design": "itemeval.planning.design",
+    "itemeval.estimate": "itemeval.planning.estimate",
+    "itemeval.calibration": "itemeval.planning.calibration",
+    "itemeval.usage_rows": "itemeval.planning.usage_rows",
+    "itemeval.item_index": "itemeval.planning.item_index",
+    "itemeval.providers.sim": "itemeval.simulator",
+    "itemeval.providers.sim.provider": "itemeval.providers.simulated",
     # modules made private
 }
 

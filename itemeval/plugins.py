@@ -28,7 +28,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from itemeval.arrow_start import restore_pandas_probe
+from itemeval._util.arrow_start import restore_pandas_probe
 from itemeval.errors import ConfigError, Problem
 
 SCORER_GROUP = "itemeval.scorers"

@@ -21,22 +21,26 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from itemeval.adapters import DatasetSource, open_source
-from itemeval.adapters.convert import (
+from itemeval.datasets.adapters import DatasetSource, open_source
+from itemeval.datasets.adapters.convert import (
     ConvertSource,
     complete_meta,
     open_convert_source,
     set_attribute,
 )
-from itemeval.adapters.mapping import validation_problems
-from itemeval.adapters.source import SUFFIX_FORMATS, default_name
+from itemeval.datasets.adapters.mapping import validation_problems
+from itemeval.datasets.adapters.source import SUFFIX_FORMATS, default_name
+from itemeval.datasets.format import Dialect, ProblemLog, Where, read_dataset, write_dataset
+from itemeval.datasets.format.attribute_files import ATTRIBUTES_SUFFIX
+from itemeval.datasets.format.dialect import item_record, meta_record
+from itemeval.datasets.format.directory import (
+    DEFAULT_ITEMS_PER_PART,
+    is_dataset_directory,
+    scan_item_file,
+)
+from itemeval.datasets.format.item import ITEM_ATTRIBUTES, Item
+from itemeval.datasets.format.records import iter_records
 from itemeval.errors import ConfigError, DatasetError, InputError, Problem
-from itemeval.spec import Dialect, ProblemLog, Where, read_dataset, write_dataset
-from itemeval.spec.attribute_files import ATTRIBUTES_SUFFIX
-from itemeval.spec.dialect import item_record, meta_record
-from itemeval.spec.directory import DEFAULT_ITEMS_PER_PART, is_dataset_directory, scan_item_file
-from itemeval.spec.item import ITEM_ATTRIBUTES, Item
-from itemeval.spec.records import iter_records
 from itemeval.storage import Location, resolve
 
 #: What `validate_dataset(format=...)` accepts (default: inferred from the path).

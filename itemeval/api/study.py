@@ -36,7 +36,6 @@ from itemeval.api.summaries import (
 )
 from itemeval.batch.records import open_batches
 from itemeval.config import StudyConfig, load_study, study_from_mapping
-from itemeval.design import Design, build_design
 from itemeval.errors import ConfigError, InputError, Problem
 from itemeval.export import (
     FORMATS,
@@ -55,7 +54,8 @@ from itemeval.export.gold_sample import GoldSample, write_gold_sample
 from itemeval.export.report.judges import study_judges
 from itemeval.export.report.pairwise import study_pairwise
 from itemeval.judging import JudgeAnalysis, PairwiseAnalysis
-from itemeval.planning import Plan, make_plan
+from itemeval.planning.design import Design, build_design
+from itemeval.planning.plan import Plan, make_plan
 
 if TYPE_CHECKING:
     from itemeval.irt import IrtResult

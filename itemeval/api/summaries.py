@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from itemeval.design import Design
 from itemeval.errors import ExitCode
-from itemeval.estimate import Estimate
-from itemeval.planning import Plan
+from itemeval.planning.design import Design
+from itemeval.planning.estimate import Estimate
+from itemeval.planning.plan import Plan
 from itemeval.runtime.dispatch import StageResult
 from itemeval.runtime.driver import RunOutcome
 from itemeval.store import RunsSpend

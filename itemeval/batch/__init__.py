@@ -13,9 +13,9 @@ of the other conditions; what the batches do not answer by the deadline is calle
   leftovers handed to the live dispatch (`BatchTier`)
 
 The wire formats are in `itemeval/providers/` (`batch_client.py`, `openai_batch.py`,
-`anthropic_batch.py`). This package uses the call path's plain pieces (`runtime/requests.py`,
-`rows.py`, `worker.ShardRunner`'s readers, the journal, the ledger's `SpendSource`) and never
-imports Ray.
+`anthropic_batch.py`). This package uses the call path's plain pieces (`calls/requests.py`,
+`calls/rows.py`, the journal, the ledger's `SpendSource`), `runtime/worker.ShardRunner`'s
+readers, and never imports Ray.
 """
 
 from itemeval.batch.records import BatchLog, BatchRecord

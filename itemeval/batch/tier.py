@@ -33,12 +33,12 @@ import numpy as np
 
 from itemeval.batch.records import BatchLog, BatchRecord
 from itemeval.batch.runner import BatchStage, StageOutcome
-from itemeval.planning import Plan
+from itemeval.calls.spend import SpendSource
+from itemeval.planning.plan import Plan
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import Cap, RowCost, StageResult, Stop, fold
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Shard, ShardSummary, generate_shards, grade_shards
-from itemeval.runtime.spend import SpendSource
 from itemeval.store import ITEMS_PER_PART, CellMasks
 
 #: Shard ids of the batch tier's summaries start here (live shards count from 0 per stage).

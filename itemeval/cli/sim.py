@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from itemeval._util.yaml_lines import safe_load
 from itemeval.errors import ConfigError, ExitCode, ItemevalError, Problem
-from itemeval.yaml_lines import safe_load
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -134,7 +134,7 @@ def _read_models(path: Path) -> dict[str, Any]:
 def build_settings(args: argparse.Namespace) -> tuple[Any, Any]:
     """The simulator and server-limit settings from the parsed flags."""
     from itemeval.providers.settings import SimSettings
-    from itemeval.providers.sim.server import ServerLimits
+    from itemeval.simulator.server import ServerLimits
 
     raw: dict[str, Any] = {
         "seed": args.seed,
@@ -189,7 +189,7 @@ def run_sim_server(args: argparse.Namespace) -> int:
 
 
 async def _serve(settings: Any, limits: Any, port: int) -> None:
-    from itemeval.providers.sim.server import start_server
+    from itemeval.simulator.server import start_server
 
     try:
         running = await start_server(settings, limits, port=port)

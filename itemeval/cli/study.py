@@ -22,7 +22,7 @@ from itemeval.cli.options import (
 from itemeval.errors import ExitCode
 
 if TYPE_CHECKING:
-    from itemeval.estimate import Estimate
+    from itemeval.planning.estimate import Estimate
     from itemeval.statistics.power import PowerPlan
 
 

@@ -6,7 +6,7 @@
 * `checks`    `cross_check` (references, duplicates, templates, scorers) and `check_keys`
 * `problems`  pydantic's validation errors as `Problem`s, with the nearest valid key
 
-The line of a field in a YAML text comes from `itemeval.yaml_lines` (prompt files use it too).
+The line of a field in a YAML text comes from `itemeval._util.yaml_lines` (prompt files use it too).
 """
 
 from itemeval.config.checks import check_keys, cross_check

@@ -17,12 +17,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from itemeval._util.yaml_lines import YamlLines, safe_load
 from itemeval.config.checks import cross_check
 from itemeval.config.models import StudyConfig
 from itemeval.config.problems import validation_problems
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import canonical_json, sha256_hex
-from itemeval.yaml_lines import YamlLines, safe_load
 
 
 def load_study(path: str | os.PathLike[str]) -> StudyConfig:

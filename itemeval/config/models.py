@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from itemeval.adapters import DatasetSource
+from itemeval.datasets.adapters import DatasetSource
 from itemeval.ids import slugify
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import SamplingParams

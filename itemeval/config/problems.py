@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from itemeval._util.yaml_lines import YamlLines
 from itemeval.errors import Problem
-from itemeval.yaml_lines import YamlLines
 
 
 def validation_problems(

@@ -8,15 +8,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from itemeval.design import Design, GenerateCondition, GradeCondition
+from itemeval.datasets.workitem import WorkItem
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import sha256_hex
 from itemeval.importing.catalog import GenerateRecord, GradeRecord, read_imports
+from itemeval.planning.design import Design, GenerateCondition, GradeCondition
 from itemeval.providers.types import SamplingParams
 from itemeval.store.layout import StudyStore
 from itemeval.store.selection import select_conditions
 from itemeval.templates import Template
-from itemeval.workitem import WorkItem
 
 
 @dataclass(frozen=True)

@@ -11,18 +11,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from itemeval.adapters.source import DatasetSource, open_source
+from itemeval.datasets.adapters.source import DatasetSource, open_source
+from itemeval.datasets.format.dataset import DatasetMeta
+from itemeval.datasets.format.directory import read_dataset
+from itemeval.datasets.format.item import Item
+from itemeval.datasets.format.modality import Modality
+from itemeval.datasets.locks import pin_datasets, read_locks
+from itemeval.datasets.workitem import items_to_table
 from itemeval.errors import DatasetError
 from itemeval.importing.model import Rejection, Sample
-from itemeval.locks import pin_datasets, read_locks
-from itemeval.spec.dataset import DatasetMeta
-from itemeval.spec.directory import read_dataset
-from itemeval.spec.item import Item
-from itemeval.spec.modality import Modality
 from itemeval.storage import Location
 from itemeval.store.items import write_items_snapshot
 from itemeval.store.layout import StudyStore
-from itemeval.workitem import items_to_table
 
 DATASETS_DIR = "imported/datasets"
 Reject = Callable[[Sample, str, str], Rejection]
@@ -127,7 +127,7 @@ class ImportedItems:
                 description=f"items imported into an itemeval store ({spool.count} new)",
                 source="itemeval import",
             )
-            from itemeval.spec.writer import write_dataset
+            from itemeval.datasets.format.writer import write_dataset
 
             write_dataset(
                 url, meta, self._merged_items(url if existed else None, spool), overwrite=True

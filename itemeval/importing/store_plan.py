@@ -22,18 +22,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.adapters.source import DatasetSource
 from itemeval.config import StudyConfig
-from itemeval.design import Design, GenerateCondition, GradeCondition
+from itemeval.datasets.adapters.source import DatasetSource
+from itemeval.datasets.locks import read_locks
 from itemeval.errors import InputError, Problem
-from itemeval.estimate import Estimate
 from itemeval.ids import slugify
 from itemeval.importing.catalog import ImportRecord, read_imports
 from itemeval.importing.conditions import imported_generate, imported_grade
-from itemeval.item_index import SelectedItems, build_item_index
-from itemeval.locks import read_locks
-from itemeval.planning import DatasetPlan, Plan
-from itemeval.providers.pricing import Pricing
+from itemeval.planning.design import Design, GenerateCondition, GradeCondition
+from itemeval.planning.estimate import Estimate
+from itemeval.planning.item_index import SelectedItems, build_item_index
+from itemeval.planning.plan import DatasetPlan, Plan
+from itemeval.providers.money.pricing import Pricing
 from itemeval.providers.types import SamplingParams
 from itemeval.store.items import read_item_ids, read_snapshot_info
 from itemeval.store.layout import GRADES, SOLUTIONS, StudyStore

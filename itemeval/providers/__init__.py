@@ -1,4 +1,5 @@
-"""Model providers: one interface, HTTP clients, limits, retries, pricing and the simulator.
+"""Model providers: one interface, HTTP clients, limits, retries, pricing, and the simulator's
+in-process client (`simulated.py`; the simulator itself is `itemeval.simulator`).
 
     from itemeval.providers import EndpointSettings, ModelRequest, make_provider
     provider = make_provider(EndpointSettings(kind="openai", api_key_env="OPENAI_API_KEY"))
@@ -11,8 +12,9 @@ load aiohttp, tenacity or the simulator.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from itemeval._util.lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     # the interface
@@ -39,29 +41,29 @@ _EXPORTS: dict[str, str] = {
     "OpenAIChatProvider": "openai_chat",
     "estimate_tokens": "transport",
     # limits and retries
-    "BucketState": "ratebucket",
-    "Grant": "ratebucket",
-    "RateBucket": "ratebucket",
-    "ConcurrencyPool": "concurrency",
-    "LeasedSlots": "concurrency",
-    "LocalSlotSource": "concurrency",
-    "PermitsUnavailable": "concurrency",
-    "SlotSource": "concurrency",
-    "LocalPermitSource": "ratelimiter",
-    "Permit": "ratelimiter",
-    "PermitSource": "ratelimiter",
-    "RateLimiter": "ratelimiter",
+    "BucketState": "limits.ratebucket",
+    "Grant": "limits.ratebucket",
+    "RateBucket": "limits.ratebucket",
+    "ConcurrencyPool": "limits.concurrency",
+    "LeasedSlots": "limits.concurrency",
+    "LocalSlotSource": "limits.concurrency",
+    "PermitsUnavailable": "limits.concurrency",
+    "SlotSource": "limits.concurrency",
+    "LocalPermitSource": "limits.ratelimiter",
+    "Permit": "limits.ratelimiter",
+    "PermitSource": "limits.ratelimiter",
+    "RateLimiter": "limits.ratelimiter",
     "RetryPolicy": "retry",
     "TransientFailure": "retry",
     "retry_after_from_headers": "retry",
     # pricing
-    "ModelPrice": "pricing",
-    "Pricing": "pricing",
-    # the simulator
-    "SimProvider": "sim",
-    "Simulator": "sim",
-    "item_difficulty": "sim",
-    "p_correct": "sim",
+    "ModelPrice": "money.pricing",
+    "Pricing": "money.pricing",
+    # the simulator (`itemeval.simulator`) and its in-process client
+    "SimProvider": "simulated",
+    "Simulator": "itemeval.simulator",
+    "item_difficulty": "itemeval.simulator",
+    "p_correct": "itemeval.simulator",
 }
 
 __all__ = [
@@ -109,39 +111,29 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'itemeval.providers' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"itemeval.providers.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+_, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover
     from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
-    from itemeval.providers.concurrency import (
+    from itemeval.providers.factory import make_bucket, make_limiter, make_provider
+    from itemeval.providers.gemini import GeminiProvider
+    from itemeval.providers.limits.concurrency import (
         ConcurrencyPool,
         LeasedSlots,
         LocalSlotSource,
         PermitsUnavailable,
         SlotSource,
     )
-    from itemeval.providers.factory import make_bucket, make_limiter, make_provider
-    from itemeval.providers.gemini import GeminiProvider
-    from itemeval.providers.openai_chat import OpenAIChatProvider
-    from itemeval.providers.pricing import ModelPrice, Pricing
-    from itemeval.providers.ratebucket import BucketState, Grant, RateBucket
-    from itemeval.providers.ratelimiter import (
+    from itemeval.providers.limits.ratebucket import BucketState, Grant, RateBucket
+    from itemeval.providers.limits.ratelimiter import (
         LocalPermitSource,
         Permit,
         PermitSource,
         RateLimiter,
     )
+    from itemeval.providers.money.pricing import ModelPrice, Pricing
+    from itemeval.providers.openai_chat import OpenAIChatProvider
     from itemeval.providers.retry import RetryPolicy, TransientFailure, retry_after_from_headers
     from itemeval.providers.settings import (
         EndpointSettings,
@@ -150,7 +142,7 @@ if TYPE_CHECKING:  # pragma: no cover
         SimModelSpec,
         SimSettings,
     )
-    from itemeval.providers.sim import SimProvider, Simulator, item_difficulty, p_correct
+    from itemeval.providers.simulated import SimProvider
     from itemeval.providers.transport import HttpProvider, estimate_tokens
     from itemeval.providers.types import (
         TRANSIENT_CODES,
@@ -161,3 +153,4 @@ if TYPE_CHECKING:  # pragma: no cover
         SamplingParams,
         Usage,
     )
+    from itemeval.simulator import Simulator, item_difficulty, p_correct

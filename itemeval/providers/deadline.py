@@ -21,12 +21,12 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from types import TracebackType
 
-from itemeval.providers.attempts import ATTEMPTS, AttemptMeter
+from itemeval.providers.money.attempts import ATTEMPTS, AttemptMeter
 from itemeval.providers.retry import TransientFailure
 from itemeval.providers.types import ErrorCode
 
 #: Called each time an attempt of this task is sent (holds its permit): how hedging
-#: (`runtime/hedging.py`) tells a straggling call from one still waiting for a permit.
+#: (`calls/hedging.py`) tells a straggling call from one still waiting for a permit.
 ATTEMPT_SENT: ContextVar[Callable[[], None] | None] = ContextVar("attempt_sent", default=None)
 
 

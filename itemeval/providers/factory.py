@@ -20,13 +20,13 @@ from __future__ import annotations
 from itemeval.errors import ConfigError, Problem
 from itemeval.plugins import PROVIDER_GROUP, load_plugin
 from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
-from itemeval.providers.concurrency import SlotSource
 from itemeval.providers.gemini import GeminiProvider
+from itemeval.providers.limits.concurrency import SlotSource
+from itemeval.providers.limits.ratebucket import RateBucket
+from itemeval.providers.limits.ratelimiter import LocalPermitSource, PermitSource, RateLimiter
 from itemeval.providers.openai_chat import OpenAIChatProvider
-from itemeval.providers.ratebucket import RateBucket
-from itemeval.providers.ratelimiter import LocalPermitSource, PermitSource, RateLimiter
 from itemeval.providers.settings import BUILTIN_KINDS, EndpointSettings
-from itemeval.providers.sim.provider import SimProvider
+from itemeval.providers.simulated import SimProvider
 from itemeval.providers.transport import HttpProvider
 from itemeval.providers.types import Provider
 from itemeval.secrets import Secret, read_key

@@ -56,7 +56,7 @@ class SimModelSpec(_Strict):
 
     ability: Probability = Field(
         description="roughly the expected accuracy over items of uniformly spread difficulty "
-        "(see itemeval.providers.sim.p_correct)"
+        "(see itemeval.simulator.p_correct)"
     )
     judge_accuracy: Probability = Field(
         0.95, description="probability that a judge verdict from this model is right"

@@ -23,11 +23,10 @@ from typing import Any
 
 import aiohttp
 
-from itemeval.errors import MalformedBody
-from itemeval.providers.concurrency import PermitsUnavailable
+from itemeval.errors import MalformedBody, PermitsUnavailable
 from itemeval.providers.deadline import AttemptDeadline
 from itemeval.providers.failures import code_for_error, describe, failure
-from itemeval.providers.ratelimiter import RateLimiter
+from itemeval.providers.limits.ratelimiter import RateLimiter
 from itemeval.providers.retry import RetryPolicy, TransientFailure, retry_after_from_headers
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult

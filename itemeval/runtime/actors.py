@@ -28,18 +28,18 @@ from typing import Any
 
 import ray
 
-from itemeval.heap import limit_malloc_arenas, settle_worker_heap
-from itemeval.providers.endpoint_limiter import (
+from itemeval._util.heap import limit_malloc_arenas, settle_worker_heap
+from itemeval.calls.spend import LedgerReply, LedgerState, SpendLedger
+from itemeval.providers.limits.endpoint import (
     EndpointLimiter,
     EndpointLimits,
     endpoint_identity,
 )
-from itemeval.providers.ratebucket import Grant
+from itemeval.providers.limits.ratebucket import Grant
 from itemeval.providers.settings import EndpointSettings
 from itemeval.runtime.cluster import NAMESPACE
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.spend import LedgerReply, LedgerState, SpendLedger
 from itemeval.runtime.worker import ShardRunner
 
 #: A detached limiter that no job has used for this long exits by itself.

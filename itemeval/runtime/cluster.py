@@ -16,7 +16,7 @@ from itemeval.runtime.timeline import TIMELINE
 #: The Ray namespace of every named actor itemeval creates (limiters, ledgers).
 NAMESPACE = "itemeval"
 #: What each worker process of a local Ray runs first (Ray imports it by this name).
-WORKER_SETUP_HOOK = "itemeval.arrow_start.skip_pandas_probe"
+WORKER_SETUP_HOOK = "itemeval._util.arrow_start.skip_pandas_probe"
 
 
 #: Set by the `itemeval` command (`cli.main.entry`), whose process ends right after the run.

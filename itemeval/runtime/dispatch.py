@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval.calls.spend import LedgerState
 from itemeval.errors import WorkerLost
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Barrier, Shard, ShardSummary
-from itemeval.runtime.spend import LedgerState
 from itemeval.runtime.timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import SpendRecord, StageCounts

@@ -10,7 +10,7 @@ its paid answers come back from the response cache). Ctrl-C (or SIGTERM) stops d
 briefly for shards in flight (their finished calls are written), records `interrupted` and exits
 130; a second Ctrl-C stops at once. Running the same command again continues where it stopped.
 
-Money: the run's ledger (`spend.py`) holds `budget.max_usd` as a hard cap (every call reserves
+Money: the run's ledger (`calls/spend.py`) holds `budget.max_usd` as a hard cap (every call reserves
 its worst case first) and counts every dollar paid, so the manifest's spend includes shards that
 failed after paying.
 
@@ -24,23 +24,21 @@ collect them.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import signal
-import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Literal
 
+from itemeval._util.heap import release_unused_memory, run_collector_pace
 from itemeval.batch import BatchTier, open_batches_of
+from itemeval.calls.allowance import Allowance, run_allowance, study_spent
+from itemeval.calls.spend import LedgerState
 from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode, StoreFailedMidRun
-from itemeval.estimate import gate
-from itemeval.heap import release_unused_memory, run_collector_pace
-from itemeval.planning import Plan, check_cap_bounds, commit_plan, make_plan, restrict_plan
+from itemeval.planning.estimate import gate
+from itemeval.planning.plan import Plan, check_cap_bounds, commit_plan, make_plan, restrict_plan
 from itemeval.providers.reachability import EndpointProbe
-from itemeval.runtime.allowance import Allowance, run_allowance, study_spent
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import (
     Cap,
@@ -51,23 +49,21 @@ from itemeval.runtime.dispatch import (
     count_unreported_rows,
     dispatch,
 )
+from itemeval.runtime.executors import open_executor, run_context
 from itemeval.runtime.failures import failed_mid_run
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Shard, generate_shards, grade_shards
-from itemeval.runtime.spend import LedgerState
 from itemeval.runtime.timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import (
     GRADES,
     SOLUTIONS,
-    STUDY_CACHE_DIR,
     CellMasks,
     ConditionRecord,
     DatasetRecord,
     EstimateRecord,
     RunManifest,
     SpendRecord,
-    default_cache_url,
     pending_grade,
     write_manifest_end,
     write_manifest_start,
@@ -117,7 +113,7 @@ class RunOutcome:
     ledger: LedgerState | None = None  # the run's ledger at the end (None: nothing ran)
     cache_url: str | None = None  # the response cache the run used
     executor_note: str = ""  # where the shards ran (a local run: this process, Ray workers)
-    allowance: Allowance | None = None  # what the run could spend (`allowance.py`)
+    allowance: Allowance | None = None  # what the run could spend (`calls/allowance.py`)
 
     @property
     def spent_usd(self) -> float:
@@ -220,7 +216,7 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
     outcome = RunOutcome("completed", ExitCode.OK, store_url, run_id=manifest.run_id)
     outcome.allowance = allowance
     cap = Cap(allowance.cap)
-    context = _context(plan, manifest.run_id, options, capped=cap.max_usd is not None)
+    context = run_context(plan, manifest.run_id, options, capped=cap.max_usd is not None)
     outcome.cache_url = context.cache_url
     stop = Stop()
     error: str | None = None
@@ -228,7 +224,7 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
     try:
         with (
             _signals(stop) as reinstall,
-            _executor(plan, context, options, executor_factory, cap.max_usd) as executor,
+            open_executor(plan, context, options, executor_factory, cap.max_usd) as executor,
         ):
             reinstall()  # Ray's own SIGTERM handler would exit without recording anything
             TIMELINE.mark("executor ready")
@@ -326,117 +322,6 @@ def _endpoints_for(plan: Plan, stages: tuple[StageName, ...]) -> set[str]:
     if "grade" in stages:
         names |= {c.endpoint for c in plan.design.judges if c.endpoint}
     return names
-
-
-def _context(plan: Plan, run_id: str, options: RunOptions, *, capped: bool) -> RunContext:
-    study = plan.study
-    if study.cache.enabled:
-        cache_url = study.cache_url or default_cache_url()
-    else:
-        # No answers from other studies, but paid answers must still be durable: the study's
-        # own journal in its store answers only its own calls.
-        cache_url = plan.store.root.join(STUDY_CACHE_DIR).url
-    storage = study.options_by_url(plan.store.root.url)  # workers open store and cache alike
-    used = {c.endpoint for c in plan.design.generate} | {
-        c.endpoint for c in plan.design.judges if c.endpoint
-    }
-    return RunContext(
-        run_id=run_id,
-        store_url=plan.store.root.url,
-        storage_options=storage.for_url(plan.store.root.url),
-        endpoints={name: study.endpoints[name] for name in sorted(used)},
-        generate=plan.design.generate_by_id(),
-        grade=plan.design.grade_by_id(),
-        pricing=plan.pricing,
-        cache_url=cache_url,
-        cache_storage_options=storage.for_url(cache_url),
-        reuse_since=datetime.now(UTC) if options.force else None,
-        capped=capped,
-        score_inline=(
-            tuple(c.id for c in plan.design.scorers)
-            if "grade" in options.stages and not options.force
-            else ()
-        ),
-    )
-
-
-@contextlib.contextmanager
-def _executor(
-    plan: Plan, context: RunContext, options: RunOptions, factory: Any, budget_cap: float | None
-) -> Iterator[Executor]:
-    runtime = plan.study.runtime
-    with contextlib.ExitStack() as stack:
-        executor: Executor
-        if factory is not None:
-            executor = factory(context)
-        elif options.no_ray:
-            from itemeval.runtime.inline_executor import InlineExecutor
-
-            per_worker = runtime.shards_in_flight or 4
-            executor = InlineExecutor(
-                _on_this_machine(_with_shares(context, 1), stack),
-                per_worker=per_worker,
-                budget_cap=budget_cap,
-            )
-        elif options.address or os.environ.get("RAY_ADDRESS") or _ray_already_up(runtime):
-            from itemeval.runtime.cluster import ray_cluster
-
-            cluster = stack.enter_context(ray_cluster(options.address, quiet=options.quiet))
-            from itemeval.runtime.ray_executor import RayExecutor  # imports ray: after its setup
-
-            # Without runtime.workers the workers follow the cluster: one per CPU as it grows.
-            workers = runtime.workers or cluster.cpus
-            in_flight = runtime.shards_in_flight or 2 * workers
-            shares = _with_shares(context, 1)  # concurrency is leased from the endpoint's pool
-            executor = RayExecutor(
-                shares if cluster.shared else _on_this_machine(shares, stack),
-                workers=runtime.workers,
-                per_worker=max(1, -(-in_flight // workers)),
-                shared_limiters=cluster.shared,
-                budget_cap=budget_cap,
-                autoscale=cluster.shared and runtime.workers is not None,
-            )
-        else:
-            from itemeval.runtime.local_executor import LocalExecutor
-
-            executor = LocalExecutor(
-                _on_this_machine(_with_shares(context, 1), stack),
-                per_worker=runtime.shards_in_flight or 4,
-                budget_cap=budget_cap,
-                mode=runtime.local_ray,
-                workers=runtime.workers,
-                shards_in_flight=runtime.shards_in_flight,
-                quiet=options.quiet,
-            )
-        stack.callback(executor.close)
-        yield executor
-
-
-def _on_this_machine(context: RunContext, stack: contextlib.ExitStack) -> RunContext:
-    """A run on this machine (in this process or a local Ray of its own) holds its endpoints'
-    limits together with every other run on the machine (`providers/machine_limiter.py`)."""
-    from itemeval.providers.machine_limiter import attached, limits_dir
-
-    directory = str(limits_dir())
-    stack.enter_context(attached(context.endpoints, directory))
-    return dataclasses.replace(context, limits_dir=directory)
-
-
-def _ray_already_up(runtime: Any) -> bool:
-    """This process called `ray.init` itself (a notebook, a script on a cluster): under
-    `local_ray: auto` the run uses that Ray rather than starting in-process."""
-    ray = sys.modules.get("ray")
-    return runtime.local_ray == "auto" and ray is not None and ray.is_initialized()
-
-
-def _with_shares(context: RunContext, workers: int) -> RunContext:
-    """Each worker's share of each endpoint's concurrency (the sum never exceeds the limit
-    unless the limit is below the number of workers)."""
-    shares = {
-        name: max(1, settings.max_concurrency // workers)
-        for name, settings in context.endpoints.items()
-    }
-    return RunContext(**{**context.__dict__, "concurrency": shares})
 
 
 def _usd_per_cell(plan: Plan) -> dict[str, float]:

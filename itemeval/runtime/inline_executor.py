@@ -12,10 +12,10 @@ import concurrent.futures
 import threading
 from typing import Any
 
+from itemeval.calls.spend import LedgerState, LocalSpendSource, SpendLedger
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.event_loop import new_event_loop
 from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.spend import LedgerState, LocalSpendSource, SpendLedger
 from itemeval.runtime.worker import ShardRunner
 
 

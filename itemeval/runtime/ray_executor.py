@@ -31,8 +31,9 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, TaskCancelledError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from itemeval.calls.spend import LedgerState
 from itemeval.errors import ConfigError, Problem
-from itemeval.providers.endpoint_limiter import endpoint_limits
+from itemeval.providers.limits.endpoint import endpoint_limits
 from itemeval.runtime.actors import (
     ActorSpendSource,
     BudgetActor,
@@ -44,7 +45,6 @@ from itemeval.runtime.cluster import NAMESPACE
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import WorkerLost
 from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.spend import LedgerState
 
 #: A limiter that has not answered a touch for this long is reported as not answering.
 LIMITER_SILENT_S = 5.0

@@ -1,9 +1,9 @@
 """`ShardRunner`: what a worker does with a shard. Plain async Python; Ray only wraps it.
 
 For one shard it reads the items part (cached), renders the prompts or rubrics, and hands the
-requests to the call path (`calls.py`: response cache, budget reservation, provider, journal of
-paid answers); then it writes one fragment to the store and returns a small `ShardSummary`.
-Verifiable scorers run here too, over the stored solution texts, without any call.
+requests to the call path (`calls/shard_calls.py`: response cache, budget reservation, provider,
+journal of paid answers); then it writes one fragment to the store and returns a small
+`ShardSummary`. Verifiable scorers run here too, over the stored solution texts, without any call.
 
 Every paid answer is in the response cache before the shard's fragment is written (the journal
 is flushed first), so a fragment write that fails costs a re-dispatch, never a second payment.
@@ -15,56 +15,43 @@ that finished, then re-raises.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.design import GenerateCondition, GradeCondition
-from itemeval.errors import StoreError
-from itemeval.providers.concurrency import SlotSource
+from itemeval.calls.journal import ResponseJournal
+from itemeval.calls.requests import generate_requests, judge_requests, pairwise_requests
+from itemeval.calls.rows import Call, judge_row, pairwise_row, scorer_row, solution_row
+from itemeval.calls.shard_calls import CallOutcome, CallTarget, Interrupted, ShardCalls
+from itemeval.calls.spend import SpendAccount, SpendSource
+from itemeval.datasets.workitem import WorkItem
+from itemeval.planning.design import GenerateCondition, GradeCondition
 from itemeval.providers.factory import make_provider
-from itemeval.providers.machine_limiter import machine_source
-from itemeval.providers.ratelimiter import PermitSource
+from itemeval.providers.limits.concurrency import SlotSource
+from itemeval.providers.limits.machine import machine_source
+from itemeval.providers.limits.ratelimiter import PermitSource
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ModelRequest, Provider
 from itemeval.runtime.baseline import baseline_texts
-from itemeval.runtime.calls import CallOutcome, CallTarget, Interrupted, ShardCalls
 from itemeval.runtime.context import RunContext
-from itemeval.runtime.journal import ResponseJournal
-from itemeval.runtime.requests import generate_requests, judge_requests, pairwise_requests
-from itemeval.runtime.rows import Call, judge_row, pairwise_row, scorer_row, solution_row
+from itemeval.runtime.shard_reads import ShardReads
 from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.spend import SpendAccount, SpendSource
 from itemeval.scoring import score
 from itemeval.store import (
     GRADES,
-    SOLUTION_SCHEMA,
     SOLUTIONS,
     ResponseCache,
-    SnapshotInfo,
     StudyStore,
     cache_group,
-    read_items_part,
-    read_snapshot_info,
     text_hash,
 )
-from itemeval.store.fragments import FragmentInfo, read_fragments
-from itemeval.workitem import WorkItem, table_to_items
 
-#: Items parts a worker keeps as `WorkItem`s (10,000 items each, about 15 MB as objects): the
-#: shards in flight in one worker come from one or two parts at a time.
-ITEM_PARTS_CACHED = 4
 #: How old a worker's view of the response cache may get (what it writes itself is added to it
 #: at once; a shard dispatched again lists afresh; other studies' answers are seen this late).
 CACHE_REFRESH_S = 60.0
-FRAGMENTS_CACHED = 4
-_TEXT_COLUMNS = ["item_id", "epoch", "text", "text_hash", "status"]
 
 
 class RunGone(Exception):
@@ -110,14 +97,7 @@ class ShardRunner:
             journal=self.journal,
             reuse_since=context.reuse_since,
         )
-        self._snapshots: dict[tuple[str, str], SnapshotInfo] = {}
-        self._parts: OrderedDict[tuple[str, str, int], dict[str, WorkItem]] = OrderedDict()
-        # Shards read their part on threads. The first reader of a part converts it and the
-        # other readers of that part wait (a run's first shards each converted the same part,
-        # issue 14); readers of other parts do not. `_parts_lock` guards the two dicts only.
-        self._parts_lock = threading.Lock()
-        self._part_locks: dict[tuple[str, str, int], threading.Lock] = {}
-        self._fragments: OrderedDict[tuple[str, str], pa.Table] = OrderedDict()
+        self.reads = ShardReads(self.store)
 
     # -- the entry point -------------------------------------------------------------------
     async def run(self, shard: Shard) -> ShardSummary:
@@ -418,91 +398,14 @@ class ShardRunner:
         probe = getattr(self._spend_source, "run_alive", None)
         return True if probe is None else bool(await probe())
 
-    # -- reading ---------------------------------------------------------------------------
+    # -- reading (`shard_reads.py`) ----------------------------------------------------------
     def read_items(self, shard: Shard) -> dict[str, WorkItem]:
         """The items of the shard's part, by id (the last parts read are kept)."""
-        key = (shard.dataset, shard.fingerprint, shard.part)
-        with self._parts_lock:
-            items = self._kept_part(key)
-            if items is not None:
-                return items
-            part_lock = self._part_locks.setdefault(key, threading.Lock())
-        with part_lock:
-            with self._parts_lock:
-                items = self._kept_part(key)
-            if items is not None:  # converted while this reader waited
-                return items
-            items = self._convert_part(shard)
-            with self._parts_lock:
-                self._parts[key] = items
-                if len(self._parts) > ITEM_PARTS_CACHED:
-                    evicted, _ = self._parts.popitem(last=False)
-                    self._part_locks.pop(evicted, None)
-            return items
-
-    def _kept_part(self, key: tuple[str, str, int]) -> dict[str, WorkItem] | None:
-        items = self._parts.get(key)
-        if items is not None:
-            self._parts.move_to_end(key)
-        return items
-
-    def _convert_part(self, shard: Shard) -> dict[str, WorkItem]:
-        snap_key = (shard.dataset, shard.fingerprint)
-        info = self._snapshots.get(snap_key)
-        if info is None:
-            info = read_snapshot_info(self.store, shard.dataset, shard.fingerprint)
-            if info is None:
-                raise StoreError(
-                    f"the items snapshot of {shard.dataset} ({shard.fingerprint[:16]}) is "
-                    "missing from the store; run the command again to rewrite it"
-                )
-            self._snapshots[snap_key] = info
-        return {item.id: item for item in table_to_items(read_items_part(info, shard.part))}
+        return self.reads.items(shard)
 
     def solution_texts(self, shard: Shard) -> dict[tuple[str, int, str], str]:
-        """`(item_id, epoch, text_hash) -> text` for the shard's cells, read from the fragments
-        the shard names (or the whole partition when one was compacted away since planning)."""
-        gen = str(shard.gen_condition_id)
-        wanted = shard.cells.select(["item_id", "epoch"])
-        tables = []
-        for name in sorted(set(shard.cells.column("fragment").to_pylist())):
-            table = self._fragment(gen, name)
-            if table is None:  # compacted since planning: read the partition once
-                partition = self.store.read_by_condition(SOLUTIONS, [gen], _TEXT_COLUMNS)
-                tables = [partition[gen]]
-                break
-            tables.append(table)
-        if not tables:
-            return {}
-        rows = pa.concat_tables(tables).join(wanted, ["item_id", "epoch"], join_type="inner")
-        rows = rows.filter(pc.equal(rows.column("status"), "ok"))
-        return {
-            (i, e, h): t
-            for i, e, h, t in zip(
-                rows.column("item_id").to_pylist(),
-                rows.column("epoch").to_pylist(),
-                rows.column("text_hash").to_pylist(),
-                rows.column("text").to_pylist(),
-                strict=True,
-            )
-        }
-
-    def _fragment(self, gen: str, name: str) -> pa.Table | None:
-        key = (gen, name)
-        if key in self._fragments:
-            self._fragments.move_to_end(key)
-            return self._fragments[key]
-        partition = self.store.partition(SOLUTIONS, gen)
-        # Opened by name, not found in a listing: listing a partition of thousands of fragments
-        # for every fragment a shard names made grading quadratic in the stage's size.
-        info = FragmentInfo(name, partition.join(name).path, None)
-        (table,) = read_fragments(partition, [info], SOLUTION_SCHEMA, _TEXT_COLUMNS)
-        if table is None:
-            return None
-        self._fragments[key] = table
-        if len(self._fragments) > FRAGMENTS_CACHED:
-            self._fragments.popitem(last=False)
-        return table
+        """`(item_id, epoch, text_hash) -> text` for the shard's cells."""
+        return self.reads.solution_texts(shard)
 
     def _provider(self, endpoint_name: str) -> Provider:
         provider = self._providers.get(endpoint_name)

@@ -15,7 +15,7 @@ import numpy as np
 
 from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.conditions import primary_grader
-from itemeval.planning import Plan
+from itemeval.planning.plan import Plan
 from itemeval.statistics.families import Clusters
 from itemeval.statistics.power import DesignVariance, PowerPlan, power_plan
 from itemeval.statistics.study import item_clusters, plan_statistics

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from itemeval.errors import ConfigError, Problem
 from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.fetch import ItemFetcher
-from itemeval.planning import Plan
+from itemeval.planning.plan import Plan
 from itemeval.statistics.families import Clusters, Options, StudyStatistics, study_statistics
 
 ATTRIBUTES = ("dataset", "grading_scheme", "modality", "task_prompt", "difficulty")

@@ -21,12 +21,12 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
+from itemeval.datasets.workitem import ITEM_SCHEMA
 from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location
 from itemeval.store.fragments import encode_fragment, read_parquet_file, read_partitions
 from itemeval.store.layout import StudyStore
 from itemeval.store.schemas import check_table
-from itemeval.workitem import ITEM_SCHEMA
 
 ITEMS_PER_PART = 10_000
 COMPLETE_MARKER = "_complete.json"
@@ -67,7 +67,7 @@ def fingerprint16(fingerprint: str) -> str:
             Problem(
                 f"{fingerprint!r} is not a content fingerprint",
                 field="fingerprint",
-                hint="pass the dataset's hex digest (e.g. from itemeval.locks)",
+                hint="pass the dataset's hex digest (e.g. from itemeval.datasets.locks)",
             )
         )
     return digest[:16]

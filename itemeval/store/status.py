@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.providers.pricing import Pricing
+from itemeval.providers.money.pricing import Pricing
 from itemeval.store.dedup import deduplicate
 from itemeval.store.fragments import read_partitions
 from itemeval.store.layout import Stage, StudyStore

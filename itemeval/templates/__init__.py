@@ -30,13 +30,13 @@ from typing import Any, Literal
 
 import yaml
 
+from itemeval._util.yaml_lines import safe_load
+from itemeval.datasets.workitem import WorkItem
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import sha256_hex
 from itemeval.render import TemplateFieldError, check, placeholders, render
 from itemeval.templates.answer_formats import ANSWER_TEXTS_HASH, answer_texts
 from itemeval.templates.messages import MessageTemplates, display_text, parse_messages
-from itemeval.workitem import WorkItem
-from itemeval.yaml_lines import safe_load
 
 Kind = Literal["prompt", "rubric"]
 

@@ -29,9 +29,9 @@ from typing import Any
 
 import yaml
 
+from itemeval._util.yaml_lines import YamlLines, safe_load
 from itemeval.errors import ConfigError, Problem
 from itemeval.render import check
-from itemeval.yaml_lines import YamlLines, safe_load
 
 ROLES = ("system", "user", "assistant")
 _KEYS = {"messages", "description"}

@@ -14,7 +14,7 @@ from a background thread and returns the URL (tests, notebooks).
 
 from __future__ import annotations
 
-from itemeval.planning import Plan
+from itemeval.planning.plan import Plan
 from itemeval.view.server import DEFAULT_PORT, ViewOptions, ViewServer
 
 __all__ = ["DEFAULT_PORT", "ViewOptions", "ViewServer", "serve"]

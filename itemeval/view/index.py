@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval._util.heap import release_unused_memory, trim_heap
 from itemeval.export.table.cells import StudyCells
 from itemeval.export.table.conditions import DesignFacets, primary_grader
 from itemeval.export.table.fetch import (
@@ -40,8 +41,7 @@ from itemeval.export.table.fetch import (
     locate_logical_rows,
     plain_columns,
 )
-from itemeval.heap import release_unused_memory, trim_heap
-from itemeval.planning import Plan
+from itemeval.planning.plan import Plan
 from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, SnapshotInfo, read_snapshot_info
 from itemeval.store.fragments import (
     compaction_generation,

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from itemeval.errors import Problem, StoreError
 from itemeval.export.table.fetch import FRAG, POS, GradePartition
-from itemeval.planning import Plan
+from itemeval.planning.plan import Plan
 from itemeval.storage import Location
 from itemeval.store import GRADES
 from itemeval.store.dedup import best_row_indices

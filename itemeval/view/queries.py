@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval._util.heap import release_unused_memory
 from itemeval.export.report.summary import (
     Bootstrap,
     Cost,
@@ -33,7 +34,6 @@ from itemeval.export.report.summary import (
 from itemeval.export.stats import Proportion, bootstrap_proportion
 from itemeval.export.table.cells import StudyCells
 from itemeval.export.table.conditions import primary_grader
-from itemeval.heap import release_unused_memory
 from itemeval.store import latest_manifest, read_items_part
 from itemeval.view.index import ViewIndex
 

@@ -30,9 +30,9 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
+from itemeval._util.heap import release_unused_memory, use_system_arrow_pool
 from itemeval.errors import InputError, Problem
-from itemeval.heap import release_unused_memory, use_system_arrow_pool
-from itemeval.planning import Plan
+from itemeval.planning.plan import Plan
 from itemeval.view import pages
 from itemeval.view.index import ViewIndex, build_index, store_version
 from itemeval.view.queries import Overview, overview

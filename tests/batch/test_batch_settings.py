@@ -10,9 +10,9 @@ import yaml
 from batch_files import DATASETS
 
 from itemeval.config import load_study
-from itemeval.design import build_design
 from itemeval.errors import ConfigError
-from itemeval.providers.pricing import Pricing
+from itemeval.planning.design import build_design
+from itemeval.providers.money.pricing import Pricing
 from itemeval.providers.settings import BatchTierSettings, EndpointSettings
 from itemeval.providers.types import Usage
 

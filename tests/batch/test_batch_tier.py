@@ -33,13 +33,13 @@ from batch_files import (
     write_study,
 )
 
+from itemeval.calls.requests import generate_requests
+from itemeval.calls.shard_calls import worst_case_usd
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.planning import make_plan
+from itemeval.planning.plan import make_plan
 from itemeval.providers.types import Usage
-from itemeval.runtime.calls import worst_case_usd
 from itemeval.runtime.driver import RunOptions, run_study
-from itemeval.runtime.requests import generate_requests
 from itemeval.runtime.worker import generate_target, judge_target
 from itemeval.store import ResponseCache, StudyStore, cache_key, latest_manifest
 

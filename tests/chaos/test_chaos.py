@@ -22,7 +22,8 @@ from s3_servers import S3_KEYS_BY_NAME
 
 from itemeval.config import load_study
 from itemeval.errors import StoreError
-from itemeval.runtime.driver import RunOptions, _with_shares, run_study
+from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.runtime.executors import with_shares
 from itemeval.runtime.ray_executor import RayExecutor
 from itemeval.store import StudyStore, list_manifests, read_manifest
 
@@ -51,7 +52,7 @@ class Chaos:
 
     def __call__(self, context):  # the executor factory of run_study
         executor = RayExecutor(
-            _with_shares(context, 2), workers=2, per_worker=2, shared_limiters=False
+            with_shares(context, 2), workers=2, per_worker=2, shared_limiters=False
         )
         threading.Thread(target=self._kill_loop, args=(executor,), daemon=True).start()
         if self.interrupt_after_s is not None:

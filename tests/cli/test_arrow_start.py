@@ -1,5 +1,5 @@
 """A command does not import pandas (0.3-0.45 s) to tell pyarrow it is there
-(`itemeval.arrow_start`), and pyarrow still gives and takes pandas objects when asked."""
+(`itemeval._util.arrow_start`), and pyarrow still gives and takes pandas objects when asked."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_pyarrow_gives_and_takes_pandas_objects_when_asked():
         """
         import math
         import pyarrow as pa
-        from itemeval.arrow_start import restore_pandas_probe, skip_pandas_probe
+        from itemeval._util.arrow_start import restore_pandas_probe, skip_pandas_probe
 
         skip_pandas_probe()
         import pandas as pd
@@ -99,7 +99,7 @@ def test_pyarrow_gives_and_takes_pandas_objects_when_asked():
     out = _python(
         """
         import pyarrow as pa
-        from itemeval.arrow_start import restore_pandas_probe, skip_pandas_probe
+        from itemeval._util.arrow_start import restore_pandas_probe, skip_pandas_probe
 
         skip_pandas_probe()
         import pandas as pd
@@ -117,8 +117,8 @@ def test_the_hugging_face_adapter_gets_pyarrow_that_knows_pandas():
     out = _python(
         """
         import pyarrow as pa
-        from itemeval.adapters.hf import import_datasets
-        from itemeval.arrow_start import skip_pandas_probe
+        from itemeval.datasets.adapters.hf import import_datasets
+        from itemeval._util.arrow_start import skip_pandas_probe
 
         skip_pandas_probe()  # before anything imports pandas, as at a command's start
         import_datasets()
@@ -138,7 +138,7 @@ def test_a_plugin_that_imports_pandas_gets_pyarrow_that_knows_pandas(tmp_path):
         import sys
         sys.path.insert(0, {str(tmp_path)!r})
         import pyarrow as pa
-        from itemeval.arrow_start import skip_pandas_probe
+        from itemeval._util.arrow_start import skip_pandas_probe
         from itemeval.plugins import SCORER_GROUP, load_plugin
 
         skip_pandas_probe()  # at a command's start

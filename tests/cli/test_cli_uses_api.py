@@ -110,7 +110,7 @@ def test_the_check_sees_a_bypass(tmp_path):
     bad.write_text(
         "from typing import TYPE_CHECKING\n"
         "from itemeval.api import validate_dataset\n"
-        "if TYPE_CHECKING:\n    from itemeval.spec import Item\n"
+        "if TYPE_CHECKING:\n    from itemeval.datasets.format import Item\n"
         "def run():\n    from itemeval.store import compact\n    import pyarrow\n"
     )
     assert _bypasses(bad) == [

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from itemeval.cli.main import main
-from itemeval.spec import read_dataset
+from itemeval.datasets.format import read_dataset
 from itemeval.storage import resolve
 
 REPO = Path(__file__).resolve().parents[2]

@@ -22,15 +22,15 @@ KEPT_PRIVATE = {"_Busy", "_NotFound", "_Reject", "_NotUtf8"}
 MOVED = {
     "TransientFailure": "itemeval.providers.retry",
     "MalformedBody": "itemeval.providers.transport",
-    "PermitsUnavailable": "itemeval.providers.concurrency",
+    "PermitsUnavailable": "itemeval.providers.limits.concurrency",
     "BatchApiError": "itemeval.providers.batch_client",
     "UncertainCreate": "itemeval.providers.batch_client",
-    "LimiterUnreachable": "itemeval.providers.machine_limiter",
+    "LimiterUnreachable": "itemeval.providers.limits.machine",
     "TemplateFieldError": "itemeval.render",
     "ScorerError": "itemeval.scoring.custom",
-    "LedgerUnavailable": "itemeval.runtime.spend",
+    "LedgerUnavailable": "itemeval.calls.spend",
     "WorkerLost": "itemeval.runtime.dispatch",
-    "Interrupted": "itemeval.runtime.calls",
+    "Interrupted": "itemeval.calls.shard_calls",
 }
 
 #: Base names that make a class an exception: the builtin ones, and asyncio's and

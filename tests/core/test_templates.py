@@ -1,8 +1,8 @@
 import pytest
 
+from itemeval.datasets.workitem import WorkItem
 from itemeval.errors import ConfigError
 from itemeval.templates import answer_formats, builtin_names, load_template
-from itemeval.workitem import WorkItem
 
 
 def item(**kw):

@@ -18,7 +18,7 @@ from itemeval.export import ExportOptions, export_study
 from itemeval.export.report.data import report_data
 from itemeval.export.report.markdown import report_markdown
 from itemeval.export.report.summary import Bootstrap
-from itemeval.planning import make_plan
+from itemeval.planning.plan import make_plan
 from itemeval.statistics.study import plan_statistics
 from itemeval.statistics.tables import comparisons_table, components_table
 

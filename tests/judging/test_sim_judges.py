@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from itemeval.providers.settings import SimModelSpec, SimSettings
-from itemeval.providers.sim.engine import Simulator
 from itemeval.scoring import parse_structured_verdict
+from itemeval.simulator.engine import Simulator
 
 
 def verdicts(spec: SimModelSpec, solutions: list[str], target: str) -> np.ndarray:

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from itemeval.providers.attempts import ATTEMPTS, AttemptMeter
 from itemeval.providers.deadline import AttemptDeadline
+from itemeval.providers.money.attempts import ATTEMPTS, AttemptMeter
 from itemeval.providers.retry import RetryPolicy, TransientFailure
 from itemeval.providers.types import ErrorCode, ModelResult
 

@@ -14,11 +14,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from itemeval.datasets.workitem import WorkItem
 from itemeval.errors import ConfigError
 from itemeval.providers import EndpointSettings, ModelRequest, SamplingParams, make_provider
-from itemeval.providers.sim.engine import input_tokens
+from itemeval.simulator.engine import input_tokens
 from itemeval.templates import load_template
-from itemeval.workitem import WorkItem
 
 FEWSHOT = """\
 description: two worked examples before the question

@@ -24,8 +24,8 @@ from itemeval.providers import (
     make_provider,
 )
 from itemeval.providers.cache_breakpoints import CacheBreakpoints, WriteInFlight
-from itemeval.providers.pricing import Pricing
-from itemeval.providers.sim.engine import input_tokens
+from itemeval.providers.money.pricing import Pricing
+from itemeval.simulator.engine import input_tokens
 
 
 def long_text(tag: str, tokens: int) -> str:

@@ -18,8 +18,8 @@ import pytest
 
 from itemeval.providers import EndpointSettings, ModelRequest, SamplingParams, make_provider
 from itemeval.providers.settings import PromptCacheSettings
-from itemeval.providers.sim.engine import input_tokens
-from itemeval.providers.sim.prompt_cache import PromptCache
+from itemeval.simulator.engine import input_tokens
+from itemeval.simulator.prompt_cache import PromptCache
 
 
 def long_text(tag: str, tokens: int) -> str:

@@ -23,7 +23,7 @@ from itemeval.providers import (
     make_provider,
 )
 from itemeval.providers.factory import make_bucket
-from itemeval.providers.ratelimiter import LocalPermitSource
+from itemeval.providers.limits.ratelimiter import LocalPermitSource
 
 KEY = "sk-canary-0123456789abcdef"
 RETRY_FAST = {"retry-after-ms": "10"}

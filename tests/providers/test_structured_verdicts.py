@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from itemeval.calls.requests import VERDICT
 from itemeval.providers import EndpointSettings, ModelRequest, SamplingParams, make_provider
 from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
 from itemeval.providers.gemini import GeminiProvider
+from itemeval.providers.limits.ratelimiter import RateLimiter
 from itemeval.providers.openai_chat import OpenAIChatProvider
-from itemeval.providers.ratelimiter import RateLimiter
-from itemeval.runtime.requests import VERDICT
 from itemeval.scoring import ParseCode, parse_judge_output, parse_structured_verdict
 from itemeval.store.cache import request_hash, request_hashes
 
@@ -112,7 +112,7 @@ def test_anthropic_refuses_a_forced_tool_with_thinking(sim_server) -> None:
 
 def test_a_structured_reply_without_the_object_fails_with_the_contract_codes() -> None:
     from itemeval.providers.settings import SimSettings
-    from itemeval.providers.sim.engine import Simulator
+    from itemeval.simulator.engine import Simulator
 
     sim = Simulator(SimSettings(judge_malformed_rate=1.0))
     codes = set()

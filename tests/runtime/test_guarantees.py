@@ -31,9 +31,10 @@ from runtime_files import (
 
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.planning import make_plan
+from itemeval.planning.plan import make_plan
 from itemeval.runtime.dispatch import WorkerLost
-from itemeval.runtime.driver import RunOptions, _with_shares, run_study
+from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.runtime.executors import with_shares
 from itemeval.runtime.inline_executor import InlineExecutor
 from itemeval.runtime.shards import ShardSummary
 from itemeval.store import StudyStore, latest_manifest
@@ -300,7 +301,7 @@ class _InlineWrapper:
     inner: InlineExecutor | None = None  # until the driver calls it
 
     def __call__(self, context):
-        self.inner = InlineExecutor(_with_shares(context, 1), per_worker=2)
+        self.inner = InlineExecutor(with_shares(context, 1), per_worker=2)
         return self
 
     def __getattr__(self, name):

@@ -9,9 +9,10 @@ import shutil
 import pytest
 from runtime_files import DATASETS, write_study
 
-from itemeval import item_index, planning
 from itemeval.config import load_study
-from itemeval.planning import commit_plan, make_plan
+from itemeval.planning import item_index
+from itemeval.planning import plan as planning
+from itemeval.planning.plan import commit_plan, make_plan
 from itemeval.store import read_items_part
 
 

@@ -16,7 +16,8 @@ from runtime_files import assert_complete, distinct_calls, sim_server, sim_stats
 
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.runtime.driver import RunOptions, _with_shares, run_study
+from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.runtime.executors import with_shares
 from itemeval.runtime.ray_executor import RayExecutor
 from itemeval.store import StudyStore, list_manifests, read_manifest
 
@@ -50,7 +51,7 @@ class Saboteur:
 
     def __call__(self, context):
         self.executor = RayExecutor(
-            _with_shares(context, 2), workers=2, per_worker=2, shared_limiters=False
+            with_shares(context, 2), workers=2, per_worker=2, shared_limiters=False
         )
         threading.Thread(target=self._sabotage, daemon=True).start()
         return self.executor

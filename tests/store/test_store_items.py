@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
+from itemeval.datasets.workitem import ITEM_SCHEMA, WorkItem, items_to_table
 from itemeval.errors import StoreError
 from itemeval.store import (
     StudyStore,
@@ -18,7 +19,6 @@ from itemeval.store import (
     read_snapshot_info,
     write_items_snapshot,
 )
-from itemeval.workitem import ITEM_SCHEMA, WorkItem, items_to_table
 
 FINGERPRINT = "sha256:" + "ab12" * 16
 

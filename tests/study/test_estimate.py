@@ -8,12 +8,12 @@ from dataclasses import asdict
 import pytest
 from study_files import variant, write_study
 
-from itemeval import estimate
 from itemeval.cli.main import main
 from itemeval.config import Budget, load_study
 from itemeval.errors import BudgetExceeded, GateDeclined
-from itemeval.estimate import gate
-from itemeval.planning import make_plan
+from itemeval.planning import estimate
+from itemeval.planning.estimate import gate
+from itemeval.planning.plan import make_plan
 
 
 def test_estimate_counts_cells_tokens_and_usd(tmp_path, monkeypatch):

@@ -9,10 +9,10 @@ from study_files import variant, write_study
 
 from itemeval.cli.main import main
 from itemeval.config import load_study
-from itemeval.design import build_design
-from itemeval.estimate import MESSAGE_OVERHEAD_TOKENS, count_tokens
-from itemeval.planning import make_plan
-from itemeval.providers.sim.engine import count_tokens as sim_tokens
+from itemeval.planning.design import build_design
+from itemeval.planning.plan import make_plan
+from itemeval.planning.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
+from itemeval.simulator.engine import count_tokens as sim_tokens
 from itemeval.store import StudyStore
 
 EXAMPLES = [

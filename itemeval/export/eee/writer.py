@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval.datasets.workitem import WorkItem
 from itemeval.export.eee.aggregate import EvaluationTotals, build_aggregate
 from itemeval.export.eee.records import (
     MAX_SAMPLE_IDS,
@@ -38,10 +39,9 @@ from itemeval.export.eee.records import (
 from itemeval.export.outputs import OutputDir, OutputFile
 from itemeval.export.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion
 from itemeval.export.table.scan import Pair
-from itemeval.planning import Plan
+from itemeval.planning.plan import Plan
 from itemeval.storage import unique_name
 from itemeval.templates import Template
-from itemeval.workitem import WorkItem
 
 EEE_DIR = "eee"
 #: Rendered prompts remembered (see `EeeWriter._items`).

@@ -23,7 +23,7 @@ from itemeval.export.report.data import ReportData, report_data
 from itemeval.export.report.html import report_html
 from itemeval.export.report.markdown import report_markdown
 from itemeval.export.report.summary import Bootstrap
-from itemeval.planning import Plan
+from itemeval.planning.plan import Plan
 
 HTML_FILE = "report.html"
 MARKDOWN_FILE = "report.md"

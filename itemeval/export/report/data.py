@@ -38,7 +38,7 @@ from itemeval.export.table.conditions import DesignFacets
 from itemeval.export.table.fetch import ItemFetcher
 from itemeval.importing.conditions import imported_notes
 from itemeval.judging import JudgeAnalysis, PairwiseAnalysis
-from itemeval.planning import Plan
+from itemeval.planning.plan import Plan
 from itemeval.store import latest_manifest
 
 if TYPE_CHECKING:  # imported where used: a run, which imports this module, never compares

@@ -15,13 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.design import Design
 from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.conditions import GradeFacets
 from itemeval.judging import Grader, JudgeAnalysis, PanelRule, analyse, panel_grades
 from itemeval.judging.gold import Labels, read_label_rows, resolve_labels
 from itemeval.judging.verdicts import Shape, column, merge_gold
-from itemeval.planning import Plan
+from itemeval.planning.design import Design
+from itemeval.planning.plan import Plan
 from itemeval.storage import resolve
 from itemeval.store import SOLUTIONS
 

@@ -45,7 +45,7 @@ from itemeval.export.stats import (
 )
 from itemeval.export.table.cells import StudyCells
 from itemeval.export.table.conditions import GenerateFacets, GradeFacets, primary_grader
-from itemeval.providers.pricing import Pricing
+from itemeval.providers.money.pricing import Pricing
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ template, the model config and the resolved sampling parameters; for a grade con
 `primary_grader` says which grade condition the headline accuracy comes from: the first
 verifiable scorer when the study has one (exact and free), else the first judge.
 
-Facets are views in design order; conditions are looked up by id in `itemeval.design.Design`.
+Facets are views in design order; conditions are looked up by id in
+`itemeval.planning.design.Design`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from itemeval.design import Design, GenerateCondition, GradeCondition
 from itemeval.ids import canonical_json
+from itemeval.planning.design import Design, GenerateCondition, GradeCondition
 
 
 @dataclass(frozen=True, slots=True)

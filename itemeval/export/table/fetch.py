@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from itemeval.datasets.workitem import ITEM_SCHEMA
 from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location
 from itemeval.store import SnapshotInfo, StudyStore, read_items_part
@@ -46,7 +47,6 @@ from itemeval.store.fragments import (
 )
 from itemeval.store.layout import GRADES, Stage
 from itemeval.store.schemas import conform_older, fill_columns
-from itemeval.workitem import ITEM_SCHEMA
 
 #: Added to located keys: the fragment's ordinal (index into `PartitionRows.fragments`) and the
 #: row's position inside that fragment.
