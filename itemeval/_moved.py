@@ -18,6 +18,10 @@ from types import ModuleType
 MOVED: dict[str, str] = {
     # packages regrouped by concept
     # modules made private
+    "itemeval.scoring.custom": "itemeval.scoring._custom",
+    "itemeval.scoring.extract": "itemeval.scoring._extract",
+    "itemeval.scoring.judge": "itemeval.scoring._judge",
+    "itemeval.scoring.verifiable": "itemeval.scoring._verifiable",
 }
 
 

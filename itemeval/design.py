@@ -23,7 +23,7 @@ exactly the content that defines the condition and nothing else:
   side. The baseline's own cells are never pending (`Design.drop_self_pairs`)
 * verifiable: `{"stage": "grade", "scorer": <name>, "version": <scorer version>}`; a custom
   scorer's names where its function is defined and its version or source hash instead
-  (`scoring/custom.py`)
+  (`scoring/_custom.py`)
 * panel (`panels:`, one per panel and rubric): `{"stage": "grade", "panel": {"members":
   [<member judge condition ids>], "combine": <rule>, "tie": <rule>}}`. A panel is computed from
   its members' stored grades (`itemeval.judging.panels`); it is in `Design.panels`, never in

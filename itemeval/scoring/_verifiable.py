@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from itemeval.scoring.extract import (
+from itemeval.scoring._extract import (
     answer_span,
     extract_answer,
     extract_boolean,

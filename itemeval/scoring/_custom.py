@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import sha256_hex, slugify
 from itemeval.plugins import SCORER_GROUP, is_reference, load_plugin, module_source
-from itemeval.scoring.verifiable import SCORER_VERSION, SCORERS, Score
+from itemeval.scoring._verifiable import SCORER_VERSION, SCORERS, Score
 
 F = TypeVar("F", bound=Callable[..., Any])
 
