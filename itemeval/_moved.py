@@ -18,6 +18,10 @@ from types import ModuleType
 MOVED: dict[str, str] = {
     # packages regrouped by concept
     # modules made private
+    "itemeval.config.checks": "itemeval.config._checks",
+    "itemeval.config.loading": "itemeval.config._loading",
+    "itemeval.config.models": "itemeval.config._models",
+    "itemeval.config.problems": "itemeval.config._problems",
     "itemeval.scoring.custom": "itemeval.scoring._custom",
     "itemeval.scoring.extract": "itemeval.scoring._extract",
     "itemeval.scoring.judge": "itemeval.scoring._judge",

@@ -40,8 +40,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval.config import Adaptive as AdaptiveConfig
 from itemeval.config import StudyConfig
-from itemeval.config.models import Adaptive as AdaptiveConfig
 from itemeval.errors import InputError, Problem
 from itemeval.irt.adaptive import MIN_CALIBRATION, Adaptive, Bank
 from itemeval.irt.analysis import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 
-from itemeval.config.models import StudyConfig
+from itemeval.config._models import StudyConfig
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import slugify
 from itemeval.plugins import PROVIDER_GROUP, load_plugin

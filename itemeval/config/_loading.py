@@ -17,9 +17,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from itemeval.config.checks import cross_check
-from itemeval.config.models import StudyConfig
-from itemeval.config.problems import validation_problems
+from itemeval.config._checks import cross_check
+from itemeval.config._models import StudyConfig
+from itemeval.config._problems import validation_problems
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import canonical_json, sha256_hex
 from itemeval.yaml_lines import YamlLines, safe_load
