@@ -18,6 +18,11 @@ from types import ModuleType
 MOVED: dict[str, str] = {
     # packages regrouped by concept
     # modules made private
+    "itemeval.batch.collect": "itemeval.batch._collect",
+    "itemeval.batch.prepare": "itemeval.batch._prepare",
+    "itemeval.batch.records": "itemeval.batch._records",
+    "itemeval.batch.runner": "itemeval.batch._runner",
+    "itemeval.batch.tier": "itemeval.batch._tier",
     "itemeval.config.checks": "itemeval.config._checks",
     "itemeval.config.loading": "itemeval.config._loading",
     "itemeval.config.models": "itemeval.config._models",

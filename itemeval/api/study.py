@@ -34,7 +34,7 @@ from itemeval.api.summaries import (
     RunSummary,
     StatusSummary,
 )
-from itemeval.batch.records import open_batches
+from itemeval.batch import open_batches
 from itemeval.config import StudyConfig, load_study, study_from_mapping
 from itemeval.design import Design, build_design
 from itemeval.errors import ConfigError, InputError, Problem

@@ -40,9 +40,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from itemeval.batch.collect import CELL_PLACE, Collected, collect_rows, match_results
-from itemeval.batch.prepare import Buffer, cells_table, chunks, prepare_shard, shards_of
-from itemeval.batch.records import (
+from itemeval.batch._collect import CELL_PLACE, Collected, collect_rows, match_results
+from itemeval.batch._prepare import Buffer, cells_table, chunks, prepare_shard, shards_of
+from itemeval.batch._records import (
     HEARTBEAT_S,
     BatchLog,
     BatchRecord,

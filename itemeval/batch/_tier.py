@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from itemeval.batch.records import BatchLog, BatchRecord
-from itemeval.batch.runner import BatchStage, StageOutcome
+from itemeval.batch._records import BatchLog, BatchRecord
+from itemeval.batch._runner import BatchStage, StageOutcome
 from itemeval.planning import Plan
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import Cap, RowCost, StageResult, Stop, fold

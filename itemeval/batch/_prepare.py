@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from itemeval.batch.records import CELL_SCHEMA, BatchRecord
+from itemeval.batch._records import CELL_SCHEMA, BatchRecord
 from itemeval.providers.batch_client import BatchClient
 from itemeval.providers.types import ModelRequest
 from itemeval.runtime.calls import CallTarget

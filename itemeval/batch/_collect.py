@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from itemeval.batch.records import BatchRecord
+from itemeval.batch._records import BatchRecord
 from itemeval.providers.batch_client import BatchResult, BatchStatus
 from itemeval.providers.pricing import ModelPrice
 from itemeval.providers.types import ModelResult
