@@ -18,6 +18,8 @@ from types import ModuleType
 MOVED: dict[str, str] = {
     # packages regrouped by concept
     # modules made private
+    "itemeval.templates.answer_formats": "itemeval.templates._answer_formats",
+    "itemeval.templates.messages": "itemeval.templates._messages",
     "itemeval.batch.collect": "itemeval.batch._collect",
     "itemeval.batch.prepare": "itemeval.batch._prepare",
     "itemeval.batch.records": "itemeval.batch._records",

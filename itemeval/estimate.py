@@ -46,8 +46,7 @@ from itemeval.providers.pricing import ModelPrice, Pricing
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import SamplingParams, Usage
 from itemeval.store import CellMasks
-from itemeval.templates import Template
-from itemeval.templates.answer_formats import answer_kind
+from itemeval.templates import Template, answer_kind
 from itemeval.workitem import WorkItem
 
 CHARS_PER_TOKEN = 4.0

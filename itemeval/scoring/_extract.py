@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from itemeval.templates.answer_formats import LETTERS, answer_kind
+from itemeval.templates import LETTERS, answer_kind
 
 _ANSWER_LINE = re.compile(r"(?im)^[ \t*_#>-]*(?:final\s+)?answer\s*[:：]\s*(.+?)\s*$")
 _NUMBER = re.compile(r"[-+]?\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")

@@ -28,7 +28,7 @@ from itemeval.scoring._extract import (
     extract_number,
     normalise_number,
 )
-from itemeval.templates.answer_formats import answer_kind
+from itemeval.templates import answer_kind
 
 #: Bump when a scorer's behaviour changes: it is part of the verifiable condition ids.
 SCORER_VERSION = 1
