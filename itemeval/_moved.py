@@ -18,6 +18,13 @@ from types import ModuleType
 MOVED: dict[str, str] = {
     # packages regrouped by concept
     # modules made private
+    "itemeval.judging.agreement": "itemeval.judging._agreement",
+    "itemeval.judging.analysis": "itemeval.judging._analysis",
+    "itemeval.judging.calibration": "itemeval.judging._calibration",
+    "itemeval.judging.gold": "itemeval.judging._gold",
+    "itemeval.judging.pairwise": "itemeval.judging._pairwise",
+    "itemeval.judging.panels": "itemeval.judging._panels",
+    "itemeval.judging.verdicts": "itemeval.judging._verdicts",
     "itemeval.templates.answer_formats": "itemeval.templates._answer_formats",
     "itemeval.templates.messages": "itemeval.templates._messages",
     "itemeval.batch.collect": "itemeval.batch._collect",

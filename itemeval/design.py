@@ -26,7 +26,7 @@ exactly the content that defines the condition and nothing else:
   (`scoring/_custom.py`)
 * panel (`panels:`, one per panel and rubric): `{"stage": "grade", "panel": {"members":
   [<member judge condition ids>], "combine": <rule>, "tie": <rule>}}`. A panel is computed from
-  its members' stored grades (`itemeval.judging.panels`); it is in `Design.panels`, never in
+  its members' stored grades (`itemeval.judging._panels`); it is in `Design.panels`, never in
   `Design.grade`, so nothing runs it
 
 Readable names (the model's `name`, a model config's `name`, a grader's key) only enter the slug.

@@ -118,7 +118,7 @@ class Grader(StrictModel):
     structured: bool = True
     #: `pairwise`: the judge compares each condition's answer with the `baseline` model's answer
     #: to the same item and epoch (same prompt and model config), both orders asked
-    #: (`itemeval.judging.pairwise`); `judge`: it grades one answer against the rubric.
+    #: (`itemeval.judging._pairwise`); `judge`: it grades one answer against the rubric.
     kind: Literal["judge", "pairwise"] = "judge"
     #: the baseline of a pairwise judge: a model's `name` (or id) under `models:`
     baseline: str | None = None
@@ -139,7 +139,7 @@ class Grader(StrictModel):
 
 
 class Panel(StrictModel):
-    """Several judges' stored verdicts combined into one (`itemeval.judging.panels`): a grade
+    """Several judges' stored verdicts combined into one (`itemeval.judging._panels`): a grade
     condition of its own that makes no model call."""
 
     graders: list[str] = Field(min_length=2)  # judges by their name under `graders:`

@@ -1,7 +1,7 @@
 """`itemeval plan --gold-sample N`: the answers a person labels, written as a labelling file.
 
 The frame is every current answer (`ok` solution) of the plan's selection; the sample is
-stratified by generate condition and dataset (`itemeval.judging.gold.sample_rows`: proportional,
+stratified by generate condition and dataset (`itemeval.judging._gold.sample_rows`: proportional,
 at least one per stratum, seeded by `gold.seed`). The file (CSV) has the item, its question and
 target, the condition, epoch and answer hash (which keep the label tied to this very answer), the
 answer's text, and an empty `verdict` column to fill with pass or fail. No judge verdict is in it:
@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from itemeval.errors import InputError, Problem
 from itemeval.export.table.fetch import ItemFetcher
-from itemeval.judging.gold import sample_rows, write_labels_file
+from itemeval.judging import sample_rows, write_labels_file
 from itemeval.planning import Plan
 from itemeval.storage import resolve
 from itemeval.store import SOLUTIONS

@@ -319,7 +319,7 @@ def export_study(plan: Plan, options: ExportOptions | None = None) -> ExportResu
             JUDGES_FILE, (json.dumps(judges.as_dict(), indent=2) + "\n").encode("utf-8")
         )
     pairwise = study_pairwise(plan)
-    if pairwise:  # pairwise judges against their baseline (itemeval.judging.pairwise)
+    if pairwise:  # pairwise judges against their baseline (itemeval.judging._pairwise)
         body = json.dumps([p.to_dict() for p in pairwise], indent=2) + "\n"
         result.files["pairwise"] = out.write_bytes(PAIRWISE_FILE, body.encode("utf-8"))
     if eee is not None:

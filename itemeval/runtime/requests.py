@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from itemeval.design import GenerateCondition, GradeCondition
-from itemeval.judging.pairwise import PAIRWISE_SCHEMA
+from itemeval.judging import PAIRWISE_SCHEMA
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ModelRequest, ReplySchema
 from itemeval.scoring import VERDICT_SCHEMA, VERDICT_SCHEMA_NAME

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from itemeval.design import GradeCondition
-from itemeval.judging.pairwise import OUTCOME, parse_pairwise_verdict
+from itemeval.judging import OUTCOME, parse_pairwise_verdict
 from itemeval.providers.types import ModelResult
 from itemeval.scoring import Score, parse_judge_output, parse_structured_verdict
 from itemeval.secrets import redact

@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 from itemeval.export.report.tables import TextTable
-from itemeval.judging import JudgeAnalysis
-from itemeval.judging.calibration import Estimate, Rate
+from itemeval.judging import Estimate, JudgeAnalysis, Rate
 
 
 def _p(value: float | None) -> str:

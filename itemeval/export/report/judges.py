@@ -1,7 +1,7 @@
 """The report's judge sections: panels as grade columns, and every judge and panel against gold.
 
 `with_panels` adds each panel of the design to the report's cells as a grade condition of kind
-`panel` (its verdicts computed from its members' grades, `itemeval.judging.panels`), so the
+`panel` (its verdicts computed from its members' grades, `itemeval.judging._panels`), so the
 leaderboard, agreement and by-facet tables show it like any grader. `judge_analysis` gathers
 gold (the study's `gold.scorer` verdicts, then a `gold.labels` file, which wins where both give
 one) and runs `itemeval.judging.analyse`. `judge_tables.py` renders the result.
@@ -18,9 +18,19 @@ import pyarrow.compute as pc
 from itemeval.design import Design
 from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.conditions import GradeFacets
-from itemeval.judging import Grader, JudgeAnalysis, PanelRule, analyse, panel_grades
-from itemeval.judging.gold import Labels, read_label_rows, resolve_labels
-from itemeval.judging.verdicts import Shape, column, merge_gold
+from itemeval.judging import (
+    Grader,
+    JudgeAnalysis,
+    Labels,
+    PanelRule,
+    Shape,
+    analyse,
+    column,
+    merge_gold,
+    panel_grades,
+    read_label_rows,
+    resolve_labels,
+)
 from itemeval.planning import Plan
 from itemeval.storage import resolve
 from itemeval.store import SOLUTIONS

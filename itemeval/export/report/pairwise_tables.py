@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 from itemeval.export.report.tables import TextTable
-from itemeval.judging import PairwiseAnalysis
-from itemeval.judging.pairwise import Interval
+from itemeval.judging import Interval, PairwiseAnalysis
 
 PAIRWISE_METHOD = [
     "Pairwise: each condition's answer against the baseline's to the same item and epoch, "

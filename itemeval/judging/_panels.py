@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
-from itemeval.judging.verdicts import Shape, verdicts
+from itemeval.judging._verdicts import Shape, verdicts
 
 Combine = Literal["majority", "mean", "median"]
 Tie = Literal["fail", "pass"]

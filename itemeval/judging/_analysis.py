@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from itemeval.judging.agreement import PanelAgreement, panel_agreement
-from itemeval.judging.calibration import (
+from itemeval.judging._agreement import PanelAgreement, panel_agreement
+from itemeval.judging._calibration import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     Calibration,
     calibrate,
 )
-from itemeval.judging.verdicts import Shape, aligned, verdicts
+from itemeval.judging._verdicts import Shape, aligned, verdicts
 
 
 @dataclass(frozen=True)
