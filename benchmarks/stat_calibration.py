@@ -41,10 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from itemeval.providers.sim.model import SLOPE  # noqa: E402
-from itemeval.statistics.intervals import bootstrap_proportion  # noqa: E402
-from itemeval.statistics.paired import compare  # noqa: E402
-from itemeval.statistics.power import DesignVariance, items_needed  # noqa: E402
-from itemeval.statistics.tallies import Tallies  # noqa: E402
+from itemeval.statistics import DesignVariance, Tallies, bootstrap_proportion, compare, items_needed  # noqa: E402
 
 RESAMPLES = 1000
 TRUTH_ITEMS = 2_000_000

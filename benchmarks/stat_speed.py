@@ -31,11 +31,12 @@ from itemeval.export.table.conditions import (  # noqa: E402
     GenerateFacets,
     GradeFacets,
 )
-from itemeval.statistics.families import Options, study_statistics  # noqa: E402
-from itemeval.statistics.tables import (  # noqa: E402
+from itemeval.statistics import (  # noqa: E402
+    Options,
     comparisons_table,
     components_table,
     rankings_table,
+    study_statistics,
 )
 
 

@@ -18,6 +18,17 @@ from types import ModuleType
 MOVED: dict[str, str] = {
     # packages regrouped by concept
     # modules made private
+    "itemeval.statistics.components": "itemeval.statistics._components",
+    "itemeval.statistics.families": "itemeval.statistics._families",
+    "itemeval.statistics.intervals": "itemeval.statistics._intervals",
+    "itemeval.statistics.multiplicity": "itemeval.statistics._multiplicity",
+    "itemeval.statistics.paired": "itemeval.statistics._paired",
+    "itemeval.statistics.planning": "itemeval.statistics._planning",
+    "itemeval.statistics.power": "itemeval.statistics._power",
+    "itemeval.statistics.study": "itemeval.statistics._study",
+    "itemeval.statistics.tables": "itemeval.statistics._tables",
+    "itemeval.statistics.tallies": "itemeval.statistics._tallies",
+    "itemeval.statistics.words": "itemeval.statistics._words",
     "itemeval.judging.agreement": "itemeval.judging._agreement",
     "itemeval.judging.analysis": "itemeval.judging._analysis",
     "itemeval.judging.calibration": "itemeval.judging._calibration",

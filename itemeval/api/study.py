@@ -58,7 +58,7 @@ from itemeval.planning import Plan, make_plan
 
 if TYPE_CHECKING:
     from itemeval.irt import IrtResult
-    from itemeval.statistics.tables import ComparisonTables
+    from itemeval.statistics import ComparisonTables
 from itemeval.store import runs_spend, status_counts
 
 Conditions = str | Sequence[str] | None
@@ -146,7 +146,7 @@ class Study:
         plan = self._plan(store, limit, condition, force=force, accept=accept_dataset_change)
         if detect is None:
             return PlanSummary.of(plan)
-        from itemeval.statistics.planning import power_plan_of
+        from itemeval.statistics import power_plan_of
 
         return PlanSummary.of(plan, power_plan_of(plan, detect, power, alpha))
 
@@ -258,7 +258,7 @@ class Study:
             s.as_dict() | {"slug": design.condition(s.condition_id).slug}
             for s in (*generate, *grade)
         ]
-        from itemeval.statistics.planning import tell_apart
+        from itemeval.statistics import tell_apart
 
         return StatusSummary(
             differences=tell_apart(plan) if differences else None,
@@ -312,8 +312,7 @@ class Study:
         under every grader, with adjusted p-values, rank intervals, tiers and variance
         components (docs/statistics.md): `.comparisons`, `.rankings` and
         `.variance_components` are the arrow tables `export` writes."""
-        from itemeval.statistics.study import analysis_options, plan_statistics
-        from itemeval.statistics.tables import ComparisonTables
+        from itemeval.statistics import ComparisonTables, analysis_options, plan_statistics
 
         if resamples < 1:
             raise InputError(Problem("must be at least 1", field="resamples"))

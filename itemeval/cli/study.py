@@ -23,7 +23,7 @@ from itemeval.errors import ExitCode
 from itemeval.estimate import Estimate
 
 if TYPE_CHECKING:
-    from itemeval.statistics.power import PowerPlan
+    from itemeval.statistics import PowerPlan
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

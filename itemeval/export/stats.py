@@ -1,6 +1,6 @@
 """How often two graders agree: counts, the agreement rate and Cohen's kappa, from arrays.
 
-The cluster-bootstrap interval of one condition moved to `itemeval.statistics.intervals`; it
+The cluster-bootstrap interval of one condition moved to `itemeval.statistics._intervals`; it
 is re-exported here for the callers that import it from this module.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from itemeval.statistics.intervals import (
+from itemeval.statistics import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,

@@ -228,8 +228,13 @@ def _write_statistics(
     plan: Plan, out: OutputDir, formats: list[str], options: ExportOptions
 ) -> dict[str, str]:
     """The comparisons, rankings and variance components tables (`itemeval.statistics`)."""
-    from itemeval.statistics.study import analysis_options, plan_statistics
-    from itemeval.statistics.tables import comparisons_table, components_table, rankings_table
+    from itemeval.statistics import (
+        analysis_options,
+        comparisons_table,
+        components_table,
+        plan_statistics,
+        rankings_table,
+    )
 
     stats = plan_statistics(plan, analysis_options(plan, options.resamples, options.seed))
     files = {}

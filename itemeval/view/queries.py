@@ -58,9 +58,7 @@ def paired_tiers(index: ViewIndex, board: Leaderboard, bootstrap: Bootstrap) -> 
     report): {condition id: "1 (rank 1-2)"}."""
     if board.primary is None or index.correct_by_grade.shape[2] > TIER_ITEMS_MAX:
         return {}
-    from itemeval.statistics.paired import compare
-    from itemeval.statistics.tallies import Tallies
-    from itemeval.statistics.words import rank_text
+    from itemeval.statistics import Tallies, compare, rank_text
 
     k = index.facets.grade.index(board.primary)
     correct = index.correct_by_grade[k].T.astype(np.float64)  # (items, conditions)

@@ -19,8 +19,7 @@ from itemeval.export.report.data import report_data
 from itemeval.export.report.markdown import report_markdown
 from itemeval.export.report.summary import Bootstrap
 from itemeval.planning import make_plan
-from itemeval.statistics.study import plan_statistics
-from itemeval.statistics.tables import comparisons_table, components_table
+from itemeval.statistics import comparisons_table, components_table, plan_statistics
 
 
 def _plan(demo_run: Run, **analysis):

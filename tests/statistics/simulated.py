@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from itemeval.statistics.tallies import Tallies
+from itemeval.statistics import Tallies
 
 
 def simulate(abilities, items, epochs, rng, *, slope=8.0, difficulty=None):

@@ -66,8 +66,7 @@ def test_overview_tiers_are_the_leaderboards(study_plan: Plan) -> None:
     paired comparisons), computed from the index's per-item counts."""
     from itemeval.export.report.data import headline_family
     from itemeval.export.report.summary import Bootstrap, leaderboard
-    from itemeval.statistics.study import analysis_options, plan_statistics
-    from itemeval.statistics.words import rank_text
+    from itemeval.statistics import analysis_options, plan_statistics, rank_text
     from itemeval.view.index import build_index
     from itemeval.view.queries import overview
 

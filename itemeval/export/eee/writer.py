@@ -239,7 +239,7 @@ class EeeWriter:
     def _cluster_codes(self, by: str) -> dict[str, int]:
         """Item id -> cluster code of `analysis.cluster_by` (read once)."""
         if self._clusters is None:
-            from itemeval.statistics.study import item_clusters
+            from itemeval.statistics import item_clusters
 
             ids = self.plan.items.column("item_id").to_pylist()
             codes = item_clusters(self.plan, by).codes.tolist()

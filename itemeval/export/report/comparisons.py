@@ -8,9 +8,7 @@ import math
 from itemeval.export.report import svg
 from itemeval.export.report.data import ReportData
 from itemeval.export.report.tables import TextTable
-from itemeval.statistics.families import FamilyKey
-from itemeval.statistics.paired import MCNEMAR, Family
-from itemeval.statistics.words import ADJUSTMENTS, p_text, rank_text, verdict
+from itemeval.statistics import ADJUSTMENTS, MCNEMAR, Family, FamilyKey, p_text, rank_text, verdict
 
 TITLE = "Which differences are real"
 #: Conditions beyond which the matrix is left out (the pair list still has every pair).

@@ -43,8 +43,7 @@ from itemeval.store import latest_manifest
 
 if TYPE_CHECKING:  # imported where used: a run, which imports this module, never compares
     from itemeval.irt.report import IrtSection
-    from itemeval.statistics.families import StudyStatistics
-    from itemeval.statistics.paired import Family
+    from itemeval.statistics import Family, StudyStatistics
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,7 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
             )
         }
 
-    from itemeval.statistics.study import analysis_options, plan_statistics
+    from itemeval.statistics import analysis_options, plan_statistics
 
     cost_lines = costs(cells, plan.pricing)
     statistics = plan_statistics(
@@ -208,7 +207,7 @@ def leaderboard_lines(
 ) -> tuple[list[str], list[list[str]], set[int]]:
     """Header, rows and right-aligned columns of the condition leaderboard. With the headline
     `family`, each row starts with its tier and its 95% rank interval instead of a bare rank."""
-    from itemeval.statistics.words import rank_text
+    from itemeval.statistics import rank_text
 
     graders = list(board.graders)
     if board.primary is not None:
@@ -269,7 +268,7 @@ def format_leaderboard(
         )
     text = intro + "\n\n" + text_table(rows, header, right)
     if family is not None:
-        from itemeval.statistics.words import verdict
+        from itemeval.statistics import verdict
 
         text += "\n\n" + verdict(family)
     return text
@@ -282,7 +281,7 @@ def _unit(bootstrap: Bootstrap) -> str:
 def leaderboard_text(plan: Plan, bootstrap: Bootstrap | None = None) -> str:
     """The leaderboard of `plan`'s store as aligned plain text, with 95% intervals, tiers and
     rank intervals of the headline grader's paired comparisons."""
-    from itemeval.statistics.study import analysis_options, plan_statistics
+    from itemeval.statistics import analysis_options, plan_statistics
 
     bootstrap = bootstrap or Bootstrap()
     cells = with_panels(read_cells(plan), plan.design)

@@ -122,7 +122,7 @@ def model_table(data: ReportData) -> TextTable:
     )
     family = found[1] if found is not None else None
     position = {name: u for u, name in enumerate(family.units)} if family else {}
-    from itemeval.statistics.words import rank_text
+    from itemeval.statistics import rank_text
 
     rows = []
     for rank, line in enumerate(board.models, start=1):

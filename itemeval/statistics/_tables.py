@@ -12,7 +12,7 @@ import math
 
 import pyarrow as pa
 
-from itemeval.statistics.families import StudyStatistics
+from itemeval.statistics._families import StudyStatistics
 
 _F = pa.float64()
 _S = pa.string()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from itemeval.statistics.paired import Family
+from itemeval.statistics._paired import Family
 
 MAX_LISTED = 6
 ADJUSTMENTS = {"holm": "Holm", "bh": "Benjamini-Hochberg"}

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from itemeval.statistics.multiplicity import adjust, tiers
-from itemeval.statistics.tallies import Tallies
+from itemeval.statistics._multiplicity import adjust, tiers
+from itemeval.statistics._tallies import Tallies
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 0

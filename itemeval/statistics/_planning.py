@@ -16,10 +16,10 @@ import numpy as np
 from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.conditions import primary_grader
 from itemeval.planning import Plan
-from itemeval.statistics.families import Clusters
-from itemeval.statistics.power import DesignVariance, PowerPlan, power_plan
-from itemeval.statistics.study import item_clusters, plan_statistics
-from itemeval.statistics.words import verdict
+from itemeval.statistics._families import Clusters
+from itemeval.statistics._power import DesignVariance, PowerPlan, power_plan
+from itemeval.statistics._study import item_clusters, plan_statistics
+from itemeval.statistics._words import verdict
 
 
 def store_variance(cells: StudyCells, clusters: Clusters | None = None) -> DesignVariance | None:

@@ -19,7 +19,7 @@ from itemeval.errors import ConfigError, Problem
 from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.fetch import ItemFetcher
 from itemeval.planning import Plan
-from itemeval.statistics.families import Clusters, Options, StudyStatistics, study_statistics
+from itemeval.statistics._families import Clusters, Options, StudyStatistics, study_statistics
 
 ATTRIBUTES = ("dataset", "grading_scheme", "modality", "task_prompt", "difficulty")
 

@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 
 from itemeval.export.table.cells import StudyCells
 from itemeval.export.table.conditions import GradeFacets, primary_grader
-from itemeval.statistics.components import Components, components
-from itemeval.statistics.paired import (
+from itemeval.statistics._components import Components, components
+from itemeval.statistics._paired import (
     DEFAULT_ALPHA,
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -31,7 +31,7 @@ from itemeval.statistics.paired import (
     Family,
     compare,
 )
-from itemeval.statistics.tallies import Tallies
+from itemeval.statistics._tallies import Tallies
 
 ACCURACY = "accuracy"
 MEAN_SCORE = "mean_score"
