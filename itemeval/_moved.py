@@ -18,6 +18,20 @@ from types import ModuleType
 MOVED: dict[str, str] = {
     # packages regrouped by concept
     # modules made private
+    "itemeval.importing.catalog": "itemeval.importing._catalog",
+    "itemeval.importing.conditions": "itemeval.importing._conditions",
+    "itemeval.importing.eee": "itemeval.importing._eee",
+    "itemeval.importing.eee_columns": "itemeval.importing._eee_columns",
+    "itemeval.importing.helm": "itemeval.importing._helm",
+    "itemeval.importing.inspect_log": "itemeval.importing._inspect_log",
+    "itemeval.importing.items": "itemeval.importing._items",
+    "itemeval.importing.keys": "itemeval.importing._keys",
+    "itemeval.importing.lm_eval": "itemeval.importing._lm_eval",
+    "itemeval.importing.model": "itemeval.importing._model",
+    "itemeval.importing.run": "itemeval.importing._run",
+    "itemeval.importing.sources": "itemeval.importing._sources",
+    "itemeval.importing.store_plan": "itemeval.importing._store_plan",
+    "itemeval.importing.writer": "itemeval.importing._writer",
     "itemeval.statistics.components": "itemeval.statistics._components",
     "itemeval.statistics.families": "itemeval.statistics._families",
     "itemeval.statistics.intervals": "itemeval.statistics._intervals",

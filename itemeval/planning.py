@@ -35,7 +35,7 @@ from itemeval.estimate import (
     token_tables,
 )
 from itemeval.heap import release_unused_memory, trim_heap
-from itemeval.importing.conditions import with_imported
+from itemeval.importing import with_imported
 from itemeval.item_index import PartRun, SelectedItems, build_item_index, part_runs
 from itemeval.locks import check_pins, pin_datasets
 from itemeval.providers.bounds import output_token_bound

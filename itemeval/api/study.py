@@ -79,7 +79,7 @@ class Study:
         `leaderboard`, `export` and `report` read them (imported conditions and the
         conditions native runs recorded in their manifests; docs/importing.md). Running needs
         a study file."""
-        from itemeval.importing.store_plan import store_plan
+        from itemeval.importing import store_plan
 
         study = cls(store_plan(url).study)
         study._store_only = url
@@ -222,7 +222,7 @@ class Study:
         """Copy imported answers into the native conditions with the same model, parameters
         and prompt, for the cells they do not hold yet (what `run --reuse-imported` does first;
         a run never does it by itself). Returns one `Reused(imported, native, rows)` a pair."""
-        from itemeval.importing.conditions import reuse_imported
+        from itemeval.importing import reuse_imported
         from itemeval.store import StudyStore
 
         url = store or self.config.store_url
@@ -484,7 +484,7 @@ class Study:
         with_pending: bool = True,
     ) -> Plan:
         if self._store_only is not None:
-            from itemeval.importing.store_plan import store_plan
+            from itemeval.importing import store_plan
 
             return store_plan(store or self._store_only, condition=_selectors(condition))
         return make_plan(

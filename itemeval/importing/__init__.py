@@ -2,8 +2,12 @@
 lm-eval, inspect_ai and HELM (docs/importing.md). `import_sources` writes; `store_plan` reads a
 store without a study file (what `report`, `status` and `export` do with `--store` alone).
 
-The names are imported on first use: planning needs only `conditions` (a study's `imported:`),
-not the readers."""
+The public names are `__all__` below, imported on first use: planning needs only
+`_conditions` (a study's `imported:`), not the readers. The modules are private: `_run` and
+`_writer` write an import, `_catalog` lists what a store imported, `_sources` finds the files,
+`_eee`, `_eee_columns`, `_lm_eval`, `_inspect_log` and `_helm` read each tool's files into
+`_model`'s samples, `_items` writes their items, `_keys` holds the keys seen, `_conditions`
+gives the design its imported conditions, `_store_plan` plans over a store alone."""
 
 from __future__ import annotations
 
@@ -11,10 +15,14 @@ from importlib import import_module
 from typing import Any
 
 _NAMES = {
-    "ImportRecord": "itemeval.importing.catalog",
-    "read_imports": "itemeval.importing.catalog",
-    "ImportResult": "itemeval.importing.run",
-    "import_sources": "itemeval.importing.run",
+    "ImportRecord": "itemeval.importing._catalog",
+    "read_imports": "itemeval.importing._catalog",
+    "imported_notes": "itemeval.importing._conditions",
+    "reuse_imported": "itemeval.importing._conditions",
+    "with_imported": "itemeval.importing._conditions",
+    "ImportResult": "itemeval.importing._run",
+    "import_sources": "itemeval.importing._run",
+    "store_plan": "itemeval.importing._store_plan",
 }
 __all__ = sorted(_NAMES)
 

@@ -36,7 +36,7 @@ from itemeval.export.report.summary import (
 from itemeval.export.table.cells import StudyCells, read_cells
 from itemeval.export.table.conditions import DesignFacets
 from itemeval.export.table.fetch import ItemFetcher
-from itemeval.importing.conditions import imported_notes
+from itemeval.importing import imported_notes
 from itemeval.judging import JudgeAnalysis, PairwiseAnalysis
 from itemeval.planning import Plan
 from itemeval.store import latest_manifest

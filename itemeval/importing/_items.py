@@ -13,7 +13,7 @@ from typing import Any
 
 from itemeval.adapters.source import DatasetSource, open_source
 from itemeval.errors import DatasetError
-from itemeval.importing.model import Rejection, Sample
+from itemeval.importing._model import Rejection, Sample
 from itemeval.locks import pin_datasets, read_locks
 from itemeval.spec.dataset import DatasetMeta
 from itemeval.spec.directory import read_dataset

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from itemeval.ids import slugify
-from itemeval.importing.model import (
+from itemeval.importing._model import (
     GenerateFacts,
     GradeFacts,
     Rejection,

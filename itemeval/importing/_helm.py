@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from itemeval.ids import slugify
-from itemeval.importing.eee import sha256_file
-from itemeval.importing.model import (
+from itemeval.importing._eee import sha256_file
+from itemeval.importing._model import (
     GenerateFacts,
     GradeFacts,
     Rejection,

@@ -11,8 +11,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from itemeval.importing import eee, eee_columns, helm, inspect_log, lm_eval
-from itemeval.importing.model import Rejection, Sample, SampleBatch, SourceFile
+from itemeval.importing import _eee as eee
+from itemeval.importing import _eee_columns as eee_columns
+from itemeval.importing import _helm as helm
+from itemeval.importing import _inspect_log as inspect_log
+from itemeval.importing import _lm_eval as lm_eval
+from itemeval.importing._model import Rejection, Sample, SampleBatch, SourceFile
 
 
 class Unit(Protocol):

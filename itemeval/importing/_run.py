@@ -20,7 +20,7 @@ from typing import Any
 
 from itemeval.errors import ImportRefused, Problem
 from itemeval.ids import new_sortable_id
-from itemeval.importing.catalog import (
+from itemeval.importing._catalog import (
     GenerateRecord,
     GradeRecord,
     ImportRecord,
@@ -28,9 +28,9 @@ from itemeval.importing.catalog import (
     read_imports,
     write_import,
 )
-from itemeval.importing.model import Rejection, Sample, SampleBatch
-from itemeval.importing.sources import discover
-from itemeval.importing.writer import ImportWriter
+from itemeval.importing._model import Rejection, Sample, SampleBatch
+from itemeval.importing._sources import discover
+from itemeval.importing._writer import ImportWriter
 from itemeval.store.layout import StudyStore
 
 #: Rejections kept per reason to show (all are counted).

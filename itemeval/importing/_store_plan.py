@@ -28,8 +28,8 @@ from itemeval.design import Design, GenerateCondition, GradeCondition
 from itemeval.errors import InputError, Problem
 from itemeval.estimate import Estimate
 from itemeval.ids import slugify
-from itemeval.importing.catalog import ImportRecord, read_imports
-from itemeval.importing.conditions import imported_generate, imported_grade
+from itemeval.importing._catalog import ImportRecord, read_imports
+from itemeval.importing._conditions import imported_generate, imported_grade
 from itemeval.item_index import SelectedItems, build_item_index
 from itemeval.locks import read_locks
 from itemeval.planning import DatasetPlan, Plan

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from itemeval import __version__
 from itemeval.errors import Problem, StoreError
-from itemeval.importing.model import GenerateFacts, GradeFacts, SourceFile
+from itemeval.importing._model import GenerateFacts, GradeFacts, SourceFile
 from itemeval.store.layout import StudyStore
 
 IMPORTS_DIR = "imports"

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from itemeval.importing.items import ImportedItems
-from itemeval.importing.keys import KeySet
-from itemeval.importing.model import GenerateFacts, GradeFacts, Rejection, Sample, SampleBatch
+from itemeval.importing._items import ImportedItems
+from itemeval.importing._keys import KeySet
+from itemeval.importing._model import GenerateFacts, GradeFacts, Rejection, Sample, SampleBatch
 from itemeval.storage import Location
 from itemeval.store.layout import StudyStore
 from itemeval.store.schemas import GRADE_SCHEMA, SOLUTION_SCHEMA, TIMESTAMP

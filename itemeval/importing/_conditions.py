@@ -11,7 +11,7 @@ from typing import Any
 from itemeval.design import Design, GenerateCondition, GradeCondition
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import sha256_hex
-from itemeval.importing.catalog import GenerateRecord, GradeRecord, read_imports
+from itemeval.importing._catalog import GenerateRecord, GradeRecord, read_imports
 from itemeval.providers.types import SamplingParams
 from itemeval.store.layout import StudyStore
 from itemeval.store.selection import select_conditions

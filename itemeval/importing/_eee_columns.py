@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from itemeval.ids import slugify
-from itemeval.importing.eee import VERSIONS, AggregateFacts, _loads, _Reject, _sample
-from itemeval.importing.model import GenerateFacts, GradeFacts, Rejection, Sample, SampleBatch
+from itemeval.importing._eee import VERSIONS, AggregateFacts, _loads, _Reject, _sample
+from itemeval.importing._model import GenerateFacts, GradeFacts, Rejection, Sample, SampleBatch
 
 #: Bytes of a file parsed at a time by the fast path (whole lines).
 CHUNK_BYTES = 16 << 20
