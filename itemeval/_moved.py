@@ -18,6 +18,13 @@ from types import ModuleType
 MOVED: dict[str, str] = {
     # packages regrouped by concept
     # modules made private
+    "itemeval.view.answers": "itemeval.view._answers",
+    "itemeval.view.index": "itemeval.view._index",
+    "itemeval.view.pages": "itemeval.view._pages",
+    "itemeval.view.partitions": "itemeval.view._partitions",
+    "itemeval.view.queries": "itemeval.view._queries",
+    "itemeval.view.rows": "itemeval.view._rows",
+    "itemeval.view.server": "itemeval.view._server",
     "itemeval.importing.catalog": "itemeval.importing._catalog",
     "itemeval.importing.conditions": "itemeval.importing._conditions",
     "itemeval.importing.eee": "itemeval.importing._eee",

@@ -47,7 +47,7 @@ from itemeval.store.fragments import (
     compaction_generation,
     list_fragments,
 )
-from itemeval.view.partitions import Where, grades_by_condition
+from itemeval.view._partitions import Where, grades_by_condition
 
 _CODE = pa.int32()
 _SMALL = pa.int16()  # condition codes and epochs

@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 
 from itemeval.store import GRADES, SOLUTIONS
-from itemeval.view.index import ViewIndex
-from itemeval.view.queries import inputs_of, item_accuracy, number_or_none
-from itemeval.view.rows import fetch_rows
+from itemeval.view._index import ViewIndex
+from itemeval.view._queries import inputs_of, item_accuracy, number_or_none
+from itemeval.view._rows import fetch_rows
 from itemeval.workitem import table_to_items
 
 _SOLUTION_FIELDS = [

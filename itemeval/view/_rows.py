@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from itemeval.export.table.fetch import PartitionRows, RowFetcher
 from itemeval.store.layout import Stage
-from itemeval.view.index import Where
+from itemeval.view._index import Where
 
 #: DuckDB settings of the viewer's reads: small, and nothing fetched from the internet (no
 #: extension is installed or loaded).

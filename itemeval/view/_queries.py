@@ -35,7 +35,7 @@ from itemeval.export.table.cells import StudyCells
 from itemeval.export.table.conditions import primary_grader
 from itemeval.heap import release_unused_memory
 from itemeval.store import latest_manifest, read_items_part
-from itemeval.view.index import ViewIndex
+from itemeval.view._index import ViewIndex
 
 PER_PAGE = 50
 SORTS = ("accuracy", "-accuracy", "difficulty", "-difficulty", "id")
