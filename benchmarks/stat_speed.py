@@ -25,11 +25,11 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from itemeval.export.table.cells import StudyCells  # noqa: E402
-from itemeval.export.table.conditions import (  # noqa: E402
+from itemeval.export import (  # noqa: E402
     DesignFacets,
     GenerateFacets,
     GradeFacets,
+    StudyCells,
 )
 from itemeval.statistics import (  # noqa: E402
     Options,

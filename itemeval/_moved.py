@@ -18,6 +18,13 @@ from types import ModuleType
 MOVED: dict[str, str] = {
     # packages regrouped by concept
     # modules made private
+    "itemeval.export.eee": "itemeval.export._eee",
+    "itemeval.export.report": "itemeval.export._report",
+    "itemeval.export.table": "itemeval.export._table",
+    "itemeval.export.gold_sample": "itemeval.export._gold_sample",
+    "itemeval.export.outputs": "itemeval.export._outputs",
+    "itemeval.export.stats": "itemeval.export._stats",
+    "itemeval.export.study": "itemeval.export._study",
     "itemeval.view.answers": "itemeval.view._answers",
     "itemeval.view.index": "itemeval.view._index",
     "itemeval.view.pages": "itemeval.view._pages",

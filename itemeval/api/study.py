@@ -44,15 +44,16 @@ from itemeval.export import (
     Bootstrap,
     ExportOptions,
     ExportResult,
+    GoldSample,
     LongTableScan,
     ReportResult,
     export_study,
     leaderboard_text,
+    study_judges,
+    study_pairwise,
+    write_gold_sample,
     write_report,
 )
-from itemeval.export.gold_sample import GoldSample, write_gold_sample
-from itemeval.export.report.judges import study_judges
-from itemeval.export.report.pairwise import study_pairwise
 from itemeval.judging import JudgeAnalysis, PairwiseAnalysis
 from itemeval.planning import Plan, make_plan
 

@@ -20,8 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export.table.cells import StudyCells
-from itemeval.export.table.conditions import GradeFacets, primary_grader
+from itemeval.export import GradeFacets, StudyCells, primary_grader
 from itemeval.statistics._components import Components, components
 from itemeval.statistics._paired import (
     DEFAULT_ALPHA,

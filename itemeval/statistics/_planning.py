@@ -13,8 +13,7 @@ import math
 
 import numpy as np
 
-from itemeval.export.table.cells import StudyCells, read_cells
-from itemeval.export.table.conditions import primary_grader
+from itemeval.export import StudyCells, primary_grader, read_cells
 from itemeval.planning import Plan
 from itemeval.statistics._families import Clusters
 from itemeval.statistics._power import DesignVariance, PowerPlan, power_plan

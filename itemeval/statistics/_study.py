@@ -16,8 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.errors import ConfigError, Problem
-from itemeval.export.table.cells import StudyCells, read_cells
-from itemeval.export.table.fetch import ItemFetcher
+from itemeval.export import ItemFetcher, StudyCells, read_cells
 from itemeval.planning import Plan
 from itemeval.statistics._families import Clusters, Options, StudyStatistics, study_statistics
 

@@ -31,14 +31,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export.table.cells import StudyCells
-from itemeval.export.table.conditions import DesignFacets, primary_grader
-from itemeval.export.table.fetch import (
+from itemeval.export import (
     FRAG,
     POS,
+    DesignFacets,
     ItemFetcher,
+    StudyCells,
     locate_logical_rows,
     plain_columns,
+    primary_grader,
 )
 from itemeval.heap import release_unused_memory, trim_heap
 from itemeval.planning import Plan

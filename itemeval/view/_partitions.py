@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from itemeval.errors import Problem, StoreError
-from itemeval.export.table.fetch import FRAG, POS, GradePartition
+from itemeval.export import FRAG, POS, GradePartition
 from itemeval.planning import Plan
 from itemeval.storage import Location
 from itemeval.store import GRADES

@@ -21,19 +21,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export.report.summary import (
+from itemeval.export import (
     Bootstrap,
     Cost,
     Errors,
     Leaderboard,
     Ranked,
+    StudyCells,
     costs,
     errors,
+    primary_grader,
 )
-from itemeval.export.stats import Proportion, bootstrap_proportion
-from itemeval.export.table.cells import StudyCells
-from itemeval.export.table.conditions import primary_grader
 from itemeval.heap import release_unused_memory
+from itemeval.statistics import Proportion, bootstrap_proportion
 from itemeval.store import latest_manifest, read_items_part
 from itemeval.view._index import ViewIndex
 

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export.table.fetch import PartitionRows, RowFetcher
+from itemeval.export import PartitionRows, RowFetcher
 from itemeval.store.layout import Stage
 from itemeval.view._index import Where
 

@@ -14,10 +14,8 @@ from export_studies import Run
 from itemeval.cli.main import main
 from itemeval.config import study_from_mapping
 from itemeval.errors import ConfigError, ExitCode
-from itemeval.export import ExportOptions, export_study
-from itemeval.export.report.data import report_data
-from itemeval.export.report.markdown import report_markdown
-from itemeval.export.report.summary import Bootstrap
+from itemeval.export import Bootstrap, ExportOptions, export_study, report_data
+from itemeval.export._report.markdown import report_markdown
 from itemeval.planning import make_plan
 from itemeval.statistics import comparisons_table, components_table, plan_statistics
 

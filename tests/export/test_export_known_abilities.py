@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 from export_studies import run
 
-from itemeval.export import Bootstrap, leaderboard_text
-from itemeval.export.report.summary import leaderboard
-from itemeval.export.table.cells import read_cells
+from itemeval.export import Bootstrap, leaderboard_text, read_cells
+from itemeval.export._report.summary import leaderboard
 from itemeval.providers.sim.model import DEFAULT_CATALOG, p_correct
 
 ITEMS = 400

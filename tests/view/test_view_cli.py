@@ -49,7 +49,8 @@ def test_port_in_use_is_bad_input(study_plan: Plan, capsys) -> None:  # type: ig
 def test_overview_leaderboard_is_the_reports(study_plan: Plan) -> None:
     """The overview ranks from the index's per-item counts; the report from group-bys over the
     grades: the same conditions, order, accuracies and intervals."""
-    from itemeval.export.report.summary import Bootstrap, leaderboard
+    from itemeval.export import Bootstrap
+    from itemeval.export._report.summary import leaderboard
     from itemeval.view._index import build_index
     from itemeval.view._queries import ranked
 
@@ -64,8 +65,9 @@ def test_overview_leaderboard_is_the_reports(study_plan: Plan) -> None:
 def test_overview_tiers_are_the_leaderboards(study_plan: Plan) -> None:
     """The overview's tier and rank interval per condition are the report leaderboard's (its
     paired comparisons), computed from the index's per-item counts."""
-    from itemeval.export.report.data import headline_family
-    from itemeval.export.report.summary import Bootstrap, leaderboard
+    from itemeval.export import Bootstrap
+    from itemeval.export._report.data import headline_family
+    from itemeval.export._report.summary import leaderboard
     from itemeval.statistics import analysis_options, plan_statistics, rank_text
     from itemeval.view._index import build_index
     from itemeval.view._queries import overview
@@ -120,8 +122,7 @@ def test_overview_costs_and_errors_are_the_reports(study_plan: Plan) -> None:
 
     import pytest
 
-    from itemeval.export.report.summary import costs, errors
-    from itemeval.export.table.cells import read_cells
+    from itemeval.export import costs, errors, read_cells
     from itemeval.view._index import build_index
     from itemeval.view._queries import overview
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from itemeval.export.report.data import ReportData, leaderboard_lines
-from itemeval.export.report.difficulty import ItemScore
-from itemeval.export.report.summary import CodeCount, FacetTable, fmt_proportion
+from itemeval.export._report.data import ReportData, leaderboard_lines
+from itemeval.export._report.difficulty import ItemScore
+from itemeval.export._report.summary import CodeCount, FacetTable, fmt_proportion
 
 MAX_LISTED_UNSOLVED = 50
 NOTHING_GRADED = "Nothing graded yet: `itemeval run STUDY` (or `itemeval grade STUDY`) first."

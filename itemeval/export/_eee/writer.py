@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export.eee.aggregate import EvaluationTotals, build_aggregate
-from itemeval.export.eee.records import (
+from itemeval.export._eee.aggregate import EvaluationTotals, build_aggregate
+from itemeval.export._eee.records import (
     MAX_SAMPLE_IDS,
     SAMPLE_COLUMNS,
     DatasetSourceInfo,
@@ -35,9 +35,9 @@ from itemeval.export.eee.records import (
     item_choices,
     sample_mask,
 )
-from itemeval.export.outputs import OutputDir, OutputFile
-from itemeval.export.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion
-from itemeval.export.table.scan import Pair
+from itemeval.export._outputs import OutputDir, OutputFile
+from itemeval.export._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion
+from itemeval.export._table.scan import Pair
 from itemeval.planning import Plan
 from itemeval.storage import unique_name
 from itemeval.templates import Template

@@ -37,7 +37,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export.table.conditions import GenerateFacets, GradeFacets
+from itemeval.export._table.conditions import GenerateFacets, GradeFacets
 from itemeval.ids import canonical_json
 
 EeeVersion = Literal["0.2.0", "0.3.0"]
@@ -59,7 +59,7 @@ _PATH_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 def eee_schema(kind: Literal["instance", "aggregate"], version: str) -> dict[str, Any]:
     """The packaged JSON Schema of a record kind for an `--eee-version`."""
     name, _ = SCHEMAS[(kind, version)]
-    text = resources.files("itemeval.export.eee").joinpath("schemas", name).read_text("utf-8")
+    text = resources.files("itemeval.export._eee").joinpath("schemas", name).read_text("utf-8")
     return dict(json.loads(text))
 
 

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.design import Design
-from itemeval.export.table.cells import StudyCells, read_cells
-from itemeval.export.table.conditions import GradeFacets
+from itemeval.export._table.cells import StudyCells, read_cells
+from itemeval.export._table.conditions import GradeFacets
 from itemeval.judging import (
     Grader,
     JudgeAnalysis,

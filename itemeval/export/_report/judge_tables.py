@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from itemeval.export.report.tables import TextTable
+from itemeval.export._report.tables import TextTable
 from itemeval.judging import Estimate, JudgeAnalysis, Rate
 
 
@@ -138,7 +138,7 @@ JUDGE_METHOD = [
 
 def judges_markdown(analysis: JudgeAnalysis | None) -> list[str]:
     """The Markdown lines of the judges section (empty without judges)."""
-    from itemeval.export.report.markdown import md_table
+    from itemeval.export._report.markdown import md_table
 
     if analysis is None:
         return []
@@ -161,7 +161,7 @@ def judges_html(analysis: JudgeAnalysis | None) -> str:
     """The judges section of the HTML page ('' without judges)."""
     from html import escape
 
-    from itemeval.export.report.html import html_table
+    from itemeval.export._report.html import html_table
 
     if analysis is None:
         return ""

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from itemeval import __version__
-from itemeval.export.eee.records import SCHEMAS, DatasetSourceInfo, Evaluation, strings
-from itemeval.export.stats import Proportion
+from itemeval.export._eee.records import SCHEMAS, DatasetSourceInfo, Evaluation, strings
+from itemeval.export._stats import Proportion
 from itemeval.ids import canonical_json
 
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export.table.conditions import DesignFacets
-from itemeval.export.table.fetch import GradePartition, plain_columns
+from itemeval.export._table.conditions import DesignFacets
+from itemeval.export._table.fetch import GradePartition, plain_columns
 from itemeval.planning import Plan
 from itemeval.store import SOLUTIONS, TIER_BATCH
 

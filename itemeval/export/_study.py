@@ -32,14 +32,14 @@ import pyarrow.parquet as pq
 
 from itemeval import __version__
 from itemeval.errors import InputError, Problem
-from itemeval.export.eee.records import EEE_VERSIONS, RELATIONSHIPS, RecordContext
-from itemeval.export.eee.writer import EeeWriter
-from itemeval.export.outputs import OutputDir, OutputFile
-from itemeval.export.report.judges import study_judges
-from itemeval.export.report.pairwise import study_pairwise
-from itemeval.export.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
-from itemeval.export.table.columns import LONG_TABLE_SCHEMA
-from itemeval.export.table.scan import DEFAULT_BATCH_ROWS, LongTableScan, Pair, ScanCounts
+from itemeval.export._eee.records import EEE_VERSIONS, RELATIONSHIPS, RecordContext
+from itemeval.export._eee.writer import EeeWriter
+from itemeval.export._outputs import OutputDir, OutputFile
+from itemeval.export._report.judges import study_judges
+from itemeval.export._report.pairwise import study_pairwise
+from itemeval.export._stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from itemeval.export._table.columns import LONG_TABLE_SCHEMA
+from itemeval.export._table.scan import DEFAULT_BATCH_ROWS, LongTableScan, Pair, ScanCounts
 from itemeval.planning import Plan
 
 FORMATS = ("parquet", "csv", "eee")

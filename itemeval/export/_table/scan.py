@@ -25,14 +25,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export.table.columns import (
+from itemeval.export._table.columns import (
     GRADE_RENAMES,
     ITEM_FIELDS,
     LONG_TABLE_SCHEMA,
     SOLUTION_RENAMES,
 )
-from itemeval.export.table.conditions import DesignFacets, GenerateFacets, GradeFacets
-from itemeval.export.table.fetch import (
+from itemeval.export._table.conditions import DesignFacets, GenerateFacets, GradeFacets
+from itemeval.export._table.fetch import (
     FRAG,
     POS,
     GradePartition,

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.errors import InputError, Problem
-from itemeval.export.table.fetch import ItemFetcher
+from itemeval.export._table.fetch import ItemFetcher
 from itemeval.judging import sample_rows, write_labels_file
 from itemeval.planning import Plan
 from itemeval.storage import resolve

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export.stats import (
+from itemeval.export._stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     Agreement,
@@ -43,8 +43,8 @@ from itemeval.export.stats import (
     agreement,
     bootstrap_proportion,
 )
-from itemeval.export.table.cells import StudyCells
-from itemeval.export.table.conditions import GenerateFacets, GradeFacets, primary_grader
+from itemeval.export._table.cells import StudyCells
+from itemeval.export._table.conditions import GenerateFacets, GradeFacets, primary_grader
 from itemeval.providers.pricing import Pricing
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from itemeval.export.report import tables as t
-from itemeval.export.report.data import ReportData
-from itemeval.export.report.judge_tables import judges_markdown
-from itemeval.export.report.pairwise_tables import pairwise_markdown
+from itemeval.export._report import tables as t
+from itemeval.export._report.data import ReportData
+from itemeval.export._report.judge_tables import judges_markdown
+from itemeval.export._report.pairwise_tables import pairwise_markdown
 from itemeval.irt import report as irt
 
 
@@ -36,7 +36,7 @@ def md_table(table: t.TextTable) -> str:
 def differences_markdown(data: ReportData) -> list[str]:
     """The section "Which differences are real" (`report.comparisons`)."""
     # imported here: a run imports this module and never compares
-    from itemeval.export.report import comparisons as cmp
+    from itemeval.export._report import comparisons as cmp
 
     out = ["", f"## {cmp.TITLE}", "", cmp.note(data), ""]
     line = cmp.headline_verdict(data)

@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval import __version__
-from itemeval.export.report.difficulty import DatasetDifficulty, item_difficulty
-from itemeval.export.report.judges import judge_analysis, with_panels
-from itemeval.export.report.pairwise import study_pairwise
-from itemeval.export.report.summary import (
+from itemeval.export._report.difficulty import DatasetDifficulty, item_difficulty
+from itemeval.export._report.judges import judge_analysis, with_panels
+from itemeval.export._report.pairwise import study_pairwise
+from itemeval.export._report.summary import (
     Bootstrap,
     Cost,
     Errors,
@@ -33,9 +33,9 @@ from itemeval.export.report.summary import (
     grader_agreement,
     leaderboard,
 )
-from itemeval.export.table.cells import StudyCells, read_cells
-from itemeval.export.table.conditions import DesignFacets
-from itemeval.export.table.fetch import ItemFetcher
+from itemeval.export._table.cells import StudyCells, read_cells
+from itemeval.export._table.conditions import DesignFacets
+from itemeval.export._table.fetch import ItemFetcher
 from itemeval.importing import imported_notes
 from itemeval.judging import JudgeAnalysis, PairwiseAnalysis
 from itemeval.planning import Plan

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from itemeval.export.report.tables import TextTable
+from itemeval.export._report.tables import TextTable
 from itemeval.judging import Interval, PairwiseAnalysis
 
 PAIRWISE_METHOD = [
@@ -56,7 +56,7 @@ def pairwise_table(analysis: PairwiseAnalysis) -> TextTable:
 
 
 def pairwise_markdown(analyses: list[PairwiseAnalysis]) -> list[str]:
-    from itemeval.export.report.markdown import md_table
+    from itemeval.export._report.markdown import md_table
 
     if not analyses:
         return []
@@ -76,7 +76,7 @@ def pairwise_markdown(analyses: list[PairwiseAnalysis]) -> list[str]:
 def pairwise_html(analyses: list[PairwiseAnalysis]) -> str:
     from html import escape
 
-    from itemeval.export.report.html import html_table
+    from itemeval.export._report.html import html_table
 
     if not analyses:
         return ""

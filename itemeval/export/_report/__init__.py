@@ -18,11 +18,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from itemeval.export.outputs import OutputDir
-from itemeval.export.report.data import ReportData, report_data
-from itemeval.export.report.html import report_html
-from itemeval.export.report.markdown import report_markdown
-from itemeval.export.report.summary import Bootstrap
+from itemeval.export._outputs import OutputDir
+from itemeval.export._report.data import ReportData, report_data
+from itemeval.export._report.html import report_html
+from itemeval.export._report.markdown import report_markdown
+from itemeval.export._report.summary import Bootstrap
 from itemeval.planning import Plan
 
 HTML_FILE = "report.html"
