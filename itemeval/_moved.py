@@ -18,6 +18,20 @@ from types import ModuleType
 MOVED: dict[str, str] = {
     # packages regrouped by concept
     # modules made private
+    "itemeval.store.cache": "itemeval.store._cache",
+    "itemeval.store.compact": "itemeval.store._compact",
+    "itemeval.store.content_keys": "itemeval.store._content_keys",
+    "itemeval.store.current_solutions": "itemeval.store._current_solutions",
+    "itemeval.store.dedup": "itemeval.store._dedup",
+    "itemeval.store.identical": "itemeval.store._identical",
+    "itemeval.store.items": "itemeval.store._items",
+    "itemeval.store.layout": "itemeval.store._layout",
+    "itemeval.store.manifest": "itemeval.store._manifest",
+    "itemeval.store.pending": "itemeval.store._pending",
+    "itemeval.store.positions": "itemeval.store._positions",
+    "itemeval.store.schemas": "itemeval.store._schemas",
+    "itemeval.store.selection": "itemeval.store._selection",
+    "itemeval.store.status": "itemeval.store._status",
     "itemeval.export.eee": "itemeval.export._eee",
     "itemeval.export.report": "itemeval.export._report",
     "itemeval.export.table": "itemeval.export._table",

@@ -43,11 +43,11 @@ from itemeval.store import (
     GRADES,
     SOLUTIONS,
     STUDY_CACHE_DIR,
+    ItemLookup,
     StudyStore,
     cache_group,
     default_cache_url,
 )
-from itemeval.store.positions import ItemLookup
 from itemeval.usage_rows import (
     CELL,
     USAGE,

@@ -49,8 +49,7 @@ from itemeval.errors import InputError, Problem
 from itemeval.ids import condition_id, slugify
 from itemeval.providers.types import SamplingParams
 from itemeval.scoring import SCORERS, scorer_identity
-from itemeval.store.pending import CellMasks
-from itemeval.store.selection import select_conditions
+from itemeval.store import CellMasks, select_conditions
 from itemeval.templates import Template
 
 

@@ -170,7 +170,7 @@ class Budget(StrictModel):
 
 class Cache(StrictModel):
     enabled: bool = True
-    location: str | None = None  # default: the user cache directory (see itemeval.store.cache)
+    location: str | None = None  # default: the user cache directory (see itemeval.store._cache)
 
 
 class Runtime(StrictModel):

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from itemeval import __version__
 from itemeval.errors import Problem, StoreError
 from itemeval.importing._model import GenerateFacts, GradeFacts, SourceFile
-from itemeval.store.layout import StudyStore
+from itemeval.store import StudyStore
 
 IMPORTS_DIR = "imports"
 RECORD_FORMAT = "itemeval-import/1"

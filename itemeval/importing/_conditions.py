@@ -13,8 +13,7 @@ from itemeval.errors import ConfigError, Problem
 from itemeval.ids import sha256_hex
 from itemeval.importing._catalog import GenerateRecord, GradeRecord, read_imports
 from itemeval.providers.types import SamplingParams
-from itemeval.store.layout import StudyStore
-from itemeval.store.selection import select_conditions
+from itemeval.store import StudyStore, select_conditions
 from itemeval.templates import Template
 from itemeval.workitem import WorkItem
 
@@ -181,7 +180,7 @@ def reuse_imported(design: Design, store: StudyStore) -> list[Reused]:
     `design` with the same model, parameters and prompt (`imported_notes`' rule), for the
     cells the native condition does not hold yet; the copies keep their provenance (`run_id`
     is the import's id). What `run --reuse-imported` does before it plans: never by default."""
-    from itemeval.store.layout import SOLUTIONS
+    from itemeval.store import SOLUTIONS
 
     imported = [imported_generate(g) for r in read_imports(store) for g in r.generate]
     native = [c for c in design.generate if "imported" not in c.payload]

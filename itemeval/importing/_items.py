@@ -20,8 +20,7 @@ from itemeval.spec.directory import read_dataset
 from itemeval.spec.item import Item
 from itemeval.spec.modality import Modality
 from itemeval.storage import Location
-from itemeval.store.items import write_items_snapshot
-from itemeval.store.layout import StudyStore
+from itemeval.store import StudyStore, write_items_snapshot
 from itemeval.workitem import items_to_table
 
 DATASETS_DIR = "imported/datasets"

@@ -31,7 +31,7 @@ from itemeval.importing._catalog import (
 from itemeval.importing._model import Rejection, Sample, SampleBatch
 from itemeval.importing._sources import discover
 from itemeval.importing._writer import ImportWriter
-from itemeval.store.layout import StudyStore
+from itemeval.store import StudyStore
 
 #: Rejections kept per reason to show (all are counted).
 EXAMPLES_PER_REASON = 3

@@ -35,9 +35,15 @@ from itemeval.locks import read_locks
 from itemeval.planning import DatasetPlan, Plan
 from itemeval.providers.pricing import Pricing
 from itemeval.providers.types import SamplingParams
-from itemeval.store.items import read_item_ids, read_snapshot_info
-from itemeval.store.layout import GRADES, SOLUTIONS, StudyStore
-from itemeval.store.manifest import list_manifests, read_manifest
+from itemeval.store import (
+    GRADES,
+    SOLUTIONS,
+    StudyStore,
+    list_manifests,
+    read_item_ids,
+    read_manifest,
+    read_snapshot_info,
+)
 from itemeval.templates import Template
 
 

@@ -27,8 +27,7 @@ from itemeval.importing._items import ImportedItems
 from itemeval.importing._keys import KeySet
 from itemeval.importing._model import GenerateFacts, GradeFacts, Rejection, Sample, SampleBatch
 from itemeval.storage import Location
-from itemeval.store.layout import StudyStore
-from itemeval.store.schemas import GRADE_SCHEMA, SOLUTION_SCHEMA, TIMESTAMP
+from itemeval.store import GRADE_SCHEMA, SOLUTION_SCHEMA, TIMESTAMP, StudyStore
 
 FLUSH_ROWS = 50_000
 

@@ -68,11 +68,11 @@ from itemeval.store import (
     RunManifest,
     SpendRecord,
     default_cache_url,
+    host_record,
     pending_grade,
     write_manifest_end,
     write_manifest_start,
 )
-from itemeval.store.manifest import host_record
 
 StageName = Literal["generate", "grade"]
 

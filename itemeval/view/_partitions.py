@@ -15,10 +15,8 @@ from itemeval.errors import Problem, StoreError
 from itemeval.export import FRAG, POS, GradePartition
 from itemeval.planning import Plan
 from itemeval.storage import Location
-from itemeval.store import GRADES
-from itemeval.store.dedup import best_row_indices
+from itemeval.store import GRADES, best_row_indices, conform_older, fill_columns
 from itemeval.store.fragments import FRAGMENT_ORDINAL, list_fragments, open_parquet
-from itemeval.store.schemas import conform_older, fill_columns
 
 _CODE = pa.int32()
 GRADE_EXTRA = [

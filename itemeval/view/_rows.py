@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.export import PartitionRows, RowFetcher
-from itemeval.store.layout import Stage
+from itemeval.store import Stage
 from itemeval.view._index import Where
 
 #: DuckDB settings of the viewer's reads: small, and nothing fetched from the internet (no

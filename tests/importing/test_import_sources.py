@@ -14,7 +14,7 @@ from itemeval.errors import ExitCode
 from itemeval.importing import _catalog as catalog_module
 from itemeval.importing import import_sources, read_imports
 from itemeval.importing._writer import ImportWriter
-from itemeval.store.layout import StudyStore
+from itemeval.store import StudyStore
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "every_eval_ever"
 if not SHARED.exists():

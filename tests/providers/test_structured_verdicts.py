@@ -17,7 +17,8 @@ from itemeval.providers.openai_chat import OpenAIChatProvider
 from itemeval.providers.ratelimiter import RateLimiter
 from itemeval.runtime.requests import VERDICT
 from itemeval.scoring import ParseCode, parse_judge_output, parse_structured_verdict
-from itemeval.store.cache import request_hash, request_hashes
+from itemeval.store import request_hashes
+from itemeval.store._cache import request_hash
 
 LOCAL = "http://127.0.0.1:9"
 PROMPT = (

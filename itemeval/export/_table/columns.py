@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from itemeval.store.schemas import TIMESTAMP, Column
+from itemeval.store import TIMESTAMP, Column
 
 
 def _c(name: str, type_: pa.DataType, doc: str, *, null: bool = True) -> Column:

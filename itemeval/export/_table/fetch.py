@@ -33,8 +33,16 @@ import pyarrow.parquet as pq
 
 from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location
-from itemeval.store import SnapshotInfo, StudyStore, read_items_part
-from itemeval.store.dedup import best_row_indices
+from itemeval.store import (
+    GRADES,
+    SnapshotInfo,
+    Stage,
+    StudyStore,
+    best_row_indices,
+    conform_older,
+    fill_columns,
+    read_items_part,
+)
 from itemeval.store.fragments import (
     FRAGMENT_NAME,
     FRAGMENT_ORDINAL,
@@ -44,8 +52,6 @@ from itemeval.store.fragments import (
     read_fragments,
     read_partitions,
 )
-from itemeval.store.layout import GRADES, Stage
-from itemeval.store.schemas import conform_older, fill_columns
 from itemeval.workitem import ITEM_SCHEMA
 
 #: Added to located keys: the fragment's ordinal (index into `PartitionRows.fragments`) and the

@@ -23,9 +23,9 @@ import pyarrow as pa
 
 from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location
+from itemeval.store._layout import StudyStore
+from itemeval.store._schemas import check_table
 from itemeval.store.fragments import encode_fragment, read_parquet_file, read_partitions
-from itemeval.store.layout import StudyStore
-from itemeval.store.schemas import check_table
 from itemeval.workitem import ITEM_SCHEMA
 
 ITEMS_PER_PART = 10_000

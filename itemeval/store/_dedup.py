@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval.store._positions import string_hashes
+from itemeval.store._schemas import STATUS_OK
 from itemeval.store.fragments import FRAGMENT_ORDINAL
-from itemeval.store.positions import string_hashes
-from itemeval.store.schemas import STATUS_OK
 
 _PREFER_OK = "_prefer_ok"
 

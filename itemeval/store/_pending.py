@@ -32,11 +32,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.errors import InputError, Problem
-from itemeval.store.content_keys import hash_keys
+from itemeval.store._content_keys import hash_keys
+from itemeval.store._layout import GRADES, SOLUTIONS, StudyStore
+from itemeval.store._positions import ItemLookup
+from itemeval.store._schemas import STATUS_OK
 from itemeval.store.fragments import FRAGMENT_ORDINAL
-from itemeval.store.layout import GRADES, SOLUTIONS, StudyStore
-from itemeval.store.positions import ItemLookup
-from itemeval.store.schemas import STATUS_OK
 
 #: `CellMasks.to_table()` of generate masks (keyed by condition id).
 GENERATE_CELL_SCHEMA = pa.schema(

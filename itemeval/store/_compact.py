@@ -24,7 +24,9 @@ import pyarrow as pa
 
 from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location
-from itemeval.store.dedup import deduplicate
+from itemeval.store._dedup import deduplicate
+from itemeval.store._layout import STAGES, Stage, StudyStore
+from itemeval.store._selection import select_conditions
 from itemeval.store.fragments import (
     FRAGMENT_ORDINAL,
     FragmentInfo,
@@ -33,8 +35,6 @@ from itemeval.store.fragments import (
     read_fragments,
     write_fragment,
 )
-from itemeval.store.layout import STAGES, Stage, StudyStore
-from itemeval.store.selection import select_conditions
 
 _MAX_ATTEMPTS = 5
 

@@ -26,7 +26,8 @@ import pyarrow as pa
 
 from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location, resolve
-from itemeval.store.dedup import deduplicate, deduplicate_unordered
+from itemeval.store._dedup import deduplicate, deduplicate_unordered
+from itemeval.store._schemas import GRADE_SCHEMA, SOLUTION_SCHEMA, build_table, check_table
 from itemeval.store.fragments import (
     FRAGMENT_NAME,
     FragmentInfo,
@@ -36,7 +37,6 @@ from itemeval.store.fragments import (
     scan_partition,
     write_fragment,
 )
-from itemeval.store.schemas import GRADE_SCHEMA, SOLUTION_SCHEMA, build_table, check_table
 
 # Partition values become directory names: keep them to characters every tool leaves alone.
 # (no `+`, `~`, `%` or `=`: hive readers URL-decode partition values).

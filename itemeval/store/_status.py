@@ -27,10 +27,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.providers.pricing import Pricing
-from itemeval.store.dedup import deduplicate
+from itemeval.store._dedup import deduplicate
+from itemeval.store._layout import Stage, StudyStore
+from itemeval.store._schemas import STATUS_ERROR, STATUS_OK, TIER_BATCH
 from itemeval.store.fragments import read_partitions
-from itemeval.store.layout import Stage, StudyStore
-from itemeval.store.schemas import STATUS_ERROR, STATUS_OK, TIER_BATCH
 
 _SUMMED = ("input_tokens", "output_tokens", "cached_input_tokens", "usd")
 

@@ -18,10 +18,10 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from itemeval.store.content_keys import hash_keys
-from itemeval.store.layout import StudyStore
-from itemeval.store.pending import CellMasks, current_solution_keys
-from itemeval.store.positions import ItemLookup
+from itemeval.store._content_keys import hash_keys
+from itemeval.store._layout import StudyStore
+from itemeval.store._pending import CellMasks, current_solution_keys
+from itemeval.store._positions import ItemLookup
 
 
 class IdenticalCells:

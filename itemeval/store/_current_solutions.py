@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from itemeval.store.content_keys import are_key_texts, hash_keys, key_texts
+from itemeval.store._content_keys import are_key_texts, hash_keys, key_texts
+from itemeval.store._layout import SOLUTIONS, StudyStore
+from itemeval.store._pending import CurrentFold, cell_positions, ok_rows
+from itemeval.store._positions import ItemLookup
 from itemeval.store.fragments import FRAGMENT_NAME, FRAGMENT_ORDINAL
-from itemeval.store.layout import SOLUTIONS, StudyStore
-from itemeval.store.pending import CurrentFold, cell_positions, ok_rows
-from itemeval.store.positions import ItemLookup
 
 
 @dataclass

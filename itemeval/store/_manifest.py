@@ -25,7 +25,7 @@ from itemeval.errors import Problem, StoreError
 from itemeval.ids import new_sortable_id
 from itemeval.secrets import redact
 from itemeval.storage import Location
-from itemeval.store.layout import StudyStore
+from itemeval.store._layout import StudyStore
 
 RunOutcome = Literal["running", "completed", "interrupted", "budget_cap", "failed", "gate_declined"]
 MANIFEST_SUFFIX = ".json"

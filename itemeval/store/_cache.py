@@ -46,8 +46,10 @@ import pyarrow.compute as pc
 from itemeval.ids import canonical_json, content_hash, sha256_hex, slugify
 from itemeval.providers.types import ModelRequest
 from itemeval.storage import Location, resolve
-from itemeval.store.content_keys import hash_keys
-from itemeval.store.dedup import best_row_indices
+from itemeval.store._content_keys import hash_keys
+from itemeval.store._dedup import best_row_indices
+from itemeval.store._layout import Stage, partition_dir
+from itemeval.store._schemas import RESPONSE_SCHEMA, TIMESTAMP, build_table, check_table
 from itemeval.store.fragments import (
     FRAGMENT_ORDINAL,
     FragmentInfo,
@@ -55,8 +57,6 @@ from itemeval.store.fragments import (
     read_fragments,
     write_fragment,
 )
-from itemeval.store.layout import Stage, partition_dir
-from itemeval.store.schemas import RESPONSE_SCHEMA, TIMESTAMP, build_table, check_table
 
 #: The current layout: partitions by content group.
 RESPONSES = Stage("calls", "group", ("key",), RESPONSE_SCHEMA)
