@@ -10,7 +10,7 @@ rest go into batches of one condition each, in this order:
 
 1. the worst case of every request, at the batch price, is reserved with the run's ledger
    (what does not fit waits for settlements, and is `not_sent` when nothing can come back);
-2. the record (`records.py`: cells and state `prepared`) is written to the store;
+2. the record (`_records.py`: cells and state `prepared`) is written to the store;
 3. the batch is created (OpenAI: with the record's id in its `metadata`); its id is recorded;
 4. it is polled every `poll_interval_s`; once ended, its results are read, every paid answer
    is journaled to the response cache (flushed), then the store rows are written, the
@@ -25,7 +25,7 @@ live: a batch that cannot be confirmed ended keeps its cells until a later run c
 A create that may have happened (its answer was lost) is looked for before anything is sent
 again (`BatchClient.find`); records of a driver that died are taken over by the next one
 (`BatchLog.adopt`) and resumed where they were. Plain asyncio; the driver runs it in a thread
-(`tier.py`).
+(`_tier.py`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
 `open` splits the stage's pending cells three ways:
 
 * cells of conditions whose endpoint has `batch.enabled` go to the batch tier;
-* cells that an open batch record holds (`records.py`) are the batch's: no run calls them
+* cells that an open batch record holds (`_records.py`) are the batch's: no run calls them
   again. A record whose driver is gone is taken over and resumed; one whose owner is alive (a
   concurrent run of the same study) is left to it, and its cells are skipped by this run;
 * the rest is called live, as before.

@@ -1,6 +1,6 @@
 """`import_sources`: read other tools' results and commit them to a store as one import.
 
-Steps: list the sources' files and what kind each is (`sources.py`); skip files whose sha256 an
+Steps: list the sources' files and what kind each is (`_sources.py`); skip files whose sha256 an
 earlier import of this store recorded (importing the same file twice writes nothing new); stream
 every sample through the `ImportWriter`, counting rejections by reason (`strict`: the first
 rejection refuses the import); then write the datasets, their snapshots and pins, and last the

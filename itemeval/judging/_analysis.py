@@ -3,7 +3,7 @@
 `analyse` takes the report's grade cells (plain arrow and numpy: `grade, gen, item, dataset,
 epoch, correct, score, valid`), which grade conditions are judges and which are panels (with
 their members), and gold verdicts by answer key; it returns what the report, `export` and
-`Study.judges()` show. See `calibration.py` and `agreement.py` for the estimators.
+`Study.judges()` show. See `_calibration.py` and `_agreement.py` for the estimators.
 """
 
 from __future__ import annotations
