@@ -11,24 +11,16 @@ gives the design its imported conditions, `_store_plan` plans over a store alone
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from itemeval._lazy import lazy_getattr, lazy_names
 
-_NAMES = {
-    "ImportRecord": "itemeval.importing._catalog",
-    "read_imports": "itemeval.importing._catalog",
-    "imported_notes": "itemeval.importing._conditions",
-    "reuse_imported": "itemeval.importing._conditions",
-    "with_imported": "itemeval.importing._conditions",
-    "ImportResult": "itemeval.importing._run",
-    "import_sources": "itemeval.importing._run",
-    "store_plan": "itemeval.importing._store_plan",
-}
+_NAMES = lazy_names(
+    __name__,
+    {
+        "_catalog": ("ImportRecord", "read_imports"),
+        "_conditions": ("imported_notes", "reuse_imported", "with_imported"),
+        "_run": ("ImportResult", "import_sources"),
+        "_store_plan": ("store_plan",),
+    },
+)
 __all__ = sorted(_NAMES)
-
-
-def __getattr__(name: str) -> Any:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'itemeval.importing' has no attribute {name!r}")
-    return getattr(import_module(module), name)
+__getattr__ = lazy_getattr(__name__, _NAMES)

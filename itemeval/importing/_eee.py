@@ -273,21 +273,32 @@ def read_samples(path: str, facts: AggregateFacts | None) -> Iterator[Sample | R
     cache: dict[tuple[str, str, str], tuple[GenerateFacts, GradeFacts]] = {}
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = _loads(line)
-            except ValueError as exc:
-                yield Rejection("invalid_json", path, number, str(exc)[:120])
-                continue
-            try:
-                yield _sample(row, facts, path, number, cache)
-            except _Reject as reject:
-                yield Rejection(reject.reason, path, number, reject.detail)
-            except (KeyError, TypeError, AttributeError, ValueError) as exc:
-                yield Rejection(
-                    "schema_violation", path, number, f"{type(exc).__name__}: {exc}"[:160]
-                )
+            sample = line_sample(line, facts, path, number, cache)
+            if sample is not None:
+                yield sample
+
+
+def line_sample(
+    line: bytes,
+    facts: AggregateFacts | None,
+    path: str,
+    number: int,
+    cache: dict[tuple[str, str, str], tuple[GenerateFacts, GradeFacts]],
+) -> Sample | Rejection | None:
+    """Line `number` of `path` (an instance record) as a sample, or the rejection that names
+    it; None for a blank line."""
+    if not line.strip():
+        return None
+    try:
+        row = _loads(line)
+    except ValueError as exc:
+        return Rejection("invalid_json", path, number, str(exc)[:120])
+    try:
+        return _sample(row, facts, path, number, cache)
+    except _Reject as reject:
+        return Rejection(reject.reason, path, number, reject.detail)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        return Rejection("schema_violation", path, number, f"{type(exc).__name__}: {exc}"[:160])
 
 
 class _Reject(Exception):

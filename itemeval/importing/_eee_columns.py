@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from itemeval.ids import slugify
-from itemeval.importing._eee import VERSIONS, AggregateFacts, _loads, _Reject, _sample
+from itemeval.importing._eee import VERSIONS, AggregateFacts, line_sample
 from itemeval.importing._model import GenerateFacts, GradeFacts, Rejection, Sample, SampleBatch
 
 #: Bytes of a file parsed at a time by the fast path (whole lines).
@@ -131,20 +131,9 @@ def _lines_of(
 ) -> Iterator[Sample | Rejection]:
     cache: dict[tuple[str, str, str], tuple[GenerateFacts, GradeFacts]] = {}
     for offset, line in enumerate(chunk.splitlines()):
-        number = first + offset
-        if not line.strip():
-            continue
-        try:
-            row = _loads(line)
-        except ValueError as exc:
-            yield Rejection("invalid_json", path, number, str(exc)[:120])
-            continue
-        try:
-            yield _sample(row, facts, path, number, cache)
-        except _Reject as reject:
-            yield Rejection(reject.reason, path, number, reject.detail)
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            yield Rejection("schema_violation", path, number, f"{type(exc).__name__}: {exc}"[:160])
+        sample = line_sample(line, facts, path, first + offset, cache)
+        if sample is not None:
+            yield sample
 
 
 def _parse_chunk(

@@ -22,47 +22,27 @@ the commands that never compare (a run) never pay for it.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from itemeval._lazy import lazy_getattr, lazy_names
 
-_NAMES = {
-    "MEAN_SCORE": "itemeval.statistics._families",
-    "FamilyKey": "itemeval.statistics._families",
-    "Options": "itemeval.statistics._families",
-    "StudyStatistics": "itemeval.statistics._families",
-    "study_statistics": "itemeval.statistics._families",
-    "DEFAULT_CONFIDENCE": "itemeval.statistics._intervals",
-    "DEFAULT_RESAMPLES": "itemeval.statistics._intervals",
-    "DEFAULT_SEED": "itemeval.statistics._intervals",
-    "Proportion": "itemeval.statistics._intervals",
-    "bootstrap_proportion": "itemeval.statistics._intervals",
-    "MCNEMAR": "itemeval.statistics._paired",
-    "PAIRED_T": "itemeval.statistics._paired",
-    "Family": "itemeval.statistics._paired",
-    "compare": "itemeval.statistics._paired",
-    "power_plan_of": "itemeval.statistics._planning",
-    "tell_apart": "itemeval.statistics._planning",
-    "DesignVariance": "itemeval.statistics._power",
-    "PowerPlan": "itemeval.statistics._power",
-    "items_needed": "itemeval.statistics._power",
-    "analysis_options": "itemeval.statistics._study",
-    "item_clusters": "itemeval.statistics._study",
-    "plan_statistics": "itemeval.statistics._study",
-    "ComparisonTables": "itemeval.statistics._tables",
-    "comparisons_table": "itemeval.statistics._tables",
-    "components_table": "itemeval.statistics._tables",
-    "rankings_table": "itemeval.statistics._tables",
-    "Tallies": "itemeval.statistics._tallies",
-    "ADJUSTMENTS": "itemeval.statistics._words",
-    "p_text": "itemeval.statistics._words",
-    "rank_text": "itemeval.statistics._words",
-    "verdict": "itemeval.statistics._words",
-}
+_NAMES = lazy_names(
+    __name__,
+    {
+        "_families": ("MEAN_SCORE", "FamilyKey", "Options", "StudyStatistics", "study_statistics"),
+        "_intervals": (
+            "DEFAULT_CONFIDENCE",
+            "DEFAULT_RESAMPLES",
+            "DEFAULT_SEED",
+            "Proportion",
+            "bootstrap_proportion",
+        ),
+        "_paired": ("MCNEMAR", "PAIRED_T", "Family", "compare"),
+        "_planning": ("power_plan_of", "tell_apart"),
+        "_power": ("DesignVariance", "PowerPlan", "items_needed"),
+        "_study": ("analysis_options", "item_clusters", "plan_statistics"),
+        "_tables": ("ComparisonTables", "comparisons_table", "components_table", "rankings_table"),
+        "_tallies": ("Tallies",),
+        "_words": ("ADJUSTMENTS", "p_text", "rank_text", "verdict"),
+    },
+)
 __all__ = sorted(_NAMES)
-
-
-def __getattr__(name: str) -> Any:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'itemeval.statistics' has no attribute {name!r}")
-    return getattr(import_module(module), name)
+__getattr__ = lazy_getattr(__name__, _NAMES)
