@@ -41,10 +41,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from itemeval.simulator.model import SLOPE  # noqa: E402
-from itemeval.statistics.intervals import bootstrap_proportion  # noqa: E402
-from itemeval.statistics.paired import compare  # noqa: E402
-from itemeval.statistics.power import DesignVariance, items_needed  # noqa: E402
-from itemeval.statistics.tallies import Tallies  # noqa: E402
+from itemeval.statistics._intervals import bootstrap_proportion  # noqa: E402
+from itemeval.statistics._paired import compare  # noqa: E402
+from itemeval.statistics._power import DesignVariance, items_needed  # noqa: E402
+from itemeval.statistics._tallies import Tallies  # noqa: E402
 
 RESAMPLES = 1000
 TRUTH_ITEMS = 2_000_000

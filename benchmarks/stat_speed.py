@@ -25,17 +25,18 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from itemeval.export.table.cells import StudyCells  # noqa: E402
-from itemeval.export.table.conditions import (  # noqa: E402
+from itemeval.export import (  # noqa: E402
     DesignFacets,
     GenerateFacets,
     GradeFacets,
+    StudyCells,
 )
-from itemeval.statistics.families import Options, study_statistics  # noqa: E402
-from itemeval.statistics.tables import (  # noqa: E402
+from itemeval.statistics import (  # noqa: E402
+    Options,
     comparisons_table,
     components_table,
     rankings_table,
+    study_statistics,
 )
 
 

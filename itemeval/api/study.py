@@ -34,7 +34,7 @@ from itemeval.api.summaries import (
     RunSummary,
     StatusSummary,
 )
-from itemeval.batch.records import open_batches
+from itemeval.batch import open_batches
 from itemeval.config import StudyConfig, load_study, study_from_mapping
 from itemeval.errors import ConfigError, InputError, Problem
 from itemeval.export import (
@@ -43,23 +43,24 @@ from itemeval.export import (
     Bootstrap,
     ExportOptions,
     ExportResult,
+    GoldSample,
     LongTableScan,
     ReportResult,
     export_study,
     leaderboard_text,
     parse_formats,
+    study_judges,
+    study_pairwise,
+    write_gold_sample,
     write_report,
 )
-from itemeval.export.gold_sample import GoldSample, write_gold_sample
-from itemeval.export.report.judges import study_judges
-from itemeval.export.report.pairwise import study_pairwise
 from itemeval.judging import JudgeAnalysis, PairwiseAnalysis
 from itemeval.planning.design import Design, build_design
 from itemeval.planning.plan import Plan, make_plan
 
 if TYPE_CHECKING:
     from itemeval.irt import IrtResult
-    from itemeval.statistics.tables import ComparisonTables
+    from itemeval.statistics import ComparisonTables
 from itemeval.store import runs_spend, status_counts
 
 Conditions = str | Sequence[str] | None
@@ -80,7 +81,7 @@ class Study:
         `leaderboard`, `export` and `report` read them (imported conditions and the
         conditions native runs recorded in their manifests; docs/importing.md). Running needs
         a study file."""
-        from itemeval.importing.store_plan import store_plan
+        from itemeval.importing import store_plan
 
         study = cls(store_plan(url).study)
         study._store_only = url
@@ -147,7 +148,7 @@ class Study:
         plan = self._plan(store, limit, condition, force=force, accept=accept_dataset_change)
         if detect is None:
             return PlanSummary.of(plan)
-        from itemeval.statistics.planning import power_plan_of
+        from itemeval.statistics import power_plan_of
 
         return PlanSummary.of(plan, power_plan_of(plan, detect, power, alpha))
 
@@ -223,7 +224,7 @@ class Study:
         """Copy imported answers into the native conditions with the same model, parameters
         and prompt, for the cells they do not hold yet (what `run --reuse-imported` does first;
         a run never does it by itself). Returns one `Reused(imported, native, rows)` a pair."""
-        from itemeval.importing.conditions import reuse_imported
+        from itemeval.importing import reuse_imported
         from itemeval.store import StudyStore
 
         url = store or self.config.store_url
@@ -259,7 +260,7 @@ class Study:
             s.as_dict() | {"slug": design.condition(s.condition_id).slug}
             for s in (*generate, *grade)
         ]
-        from itemeval.statistics.planning import tell_apart
+        from itemeval.statistics import tell_apart
 
         return StatusSummary(
             differences=tell_apart(plan) if differences else None,
@@ -313,8 +314,7 @@ class Study:
         under every grader, with adjusted p-values, rank intervals, tiers and variance
         components (docs/statistics.md): `.comparisons`, `.rankings` and
         `.variance_components` are the arrow tables `export` writes."""
-        from itemeval.statistics.study import analysis_options, plan_statistics
-        from itemeval.statistics.tables import ComparisonTables
+        from itemeval.statistics import ComparisonTables, analysis_options, plan_statistics
 
         if resamples < 1:
             raise InputError(Problem("must be at least 1", field="resamples"))
@@ -487,7 +487,7 @@ class Study:
         with_pending: bool = True,
     ) -> Plan:
         if self._store_only is not None:
-            from itemeval.importing.store_plan import store_plan
+            from itemeval.importing import store_plan
 
             return store_plan(store or self._store_only, condition=_selectors(condition))
         return make_plan(

@@ -19,7 +19,7 @@ from itemeval.runtime.driver import RunOutcome
 from itemeval.store import RunsSpend
 
 if TYPE_CHECKING:
-    from itemeval.statistics.power import PowerPlan
+    from itemeval.statistics import PowerPlan
 
 
 def format_usd(value: float) -> str:

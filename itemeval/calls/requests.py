@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from itemeval.datasets.workitem import WorkItem
-from itemeval.judging.pairwise import PAIRWISE_SCHEMA
+from itemeval.judging._pairwise import PAIRWISE_SCHEMA
 from itemeval.planning.design import GenerateCondition, GradeCondition
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ModelRequest, ReplySchema

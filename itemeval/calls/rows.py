@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from itemeval.judging.pairwise import OUTCOME, parse_pairwise_verdict
+from itemeval.judging._pairwise import OUTCOME, parse_pairwise_verdict
 from itemeval.planning.design import GradeCondition
 from itemeval.providers.types import ModelResult
 from itemeval.scoring import Score, parse_judge_output, parse_structured_verdict

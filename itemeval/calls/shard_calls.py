@@ -2,7 +2,7 @@
 
     outcome = await calls.run(target, requests, item_ids, epochs, fresh=shard.dispatched_before)
 
-1. One vectorised cache lookup for the whole shard, by request content (`store/cache.py`);
+1. One vectorised cache lookup for the whole shard, by request content (`store/_cache.py`);
    a shard dispatched again after a failure lists the cache afresh, so it finds what its first
    attempt paid for wherever that ran. Under `--force` only answers this run paid are reused.
    Identical requests within the shard (items alike) are sent once, and the answer fanned out

@@ -23,7 +23,7 @@ from itemeval.errors import ExitCode
 
 if TYPE_CHECKING:
     from itemeval.planning.estimate import Estimate
-    from itemeval.statistics.power import PowerPlan
+    from itemeval.statistics._power import PowerPlan
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

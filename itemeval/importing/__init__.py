@@ -2,25 +2,23 @@
 lm-eval, inspect_ai and HELM (docs/importing.md). `import_sources` writes; `store_plan` reads a
 store without a study file (what `report`, `status` and `export` do with `--store` alone).
 
-The names are imported on first use: planning needs only `conditions` (a study's `imported:`),
-not the readers."""
+The public names are `__all__` below, imported on first use: planning needs only
+`_conditions` (a study's `imported:`), not the readers. The modules are private: `_run` and
+`_writer` write an import, `_catalog` lists what a store imported, `_sources` finds the files,
+`_eee`, `_eee_columns`, `_lm_eval`, `_inspect_log` and `_helm` read each tool's files into
+`_model`'s samples, `_items` writes their items, `_keys` holds the keys seen, `_conditions`
+gives the design its imported conditions, `_store_plan` plans over a store alone."""
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from itemeval._util.lazy import lazy_exports
 
-_NAMES = {
-    "ImportRecord": "itemeval.importing.catalog",
-    "read_imports": "itemeval.importing.catalog",
-    "ImportResult": "itemeval.importing.run",
-    "import_sources": "itemeval.importing.run",
+_MODULES: dict[str, tuple[str, ...]] = {
+    "_catalog": ("ImportRecord", "read_imports"),
+    "_conditions": ("imported_notes", "reuse_imported", "with_imported"),
+    "_run": ("ImportResult", "import_sources"),
+    "_store_plan": ("store_plan",),
 }
-__all__ = sorted(_NAMES)
-
-
-def __getattr__(name: str) -> Any:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'itemeval.importing' has no attribute {name!r}")
-    return getattr(import_module(module), name)
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__, {name: module for module, names in _MODULES.items() for name in names}
+)

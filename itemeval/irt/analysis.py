@@ -38,7 +38,7 @@ from itemeval.planning.plan import Plan
 from itemeval.storage import Location, resolve
 
 if TYPE_CHECKING:
-    from itemeval.export.table.cells import StudyCells
+    from itemeval.export import StudyCells
 
 ANALYSIS_DIR = "analysis/irt"
 RESPONSES_FILE = "responses.parquet"
@@ -150,9 +150,7 @@ def study_responses(
     """This store's responses (RESPONSES_SCHEMA), the headline grader's label, and a reader of
     items' text (input, target). Without `hashed` the item hashes are left empty (nothing is
     written or matched) and no item's text is read until asked for."""
-    from itemeval.export.table.cells import read_cells
-    from itemeval.export.table.conditions import primary_grader
-    from itemeval.export.table.fetch import ItemFetcher
+    from itemeval.export import ItemFetcher, primary_grader, read_cells
 
     cells = cells if cells is not None else read_cells(plan)
     primary = primary_grader(cells.facets.grade)

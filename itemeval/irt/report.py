@@ -16,7 +16,7 @@ from itemeval.irt.analysis import ItemParameters, analyze_irt
 from itemeval.planning.plan import Plan
 
 if TYPE_CHECKING:
-    from itemeval.export.table.cells import StudyCells
+    from itemeval.export import StudyCells
 
 #: Fewer conditions than this and discriminations mean little: the section says so.
 MIN_CONDITIONS = 3

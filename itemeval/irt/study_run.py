@@ -40,8 +40,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval.config import Adaptive as AdaptiveConfig
 from itemeval.config import StudyConfig
-from itemeval.config.models import Adaptive as AdaptiveConfig
 from itemeval.errors import InputError, Problem
 from itemeval.irt.adaptive import MIN_CALIBRATION, Adaptive, Bank
 from itemeval.irt.analysis import (
@@ -272,7 +272,7 @@ def _bank(plan: Plan, strata: np.ndarray, responses: dict[str, list]) -> _Calibr
 
 def _strata(plan: Plan) -> np.ndarray:
     """Each item's stratum: its dataset and, where its metadata names one, its subject."""
-    from itemeval.export.table.fetch import ItemFetcher
+    from itemeval.export import ItemFetcher
 
     datasets = plan.items.column("dataset").to_pylist()
     snapshots = {d.name: d.snapshot for d in plan.datasets if d.snapshot is not None}
@@ -314,7 +314,7 @@ def _calibrating(plan: Plan, cfg: AdaptiveConfig, adaptive: set[str]) -> dict[st
 
 
 def _hashes(plan: Plan) -> tuple[list[str], list[str]]:
-    from itemeval.export.table.fetch import ItemFetcher
+    from itemeval.export import ItemFetcher
 
     snapshots = {d.name: d.snapshot for d in plan.datasets if d.snapshot is not None}
     ids = plan.items.column("item_id")

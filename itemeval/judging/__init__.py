@@ -1,47 +1,80 @@
 """Judges you can trust: panels, agreement, and calibration against gold.
 
-* `verdicts`     graders' verdicts side by side, answer by answer (numpy over the report's cells)
-* `panels`       several judges' stored verdicts combined (majority, mean, median; a tie rule)
-* `agreement`    a panel's pairwise agreement, error correlation, effective number of judges
-* `calibration`  sensitivity and specificity against gold; accuracy corrected for the judge's
-                 errors (Rogan-Gladen) with a cluster-bootstrap interval
-* `gold`         human labels files and the stratified sample a person labels
-* `pairwise`     pairwise verdicts against a baseline: win rate, position bias, length bias,
-                 length-controlled win rate, Bradley-Terry strengths (cluster-robust intervals)
-* `analysis`     all of it for every judge and panel of a study (`analyse`)
+The public names are the ones below; the modules are private:
 
-Nothing here reads the store or calls a model: callers hand it the grades (`export/report/
+* `_verdicts`     graders' verdicts side by side, answer by answer (numpy over the report's cells)
+* `_panels`       several judges' stored verdicts combined (majority, mean, median; a tie rule)
+* `_agreement`    a panel's pairwise agreement, error correlation, effective number of judges
+* `_calibration`  sensitivity and specificity against gold; accuracy corrected for the judge's
+                  errors (Rogan-Gladen) with a cluster-bootstrap interval
+* `_gold`         human labels files and the stratified sample a person labels
+* `_pairwise`     pairwise verdicts against a baseline: win rate, position bias, length bias,
+                  length-controlled win rate, Bradley-Terry strengths (cluster-robust intervals)
+* `_analysis`     all of it for every judge and panel of a study (`analyse`)
+
+Nothing here reads the store or calls a model: callers hand it the grades (`export/_report/
 judges.py` for the report, `export` and `Study.judges()`).
 """
 
-from itemeval.judging.agreement import PanelAgreement, panel_agreement
-from itemeval.judging.analysis import Grader, JudgeAnalysis, JudgeResult, PanelResult, analyse
-from itemeval.judging.calibration import Calibration, Corrected, ErrorRates, calibrate
-from itemeval.judging.pairwise import (
+from itemeval.judging._agreement import PanelAgreement, panel_agreement
+from itemeval.judging._analysis import Grader, JudgeAnalysis, JudgeResult, PanelResult, analyse
+from itemeval.judging._calibration import (
+    Calibration,
+    Corrected,
+    ErrorRates,
+    Estimate,
+    Rate,
+    calibrate,
+)
+from itemeval.judging._gold import (
+    Labels,
+    read_label_rows,
+    resolve_labels,
+    sample_rows,
+    write_labels_file,
+)
+from itemeval.judging._pairwise import (
+    OUTCOME,
+    PAIRWISE_SCHEMA,
+    Interval,
     PairwiseAnalysis,
     PairwiseResult,
     analyse_pairwise,
     parse_pairwise_verdict,
 )
-from itemeval.judging.panels import PanelRule, combine, panel_grades
+from itemeval.judging._panels import PanelRule, combine, panel_grades
+from itemeval.judging._verdicts import Shape, column, merge_gold
 
 __all__ = [
+    "OUTCOME",
+    "PAIRWISE_SCHEMA",
     "Calibration",
     "Corrected",
     "ErrorRates",
+    "Estimate",
     "Grader",
+    "Interval",
     "JudgeAnalysis",
     "JudgeResult",
+    "Labels",
     "PairwiseAnalysis",
     "PairwiseResult",
     "PanelAgreement",
     "PanelResult",
     "PanelRule",
+    "Rate",
+    "Shape",
     "analyse",
     "analyse_pairwise",
     "calibrate",
+    "column",
     "combine",
+    "merge_gold",
     "panel_agreement",
     "panel_grades",
     "parse_pairwise_verdict",
+    "read_label_rows",
+    "resolve_labels",
+    "sample_rows",
+    "write_labels_file",
 ]

@@ -60,7 +60,7 @@ from itemeval.store import (
     cache_group,
     default_cache_url,
 )
-from itemeval.store.positions import ItemLookup
+from itemeval.store._positions import ItemLookup
 
 #: Rows a condition needs before what they show replaces the prior.
 MIN_ROWS = 3

@@ -23,10 +23,10 @@ exactly the content that defines the condition and nothing else:
   side. The baseline's own cells are never pending (`Design.drop_self_pairs`)
 * verifiable: `{"stage": "grade", "scorer": <name>, "version": <scorer version>}`; a custom
   scorer's names where its function is defined and its version or source hash instead
-  (`scoring/custom.py`)
+  (`scoring/_custom.py`)
 * panel (`panels:`, one per panel and rubric): `{"stage": "grade", "panel": {"members":
   [<member judge condition ids>], "combine": <rule>, "tie": <rule>}}`. A panel is computed from
-  its members' stored grades (`itemeval.judging.panels`); it is in `Design.panels`, never in
+  its members' stored grades (`itemeval.judging._panels`); it is in `Design.panels`, never in
   `Design.grade`, so nothing runs it
 
 Readable names (the model's `name`, a model config's `name`, a grader's key) only enter the slug.
@@ -49,8 +49,7 @@ from itemeval.errors import InputError, Problem
 from itemeval.ids import condition_id, slugify
 from itemeval.providers.types import SamplingParams
 from itemeval.scoring import SCORERS, scorer_identity
-from itemeval.store.pending import CellMasks
-from itemeval.store.selection import select_conditions
+from itemeval.store import CellMasks, select_conditions
 from itemeval.templates import Template
 
 

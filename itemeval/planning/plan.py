@@ -28,7 +28,7 @@ from itemeval.datasets.adapters.unique import StudyIds
 from itemeval.datasets.locks import check_pins, pin_datasets
 from itemeval.datasets.workitem import WorkItem, items_to_table, table_to_items
 from itemeval.errors import ConfigError, Problem
-from itemeval.importing.conditions import with_imported
+from itemeval.importing._conditions import with_imported
 from itemeval.planning.calibration import Calibration, cache_root_url, calibrate
 from itemeval.planning.design import Design, build_design
 from itemeval.planning.estimate import Estimate, build_estimate, condition_tiers

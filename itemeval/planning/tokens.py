@@ -26,7 +26,7 @@ from itemeval.planning.calibration import Priors
 from itemeval.planning.design import Design, GenerateCondition
 from itemeval.providers.types import SamplingParams
 from itemeval.templates import Template
-from itemeval.templates.answer_formats import answer_kind
+from itemeval.templates._answer_formats import answer_kind
 
 CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD_TOKENS = 4

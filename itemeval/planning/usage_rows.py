@@ -20,12 +20,16 @@ import pyarrow.compute as pc
 from itemeval._util.heap import release_unused_memory
 from itemeval.errors import StoreError
 from itemeval.storage import Location, resolve
-from itemeval.store import GRADES, RESPONSE_SCHEMA, StudyStore
-from itemeval.store.cache import RESPONSES
-from itemeval.store.dedup import keys_present
+from itemeval.store import (
+    GRADES,
+    RESPONSE_SCHEMA,
+    RESPONSES,
+    ItemLookup,
+    StudyStore,
+    keys_present,
+    partition_dir,
+)
 from itemeval.store.fragments import read_partitions
-from itemeval.store.layout import partition_dir
-from itemeval.store.positions import ItemLookup
 
 USAGE = ["input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens"]
 CELL = ["item_id", "epoch"]

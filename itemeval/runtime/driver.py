@@ -64,11 +64,11 @@ from itemeval.store import (
     EstimateRecord,
     RunManifest,
     SpendRecord,
+    host_record,
     pending_grade,
     write_manifest_end,
     write_manifest_start,
 )
-from itemeval.store.manifest import host_record
 
 StageName = Literal["generate", "grade"]
 

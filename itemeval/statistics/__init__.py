@@ -1,19 +1,46 @@
 """Conclusions the data support: paired comparisons, error bars that fit the design, power.
 
-The map (docs/statistics.md describes each method with its formula):
+The public names are `__all__` below, imported on first use; the modules are private (the map;
+docs/statistics.md describes each method with its formula):
 
-* `intervals`     one condition's cluster-bootstrap interval (`bootstrap_proportion`)
-* `tallies`       per-cluster sums and counts per unit: what the paired statistics read
-* `paired`        every pair of a family compared from one shared paired bootstrap: intervals,
-                  exact McNemar or a cluster-robust paired t-test, rank intervals, tiers
-* `multiplicity`  Holm and Benjamini-Hochberg adjustments, tiers
-* `components`    variance components: between-item and within-item shares, effective size
-* `power`         items and epochs a paired comparison needs to detect a difference
-* `families`      a study's families (graders x metrics x scopes) from its `StudyCells`
-* `study`         the same from a plan, `analysis.cluster_by` read from the items
-* `tables`        the results as arrow tables (comparisons, rankings, variance components)
-* `planning`      `itemeval plan --detect`: the power plan with the calibrated cost
+* `_intervals`     one condition's cluster-bootstrap interval (`bootstrap_proportion`)
+* `_tallies`       per-cluster sums and counts per unit: what the paired statistics read
+* `_paired`        every pair of a family compared from one shared paired bootstrap: intervals,
+                   exact McNemar or a cluster-robust paired t-test, rank intervals, tiers
+* `_multiplicity`  Holm and Benjamini-Hochberg adjustments, tiers
+* `_components`    variance components: between-item and within-item shares, effective size
+* `_power`         items and epochs a paired comparison needs to detect a difference
+* `_families`      a study's families (graders x metrics x scopes) from its `StudyCells`
+* `_study`         the same from a plan, `analysis.cluster_by` read from the items
+* `_tables`        the results as arrow tables (comparisons, rankings, variance components)
+* `_planning`      `itemeval plan --detect`: the power plan with the calibrated cost
+* `_words`         p-values, ranks and verdicts in words (the report and the viewer)
 
 Nothing here imports scipy at import time: the tests that need it import it when they run, so
 the commands that never compare (a run) never pay for it.
 """
+
+from __future__ import annotations
+
+from itemeval._util.lazy import lazy_exports
+
+_MODULES: dict[str, tuple[str, ...]] = {
+    "_families": ("MEAN_SCORE", "FamilyKey", "Options", "StudyStatistics", "study_statistics"),
+    "_intervals": (
+        "DEFAULT_CONFIDENCE",
+        "DEFAULT_RESAMPLES",
+        "DEFAULT_SEED",
+        "Proportion",
+        "bootstrap_proportion",
+    ),
+    "_paired": ("MCNEMAR", "PAIRED_T", "Family", "compare"),
+    "_planning": ("power_plan_of", "tell_apart"),
+    "_power": ("DesignVariance", "PowerPlan", "items_needed"),
+    "_study": ("analysis_options", "item_clusters", "plan_statistics"),
+    "_tables": ("ComparisonTables", "comparisons_table", "components_table", "rankings_table"),
+    "_tallies": ("Tallies",),
+    "_words": ("ADJUSTMENTS", "p_text", "rank_text", "verdict"),
+}
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__, {name: module for module, names in _MODULES.items() for name in names}
+)

@@ -1,22 +1,36 @@
 """The keyed parquet store of a study, and the response cache shared between studies.
 
-The map, one module per concern:
+The public names are `__all__` below: what the CLI, the runtime, the readers (export, view,
+importing), the benchmarks and scripts use. One module stays public: `fragments`, the on-disk
+fragment format (atomic writes, listing, parallel reads), which every reader and writer of the
+store and the benchmarks import directly. The other modules are private, one per concern:
 
-* `schemas`   the arrow schemas of solutions, grades and cached responses; the write gates
-* `layout`    where everything lives under a study root; `StudyStore` (write, read, dedup)
-* `fragments` immutable parquet fragments: atomic writes, listing, parallel re-listing reads
-* `dedup`     one logical row per key (ok beats error, then the latest write)
-* `items`     the items snapshot that workers read part by part
-* `pending`   resume sets: pending generate and grade cells as boolean masks over the items
-* `identical` pending judge cells that repeat another's request (sent once per run)
-* `selection` `--condition` selections
-* `status`    counts per condition for `itemeval status`
-* `compact`   rewrite a partition into one fragment, safely while others read and write
-* `cache`     the content-keyed response cache
-* `manifest`  `manifests/<run_id>.json`
+* `_schemas`   the arrow schemas of solutions, grades and cached responses; the write gates
+* `_layout`    where everything lives under a study root; `StudyStore` (write, read, dedup)
+* `fragments`  immutable parquet fragments: atomic writes, listing, parallel re-listing reads
+* `_dedup`     one logical row per key (ok beats error, then the latest write)
+* `_items`     the items snapshot that workers read part by part
+* `_positions` where stored rows' items are among a run's selected items (`ItemLookup`)
+* `_pending`   resume sets: pending generate and grade cells as boolean masks over the items
+* `_current_solutions` where each cell's current solution is (`solution_index`)
+* `_content_keys` a 64-bit key per content hash (`hash_keys`)
+* `_identical` pending judge cells that repeat another's request (sent once per run)
+* `_selection` `--condition` selections
+* `_status`    counts per condition for `itemeval status`
+* `_compact`   rewrite a partition into one fragment, safely while others read and write
+* `_cache`     the content-keyed response cache
+* `_manifest`  `manifests/<run_id>.json`
+
+Names the package exported before and no longer does (`build_table`, `deduplicate`, ...) still
+import, with a `DeprecationWarning`, until the next release.
 """
 
-from itemeval.store.cache import (
+import warnings
+from importlib import import_module
+from typing import Any
+
+from itemeval.store._cache import (
+    RESPONSES,
     STUDY_CACHE_DIR,
     LegacyLookup,
     ResponseCache,
@@ -24,25 +38,22 @@ from itemeval.store.cache import (
     cache_key,
     default_cache_url,
     legacy_cache_key,
-    request_content,
-    request_hash,
     request_hashes,
 )
-from itemeval.store.compact import CompactionResult, compact, compact_partition
-from itemeval.store.current_solutions import SolutionIndex, solution_index
-from itemeval.store.dedup import deduplicate
-from itemeval.store.identical import IdenticalCells, repeated_judge_cells
-from itemeval.store.items import (
+from itemeval.store._compact import CompactionResult, compact
+from itemeval.store._current_solutions import SolutionIndex, solution_index
+from itemeval.store._dedup import best_row_indices, keys_present
+from itemeval.store._identical import IdenticalCells, repeated_judge_cells
+from itemeval.store._items import (
     ITEMS_PER_PART,
     SnapshotInfo,
     read_item_ids,
-    read_items,
     read_items_part,
     read_snapshot_info,
     write_items_snapshot,
 )
-from itemeval.store.layout import GRADES, SOLUTIONS, STAGES, Stage, StudyStore
-from itemeval.store.manifest import (
+from itemeval.store._layout import GRADES, SOLUTIONS, STAGES, Stage, StudyStore, partition_dir
+from itemeval.store._manifest import (
     ConditionRecord,
     DatasetRecord,
     EstimateRecord,
@@ -51,6 +62,7 @@ from itemeval.store.manifest import (
     RunsSpend,
     SpendRecord,
     StageCounts,
+    host_record,
     latest_manifest,
     list_manifests,
     read_manifest,
@@ -58,35 +70,29 @@ from itemeval.store.manifest import (
     write_manifest_end,
     write_manifest_start,
 )
-from itemeval.store.pending import (
-    GENERATE_CELL_SCHEMA,
-    GRADE_CELL_SCHEMA,
-    CellMasks,
-    pending_generate,
-    pending_grade,
-)
-from itemeval.store.schemas import (
+from itemeval.store._pending import CellMasks, pending_generate, pending_grade
+from itemeval.store._positions import ItemLookup
+from itemeval.store._schemas import (
     GRADE_SCHEMA,
     RESPONSE_SCHEMA,
     SOLUTION_SCHEMA,
     STATUS_ERROR,
     STATUS_OK,
     TIER_BATCH,
-    TIER_LIVE,
-    TIERS,
-    build_table,
-    check_table,
+    TIMESTAMP,
+    Column,
+    conform_older,
+    fill_columns,
     text_hash,
 )
-from itemeval.store.selection import select_conditions
-from itemeval.store.status import ConditionStatus, status_counts, status_table
+from itemeval.store._selection import select_conditions
+from itemeval.store._status import ConditionStatus, status_counts
 
 __all__ = [
-    "GENERATE_CELL_SCHEMA",
     "GRADES",
-    "GRADE_CELL_SCHEMA",
     "GRADE_SCHEMA",
     "ITEMS_PER_PART",
+    "RESPONSES",
     "RESPONSE_SCHEMA",
     "SOLUTIONS",
     "SOLUTION_SCHEMA",
@@ -94,10 +100,10 @@ __all__ = [
     "STATUS_ERROR",
     "STATUS_OK",
     "STUDY_CACHE_DIR",
-    "TIERS",
     "TIER_BATCH",
-    "TIER_LIVE",
+    "TIMESTAMP",
     "CellMasks",
+    "Column",
     "CompactionResult",
     "ConditionRecord",
     "ConditionStatus",
@@ -105,6 +111,7 @@ __all__ = [
     "EstimateRecord",
     "HostRecord",
     "IdenticalCells",
+    "ItemLookup",
     "LegacyLookup",
     "ResponseCache",
     "RunManifest",
@@ -115,35 +122,61 @@ __all__ = [
     "Stage",
     "StageCounts",
     "StudyStore",
-    "build_table",
+    "best_row_indices",
     "cache_group",
     "cache_key",
-    "check_table",
     "compact",
-    "compact_partition",
-    "deduplicate",
+    "conform_older",
     "default_cache_url",
+    "fill_columns",
+    "host_record",
+    "keys_present",
     "latest_manifest",
     "legacy_cache_key",
     "list_manifests",
+    "partition_dir",
     "pending_generate",
     "pending_grade",
     "read_item_ids",
-    "read_items",
     "read_items_part",
     "read_manifest",
     "read_snapshot_info",
     "repeated_judge_cells",
-    "request_content",
-    "request_hash",
     "request_hashes",
     "runs_spend",
     "select_conditions",
     "solution_index",
     "status_counts",
-    "status_table",
     "text_hash",
     "write_items_snapshot",
     "write_manifest_end",
     "write_manifest_start",
 ]
+
+#: Names exported before, kept one release (CHANGELOG.md): their module, now private.
+_DEPRECATED = {
+    "GENERATE_CELL_SCHEMA": "itemeval.store._pending",
+    "GRADE_CELL_SCHEMA": "itemeval.store._pending",
+    "TIERS": "itemeval.store._schemas",
+    "TIER_LIVE": "itemeval.store._schemas",
+    "build_table": "itemeval.store._schemas",
+    "check_table": "itemeval.store._schemas",
+    "compact_partition": "itemeval.store._compact",
+    "deduplicate": "itemeval.store._dedup",
+    "read_items": "itemeval.store._items",
+    "request_content": "itemeval.store._cache",
+    "request_hash": "itemeval.store._cache",
+    "status_table": "itemeval.store._status",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _DEPRECATED.get(name)
+    if module is None:
+        raise AttributeError(f"module 'itemeval.store' has no attribute {name!r}")
+    warnings.warn(
+        f"itemeval.store.{name} is no longer public ({module}); it goes in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(import_module(module), name)

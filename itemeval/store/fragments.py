@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location, unique_name
-from itemeval.store.schemas import conform_older, fill_columns
+from itemeval.store._schemas import conform_older, fill_columns
 
 FRAGMENT_SUFFIX = ".parquet"
 #: Rows per parquet row group: large enough for fast scans, small enough to stream.

@@ -5,7 +5,7 @@ Two namespaces that never collide:
 * `builtin:NAME`: shipped in the package (`itemeval/templates/builtin/{prompts,rubrics}/NAME.txt`);
 * `NAME`: a local file `<prompts_dir>/NAME.txt` or `<rubrics_dir>/NAME.txt` next to the study
   (`.md` is accepted too); a prompt may also be `NAME.yaml` (or `.yml`) with several messages, a
-  system message and few-shot turns (`templates/messages.py`).
+  system message and few-shot turns (`templates/_messages.py`).
 
 A rubric may start with a front-matter block (`---`, `max_score: 10`, `pass_score: 5`, `---`;
 also `min_score`, default 0) that says how its scores read: a judge score outside
@@ -17,6 +17,9 @@ judge format suffix), which enters condition ids.
 An item's task prompt is sent as the first system message. A text prompt always does so; a
 messages prompt does so unless it places `{{ task_prompt }}` itself (then it is where the
 template puts it, and a system message that renders empty is left out).
+
+The public names are `__all__` below; `_answer_formats` (the answer instructions per modality)
+and `_messages` (multi-message prompt files) are private.
 """
 
 from __future__ import annotations
@@ -35,8 +38,23 @@ from itemeval.datasets.workitem import WorkItem
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import sha256_hex
 from itemeval.render import TemplateFieldError, check, placeholders, render
-from itemeval.templates.answer_formats import ANSWER_TEXTS_HASH, answer_texts
-from itemeval.templates.messages import MessageTemplates, display_text, parse_messages
+from itemeval.templates._answer_formats import ANSWER_TEXTS_HASH, LETTERS, answer_kind, answer_texts
+from itemeval.templates._messages import MessageTemplates, display_text, parse_messages
+
+__all__ = [
+    "BUILTIN_PREFIX",
+    "LETTERS",
+    "PAIRWISE_FORMAT",
+    "PROMPT_FIELDS",
+    "RUBRIC_FIELDS",
+    "Kind",
+    "Template",
+    "answer_kind",
+    "builtin_names",
+    "judge_format_suffix",
+    "load_template",
+    "render_pairwise",
+]
 
 Kind = Literal["prompt", "rubric"]
 

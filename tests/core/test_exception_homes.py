@@ -27,7 +27,7 @@ MOVED = {
     "UncertainCreate": "itemeval.providers.batch_client",
     "LimiterUnreachable": "itemeval.providers.limits.machine",
     "TemplateFieldError": "itemeval.render",
-    "ScorerError": "itemeval.scoring.custom",
+    "ScorerError": "itemeval.scoring._custom",
     "LedgerUnavailable": "itemeval.calls.spend",
     "WorkerLost": "itemeval.runtime.dispatch",
     "Interrupted": "itemeval.calls.shard_calls",

@@ -21,8 +21,8 @@ PATTERNS = [
     ("itemeval.simulator.anthropic_batches", "_CUSTOM_ID", "cell-17"),
     ("itemeval.plugins", "_REFERENCE", "my_scorers.exact:score"),
     ("itemeval.plugins", "_ENTRY_POINT_NAME", "my-scorer"),
-    ("itemeval.store.layout", "_PARTITION_VALUE", "sim-strong_direct--006913fb1c0f"),
-    ("itemeval.store.items", "_SAFE_NAME", "gsm8k"),
+    ("itemeval.store._layout", "_PARTITION_VALUE", "sim-strong_direct--006913fb1c0f"),
+    ("itemeval.store._items", "_SAFE_NAME", "gsm8k"),
     ("itemeval.datasets.adapters.source", "NAME_PATTERN", "gsm8k"),
     ("itemeval.datasets.adapters.hf", "_COMMIT_SHA", "0123456789abcdef0123456789abcdef01234567"),
 ]
@@ -38,7 +38,7 @@ def test_a_line_break_after_a_valid_name_is_refused(module, name, valid, ending)
 
 def test_a_partition_value_with_a_line_break_is_a_store_error():
     from itemeval.errors import StoreError
-    from itemeval.store.layout import check_partition_value
+    from itemeval.store._layout import check_partition_value
 
     assert check_partition_value("sim-strong--006913fb1c0f") == "sim-strong--006913fb1c0f"
     with pytest.raises(StoreError):

@@ -15,12 +15,12 @@ from itemeval.cli.main import main
 from itemeval.config import study_from_mapping
 from itemeval.errors import ConfigError, ExitCode
 from itemeval.export import ExportOptions, export_study
-from itemeval.export.report.data import report_data
-from itemeval.export.report.markdown import report_markdown
-from itemeval.export.report.summary import Bootstrap
+from itemeval.export._report.data import report_data
+from itemeval.export._report.markdown import report_markdown
+from itemeval.export._report.summary import Bootstrap
 from itemeval.planning.plan import make_plan
-from itemeval.statistics.study import plan_statistics
-from itemeval.statistics.tables import comparisons_table, components_table
+from itemeval.statistics._study import plan_statistics
+from itemeval.statistics._tables import comparisons_table, components_table
 
 
 def _plan(demo_run: Run, **analysis):

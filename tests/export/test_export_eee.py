@@ -160,7 +160,7 @@ def test_failed_and_unparsed_grades_are_counted_not_sampled(exported, demo_run: 
 
 
 def _row(**changes: Any) -> dict[str, Any]:
-    from itemeval.export.eee.records import SAMPLE_COLUMNS
+    from itemeval.export._eee.records import SAMPLE_COLUMNS
 
     row: dict[str, Any] = dict.fromkeys(SAMPLE_COLUMNS)
     row |= {
@@ -186,14 +186,14 @@ def _row(**changes: Any) -> dict[str, Any]:
 
 
 def test_instance_records_leave_absent_values_out():
-    from itemeval.export.eee.records import (
+    from itemeval.export import GenerateFacets, GradeFacets
+    from itemeval.export._eee.records import (
         DatasetSourceInfo,
         Evaluation,
         RecordContext,
         build_instance,
         item_choices,
     )
-    from itemeval.export.table.conditions import GenerateFacets, GradeFacets
 
     generate = GenerateFacets(
         "m_direct_default--0123456789ab",

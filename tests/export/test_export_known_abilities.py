@@ -11,8 +11,8 @@ import numpy as np
 from export_studies import run
 
 from itemeval.export import Bootstrap, leaderboard_text
-from itemeval.export.report.summary import leaderboard
-from itemeval.export.table.cells import read_cells
+from itemeval.export._report.summary import leaderboard
+from itemeval.export._table.cells import read_cells
 from itemeval.simulator.model import DEFAULT_CATALOG, p_correct
 
 ITEMS = 400

@@ -1,5 +1,6 @@
-"""The floors inside `itemeval/export/` that docs/architecture.md states: `table/` reads the store
-and imports neither `eee/` nor `report/`; `stats` and `outputs` import nothing of `export`."""
+"""The floors inside `itemeval/export/` that docs/architecture.md states: `_table/` reads the
+store and imports neither `_eee/` nor `_report/`; `_stats` and `_outputs` import nothing of
+`export`."""
 
 from __future__ import annotations
 
@@ -30,19 +31,19 @@ def _module(path: Path) -> str:
 
 
 def test_table_reads_without_eee_or_report():
-    files = sorted((EXPORT / "table").glob("*.py"))
+    files = sorted((EXPORT / "_table").glob("*.py"))
     assert len(files) >= 5
     for path in files:
         above = {
             m
             for m in _export_imports(path)
-            if m.startswith(("itemeval.export.eee", "itemeval.export.report"))
+            if m.startswith(("itemeval.export._eee", "itemeval.export._report"))
         }
         assert not above, f"{_module(path)} imports {sorted(above)}"
 
 
 def test_stats_and_outputs_stand_alone():
-    for name in ("stats.py", "outputs.py"):
+    for name in ("_stats.py", "_outputs.py"):
         assert not _export_imports(EXPORT / name), name
 
 

@@ -14,9 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from export_studies import Run, read_csv, read_parquet, run
 
-from itemeval.export import LONG_TABLE_SCHEMA, ExportOptions, export_study
-from itemeval.export.table.columns import markdown_table
-from itemeval.export.table.scan import LongTableScan
+from itemeval.export import LONG_TABLE_SCHEMA, ExportOptions, LongTableScan, export_study
+from itemeval.export._table.columns import markdown_table
 from itemeval.runtime.driver import RunOptions
 from itemeval.store import StudyStore, compact, read_snapshot_info
 

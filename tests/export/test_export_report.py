@@ -12,7 +12,7 @@ import pytest
 from export_studies import Run, read_parquet, run
 
 from itemeval.export import ExportOptions, export_study, report_data, write_report
-from itemeval.export.stats import cohen_kappa
+from itemeval.export._stats import cohen_kappa
 from itemeval.runtime.driver import RunOptions
 
 

@@ -11,10 +11,10 @@ import pytest
 
 from itemeval.cli.main import main
 from itemeval.errors import ExitCode
-from itemeval.importing import catalog as catalog_module
+from itemeval.importing import _catalog as catalog_module
 from itemeval.importing import import_sources, read_imports
-from itemeval.importing.writer import ImportWriter
-from itemeval.store.layout import StudyStore
+from itemeval.importing._writer import ImportWriter
+from itemeval.store import StudyStore
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "every_eval_ever"
 if not SHARED.exists():
@@ -108,7 +108,7 @@ def test_a_failure_before_the_record_leaves_no_rows(tmp_path: Path, monkeypatch)
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("itemeval.importing.run.write_import", fail)
+    monkeypatch.setattr("itemeval.importing._run.write_import", fail)
     with pytest.raises(OSError):
         import_sources(str(store), [str(source)])
     assert _fragments(store) == []
@@ -178,7 +178,7 @@ def _stored(store: Path) -> list[tuple]:
 
 def test_the_fast_path_stores_what_the_line_path_stores(tmp_path: Path, monkeypatch):
     source = _tool_records(tmp_path / "src", 300, bad_line=150)
-    monkeypatch.setattr("itemeval.importing.eee_columns.CHUNK_BYTES", 8192)  # many chunks
+    monkeypatch.setattr("itemeval.importing._eee_columns.CHUNK_BYTES", 8192)  # many chunks
     batches = []
     add_batch = ImportWriter.add_batch
 
@@ -189,7 +189,7 @@ def test_the_fast_path_stores_what_the_line_path_stores(tmp_path: Path, monkeypa
     monkeypatch.setattr(ImportWriter, "add_batch", counted)
     fast = import_sources(str(tmp_path / "fast"), [str(source)])
     assert len(batches) > 5 and sum(batches) < 299  # chunks in columns, the bad one by lines
-    monkeypatch.setattr("itemeval.importing.eee_columns.fast_path_applies", lambda facts: False)
+    monkeypatch.setattr("itemeval.importing._eee_columns.fast_path_applies", lambda facts: False)
     slow = import_sources(str(tmp_path / "slow"), [str(source)])
     assert fast.rejected == slow.rejected == {"invalid_json": 1}
     assert "a_samples.jsonl:150: invalid_json" in fast.examples[0]

@@ -7,14 +7,8 @@ import numpy as np
 import pytest
 
 from itemeval.errors import InputError
-from itemeval.judging.gold import (
-    parse_verdict,
-    read_label_rows,
-    resolve_labels,
-    sample_rows,
-    write_labels_file,
-)
-from itemeval.judging.verdicts import Shape
+from itemeval.judging import Shape, read_label_rows, resolve_labels, sample_rows, write_labels_file
+from itemeval.judging._gold import parse_verdict
 
 SHAPE = Shape(gens=2, items=3, epochs=2)
 # Current answers: (gen, item, epoch, text_hash); gen 0 and 1 wrote the same text for item 1.

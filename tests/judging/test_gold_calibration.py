@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from itemeval.judging import calibrate
-from itemeval.judging.calibration import rogan_gladen
+from itemeval.judging._calibration import rogan_gladen
 
 
 def study(rng, *, items=400, epochs=2, accuracy=0.7, false_pass=0.2, false_fail=0.1, gold=150):

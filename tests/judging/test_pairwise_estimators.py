@@ -2,7 +2,7 @@
 
 A simulated pairwise judge declares its position bias and length bias
 (`itemeval.simulator.engine.pairwise_verdict`); the estimators of
-`itemeval.judging.pairwise` must find them.
+`itemeval.judging._pairwise` must find them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from itemeval.judging import analyse_pairwise, parse_pairwise_verdict
-from itemeval.judging.pairwise import bradley_terry, win_rate
+from itemeval.judging._pairwise import bradley_terry, win_rate
 from itemeval.providers.settings import SimModelSpec, SimSettings
 from itemeval.simulator.engine import Simulator, pairwise_preference
 
@@ -148,7 +148,7 @@ def test_pairwise_verdict_parser() -> None:
 
 
 def test_position_bias_counts_only_decisive_verdicts() -> None:
-    from itemeval.judging.pairwise import position_bias
+    from itemeval.judging._pairwise import position_bias
 
     # 6 first wins, 4 second wins, 10 ties: the first-shown answer won 60% of decisive verdicts
     first = np.array([1.0] * 6 + [0.0] * 4 + [0.5] * 10 + [np.nan] * 3)

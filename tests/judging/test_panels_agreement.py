@@ -7,9 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from itemeval.judging import PanelRule, combine, panel_agreement, panel_grades
-from itemeval.judging.agreement import effective_judges, kappa
-from itemeval.judging.verdicts import Shape
+from itemeval.judging import PanelRule, Shape, combine, panel_agreement, panel_grades
+from itemeval.judging._agreement import effective_judges, kappa
 
 
 def test_majority_and_its_tie_rule() -> None:

@@ -17,7 +17,8 @@ from itemeval.providers.gemini import GeminiProvider
 from itemeval.providers.limits.ratelimiter import RateLimiter
 from itemeval.providers.openai_chat import OpenAIChatProvider
 from itemeval.scoring import ParseCode, parse_judge_output, parse_structured_verdict
-from itemeval.store.cache import request_hash, request_hashes
+from itemeval.store import request_hashes
+from itemeval.store._cache import request_hash
 
 LOCAL = "http://127.0.0.1:9"
 PROMPT = (

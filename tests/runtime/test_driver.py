@@ -25,7 +25,7 @@ from itemeval.runtime.driver import RunOptions, _pending, run_study
 from itemeval.runtime.shards import generate_shards, grade_shards
 from itemeval.runtime.worker import ShardRunner
 from itemeval.store import StudyStore, latest_manifest, list_manifests, read_manifest
-from itemeval.store.compact import compact_partition
+from itemeval.store._compact import compact_partition
 
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True)
 

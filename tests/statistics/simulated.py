@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from itemeval.statistics.tallies import Tallies
+from itemeval.statistics import Tallies
 
 
 def simulate(abilities, items, epochs, rng, *, slope=8.0, difficulty=None):
@@ -36,8 +36,7 @@ def study_cells(scores: np.ndarray, *, judge: bool = True, datasets: int = 2):
     or a scorer. What the report computes its statistics from, without a run."""
     import pyarrow as pa
 
-    from itemeval.export.table.cells import StudyCells
-    from itemeval.export.table.conditions import DesignFacets, GenerateFacets, GradeFacets
+    from itemeval.export import DesignFacets, GenerateFacets, GradeFacets, StudyCells
 
     items, epochs, k = scores.shape
     generate = tuple(

@@ -7,9 +7,15 @@ import numpy as np
 import pytest
 from simulated import study_cells
 
-from itemeval.statistics.families import MEAN_SCORE, Options, study_statistics
-from itemeval.statistics.planning import store_variance
-from itemeval.statistics.tables import comparisons_table, components_table, rankings_table
+from itemeval.statistics import (
+    MEAN_SCORE,
+    Options,
+    comparisons_table,
+    components_table,
+    rankings_table,
+    study_statistics,
+)
+from itemeval.statistics._planning import store_variance
 
 
 def test_families_scopes_metrics_and_tables():

@@ -9,10 +9,9 @@ import pytest
 from scipy.stats import binomtest, false_discovery_control
 from simulated import simulate, tallies_of
 
-from itemeval.statistics.intervals import bootstrap_proportion
-from itemeval.statistics.multiplicity import adjust, holm, tiers
-from itemeval.statistics.paired import MCNEMAR, PAIRED_T, compare, mcnemar_exact
-from itemeval.statistics.tallies import Tallies
+from itemeval.statistics import MCNEMAR, PAIRED_T, Tallies, bootstrap_proportion, compare
+from itemeval.statistics._multiplicity import adjust, holm, tiers
+from itemeval.statistics._paired import mcnemar_exact
 
 
 def test_mcnemar_exact_is_the_binomial_test():

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from simulated import simulate, tallies_of
 
-from itemeval.statistics.components import components
-from itemeval.statistics.paired import compare
-from itemeval.statistics.power import DesignVariance, items_needed, power_plan
+from itemeval.statistics import DesignVariance, compare, items_needed
+from itemeval.statistics._components import components
+from itemeval.statistics._power import power_plan
 
 
 def test_the_formula_and_the_default():

@@ -8,7 +8,7 @@ import hashlib
 import numpy as np
 import pyarrow as pa
 
-from itemeval.store.content_keys import hash_keys
+from itemeval.store._content_keys import hash_keys
 
 
 def _sha(text: str) -> str:
@@ -16,7 +16,7 @@ def _sha(text: str) -> str:
 
 
 def test_the_stores_16_digit_text_hash_is_its_own_key():
-    from itemeval.store.schemas import text_hash
+    from itemeval.store import text_hash
 
     hashes = [text_hash(f"answer {i}") for i in range(20)]
     assert all(len(h) == 16 for h in hashes)

@@ -7,7 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.store.positions import ItemLookup, string_hashes
+from itemeval.store import ItemLookup
+from itemeval.store._positions import string_hashes
 
 
 def _index_in(values: pa.Array | pa.ChunkedArray, items: pa.Array) -> list[int]:
@@ -49,7 +50,7 @@ def test_ids_that_share_a_hash_are_placed_exactly() -> None:
 
 
 def test_hashes_do_not_depend_on_the_slicing(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import itemeval.store.positions as positions
+    import itemeval.store._positions as positions
 
     ids = pa.array([f"id-{i}" * (1 + i % 30) for i in range(5000)])
     whole = string_hashes(ids)
@@ -63,7 +64,7 @@ def test_hashes_do_not_depend_on_the_slicing(monkeypatch) -> None:  # type: igno
 
 
 def test_placing_a_slice_at_a_time_places_every_value(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import itemeval.store.positions as positions
+    import itemeval.store._positions as positions
 
     monkeypatch.setattr(positions, "_PLACE_SLICE", 3)
     items = pa.array(["x" * 60 + f"{i:04d}" + "y" * 60 for i in range(40)] + ["q1", "q2"])

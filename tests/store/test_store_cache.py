@@ -18,14 +18,14 @@ from itemeval.store import (
     RESPONSE_SCHEMA,
     LegacyLookup,
     ResponseCache,
-    build_table,
     cache_group,
     cache_key,
     default_cache_url,
     legacy_cache_key,
-    request_hash,
     request_hashes,
 )
+from itemeval.store._cache import request_hash
+from itemeval.store._schemas import build_table
 from itemeval.store.fragments import write_fragment
 
 GROUP = cache_group("sim/model-a", {"temperature": 0.0, "max_tokens": 64}, "template-sha")

@@ -9,7 +9,8 @@ import pyarrow.compute as pc
 import pytest
 
 from itemeval.cli.main import main
-from itemeval.store import StudyStore, compact, compact_partition
+from itemeval.store import StudyStore, compact
+from itemeval.store._compact import compact_partition
 
 
 def test_compaction_keeps_the_best_row_of_every_key(store: StudyStore, solution) -> None:

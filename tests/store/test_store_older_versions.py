@@ -15,7 +15,7 @@ import yaml
 
 from itemeval import Study
 from itemeval.store import GRADE_SCHEMA, SOLUTION_SCHEMA, StudyStore, compact
-from itemeval.store.schemas import OLDER_SCHEMAS, schema_name
+from itemeval.store._schemas import OLDER_SCHEMAS, schema_name
 
 DATA = Path(__file__).resolve().parent / "data"
 REPO = Path(__file__).resolve().parents[2]

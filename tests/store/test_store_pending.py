@@ -7,19 +7,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import itemeval.store.content_keys as content_keys
-import itemeval.store.current_solutions as current_solutions
+import itemeval.store._content_keys as content_keys
+import itemeval.store._current_solutions as current_solutions
 import itemeval.store.fragments as fragments_module
 from itemeval.errors import InputError
-from itemeval.store import (
-    GENERATE_CELL_SCHEMA,
-    GRADE_CELL_SCHEMA,
-    StudyStore,
-    pending_generate,
-    pending_grade,
-    solution_index,
-    text_hash,
-)
+from itemeval.store import StudyStore, pending_generate, pending_grade, solution_index, text_hash
+from itemeval.store._pending import GENERATE_CELL_SCHEMA, GRADE_CELL_SCHEMA
 
 ITEMS = pa.array(["q1", "q2", "q3"])
 GRADED = pa.array(["a", "b", "c", "d", "e", "f"])

@@ -9,9 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from itemeval.errors import StoreError
-from itemeval.store import SOLUTION_SCHEMA, StudyStore, build_table
-from itemeval.store import dedup as dedup_module
+from itemeval.store import SOLUTION_SCHEMA, StudyStore
+from itemeval.store import _dedup as dedup_module
 from itemeval.store import fragments as fragments_module
+from itemeval.store._schemas import build_table
 from itemeval.store.fragments import encode_fragment, list_fragments, read_fragments
 
 
@@ -258,7 +259,7 @@ def test_read_relists_when_a_listed_fragment_was_compacted(
     store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A reader whose listing predates a compaction finds every row exactly once."""
-    from itemeval.store import compact_partition
+    from itemeval.store._compact import compact_partition
 
     for i in range(4):
         store.write_solutions("c1", [solution(f"q{i}"), solution("shared", ok=i == 3)])

@@ -12,12 +12,12 @@ import pyarrow as pa
 import pytest
 from lifetimes import alive_at_each_call
 
+import itemeval.store._pending as pending_module
 import itemeval.store.fragments as fragments
-import itemeval.store.pending as pending_module
 from itemeval.store import StudyStore, pending_generate, pending_grade, solution_index, text_hash
-from itemeval.store.compact import compact_partition
-from itemeval.store.content_keys import hash_keys
-from itemeval.store.pending import current_solution_keys
+from itemeval.store._compact import compact_partition
+from itemeval.store._content_keys import hash_keys
+from itemeval.store._pending import current_solution_keys
 
 COLUMNS = ["item_id", "epoch", "status"]
 

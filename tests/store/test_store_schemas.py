@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from itemeval.errors import ExitCode, StoreError
-from itemeval.store import GRADE_SCHEMA, RESPONSE_SCHEMA, SOLUTION_SCHEMA, build_table, check_table
-from itemeval.store.schemas import COLUMNS, text_hash
+from itemeval.store import GRADE_SCHEMA, RESPONSE_SCHEMA, SOLUTION_SCHEMA, text_hash
+from itemeval.store._schemas import COLUMNS, build_table, check_table
 
 
 def test_text_hash_is_first_16_hex_of_sha256() -> None:

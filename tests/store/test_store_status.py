@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from itemeval.store import StudyStore, status_counts, status_table, text_hash
+from itemeval.store import StudyStore, status_counts, text_hash
+from itemeval.store._status import status_table
 
 
 def test_generate_status(store: StudyStore, solution) -> None:

@@ -12,7 +12,7 @@ from itemeval.cli.main import main
 from itemeval.cli.view import DEFAULT_PORT
 from itemeval.planning.plan import Plan
 from itemeval.view import DEFAULT_PORT as VIEW_PORT
-from itemeval.view.index import PAGE_COLUMNS
+from itemeval.view._index import PAGE_COLUMNS
 
 
 def test_study_view_serves_the_store(study_plan: Plan) -> None:
@@ -49,9 +49,10 @@ def test_port_in_use_is_bad_input(study_plan: Plan, capsys) -> None:  # type: ig
 def test_overview_leaderboard_is_the_reports(study_plan: Plan) -> None:
     """The overview ranks from the index's per-item counts; the report from group-bys over the
     grades: the same conditions, order, accuracies and intervals."""
-    from itemeval.export.report.summary import Bootstrap, leaderboard
-    from itemeval.view.index import build_index
-    from itemeval.view.queries import ranked
+    from itemeval.export import Bootstrap
+    from itemeval.export._report.summary import leaderboard
+    from itemeval.view._index import build_index
+    from itemeval.view._queries import ranked
 
     index = build_index(study_plan)
     bootstrap = Bootstrap(resamples=300, seed=3)
@@ -64,12 +65,12 @@ def test_overview_leaderboard_is_the_reports(study_plan: Plan) -> None:
 def test_overview_tiers_are_the_leaderboards(study_plan: Plan) -> None:
     """The overview's tier and rank interval per condition are the report leaderboard's (its
     paired comparisons), computed from the index's per-item counts."""
-    from itemeval.export.report.data import headline_family
-    from itemeval.export.report.summary import Bootstrap, leaderboard
-    from itemeval.statistics.study import analysis_options, plan_statistics
-    from itemeval.statistics.words import rank_text
-    from itemeval.view.index import build_index
-    from itemeval.view.queries import overview
+    from itemeval.export import Bootstrap
+    from itemeval.export._report.data import headline_family
+    from itemeval.export._report.summary import leaderboard
+    from itemeval.statistics import analysis_options, plan_statistics, rank_text
+    from itemeval.view._index import build_index
+    from itemeval.view._queries import overview
 
     index = build_index(study_plan)
     bootstrap = Bootstrap(resamples=300, seed=3)
@@ -95,8 +96,8 @@ def test_index_of_a_compacted_store_is_the_same(study_plan: Plan, tmp_path) -> N
 
     from itemeval.planning.plan import make_plan
     from itemeval.store import StudyStore, compact
-    from itemeval.view.answers import item_detail
-    from itemeval.view.index import build_index
+    from itemeval.view._answers import item_detail
+    from itemeval.view._index import build_index
 
     copy = tmp_path / "store"
     shutil.copytree(study_plan.store.root.path, copy)
@@ -121,10 +122,9 @@ def test_overview_costs_and_errors_are_the_reports(study_plan: Plan) -> None:
 
     import pytest
 
-    from itemeval.export.report.summary import costs, errors
-    from itemeval.export.table.cells import read_cells
-    from itemeval.view.index import build_index
-    from itemeval.view.queries import overview
+    from itemeval.export import costs, errors, read_cells
+    from itemeval.view._index import build_index
+    from itemeval.view._queries import overview
 
     index = build_index(study_plan)
     cells = read_cells(study_plan)
@@ -145,7 +145,7 @@ def test_index_columns_are_one_chunk_each(study_plan: Plan) -> None:
     take is slow on many chunks), tokens as int32."""
     import pyarrow as pa
 
-    from itemeval.view.index import build_index
+    from itemeval.view._index import build_index
 
     index = build_index(study_plan)
     for table in (index.cells.solutions, index.cells.grades):
@@ -168,7 +168,7 @@ def test_compacted_partition_in_small_row_groups_is_the_same(  # type: ignore[no
     from itemeval.planning.plan import make_plan
     from itemeval.store import StudyStore, compact
     from itemeval.store import fragments as store_fragments
-    from itemeval.view.index import build_index
+    from itemeval.view._index import build_index
 
     copy = tmp_path / "store"
     shutil.copytree(study_plan.store.root.path, copy)

@@ -1,0 +1,216 @@
+"""Checks of a validated study that span its sections, and the keys a run needs.
+
+`cross_check` finds what a schema cannot: references (a model's endpoint, a facet's grader),
+duplicate names, templates that must exist and load, scorers that must resolve, a pricing file,
+budget settings that contradict each other. `check_keys` says which API key variables are not
+set (a run needs them; `plan` and `estimate` do not).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+
+from itemeval.config._models import StudyConfig
+from itemeval.errors import ConfigError, Problem
+from itemeval.ids import slugify
+from itemeval.plugins import PROVIDER_GROUP, load_plugin
+from itemeval.providers.settings import BUILTIN_KINDS
+from itemeval.scoring import scorer_identity
+from itemeval.secrets import KEY_HINT
+from itemeval.storage import url_under
+
+
+def check_keys(study: StudyConfig, endpoints: set[str] | None = None) -> None:
+    """Every API key variable of the endpoints this study uses (or of `endpoints`) is set: a
+    run needs them; `plan` and `estimate` do not. Never prints a value."""
+    problems: list[Problem] = []
+    for name, endpoint in study.used_endpoints().items():
+        if endpoints is not None and name not in endpoints:
+            continue
+        variables = [("api_key_env", endpoint.api_key_env)] if endpoint.api_key_env else []
+        variables += [(f"headers_env.{h}", env) for h, env in endpoint.headers_env.items()]
+        for field, variable in variables:
+            if not os.environ.get(variable):
+                problems.append(
+                    Problem(
+                        f"environment variable {variable} is not set",
+                        file=str(study.path) if study.path else None,
+                        field=f"endpoints.{name}.{field}",
+                        hint=KEY_HINT.format(variable=variable),
+                    )
+                )
+    if problems:
+        raise ConfigError(problems)
+
+
+def cross_check(study: StudyConfig) -> list[Problem]:
+    """Checks that span sections: references, duplicates, templates, scorers."""
+    problems: list[Problem] = []
+
+    def unknown(kind: str, name: str, choices: list[str], field: str) -> None:
+        close = difflib.get_close_matches(name, choices, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known {kind}s: {', '.join(choices)}"
+        problems.append(Problem(f"unknown {kind} {name!r}", field=field, hint=hint))
+
+    endpoints = sorted(study.endpoints)
+    seen_labels: dict[str, int] = {}
+    for index, model in enumerate(study.models):
+        if model.endpoint not in study.endpoints:
+            unknown("endpoint", model.endpoint, endpoints, f"models[{index}].endpoint")
+        label = slugify(model.label)
+        if label in seen_labels:
+            problems.append(
+                Problem(
+                    f"duplicate model {model.label!r} (also models[{seen_labels[label]}])",
+                    field=f"models[{index}]",
+                    hint="give one of them a distinct `name:` to compare two settings of a model",
+                )
+            )
+        seen_labels.setdefault(label, index)
+
+    _check_unique([d.name for d in study.datasets], "dataset name", "datasets[{}].name", problems)
+    _check_unique(
+        [c.name for c in study.facets.model_configs],
+        "model_config name",
+        "facets.model_config[{}].name",
+        problems,
+    )
+    _check_unique(study.facets.prompt, "prompt", "facets.prompt[{}]", problems)
+
+    for name, grader in study.graders.items():
+        if grader.endpoint not in study.endpoints:
+            unknown("endpoint", grader.endpoint, endpoints, f"graders.{name}.endpoint")
+    model_names = sorted({m.label for m in study.models} | {m.id for m in study.models})
+    for name, grader in study.graders.items():
+        if grader.kind == "pairwise" and not grader.baseline:
+            problems.append(
+                Problem(
+                    "a pairwise grader needs a baseline",
+                    field=f"graders.{name}.baseline",
+                    hint="name the model whose answers the others are compared with",
+                )
+            )
+        elif grader.kind == "pairwise" and grader.baseline not in model_names:
+            unknown("model", str(grader.baseline), model_names, f"graders.{name}.baseline")
+        elif grader.kind == "judge" and grader.baseline is not None:
+            problems.append(
+                Problem(
+                    "`baseline` is only for a pairwise grader",
+                    field=f"graders.{name}.baseline",
+                    hint="set `kind: pairwise`, or remove `baseline`",
+                )
+            )
+        if grader.kind == "pairwise" and name in {
+            member for panel in study.panels.values() for member in panel.graders
+        }:
+            problems.append(
+                Problem(
+                    "a pairwise grader cannot sit on a panel",
+                    field=f"graders.{name}",
+                    hint="panels combine judges of single answers",
+                )
+            )
+    for index, name in enumerate(study.facets.grader):
+        if name not in study.graders:
+            unknown("grader", name, sorted(study.graders), f"facets.grader[{index}]")
+    for name, panel in study.panels.items():
+        for index, member in enumerate(panel.graders):
+            if member not in study.facets.grader:
+                unknown(
+                    "grader", member, list(study.facets.grader), f"panels.{name}.graders[{index}]"
+                )
+        if len(set(panel.graders)) != len(panel.graders):
+            problems.append(Problem("a panel names a grader twice", field=f"panels.{name}.graders"))
+    if study.gold.scorer is not None and study.gold.scorer not in study.scorers:
+        unknown("scorer", study.gold.scorer, study.scorers, "gold.scorer")
+    if study.facets.rubric and not study.facets.grader:
+        problems.append(
+            Problem(
+                "rubrics are set but no grader uses them",
+                field="facets.rubric",
+                hint="add a judge under `graders:` and name it in `facets.grader`",
+            )
+        )
+    for index, scorer in enumerate(study.scorers):
+        try:
+            scorer_identity(scorer, field=f"facets.scorer[{index}]")
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    for name, endpoint in study.endpoints.items():
+        if endpoint.kind not in BUILTIN_KINDS:
+            problems.extend(_provider_problems(endpoint.kind, f"endpoints.{name}.kind"))
+    if not study.scorers and not study.facets.grader:
+        problems.append(
+            Problem(
+                "nothing grades the solutions: no scorer and no grader",
+                field="facets",
+                hint="remove `scorer: []` or add a grader",
+            )
+        )
+
+    for index, name in enumerate(study.facets.prompt):
+        try:
+            study.prompt_template(name, field=f"facets.prompt[{index}]")
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    for index, name in enumerate(study.rubrics):
+        try:
+            study.rubric_template(name, field=f"facets.rubric[{index}]")
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    covering = [p for p in study.storage_options_by_prefix if url_under(study.store or "", p)]
+    if study.storage_options and covering:
+        problems.append(
+            Problem(
+                f"the store {study.store} gets `storage_options` and also the options of "
+                f"prefix {max(covering, key=len)!r}",
+                field="storage_options_by_prefix",
+                hint="keep one of them: `storage_options` are the store's (and the default of "
+                "every URL with its protocol)",
+            )
+        )
+    if study.pricing and not study.pricing_path.is_file():  # type: ignore[union-attr]
+        problems.append(Problem(f"pricing file not found: {study.pricing_path}", field="pricing"))
+    if (
+        study.budget.confirm_above_usd is not None
+        and study.budget.max_usd is not None
+        and study.budget.confirm_above_usd > study.budget.max_usd
+    ):
+        problems.append(
+            Problem(
+                "confirm_above_usd is above max_usd, so confirmation can never be asked",
+                field="budget.confirm_above_usd",
+                severity="warning",
+            )
+        )
+    return problems
+
+
+def _check_unique(names: list[str], kind: str, field: str, problems: list[Problem]) -> None:
+    seen: set[str] = set()
+    for index, name in enumerate(names):
+        key = name.casefold()
+        if key in seen:
+            problems.append(Problem(f"duplicate {kind} {name!r}", field=field.format(index)))
+        seen.add(key)
+
+
+def _provider_problems(kind: str, field: str) -> list[Problem]:
+    """A provider plugin must load and be callable (it is called like a client class)."""
+    try:
+        plugin = load_plugin(
+            PROVIDER_GROUP, kind, what="provider", field=field, builtin=BUILTIN_KINDS
+        )
+    except ConfigError as exc:
+        return exc.problems
+    if not callable(plugin.obj):
+        return [
+            Problem(
+                f"provider {kind!r} is a {type(plugin.obj).__name__}, not a class or function",
+                field=field,
+                hint="point it at a Provider class (e.g. an HttpProvider subclass) or a "
+                "function with the same arguments",
+            )
+        ]
+    return []

@@ -1,0 +1,92 @@
+"""The report's pairwise section as tables, for the HTML page and the Markdown summary
+(`PAIRWISE_METHOD` says what each number is)."""
+
+from __future__ import annotations
+
+from itemeval.export._report.tables import TextTable
+from itemeval.judging import Interval, PairwiseAnalysis
+
+PAIRWISE_METHOD = [
+    "Pairwise: each condition's answer against the baseline's to the same item and epoch, "
+    "asked in both orders; a win counts 1, a tie 0.5. Intervals are 95%, items as clusters.",
+    "Position bias: of the verdicts that pick a side, the share won by the answer shown first "
+    "(50% for an unbiased judge).",
+    "Length-controlled win rate: a logistic regression of the outcome on the length "
+    "difference (tanh-scaled) and the order, predicted at no length difference (like "
+    "AlpacaEval's LC); length slope: its log-odds per unit. Bradley-Terry: log-odds strengths, "
+    "the baseline at 0. See docs/judges.md.",
+]
+
+
+def _ci(value: Interval) -> str:
+    if value.value is None:
+        return "n/a"
+    if value.low is None or value.high is None:
+        return f"{value.value:.3f}"
+    return f"{value.value:.3f} [{value.low:.3f}, {value.high:.3f}]"
+
+
+def pairwise_table(analysis: PairwiseAnalysis) -> TextTable:
+    strengths = {s.condition: s for s in analysis.strengths}
+    rows = []
+    for r in analysis.results:
+        s = strengths.get(r.condition)
+        bt = "n/a" if s is None else _ci(Interval(s.value, s.low, s.high, 0))
+        rows.append(
+            [
+                r.condition,
+                str(r.verdicts),
+                _ci(r.win_rate),
+                _ci(r.length_controlled),
+                _ci(r.position_first_wins),
+                _ci(r.length_slope),
+                bt,
+            ]
+        )
+    header = [
+        f"condition vs {analysis.baseline}",
+        "verdicts",
+        "win rate",
+        "length-controlled",
+        "first shown wins",
+        "length slope",
+        "Bradley-Terry",
+    ]
+    return TextTable(header, rows, numeric={1, 2, 3, 4, 5, 6})
+
+
+def pairwise_markdown(analyses: list[PairwiseAnalysis]) -> list[str]:
+    from itemeval.export._report.markdown import md_table
+
+    if not analyses:
+        return []
+    out = ["", "## Pairwise", ""]
+    for analysis in analyses:
+        out += [
+            f"Judge position bias over every pair: first shown wins "
+            f"{_ci(analysis.position_first_wins)}.",
+            "",
+            md_table(pairwise_table(analysis)),
+            "",
+        ]
+    out += [f"- {line}" for line in PAIRWISE_METHOD]
+    return out
+
+
+def pairwise_html(analyses: list[PairwiseAnalysis]) -> str:
+    from html import escape
+
+    from itemeval.export._report.html import html_table
+
+    if not analyses:
+        return ""
+    parts = ["<section id='pairwise'><h2>Pairwise</h2>"]
+    for analysis in analyses:
+        parts.append(
+            "<p class='note'>Judge position bias over every pair: first shown wins "
+            f"{escape(_ci(analysis.position_first_wins))}.</p>"
+        )
+        parts.append(html_table(pairwise_table(analysis), table_id="pairwise-table"))
+    parts += [f"<p class='note'>{escape(line)}</p>" for line in PAIRWISE_METHOD]
+    parts.append("</section>")
+    return "\n".join(parts)

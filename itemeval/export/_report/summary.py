@@ -1,0 +1,491 @@
+"""What the report says, computed from `StudyCells`: leaderboards, facet tables, grader
+agreement, cost per correct answer, errors and coverage (item difficulty: `report.difficulty`).
+
+Definitions (the report and `docs/results.md` state them too):
+
+* accuracy = correct answers / graded answers, counting only final grades of the current
+  answer (`StudyCells` "valid"); failed calls, judge parse failures and stale grades are left
+  out of both numbers and reported under errors;
+* every interval is a 95% percentile bootstrap over items with an item's epochs (and, for a
+  model, its conditions) kept together (`stats.bootstrap_proportion`), seeded;
+* the headline grader is the first verifiable scorer, else the first judge
+  (`conditions.primary_grader`); every grader's accuracy is shown next to it;
+* cost per correct answer = (generation USD + grading USD of every grader, of the condition's
+  logical rows) / correct answers under the headline grader;
+* saved by prompt caching = input tokens the providers served from their prompt caches, on the
+  condition's paid rows (generation and grading; response-cache answers paid nothing), times
+  the model's input minus cached-input price, at the pricing table's prices;
+* saved by the batch tier = what the condition's paid batch rows (generation and grading,
+  `tier = batch`) would have cost more at live prices: `usd / share - usd`, the share of the
+  model's prices its provider charges through its batch API (the pricing table's `batch`).
+
+Everything works on the integer codes of `StudyCells` (vectorised group-bys and joins) and maps
+codes back to names only for the few result rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from itemeval.export._stats import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    Agreement,
+    Proportion,
+    agreement,
+    bootstrap_proportion,
+)
+from itemeval.export._table.cells import StudyCells
+from itemeval.export._table.conditions import GenerateFacets, GradeFacets, primary_grader
+from itemeval.providers.money.pricing import Pricing
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
+    #: per selected item, the cluster it is resampled with (`analysis.cluster_by`); None: each
+    #: item is its own
+    clusters: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+
+def headline_code(cells: StudyCells) -> int | None:
+    """The code of the headline grade condition (None without grade conditions)."""
+    primary = primary_grader(cells.facets.grade)
+    return None if primary is None else cells.facets.grade.index(primary)
+
+
+def facet_codes(cells: StudyCells, facet: str) -> tuple[list[str], pa.Array]:
+    """The names of a facet (`model`, `prompt`, `model_config`) and, per generate condition
+    code, the facet's code: take() it with a `gen` column to get the facet of each row."""
+    f = cells.facets
+    names = {"model": f.models, "prompt": f.prompts, "model_config": f.model_configs}[facet]
+    value = {"model": "model_name", "prompt": "prompt", "model_config": "model_config"}[facet]
+    codes = [names.index(getattr(g, value)) for g in f.generate]
+    return names, pa.array(codes, type=pa.int32())
+
+
+def proportions(
+    grades: pa.Table, keys: Sequence[pa.Array | pa.ChunkedArray], bootstrap: Bootstrap
+) -> dict[tuple[int, ...], Proportion]:
+    """Accuracy with its interval per distinct combination of the integer `keys` (one value per
+    grade row), clustered by item."""
+    if grades.num_rows == 0:
+        return {}
+    names = [f"k{i}" for i in range(len(keys))]
+    table = pa.table(
+        {
+            **dict(zip(names, keys, strict=True)),
+            "item": (
+                grades.column("item")
+                if bootstrap.clusters is None
+                else pa.array(bootstrap.clusters[grades.column("item").to_numpy()])
+            ),
+            "c": pc.cast(grades.column("correct"), pa.int64()),
+        }
+    )
+    per_item = table.group_by([*names, "item"], use_threads=False).aggregate(
+        [("c", "sum"), ("c", "count")]
+    )
+    per_item = per_item.sort_by([(n, "ascending") for n in names])
+    key_values = np.stack([per_item.column(n).to_numpy() for n in names], axis=1)
+    successes = per_item.column("c_sum").to_numpy().astype(np.float64)
+    trials = per_item.column("c_count").to_numpy().astype(np.float64)
+    change = np.any(key_values[1:] != key_values[:-1], axis=1)
+    bounds = np.flatnonzero(change) + 1
+    out: dict[tuple[int, ...], Proportion] = {}
+    for start, stop in zip(
+        np.concatenate(([0], bounds)), np.concatenate((bounds, [len(trials)])), strict=True
+    ):
+        key = tuple(int(v) for v in key_values[start])
+        out[key] = bootstrap_proportion(
+            successes[start:stop],
+            trials[start:stop],
+            resamples=bootstrap.resamples,
+            seed=bootstrap.seed,
+        )
+    return out
+
+
+# -- leaderboard ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One leaderboard line: a generate condition or a model, its accuracy under each grader."""
+
+    name: str
+    accuracy: dict[str, Proportion]  # grade condition id -> accuracy
+    generate: GenerateFacets | None = None  # None for a model line
+    conditions: int = 1
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    primary: GradeFacets | None
+    graders: tuple[GradeFacets, ...]
+    conditions: list[Ranked]
+    models: list[Ranked]
+
+    def headline(self, line: Ranked) -> Proportion | None:
+        return line.accuracy.get(self.primary.id) if self.primary else None
+
+
+def _rank_key(primary: GradeFacets | None, line: Ranked) -> tuple[float, str]:
+    value = line.accuracy.get(primary.id) if primary else None
+    score = value.value if value is not None and value.defined else -1.0
+    return (-score, line.name)
+
+
+def leaderboard(cells: StudyCells, bootstrap: Bootstrap | None = None) -> Leaderboard:
+    """Accuracy per generate condition and per model, ordered by the headline accuracy."""
+    bootstrap = bootstrap or Bootstrap()
+    f = cells.facets
+    grades = cells.valid_grades()
+    gen, grade = grades.column("gen"), grades.column("grade")
+    models, model_of = facet_codes(cells, "model")
+    by_condition = proportions(grades, [gen, grade], bootstrap)
+    by_model = proportions(grades, [model_of.take(gen), grade], bootstrap)
+    conditions = [
+        Ranked(
+            name=g.slug,
+            generate=g,
+            accuracy={
+                j.id: by_condition[(c, k)] for k, j in enumerate(f.grade) if (c, k) in by_condition
+            },
+        )
+        for c, g in enumerate(f.generate)
+    ]
+    lines = []
+    for m, name in enumerate(models):
+        count = sum(1 for g in f.generate if g.model_name == name)
+        accuracy = {j.id: by_model[(m, k)] for k, j in enumerate(f.grade) if (m, k) in by_model}
+        lines.append(Ranked(name=name, accuracy=accuracy, conditions=count))
+    primary = primary_grader(f.grade)
+    conditions.sort(key=lambda line: _rank_key(primary, line))
+    lines.sort(key=lambda line: _rank_key(primary, line))
+    return Leaderboard(primary, f.grade, conditions, lines)
+
+
+# -- facet tables -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FacetTable:
+    """Accuracy (headline grader) for every model x column value (a prompt, a config, ...)."""
+
+    column_facet: str
+    rows: list[str]
+    columns: list[str]
+    cells: dict[tuple[str, str], Proportion]
+
+    def spread(self, row: str) -> float | None:
+        """max - min accuracy over the columns of a row (prompt sensitivity)."""
+        values = [
+            self.cells[(row, c)].value
+            for c in self.columns
+            if (row, c) in self.cells and self.cells[(row, c)].defined
+        ]
+        return max(values) - min(values) if len(values) >= 2 else None
+
+
+def facet_table(
+    cells: StudyCells, column_facet: str, bootstrap: Bootstrap | None = None
+) -> FacetTable | None:
+    """Model x `column_facet` (`prompt`, `model_config` or `dataset`) under the headline grader."""
+    code = headline_code(cells)
+    if code is None:
+        return None
+    grades = cells.valid_grades(code)
+    models, model_of = facet_codes(cells, "model")
+    if column_facet == "dataset":
+        columns, column = cells.datasets, grades.column("dataset")
+    else:
+        columns, column_of = facet_codes(cells, column_facet)
+        column = column_of.take(grades.column("gen"))
+    found = proportions(
+        grades, [model_of.take(grades.column("gen")), column], bootstrap or Bootstrap()
+    )
+    named = {(models[m], columns[c]): value for (m, c), value in found.items()}
+    return FacetTable(column_facet, models, columns, named)
+
+
+# -- agreement --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GraderAgreement:
+    first: GradeFacets
+    second: GradeFacets
+    agreement: Agreement
+
+    @property
+    def kinds(self) -> str:
+        return " / ".join(sorted((self.first.kind, self.second.kind)))
+
+
+def grader_agreement(cells: StudyCells) -> list[GraderAgreement]:
+    """Every pair of grade conditions, over the answers both graded validly."""
+    keys = ["gen", "item", "epoch"]
+    out = []
+    grade = cells.facets.grade
+    for a, b in itertools.combinations(range(len(grade)), 2):
+        first = cells.valid_grades(a).select([*keys, "correct"])
+        second = cells.valid_grades(b).select([*keys, "correct"]).rename_columns([*keys, "other"])
+        joined = first.join(second, keys, join_type="inner")
+        verdicts = agreement(
+            joined.column("correct").to_numpy(zero_copy_only=False),
+            joined.column("other").to_numpy(zero_copy_only=False),
+        )
+        out.append(GraderAgreement(grade[a], grade[b], verdicts))
+    return out
+
+
+# -- cost -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cost:
+    generate: GenerateFacets
+    generation_usd: float
+    grading_usd: float
+    correct: int
+    graded: int
+    tokens: int
+    prompt_cached_tokens: int = 0  # input tokens served from providers' prompt caches
+    prompt_cache_saved_usd: float = 0.0
+    batch_rows: int = 0  # generation and grading rows answered through batch APIs
+    batch_saved_usd: float = 0.0  # what the batch price saved on them
+
+    @property
+    def usd(self) -> float:
+        return self.generation_usd + self.grading_usd
+
+    @property
+    def per_correct(self) -> float | None:
+        return self.usd / self.correct if self.correct else None
+
+
+def costs(cells: StudyCells, pricing: Pricing | None = None) -> list[Cost]:
+    """Per generate condition: what its answers and their grading cost, per correct answer, and
+    (with `pricing`) what prompt caching saved on them."""
+    generation = _sums(cells.solutions, "gen", ["usd", "input_tokens", "output_tokens"])
+    grading = _sums(cells.grades, "gen", ["usd"])
+    code = headline_code(cells)
+    headline = cells.valid_grades(code) if code is not None else cells.grades.slice(0, 0)
+    headline = headline.append_column("c", pc.cast(headline.column("correct"), pa.int64()))
+    headline = headline.append_column("n", pa.repeat(pa.scalar(1, pa.int64()), headline.num_rows))
+    tallies = _sums(headline, "gen", ["c", "n"])
+    cached, saved = _prompt_cache(cells, pricing)
+    batch_rows, batch_saved = _batch_tier(cells, pricing)
+    out = []
+    for c, g in enumerate(cells.facets.generate):
+        gen = generation.get(c, {})
+        out.append(
+            Cost(
+                generate=g,
+                generation_usd=gen.get("usd", 0.0),
+                grading_usd=grading.get(c, {}).get("usd", 0.0),
+                correct=int(tallies.get(c, {}).get("c", 0)),
+                graded=int(tallies.get(c, {}).get("n", 0)),
+                tokens=int(gen.get("input_tokens", 0) + gen.get("output_tokens", 0)),
+                prompt_cached_tokens=cached.get(c, 0),
+                prompt_cache_saved_usd=saved.get(c, 0.0),
+                batch_rows=batch_rows.get(c, 0),
+                batch_saved_usd=batch_saved.get(c, 0.0),
+            )
+        )
+    return out
+
+
+def _prompt_cache(
+    cells: StudyCells, pricing: Pricing | None
+) -> tuple[dict[int, int], dict[int, float]]:
+    """Per generate condition code: prompt-cached input tokens of its paid generation and
+    grading rows, and what they saved at the models' prices (0 without `pricing`)."""
+    tokens: dict[int, int] = defaultdict(int)
+    saved: dict[int, float] = defaultdict(float)
+    parts: list[tuple[pa.Table, str | None]] = [(cells.solutions, None), (cells.grades, "grade")]
+    for table, by in parts:
+        if table.num_rows == 0:
+            continue
+        paid = table.filter(pc.invert(table.column("cached")))
+        keys = ["gen"] if by is None else ["gen", by]
+        sums = _sums_by(paid, keys, "cached_input_tokens")
+        for key, value in sums.items():
+            gen = key[0]
+            tokens[gen] += value
+            if by is None:
+                model = cells.facets.generate[gen].model
+            else:
+                model = cells.facets.grade[key[1]].grader_model or ""
+            price = pricing.price(model) if pricing is not None and model else None
+            if price is not None:
+                saved[gen] += price.read_savings(value)
+    return dict(tokens), dict(saved)
+
+
+def _batch_tier(
+    cells: StudyCells, pricing: Pricing | None
+) -> tuple[dict[int, int], dict[int, float]]:
+    """Per generate condition code: its generation and grading rows answered through batch
+    APIs, and what the batch price saved on the paid ones (0 without `pricing`)."""
+    rows: dict[int, int] = defaultdict(int)
+    saved: dict[int, float] = defaultdict(float)
+    parts: list[tuple[pa.Table, str | None]] = [(cells.solutions, None), (cells.grades, "grade")]
+    for table, by in parts:
+        if table.num_rows == 0:
+            continue
+        batch = table.filter(table.column("batch"))
+        keys = ["gen"] if by is None else ["gen", by]
+        for key, value in _sums_by(
+            batch.append_column("n", pa.repeat(1, len(batch))), keys, "n"
+        ).items():
+            rows[key[0]] += value
+        paid = batch.filter(pc.invert(batch.column("cached")))
+        if paid.num_rows == 0:
+            continue
+        grouped = paid.group_by(keys, use_threads=False).aggregate([("usd", "sum")])
+        columns = [grouped.column(k).to_pylist() for k in keys]
+        for *key, usd in zip(*columns, grouped.column("usd_sum").to_pylist(), strict=True):
+            gen = key[0]
+            if by is None:
+                model = cells.facets.generate[gen].model
+            else:
+                model = cells.facets.grade[key[1]].grader_model or ""
+            price = pricing.price(model) if pricing is not None and model else None
+            share = price.batch_share if price is not None else None
+            if share and usd:
+                saved[gen] += float(usd) / share - float(usd)
+    return dict(rows), dict(saved)
+
+
+def _sums_by(table: pa.Table, keys: list[str], column: str) -> dict[tuple[int, ...], int]:
+    if table.num_rows == 0:
+        return {}
+    grouped = table.group_by(keys, use_threads=False).aggregate([(column, "sum")])
+    columns = [grouped.column(k).to_pylist() for k in keys]
+    values = grouped.column(f"{column}_sum").to_pylist()
+    return {tuple(parts): int(v or 0) for *parts, v in zip(*columns, values, strict=True) if v}
+
+
+def _sums(table: pa.Table, key: str, columns: list[str]) -> dict[int, dict[str, float]]:
+    if table.num_rows == 0:
+        return {}
+    grouped = table.group_by(key, use_threads=False).aggregate([(c, "sum") for c in columns])
+    keys = grouped.column(key).to_pylist()
+    out: dict[int, dict[str, float]] = {k: {} for k in keys}
+    for c in columns:
+        for k, v in zip(keys, grouped.column(f"{c}_sum").to_pylist(), strict=True):
+            out[k][c] = float(v or 0)
+    return out
+
+
+# -- errors and coverage ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CodeCount:
+    condition: str  # condition slug
+    code: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Coverage:
+    stage: str
+    condition: str  # slug
+    expected: int
+    valid: int  # generate: ok solutions; grade: valid grades
+    errors: int
+    parse_failures: int = 0
+    stale: int = 0
+
+    @property
+    def missing(self) -> int:
+        return max(0, self.expected - self.valid - self.errors - self.parse_failures - self.stale)
+
+
+@dataclass(frozen=True)
+class Errors:
+    generation: list[CodeCount] = field(default_factory=list)
+    grading: list[CodeCount] = field(default_factory=list)
+    parse_failures: list[CodeCount] = field(default_factory=list)
+    coverage: list[Coverage] = field(default_factory=list)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.generation or self.grading or self.parse_failures)
+
+
+def count(mask: pa.ChunkedArray | pa.Array) -> int:
+    """How many values of a boolean column are true."""
+    return int(pc.sum(mask).as_py() or 0)
+
+
+def _code_counts(table: pa.Table, key: str, column: str, slugs: list[str]) -> list[CodeCount]:
+    if table.num_rows == 0:
+        return []
+    grouped = table.group_by([key, column], use_threads=False).aggregate([(key, "count")])
+    rows = [
+        CodeCount(slugs[k], c or "unknown", int(n))
+        for k, c, n in zip(
+            grouped.column(key).to_pylist(),
+            grouped.column(column).to_pylist(),
+            grouped.column(f"{key}_count").to_pylist(),
+            strict=True,
+        )
+    ]
+    return sorted(rows, key=lambda r: (r.condition, -r.count, r.code))
+
+
+def errors(cells: StudyCells) -> Errors:
+    f = cells.facets
+    gen_slugs = [g.slug for g in f.generate]
+    grade_slugs = [g.slug for g in f.grade]
+    solutions, grades = cells.solutions, cells.grades
+    failed = solutions.filter(pc.invert(solutions.column("ok")))
+    grade_failed = grades.filter(pc.invert(grades.column("ok")))
+    unparsed = grades.filter(pc.and_(grades.column("ok"), pc.invert(grades.column("parse_ok"))))
+    expected = cells.expected_per_condition
+    coverage = []
+    for c, g in enumerate(f.generate):
+        mine = solutions.filter(pc.equal(solutions.column("gen"), c))
+        ok = count(mine.column("ok"))
+        coverage.append(Coverage("generate", g.slug, expected, ok, mine.num_rows - ok))
+    for k, g in enumerate(f.grade):
+        mine = grades.filter(pc.equal(grades.column("grade"), k))
+        ok = mine.column("ok")
+        parsed = pc.and_(ok, mine.column("parse_ok"))
+        coverage.append(
+            Coverage(
+                "grade",
+                g.slug,
+                expected * len(f.generate),
+                count(mine.column("valid")),
+                count(pc.invert(ok)),
+                count(pc.and_(ok, pc.invert(mine.column("parse_ok")))),
+                count(pc.and_(parsed, mine.column("stale"))),
+            )
+        )
+    return Errors(
+        generation=_code_counts(failed, "gen", "error_code", gen_slugs),
+        grading=_code_counts(grade_failed, "grade", "error_code", grade_slugs),
+        parse_failures=_code_counts(unparsed, "grade", "parse_code", grade_slugs),
+        coverage=coverage,
+    )
+
+
+def fmt_proportion(value: Proportion | None, digits: int = 3) -> str:
+    """`0.842 [0.801, 0.879]`, or `n/a` when nothing was graded."""
+    if value is None or not value.defined or math.isnan(value.value):
+        return "n/a"
+    return f"{value.value:.{digits}f} [{value.low:.{digits}f}, {value.high:.{digits}f}]"

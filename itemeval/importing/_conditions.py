@@ -1,0 +1,214 @@
+"""Imported conditions as the design knows them (`GenerateCondition`, `GradeCondition`), for a
+store read alone (`store_plan`) and for a study that grades imported answers (`imported:` in the
+study file: planning adds the selected imported generate conditions to its design)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from itemeval.datasets.workitem import WorkItem
+from itemeval.errors import ConfigError, Problem
+from itemeval.ids import sha256_hex
+from itemeval.importing._catalog import GenerateRecord, GradeRecord, read_imports
+from itemeval.planning.design import Design, GenerateCondition, GradeCondition
+from itemeval.providers.types import SamplingParams
+from itemeval.store import StudyStore, select_conditions
+from itemeval.templates import Template
+
+
+@dataclass(frozen=True)
+class StatedParams:
+    """Sampling parameters as a source stated them (names it uses beyond ours kept)."""
+
+    values: tuple[tuple[str, Any], ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.values)
+
+    def __getattr__(self, name: str) -> Any:
+        """Our sampling parameters by name (None when the source did not state one)."""
+        if name in SamplingParams.__slots__:  # type: ignore[attr-defined]
+            return dict(self.values).get(name)
+        raise AttributeError(name)
+
+
+def imported_generate(record: GenerateRecord, endpoint: str | None = None) -> GenerateCondition:
+    """An imported generate condition as the design knows it. `endpoint`: the endpoint a
+    study names it under (never called: its cells are stored, and planning leaves it out of
+    the pending cells); by default `imported:<tool>`."""
+    prompt = Template(
+        name=record.prompt_name,
+        kind="prompt",
+        text=_renderable(record.prompt_text),
+        sha256=str(record.native_payload.get("prompt", {}).get("sha256") or ""),
+        source=f"imported from {record.tool}",
+    )
+    return GenerateCondition(
+        id=record.id,
+        slug=record.slug,
+        model_id=record.model_id,
+        model_label=record.model_name,
+        endpoint=endpoint or f"imported:{record.tool}",
+        prompt=prompt,
+        config_name=record.config_name,
+        params=StatedParams(tuple(sorted(record.params.items()))),  # type: ignore[arg-type]
+        payload=record.native_payload | {"imported": {"tool": record.tool}},
+    )
+
+
+def _renderable(text: str | None) -> str:
+    """The stated prompt when our template language renders it (itemeval's own), else
+    `{{ input }}`: what the source stated as the input is the whole prompt it sent (lm-eval's
+    `{{problem}}` or inspect's templates are not ours; the estimate renders every prompt)."""
+    if not text:
+        return "{{ input }}"
+    probe = WorkItem(
+        id="probe",
+        input="x",
+        target="x",
+        grading_scheme=None,
+        metadata={},
+        dataset="d",
+        modality=None,
+        task_prompt=None,
+        difficulty=None,
+    )
+    try:
+        Template(name="probe", kind="prompt", text=text, sha256="", source="").render_prompt(probe)
+    except (ValueError, KeyError, TypeError):
+        return "{{ input }}"
+    return text
+
+
+def imported_grade(record: GradeRecord) -> GradeCondition:
+    """An imported grade condition: the source's metric as a scorer (or its judge)."""
+    payload: dict[str, Any] = {"stage": "grade", "imported": {"tool": record.tool}}
+    if record.kind == "judge":
+        rubric = Template(
+            name=record.rubric_name or f"{record.tool}:rubric",
+            kind="rubric",
+            text=record.rubric_text or "",
+            sha256="",
+            source=f"imported from {record.tool}",
+            max_score=record.max_score if record.max_score is not None else 1.0,
+            pass_score=record.pass_score if record.pass_score is not None else 1.0,
+        )
+        return GradeCondition(
+            id=record.id,
+            slug=record.slug,
+            kind="judge",
+            payload=payload,
+            grader_name=record.metric,
+            model_id=record.grader_model,
+            endpoint=f"imported:{record.tool}",
+            rubric=rubric,
+        )
+    return GradeCondition(
+        id=record.id, slug=record.slug, kind="scorer", payload=payload, scorer=record.metric
+    )
+
+
+def with_imported(
+    design: Design, store: StudyStore, selectors: Sequence[str], endpoint: str
+) -> tuple[Design, set[str]]:
+    """`design` with the imported generate conditions that `selectors` name (ids, slugs,
+    prefixes or globs, as `--condition`), and their ids. A selector that names nothing is a
+    `ConfigError`."""
+    records = {g.id: g for r in read_imports(store) for g in r.generate}
+    if not records:
+        raise ConfigError(
+            Problem(
+                "the store holds no imported conditions",
+                field="imported",
+                hint=f"`itemeval import SOURCE --store {store.root.url}` first",
+            )
+        )
+    chosen = select_conditions(list(records), list(selectors))
+    known = {c.id for c in design.generate}
+    added = tuple(imported_generate(records[i], endpoint) for i in chosen if i not in known)
+    design = Design(generate=design.generate + added, grade=design.grade, epochs=design.epochs)
+    return design, {c.id for c in added}
+
+
+def imported_notes(design: Design) -> list[str]:
+    """What a report says about the imported generate conditions of `design`: where each came
+    from, and which native condition has the same model, sampling parameters and prompt (the
+    prompt's text when both are known, else its name). A run of that native condition does not
+    reuse the imported answers: their ids differ."""
+    imported = [c for c in design.generate if "imported" in c.payload]
+    native = [c for c in design.generate if "imported" not in c.payload]
+    notes = []
+    for condition in imported:
+        tool = condition.payload["imported"].get("tool", "?")
+        same = [n for n in native if _same_content(condition, n)]
+        if same:
+            names = ", ".join(n.slug for n in same)
+            notes.append(
+                f"{condition.slug} (imported from {tool}) has the same model, parameters and "
+                f"prompt as {names}: two measurements of one condition, side by side (a run "
+                "of the native condition does not reuse the imported answers)"
+            )
+        else:
+            notes.append(f"{condition.slug}: imported from {tool}")
+    return notes
+
+
+def _same_content(imported: GenerateCondition, native: GenerateCondition) -> bool:
+    if imported.model_id != native.model_id:
+        return False
+    if imported.params.as_dict() != native.params.as_dict():
+        return False
+    stated = (imported.payload.get("prompt") or {}).get("sha256")
+    if stated and native.prompt.text:  # the texts, by their sha256
+        return bool(stated == sha256_hex(native.prompt.text))
+    return imported.prompt.name == native.prompt.name
+
+
+@dataclass(frozen=True)
+class Reused:
+    """Imported answers a native condition took over (`reuse_imported`)."""
+
+    imported: str
+    native: str
+    rows: int
+
+
+def reuse_imported(design: Design, store: StudyStore) -> list[Reused]:
+    """Copy the answers of each imported generate condition into every native condition of
+    `design` with the same model, parameters and prompt (`imported_notes`' rule), for the
+    cells the native condition does not hold yet; the copies keep their provenance (`run_id`
+    is the import's id). What `run --reuse-imported` does before it plans: never by default."""
+    from itemeval.store import SOLUTIONS
+
+    imported = [imported_generate(g) for r in read_imports(store) for g in r.generate]
+    native = [c for c in design.generate if "imported" not in c.payload]
+    done: list[Reused] = []
+    for source in imported:
+        for target in (n for n in native if _same_content(source, n)):
+            rows = store.read_by_condition(SOLUTIONS, [source.id, target.id])
+            have = rows[target.id]
+            table = rows[source.id]
+            if have.num_rows:
+                held = {
+                    (i, e)
+                    for i, e in zip(
+                        have.column("item_id").to_pylist(),
+                        have.column("epoch").to_pylist(),
+                        strict=True,
+                    )
+                }
+                keep = [
+                    (i, e) not in held
+                    for i, e in zip(
+                        table.column("item_id").to_pylist(),
+                        table.column("epoch").to_pylist(),
+                        strict=True,
+                    )
+                ]
+                table = table.filter(keep)
+            if table.num_rows:
+                store.write(SOLUTIONS, target.id, table.select(SOLUTIONS.schema.names))
+            done.append(Reused(source.id, target.id, table.num_rows))
+    return done

@@ -1,0 +1,82 @@
+"""A plan's statistics: its cells read once, `analysis:` applied (clusters, adjustment, level).
+
+`plan_statistics(plan)` is what the report, `export`, `status` and the Python API call;
+`item_clusters` reads `analysis.cluster_by` from the items snapshot: an item attribute
+(`difficulty`, `modality`, `grading_scheme`, `task_prompt`, `dataset`) or a key of the item's
+metadata. Items without the field are each a cluster of their own (and counted).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from itemeval.errors import ConfigError, Problem
+from itemeval.export._table.cells import StudyCells, read_cells
+from itemeval.export._table.fetch import ItemFetcher
+from itemeval.planning.plan import Plan
+from itemeval.statistics._families import Clusters, Options, StudyStatistics, study_statistics
+
+ATTRIBUTES = ("dataset", "grading_scheme", "modality", "task_prompt", "difficulty")
+
+
+def analysis_options(plan: Plan, resamples: int | None = None, seed: int | None = None) -> Options:
+    analysis = plan.study.analysis
+    options = Options(adjustment=analysis.adjust, alpha=analysis.alpha)
+    if resamples is not None:
+        options = replace(options, resamples=resamples)
+    if seed is not None:
+        options = replace(options, seed=seed)
+    return options
+
+
+def item_clusters(plan: Plan, by: str) -> Clusters:
+    """A cluster code per selected item (plan order) from the attribute or metadata key `by`."""
+    snapshots = {d.name: d.snapshot for d in plan.datasets if d.snapshot is not None}
+    column = by if by in ATTRIBUTES else "metadata"
+    ids = plan.items.column("item_id")
+    if column == "dataset":
+        values: list[object] = plan.items.column("dataset").to_pylist()
+    else:
+        fetched = ItemFetcher(plan.items, snapshots, [column]).take(ids)
+        raw = fetched.column(column).to_pylist()
+        if column == "metadata":
+            values = [json.loads(text).get(by) if text else None for text in raw]
+        else:
+            values = raw
+    keys = [None if v is None else json.dumps(v, sort_keys=True) for v in values]
+    missing = sum(1 for k in keys if k is None)
+    if missing == len(keys) and keys:
+        raise ConfigError(
+            Problem(
+                f"no item has {by!r} (an item attribute or a metadata key)",
+                file=str(plan.study.path) if plan.study.path else None,
+                field="analysis.cluster_by",
+                hint=f"one of {', '.join(ATTRIBUTES)}, or a key every item's metadata holds",
+            )
+        )
+    encoded = pc.dictionary_encode(pa.array(keys, type=pa.string()))
+    codes = np.asarray(pc.fill_null(encoded.indices, -1).to_numpy(), dtype=np.int64)
+    found = len(encoded.dictionary)
+    lonely = np.flatnonzero(codes < 0)
+    codes[lonely] = found + np.arange(len(lonely), dtype=np.int64)
+    return Clusters(by=by, codes=codes, count=found + len(lonely), missing=missing)
+
+
+def plan_statistics(
+    plan: Plan,
+    options: Options | None = None,
+    *,
+    cells: StudyCells | None = None,
+    headline_only: bool = False,
+) -> StudyStatistics:
+    """The study's families and variance components (`families.study_statistics`)."""
+    options = options or analysis_options(plan)
+    cells = cells if cells is not None else read_cells(plan)
+    by = plan.study.analysis.cluster_by
+    clusters = item_clusters(plan, by) if by and cells.grades.num_rows else None
+    return study_statistics(cells, options, clusters=clusters, headline_only=headline_only)

@@ -1,0 +1,194 @@
+"""Status counts per condition (what `itemeval status` prints), from the deduplicated rows.
+
+One parallel read of the small columns, one dedup and one `group_by` per partition; the Python
+loop runs over the handful of groups, never over rows. `usd_spent` also counts superseded rows
+(an error that was retried, a duplicate from a re-run): it is what the study paid, while `usd`
+is what its current logical rows cost.
+
+Prompt caching: `cached_input_tokens` sums the input tokens providers served from their prompt
+caches (logical rows, like the other token counts); `prompt_cache_saved_usd` is what those reads
+saved on every paid row (response-cache hits paid nothing and are left out): the cached tokens
+times the difference between the model's input and cached-input prices, at the prices of the
+table given (none given: 0). Anthropic's premium for cache writes is part of `usd`, what was paid;
+it is not netted out here, since the rows keep no count of written tokens.
+
+Batch tier: `batch` counts the logical rows answered through a provider's batch API
+(`tier = batch`); `batch_saved_usd` is what those paid rows would have cost more at live prices
+(their `usd` is at the batch price: `usd / share - usd`, the share from the price table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from itemeval.providers.money.pricing import Pricing
+from itemeval.store._dedup import deduplicate
+from itemeval.store._layout import Stage, StudyStore
+from itemeval.store._schemas import STATUS_ERROR, STATUS_OK, TIER_BATCH
+from itemeval.store.fragments import read_partitions
+
+_SUMMED = ("input_tokens", "output_tokens", "cached_input_tokens", "usd")
+
+
+@dataclass(slots=True)
+class ConditionStatus:
+    """Counts of one condition's logical rows."""
+
+    stage: str
+    condition_id: str
+    expected: int | None = None  # cells the design asks for (None when not given)
+    rows: int = 0  # logical rows stored (ok + error)
+    done: int = 0  # logical rows with status ok (parse failures included)
+    errors: dict[str, int] = field(default_factory=dict)  # error rows by error_code
+    parse_failures: int = 0  # grades: ok rows with parse_ok = false
+    cached: int = 0  # rows answered from the response cache
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0  # part of input_tokens read from providers' prompt caches
+    usd: float = 0.0  # cost of the logical rows
+    usd_spent: float = 0.0  # cost of every physical row, superseded ones included
+    prompt_cache_saved_usd: float = 0.0  # what prompt-cache reads saved on the paid rows
+    batch: int = 0  # rows answered through a provider's batch API (tier batch)
+    batch_saved_usd: float = 0.0  # what the batch price saved on the paid batch rows
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    @property
+    def pending(self) -> int | None:
+        """Cells without an ok row (grades: without any ok grade; see `pending_grade` for
+        grades made stale by a changed solution)."""
+        return None if self.expected is None else max(self.expected - self.done, 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "condition_id": self.condition_id,
+            "expected": self.expected,
+            "rows": self.rows,
+            "done": self.done,
+            "pending": self.pending,
+            "errors": dict(self.errors),
+            "parse_failures": self.parse_failures,
+            "cached": self.cached,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "usd": self.usd,
+            "usd_spent": self.usd_spent,
+            "prompt_cache_saved_usd": self.prompt_cache_saved_usd,
+            "batch": self.batch,
+            "batch_saved_usd": self.batch_saved_usd,
+        }
+
+
+def status_counts(
+    store: StudyStore,
+    stage: Stage | str,
+    condition_ids: Sequence[str] | None = None,
+    expected: int | Mapping[str, int] | None = None,
+    pricing: Pricing | None = None,
+) -> list[ConditionStatus]:
+    """One `ConditionStatus` per condition id (all stored ones when None), in the given order;
+    with `pricing`, what prompt caching saved."""
+    stage = store.stage(stage)
+    if condition_ids is None:
+        condition_ids = store.condition_ids(stage)
+    conditions = list(dict.fromkeys(condition_ids))
+    group_keys = ["status", "error_code", "cached", "tier"]
+    if "parse_ok" in stage.schema.names:
+        group_keys.append("parse_ok")
+    model = "model" if "model" in stage.schema.names else "grader"
+    columns = list(dict.fromkeys([*stage.keys, *group_keys, *_SUMMED, model, "written_at"]))
+    partitions = {cid: store.partition(stage, cid) for cid in conditions}
+    tables = read_partitions(partitions, stage.schema, columns)
+    out = []
+    for cid in conditions:
+        table = tables[cid]
+        wanted = expected.get(cid) if isinstance(expected, Mapping) else expected
+        status = ConditionStatus(stage.name, cid, expected=wanted)
+        status.usd_spent = float(pc.sum(table.column("usd")).as_py() or 0.0)
+        if pricing is not None:
+            status.prompt_cache_saved_usd = _saved(table, model, pricing)
+            status.batch_saved_usd = _batch_saved(table, model, pricing)
+        logical = deduplicate(table, stage.keys)
+        groups = logical.group_by(group_keys).aggregate(
+            [(name, "sum") for name in _SUMMED] + [("status", "count")]
+        )
+        for row in groups.to_pylist():
+            _fold(status, row)
+        out.append(status)
+    return out
+
+
+def _fold(status: ConditionStatus, group: Mapping[str, Any]) -> None:
+    count = int(group["status_count"])
+    status.rows += count
+    if group["status"] == STATUS_OK:
+        status.done += count
+        if group.get("parse_ok") is False:
+            status.parse_failures += count
+    elif group["status"] == STATUS_ERROR:
+        code = group["error_code"] or "unknown"
+        status.errors[code] = status.errors.get(code, 0) + count
+    if group["cached"]:
+        status.cached += count
+    if group["tier"] == TIER_BATCH:
+        status.batch += count
+    status.input_tokens += int(group["input_tokens_sum"] or 0)
+    status.output_tokens += int(group["output_tokens_sum"] or 0)
+    status.cached_input_tokens += int(group["cached_input_tokens_sum"] or 0)
+    status.usd += float(group["usd_sum"] or 0.0)
+
+
+def _saved(table: pa.Table, model: str, pricing: Pricing) -> float:
+    """What prompt-cache reads saved on the paid physical rows, per model's prices."""
+    paid = table.filter(pc.invert(table.column("cached")))
+    if paid.num_rows == 0:
+        return 0.0
+    sums = paid.group_by(model).aggregate([("cached_input_tokens", "sum")])
+    saved = 0.0
+    for name, tokens in zip(
+        sums.column(model).to_pylist(),
+        sums.column("cached_input_tokens_sum").to_pylist(),
+        strict=True,
+    ):
+        price = pricing.price(name) if name else None
+        if price is not None and tokens:
+            saved += price.read_savings(int(tokens))
+    return saved
+
+
+def _batch_saved(table: pa.Table, model: str, pricing: Pricing) -> float:
+    """What the batch price saved on the paid batch rows, per model's batch share."""
+    paid = table.filter(
+        pc.and_(pc.invert(table.column("cached")), pc.equal(table.column("tier"), TIER_BATCH))
+    )
+    if paid.num_rows == 0:
+        return 0.0
+    sums = paid.group_by(model).aggregate([("usd", "sum")])
+    saved = 0.0
+    for name, usd in zip(
+        sums.column(model).to_pylist(), sums.column("usd_sum").to_pylist(), strict=True
+    ):
+        price = pricing.price(name) if name else None
+        share = price.batch_share if price is not None else None
+        if share and usd:
+            saved += float(usd) / share - float(usd)
+    return saved
+
+
+def status_table(statuses: Sequence[ConditionStatus]) -> pa.Table:
+    """The statuses as an arrow table (errors as a `code=count` string), for printing/export."""
+    rows = []
+    for s in statuses:
+        row = s.as_dict()
+        row["errors"] = ", ".join(f"{k}={v}" for k, v in sorted(s.errors.items()))
+        rows.append(row)
+    return pa.Table.from_pylist(rows)

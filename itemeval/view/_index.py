@@ -1,0 +1,478 @@
+"""What the viewer answers from: the small columns of every logical row, and where each row is.
+
+`build_index(plan)` reads the store the way the report does (`export.table.cells`): only keys,
+status, codes and numbers, deduplicated by the store's rule, one partition (or one condition
+pair of a grade partition) at a time, never a text. Each logical row also keeps where it is
+stored (its fragment and its position there, `FRAG`/`POS`), so a page fetches the texts of the
+rows it shows and nothing else (`export.table.fetch.RowFetcher`).
+
+From those rows it derives, per generate condition and item, dense counts under the headline
+grader (`correct`, `graded`) and of errors, judge parse failures and judge/scorer disagreements:
+every filter of the items page is a numpy mask over them.
+
+`store_version(plan)` names the store's contents (every partition's fragment names and
+compaction marker): the viewer builds a new index when it changes (a run under way).
+
+Compact columns (int16 condition codes and epochs, int32 tokens, dictionary-encoded error and
+parse codes), each table combined a column at a time: 1,000,000 solutions and 2,000,000 grades
+hold about 100 MB of arrow while the overview is computed, and about 52 MB (17 bytes a row)
+once `keep_page_columns` dropped what only the overview reads (`docs/performance.md`, "The
+viewer on a big store").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from itemeval._util.heap import release_unused_memory, trim_heap
+from itemeval.export import (
+    FRAG,
+    POS,
+    DesignFacets,
+    ItemFetcher,
+    StudyCells,
+    locate_logical_rows,
+    plain_columns,
+    primary_grader,
+)
+from itemeval.planning.plan import Plan
+from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, SnapshotInfo, read_snapshot_info
+from itemeval.store.fragments import (
+    compaction_generation,
+    list_fragments,
+)
+from itemeval.view._partitions import Where, grades_by_condition
+
+_CODE = pa.int32()
+_SMALL = pa.int16()  # condition codes and epochs
+_NAME = pa.dictionary(pa.int16(), pa.string())  # error and parse codes: a few names, mostly null
+_TOKENS = pa.int32()  # one call's tokens; the sums the overview takes of them are int64
+_SOLUTION_EXTRA = [
+    "status",
+    "error_code",
+    "usd",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cached",
+    "text_hash",
+    "tier",
+]
+
+
+#: What pages read of the index's rows (`answers`), once the overview is computed.
+PAGE_COLUMNS = {
+    "solutions": ["gen", "item", "epoch", "frag", "pos"],
+    "grades": ["grade", "gen", "item", "epoch", "stale", "valid", "frag", "pos"],
+}
+
+
+@dataclass(frozen=True)
+class RowsByItem:
+    """The rows of a table grouped by item: `order[starts[i]:starts[i + 1]]` are item i's."""
+
+    order: np.ndarray
+    starts: np.ndarray
+
+    @classmethod
+    def of(cls, item: pa.ChunkedArray | pa.Array, n_items: int) -> RowsByItem:
+        codes = item.to_numpy()
+        order = np.argsort(codes, kind="stable").astype(np.int32)
+        starts = np.searchsorted(codes[order], np.arange(n_items + 1)).astype(np.int64)
+        return cls(order, starts)
+
+    def rows(self, items: np.ndarray | list[int]) -> np.ndarray:
+        parts = [self.order[self.starts[i] : self.starts[i + 1]] for i in items]
+        return np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int32)
+
+
+@dataclass
+class ViewIndex:
+    """The small columns of the store and the per-item counts the pages filter on."""
+
+    plan: Plan
+    version: str
+    cells: StudyCells  # report cells, plus `frag`/`pos` (where each row is stored)
+    solution_where: list[Where]  # per generate condition code
+    grade_where: list[Where]  # per grade condition code
+    snapshots: dict[str, SnapshotInfo]
+    modality: pa.Array  # per item (None when the snapshot is not written yet)
+    difficulty: np.ndarray  # per item, NaN when unknown
+    headline: int | None  # grade condition code of the headline grader
+    judge_scorer: tuple[int, int] | None  # (scorer code, judge code) compared for disagreement
+    correct_by_grade: np.ndarray  # [grade, gen, item]: correct answers (valid grades)
+    graded_by_grade: np.ndarray  # [grade, gen, item]: valid grades
+    correct: np.ndarray  # [gen, item]: correct answers under the headline grader
+    graded: np.ndarray  # [gen, item]: valid grades under the headline grader
+    errors: np.ndarray  # [gen, item]: failed calls (solutions and grades)
+    parse_failures: np.ndarray  # [gen, item]: judge outputs without a valid score block
+    disagree: np.ndarray  # [gen, item]: epochs where the judge and the scorer disagree
+    done: np.ndarray  # [gen, item]: ok solutions
+    solution_rows: RowsByItem
+    grade_rows: RowsByItem
+    built_at: float = field(default_factory=time.time)
+    seconds: float = 0.0
+    #: Item flags from later analyses (e.g. IRT misfit), name -> bool mask over items. Empty
+    #: until such an analysis exists; the items page offers a filter per flag.
+    flags: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def facets(self) -> DesignFacets:
+        return self.cells.facets
+
+    @property
+    def item_ids(self) -> pa.Array:
+        return self.cells.items.column("item_id").combine_chunks()
+
+    @property
+    def item_count(self) -> int:
+        return self.cells.items.num_rows
+
+    def item_code(self, item_id: str) -> int | None:
+        found = pc.index(self.item_ids, item_id).as_py()
+        return None if found is None or found < 0 else int(found)
+
+    def gen_code(self, ref: str | None) -> int | None:
+        """A generate condition by id or slug (None when absent or unknown)."""
+        if not ref:
+            return None
+        for code, g in enumerate(self.facets.generate):
+            if ref in (g.id, g.slug):
+                return code
+        return None
+
+    def keep_page_columns(self) -> None:
+        """Drop the columns only the overview reads (status, codes, USD, tokens, cache and
+        tier): it is computed once per index, and pages read only `PAGE_COLUMNS`. On 1,000,000
+        solutions and 2,000,000 grades, about 100 -> 52 MB of arrow."""
+        self.cells = dataclasses.replace(
+            self.cells,
+            solutions=self.cells.solutions.select(PAGE_COLUMNS["solutions"]),
+            grades=self.cells.grades.select(PAGE_COLUMNS["grades"]),
+        )
+
+    def fetcher(self, columns: list[str]) -> ItemFetcher:
+        return ItemFetcher(self.plan.items, self.snapshots, columns)
+
+
+def store_version(plan: Plan) -> str:
+    """A name for what the store holds now: it changes when a fragment lands or goes."""
+    digest = hashlib.sha256()
+    for stage, ids in (
+        (SOLUTIONS, [c.id for c in plan.design.generate]),
+        (GRADES, [c.id for c in plan.design.grade]),
+    ):
+        for condition_id in ids:
+            location = plan.store.partition(stage, condition_id)
+            digest.update(condition_id.encode())
+            for info in list_fragments(location):
+                digest.update(info.name.encode())
+            digest.update(str(compaction_generation(location)).encode())
+    return digest.hexdigest()[:16]
+
+
+def snapshots_of(plan: Plan) -> dict[str, SnapshotInfo]:
+    """The items snapshot of each dataset (read again when the plan had none yet)."""
+    out = {}
+    for d in plan.datasets:
+        info = d.snapshot or read_snapshot_info(plan.store, d.name, d.fingerprint)
+        if info is not None:
+            out[d.name] = info
+    return out
+
+
+def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
+    """Read the store's small columns for `plan`'s selection (see the module doc)."""
+    started = time.monotonic()
+    version = version or store_version(plan)
+    facets = DesignFacets.of(plan.design)
+    items = plain_columns(plan.items.select(["item_id", "dataset"])).combine_chunks()
+    datasets = [d.name for d in plan.datasets]
+    item_ids = items.column("item_id")
+    n_items = items.num_rows
+    epochs = facets.epochs
+
+    def located(table: pa.Table) -> tuple[pa.Table, pa.Array]:
+        codes = pc.index_in(table.column("item_id"), value_set=item_ids)
+        keep = pc.and_(pc.is_valid(codes), pc.less(table.column("epoch"), epochs))
+        return table.filter(keep), codes.filter(keep).cast(_CODE)
+
+    solution_where: list[Where] = []
+    solution_parts = []
+    for code, condition in enumerate(facets.generate):
+        rows = locate_logical_rows(plan.store, SOLUTIONS, condition.id, _SOLUTION_EXTRA)
+        solution_where.append(Where(condition.id, rows.location, rows.fragments))
+        table, item = located(rows.keys)
+        n = table.num_rows
+        solution_parts.append(
+            pa.table(
+                {
+                    "gen": pa.repeat(pa.scalar(code, _SMALL), n),
+                    "item": item,
+                    "epoch": table.column("epoch"),
+                    "ok": pc.equal(table.column("status"), "ok"),
+                    "error_code": table.column("error_code"),
+                    "usd": table.column("usd"),
+                    "input_tokens": table.column("input_tokens"),
+                    "output_tokens": table.column("output_tokens"),
+                    "cached_input_tokens": table.column("cached_input_tokens"),
+                    "cached": table.column("cached"),
+                    "batch": pc.equal(table.column("tier"), TIER_BATCH),
+                    "text_hash": table.column("text_hash"),
+                    "frag": table.column(FRAG),
+                    "pos": table.column(POS),
+                }
+            )
+        )
+        release_unused_memory()
+    solutions = _concat(solution_parts, _SOLUTIONS_SCHEMA)
+    del solution_parts
+    hashes = solutions.select(["gen", "item", "epoch", "text_hash"])
+
+    grade_where: list[Where] = []
+    grade_parts = []
+    for code, condition in enumerate(facets.grade):
+        for gen, where, stored in grades_by_condition(
+            plan, condition.id, [g.id for g in facets.generate]
+        ):
+            if gen == 0:
+                grade_where.append(where)
+            table, item = located(stored)
+            n = table.num_rows
+            if n == 0:
+                continue
+            part = pa.table(
+                {
+                    "grade": pa.repeat(pa.scalar(code, _SMALL), n),
+                    "gen": pa.repeat(pa.scalar(gen, _SMALL), n),
+                    "item": item,
+                    "epoch": table.column("epoch").cast(_SMALL),
+                    "ok": pc.equal(table.column("status"), "ok"),
+                    "error_code": table.column("error_code"),
+                    "correct": table.column("correct"),
+                    "parse_ok": table.column("parse_ok"),
+                    "parse_code": table.column("parse_code"),
+                    "usd": table.column("usd"),
+                    "cached": table.column("cached"),
+                    "cached_input_tokens": table.column("cached_input_tokens"),
+                    "batch": pc.equal(table.column("tier"), TIER_BATCH),
+                    "solution_hash": table.column("solution_hash"),
+                    "frag": table.column(FRAG),
+                    "pos": table.column(POS),
+                }
+            )
+            mine = hashes.filter(pc.equal(hashes.column("gen"), gen)).drop_columns(["gen"])
+            part = part.join(mine, ["item", "epoch"], join_type="left outer")
+            stale = pc.fill_null(
+                pc.not_equal(part.column("solution_hash"), part.column("text_hash")), False
+            )
+            valid = pc.and_(
+                pc.and_(part.column("ok"), part.column("parse_ok")),
+                pc.and_(pc.is_valid(part.column("correct")), pc.invert(stale)),
+            )
+            part = part.append_column("stale", stale)
+            part = part.append_column("valid", pc.fill_null(valid, False))
+            grade_parts.append(
+                part.select(_GRADES_SCHEMA.names).cast(_GRADES_SCHEMA).combine_chunks()
+            )
+            del part, table, stored
+            trim_heap()
+        release_unused_memory()
+    del hashes
+    # One chunk per column (a take per page is fast on one chunk, slow on many), combined a
+    # column at a time so that the parts and the whole are never held at once.
+    parts = [solutions.drop_columns(["text_hash"])]
+    del solutions
+    solutions = _combined(parts, _SOLUTIONS_INDEX)
+    release_unused_memory()
+    grades = _combined(grade_parts, _GRADES_SCHEMA)
+    release_unused_memory()
+    cells = StudyCells(
+        facets=facets,
+        grades=grades,
+        solutions=solutions,
+        items=items,
+        datasets=datasets,
+    )
+    snapshots = snapshots_of(plan)
+    modality, difficulty = _item_fields(plan, snapshots, n_items)
+    primary = primary_grader(facets.grade)
+    headline = None if primary is None else facets.grade.index(primary)
+    scorers = [k for k, g in enumerate(facets.grade) if g.kind == "scorer"]
+    judges = [k for k, g in enumerate(facets.grade) if g.kind == "judge"]
+    judge_scorer = (scorers[0], judges[0]) if scorers and judges else None
+    counts = _counts(cells, n_items, epochs, headline, judge_scorer)
+    solution_rows = RowsByItem.of(solutions.column("item"), n_items)
+    grade_rows = RowsByItem.of(grades.column("item"), n_items)
+    release_unused_memory()
+    return ViewIndex(
+        plan=plan,
+        version=version,
+        cells=cells,
+        solution_where=solution_where,
+        grade_where=grade_where,
+        snapshots=snapshots,
+        modality=modality,
+        difficulty=difficulty,
+        headline=headline,
+        judge_scorer=judge_scorer,
+        seconds=time.monotonic() - started,
+        solution_rows=solution_rows,
+        grade_rows=grade_rows,
+        **counts,
+    )
+
+
+def _item_fields(
+    plan: Plan, snapshots: dict[str, SnapshotInfo], n_items: int
+) -> tuple[pa.Array, np.ndarray]:
+    """Modality and stated difficulty of every selected item (unknown without a snapshot)."""
+    if n_items and all(d.name in snapshots for d in plan.datasets):
+        fetcher = ItemFetcher(plan.items, snapshots, ["modality", "difficulty"])
+        table = fetcher.take(plan.items.column("item_id"))
+        modality = table.column("modality").combine_chunks()
+        difficulty = table.column("difficulty").to_numpy(zero_copy_only=False)
+        return modality, np.asarray(difficulty, dtype=np.float64)
+    return pa.nulls(n_items, pa.string()), np.full(n_items, np.nan)
+
+
+def _counts(
+    cells: StudyCells,
+    n_items: int,
+    epochs: int,
+    headline: int | None,
+    judge_scorer: tuple[int, int] | None,
+) -> dict[str, np.ndarray]:
+    n_gen = len(cells.facets.generate)
+    shape = (n_gen, n_items)
+    size = n_gen * n_items
+    grades, solutions = cells.grades, cells.solutions
+    g_gen = grades.column("gen").to_numpy()
+    g_item = grades.column("item").to_numpy()
+    g_grade = grades.column("grade").to_numpy()
+    g_ok = grades.column("ok").to_numpy(zero_copy_only=False)
+    g_valid = grades.column("valid").to_numpy(zero_copy_only=False)
+    g_parse = grades.column("parse_ok").to_numpy(zero_copy_only=False)
+    g_correct = pc.fill_null(grades.column("correct"), False).to_numpy(zero_copy_only=False)
+    cell_type = np.int32 if size * max(epochs, 1) < 2**31 else np.int64
+    flat = g_gen.astype(cell_type) * n_items + g_item
+
+    def per_cell(mask: np.ndarray, index: np.ndarray = flat) -> np.ndarray:
+        counted = np.bincount(index[mask], minlength=size)
+        return counted.astype(np.int32).reshape(shape)
+
+    n_grade = len(cells.facets.grade)
+    graded_by = np.zeros((n_grade, *shape), dtype=np.int32)
+    correct_by = np.zeros((n_grade, *shape), dtype=np.int32)
+    for code in range(n_grade):
+        mine = g_valid & (g_grade == code)
+        graded_by[code] = per_cell(mine)
+        correct_by[code] = per_cell(mine & g_correct)
+    if headline is not None:
+        graded, correct = graded_by[headline], correct_by[headline]
+    else:
+        graded = correct = np.zeros(shape, dtype=np.int32)
+    s_flat = (
+        solutions.column("gen").to_numpy().astype(cell_type) * n_items
+        + solutions.column("item").to_numpy()
+    )
+    s_ok = solutions.column("ok").to_numpy(zero_copy_only=False)
+    errors = per_cell(~g_ok) + per_cell(~s_ok, s_flat)
+    done = per_cell(s_ok, s_flat)
+    parse_failures = per_cell(g_ok & ~g_parse)
+    disagree = np.zeros(shape, dtype=np.int32)
+    if judge_scorer is not None:
+        cell = flat * epochs + grades.column("epoch").to_numpy()
+        verdicts = []
+        for code in judge_scorer:
+            dense = np.full(size * epochs, -1, dtype=np.int8)
+            mask = g_valid & (g_grade == code)
+            dense[cell[mask]] = g_correct[mask]
+            verdicts.append(dense)
+        differ = (verdicts[0] >= 0) & (verdicts[1] >= 0) & (verdicts[0] != verdicts[1])
+        disagree = differ.reshape(n_gen, n_items, epochs).sum(axis=2).astype(np.int32)
+    return {
+        "correct_by_grade": correct_by,
+        "graded_by_grade": graded_by,
+        "correct": correct,
+        "graded": graded,
+        "errors": errors,
+        "parse_failures": parse_failures,
+        "disagree": disagree,
+        "done": done,
+    }
+
+
+_SOLUTIONS_SCHEMA = pa.schema(
+    [
+        ("gen", _SMALL),
+        ("item", _CODE),
+        ("epoch", _SMALL),
+        ("ok", pa.bool_()),
+        ("error_code", _NAME),
+        ("usd", pa.float64()),
+        ("input_tokens", _TOKENS),
+        ("output_tokens", _TOKENS),
+        ("cached_input_tokens", _TOKENS),
+        ("cached", pa.bool_()),
+        ("batch", pa.bool_()),
+        ("text_hash", pa.string()),
+        ("frag", pa.int32()),
+        ("pos", pa.int32()),
+    ]
+)
+_SOLUTIONS_INDEX = pa.schema([f for f in _SOLUTIONS_SCHEMA if f.name != "text_hash"])
+_GRADES_SCHEMA = pa.schema(
+    [
+        ("grade", _SMALL),
+        ("gen", _SMALL),
+        ("item", _CODE),
+        ("epoch", _SMALL),
+        ("ok", pa.bool_()),
+        ("error_code", _NAME),
+        ("correct", pa.bool_()),
+        ("parse_ok", pa.bool_()),
+        ("parse_code", _NAME),
+        ("usd", pa.float64()),
+        ("cached", pa.bool_()),
+        ("cached_input_tokens", _TOKENS),
+        ("batch", pa.bool_()),
+        ("stale", pa.bool_()),
+        ("valid", pa.bool_()),
+        ("frag", pa.int32()),
+        ("pos", pa.int32()),
+    ]
+)
+
+
+def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    tables = [p.select(schema.names).cast(schema) for p in parts if p.num_rows]
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables)
+
+
+def _combined(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    """`parts` (emptied) as one table of `schema`, each column one chunk. Built a column at a
+    time, each column's parts dropped once it is combined: the peak is the result and one
+    column of the parts, not both tables whole."""
+    tables = [p.select(schema.names).cast(schema) for p in parts if p.num_rows]
+    parts.clear()
+    if not tables:
+        return schema.empty_table()
+    pending = [[c for t in tables for c in t.column(k).chunks] for k in range(len(schema))]
+    del tables
+    columns = []
+    for k, f in enumerate(schema):
+        chunks, pending[k] = pending[k], []
+        columns.append(pa.concat_arrays(chunks) if chunks else pa.array([], f.type))
+        del chunks
+        trim_heap()  # the parts' small buffers were on the heap
+    return pa.Table.from_arrays(columns, schema=schema)
