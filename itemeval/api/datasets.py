@@ -88,6 +88,11 @@ class DatasetValidation:
         """An error, or (with `strict`) a warning."""
         return bool(self.log.error_count or (self.strict and self.log.warning_count))
 
+    def found(self, title: str, result: Any) -> None:
+        """Take a dataset's or a source's validation result (`items`, `by_modality`, `log`)."""
+        self.title = title
+        self.items, self.by_modality, self.log = result.items, result.by_modality, result.log
+
 
 @dataclass
 class ConvertedDataset:
@@ -128,24 +133,12 @@ def _validate(report: DatasetValidation, mapping: str | None, fmt: str | None) -
     if mapping is not None or fmt in ("csv", "parquet", "hf"):
         source = DatasetSource(path=path, mapping=mapping, format=fmt)  # type: ignore[arg-type]
         handle = open_source(source)
-        result = handle.validate()
-        report.title = f"{handle.format} source {handle.name!r}"
-        report.items, report.by_modality, report.log = (
-            result.items,
-            result.by_modality,
-            result.log,
-        )
+        report.found(f"{handle.format} source {handle.name!r}", handle.validate())
         return
     location = resolve(path)
     if fmt == "items" or is_dataset_directory(location):
         reader = read_dataset(path)
-        result = reader.validate()
-        report.title = f"dataset {reader.meta.identifier!r}"
-        report.items, report.by_modality, report.log = (
-            result.items,
-            result.by_modality,
-            result.log,
-        )
+        report.found(f"dataset {reader.meta.identifier!r}", reader.validate())
         return
     if location.path.lower().endswith(ATTRIBUTES_SUFFIX) and location.exists():
         report.log.add(
