@@ -51,6 +51,20 @@ def add_selection(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_read_selection(parser: argparse.ArgumentParser) -> None:
+    """What a command that reads stored results reads: the store, conditions, items."""
+    parser.add_argument("--store", metavar="URL", help="store root (overrides the study's)")
+    parser.add_argument(
+        "--condition",
+        action="append",
+        metavar="ID-PREFIX-OR-SLUG",
+        help="only these conditions (repeatable; a glob selects every match)",
+    )
+    parser.add_argument(
+        "--limit", type=int, metavar="N", help="the first N items of each dataset, as in the run"
+    )
+
+
 def add_output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
 

@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from itemeval.api import EEE_VERSIONS, EXPORT_FORMATS, RELATIONSHIPS, format_leaderboard
-from itemeval.cli.options import add_output, add_study, print_json, study_from
+from itemeval.cli.options import add_output, add_read_selection, add_study, print_json, study_from
 from itemeval.errors import ExitCode, InputError, Problem
 
 
@@ -79,16 +79,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", metavar="DIR", help="output directory, any fsspec URL (default <store>/exports)"
     )
-    parser.add_argument("--store", metavar="URL", help="store root (overrides the study's)")
-    parser.add_argument(
-        "--condition",
-        action="append",
-        metavar="ID-PREFIX-OR-SLUG",
-        help="only these conditions (repeatable; a glob selects every match)",
-    )
-    parser.add_argument(
-        "--limit", type=int, metavar="N", help="the first N items of each dataset, as in the run"
-    )
+    add_read_selection(parser)
 
 
 def _selection(args: argparse.Namespace) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from itemeval.cli.options import add_study, study_from
+from itemeval.cli.options import add_read_selection, add_study, study_from
 from itemeval.errors import ExitCode
 
 #: `itemeval.view.DEFAULT_PORT`, not imported here: every command would pay for the import.
@@ -34,16 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--token", help="the token another --host requires (default: generated and printed)"
     )
     parser.add_argument("--no-open", action="store_true", help="do not open a browser")
-    parser.add_argument("--store", metavar="URL", help="store root (overrides the study's)")
-    parser.add_argument(
-        "--condition",
-        action="append",
-        metavar="ID-PREFIX-OR-SLUG",
-        help="only these conditions (repeatable; a glob selects every match)",
-    )
-    parser.add_argument(
-        "--limit", type=int, metavar="N", help="the first N items of each dataset, as in the run"
-    )
+    add_read_selection(parser)
     parser.set_defaults(func=cmd_view)
 
 

@@ -12,7 +12,7 @@ import math
 
 import pyarrow as pa
 
-from itemeval.statistics._families import StudyStatistics
+from itemeval.statistics._families import FamilyKey, StudyStatistics
 
 _F = pa.float64()
 _S = pa.string()
@@ -94,6 +94,17 @@ def _nan_none(value: float) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
 
 
+def _family_columns(key: FamilyKey) -> dict[str, object]:
+    """The columns naming a family (grader, metric, scope, dataset): both tables open with them."""
+    return {
+        "grade_condition_id": key.grader.id,
+        "grader": key.grader.label,
+        "metric": key.metric,
+        "scope": key.scope,
+        "dataset": key.dataset,
+    }
+
+
 def comparisons_table(stats: StudyStatistics) -> pa.Table:
     rows: list[dict[str, object]] = []
     by = stats.clusters.by if stats.clusters is not None else None
@@ -102,11 +113,7 @@ def comparisons_table(stats: StudyStatistics) -> pa.Table:
         for p in family.pairs:
             rows.append(
                 {
-                    "grade_condition_id": key.grader.id,
-                    "grader": key.grader.label,
-                    "metric": key.metric,
-                    "scope": key.scope,
-                    "dataset": key.dataset,
+                    **_family_columns(key),
                     "first": family.units[p.first],
                     "second": family.units[p.second],
                     "first_id": ids[p.first],
@@ -147,11 +154,7 @@ def rankings_table(stats: StudyStatistics) -> pa.Table:
         for rank, u in enumerate(order, start=1):
             rows.append(
                 {
-                    "grade_condition_id": key.grader.id,
-                    "grader": key.grader.label,
-                    "metric": key.metric,
-                    "scope": key.scope,
-                    "dataset": key.dataset,
+                    **_family_columns(key),
                     "unit": family.units[u],
                     "unit_id": ids[u],
                     "value": _nan_none(family.estimates[u]),

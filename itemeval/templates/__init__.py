@@ -178,22 +178,26 @@ class Template:
 
     def render_rubric(self, item: WorkItem, response: str) -> tuple[dict[str, str], ...]:
         """Chat messages for a judge: the rendered rubric followed by the judge format suffix."""
-        values = {
-            "input": item.input,
-            "target": item.target,
-            "response": response,
-            "grading_scheme": item.grading_scheme or "",
-            "id": item.id,
-            "dataset": item.dataset,
-            "modality": item.modality or "",
-            "task_prompt": item.task_prompt or "",
-            "metadata": item.metadata,
-        }
-        body = render(self.text, values).strip()
+        body = render(self.text, _rubric_values(item, response)).strip()
         return (
             {"role": "system", "content": _JUDGE_SYSTEM},
             {"role": "user", "content": body + "\n\n" + judge_format_suffix()},
         )
+
+
+def _rubric_values(item: WorkItem, response: str) -> dict[str, object]:
+    """What a judge's rubric may name: the item's fields and the response it judges."""
+    return {
+        "input": item.input,
+        "target": item.target,
+        "response": response,
+        "grading_scheme": item.grading_scheme or "",
+        "id": item.id,
+        "dataset": item.dataset,
+        "modality": item.modality or "",
+        "task_prompt": item.task_prompt or "",
+        "metadata": item.metadata,
+    }
 
 
 PAIRWISE_FORMAT = (
@@ -209,18 +213,7 @@ def render_pairwise(
 ) -> tuple[dict[str, str], ...]:
     """Chat messages for a pairwise judge: the rubric (its `{response}` says the responses
     follow), then the two responses in the order shown, then the verdict format."""
-    values = {
-        "input": item.input,
-        "target": item.target,
-        "response": "(the two responses below)",
-        "grading_scheme": item.grading_scheme or "",
-        "id": item.id,
-        "dataset": item.dataset,
-        "modality": item.modality or "",
-        "task_prompt": item.task_prompt or "",
-        "metadata": item.metadata,
-    }
-    body = render(template.text, values).strip()
+    body = render(template.text, _rubric_values(item, "(the two responses below)")).strip()
     return (
         {"role": "system", "content": _JUDGE_SYSTEM},
         {

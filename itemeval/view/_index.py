@@ -42,6 +42,7 @@ from itemeval.export import (
     plain_columns,
     primary_grader,
 )
+from itemeval.export._table.cells import located_rows, with_validity
 from itemeval.planning.plan import Plan
 from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, SnapshotInfo, read_snapshot_info
 from itemeval.store.fragments import (
@@ -199,17 +200,12 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
     n_items = items.num_rows
     epochs = facets.epochs
 
-    def located(table: pa.Table) -> tuple[pa.Table, pa.Array]:
-        codes = pc.index_in(table.column("item_id"), value_set=item_ids)
-        keep = pc.and_(pc.is_valid(codes), pc.less(table.column("epoch"), epochs))
-        return table.filter(keep), codes.filter(keep).cast(_CODE)
-
     solution_where: list[Where] = []
     solution_parts = []
     for code, condition in enumerate(facets.generate):
         rows = locate_logical_rows(plan.store, SOLUTIONS, condition.id, _SOLUTION_EXTRA)
         solution_where.append(Where(condition.id, rows.location, rows.fragments))
-        table, item = located(rows.keys)
+        table, item = located_rows(rows.keys, item_ids, epochs)
         n = table.num_rows
         solution_parts.append(
             pa.table(
@@ -244,7 +240,7 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
         ):
             if gen == 0:
                 grade_where.append(where)
-            table, item = located(stored)
+            table, item = located_rows(stored, item_ids, epochs)
             n = table.num_rows
             if n == 0:
                 continue
@@ -268,17 +264,7 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
                     "pos": table.column(POS),
                 }
             )
-            mine = hashes.filter(pc.equal(hashes.column("gen"), gen)).drop_columns(["gen"])
-            part = part.join(mine, ["item", "epoch"], join_type="left outer")
-            stale = pc.fill_null(
-                pc.not_equal(part.column("solution_hash"), part.column("text_hash")), False
-            )
-            valid = pc.and_(
-                pc.and_(part.column("ok"), part.column("parse_ok")),
-                pc.and_(pc.is_valid(part.column("correct")), pc.invert(stale)),
-            )
-            part = part.append_column("stale", stale)
-            part = part.append_column("valid", pc.fill_null(valid, False))
+            part = with_validity(part, hashes, gen)
             grade_parts.append(
                 part.select(_GRADES_SCHEMA.names).cast(_GRADES_SCHEMA).combine_chunks()
             )

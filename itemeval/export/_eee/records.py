@@ -37,6 +37,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval.export._table.columns import ITEM_FIELDS
 from itemeval.export._table.conditions import GenerateFacets, GradeFacets
 from itemeval.ids import canonical_json
 
@@ -160,13 +161,7 @@ SAMPLE_COLUMNS: list[str] = [
     "item_id",
     "dataset",
     "epoch",
-    "input",
-    "target",
-    "modality",
-    "difficulty",
-    "task_prompt",
-    "grading_scheme",
-    "metadata",
+    *ITEM_FIELDS,
     "solution_text",
     "finish_reason",
     "solution_input_tokens",

@@ -8,7 +8,7 @@ escaped; sizes are in CSS pixels and the SVG scales down with its container.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -111,28 +111,12 @@ def interval_chart(
     width: float = 900,
 ) -> str:
     """Horizontal bars with a dot at each estimate and whiskers over its interval."""
-    label_w = max([text_width(r.label) for r in rows] + [60]) + 16
-    top, row_h, bottom, right = 40, 26, 44, 70
-    plot_w = max(200.0, width - label_w - right)
-    height = top + row_h * max(1, len(rows)) + bottom
+    top, row_h, right = _ROWS_TOP, 26, _ROWS_RIGHT
+    label_w, plot_w, height, x = _row_layout(rows, row_h, width, domain)
     lo, hi = domain
-    span = (hi - lo) or 1.0
-
-    def x(v: float) -> float:
-        return label_w + (min(max(v, lo), hi) - lo) / span * plot_w
-
     body = [_text(label_w, 18, title, size=14, weight="600")]
     plot_bottom = top + row_h * len(rows)
-    for tick in nice_ticks(lo, hi, 5):
-        body.append(_line(x(tick), top - 6, x(tick), plot_bottom, GRID))
-        body.append(
-            _text(x(tick), plot_bottom + 14, _fmt(tick), size=11, anchor="middle", fill=MUTED)
-        )
-    body.append(
-        _text(
-            label_w + plot_w / 2, plot_bottom + 34, axis_label, size=12, anchor="middle", fill=MUTED
-        )
-    )
+    body += _value_axis(x, nice_ticks(lo, hi, 5), label_w, plot_w, plot_bottom, axis_label)
     for i, row in enumerate(rows):
         cy = top + row_h * i + row_h / 2
         fill = color(row.group)
@@ -144,12 +128,61 @@ def interval_chart(
             f'<rect x="{x(lo):.1f}" y="{cy - 8:.1f}" width="{max(0.0, x(row.value) - x(lo)):.1f}" '
             f'height="16" fill="{fill}" fill-opacity="0.22" rx="2"/>'
         )
-        body.append(_line(x(row.low), cy, x(row.high), cy, fill, 2))
-        for end in (row.low, row.high):
-            body.append(_line(x(end), cy - 5, x(end), cy + 5, fill, 2))
-        body.append(f'<circle cx="{x(row.value):.1f}" cy="{cy:.1f}" r="4.5" fill="{fill}"/>')
+        body += _whisker(x, cy, row, fill)
         body.append(_text(x(hi) + 8, cy, f"{row.value:.3f}", size=11, fill=MUTED))
     return _svg(label_w + plot_w + right, height, title, body)
+
+
+_ROWS_TOP, _ROWS_BOTTOM, _ROWS_RIGHT = 40, 44, 70
+
+
+def _row_layout(
+    rows: Sequence[IntervalRow], row_h: int, width: float, domain: tuple[float, float]
+) -> tuple[float, float, float, Callable[[float], float]]:
+    """A chart of labelled rows over one value axis: the label column's width, the plot's
+    width, the chart's height and where a value stands (clamped to `domain`)."""
+    label_w = max([text_width(r.label) for r in rows] + [60]) + 16
+    plot_w = max(200.0, width - label_w - _ROWS_RIGHT)
+    height = _ROWS_TOP + row_h * max(1, len(rows)) + _ROWS_BOTTOM
+    lo, hi = domain
+    span = (hi - lo) or 1.0
+
+    def x(v: float) -> float:
+        return label_w + (min(max(v, lo), hi) - lo) / span * plot_w
+
+    return label_w, plot_w, height, x
+
+
+def _value_axis(
+    x: Callable[[float], float],
+    ticks: Sequence[float],
+    label_w: float,
+    plot_w: float,
+    plot_bottom: float,
+    axis_label: str,
+) -> list[str]:
+    """Grid lines and labels at `ticks`, and the axis's name under them."""
+    out = []
+    for tick in ticks:
+        out.append(_line(x(tick), _ROWS_TOP - 6, x(tick), plot_bottom, GRID))
+        out.append(
+            _text(x(tick), plot_bottom + 14, _fmt(tick), size=11, anchor="middle", fill=MUTED)
+        )
+    out.append(
+        _text(
+            label_w + plot_w / 2, plot_bottom + 34, axis_label, size=12, anchor="middle", fill=MUTED
+        )
+    )
+    return out
+
+
+def _whisker(x: Callable[[float], float], cy: float, row: IntervalRow, fill: str) -> list[str]:
+    """A row's interval as a whisker with end caps and a dot at its estimate."""
+    out = [_line(x(row.low), cy, x(row.high), cy, fill, 2)]
+    for end in (row.low, row.high):
+        out.append(_line(x(end), cy - 5, x(end), cy + 5, fill, 2))
+    out.append(f'<circle cx="{x(row.value):.1f}" cy="{cy:.1f}" r="4.5" fill="{fill}"/>')
+    return out
 
 
 def heatmap(
@@ -390,36 +423,19 @@ def difference_chart(
 ) -> str:
     """Differences as dots with interval whiskers around a zero line (no bars): a whisker that
     crosses zero is a difference the data cannot tell from none."""
-    label_w = max([text_width(r.label) for r in rows] + [60]) + 16
-    top, row_h, bottom, right = 40, 24, 44, 70
-    plot_w = max(200.0, width - label_w - right)
-    height = top + row_h * max(1, len(rows)) + bottom
+    top, row_h, right = _ROWS_TOP, 24, _ROWS_RIGHT
+    label_w, plot_w, height, x = _row_layout(rows, row_h, width, domain)
     lo, hi = domain
-    span = (hi - lo) or 1.0
-
-    def x(v: float) -> float:
-        return label_w + (min(max(v, lo), hi) - lo) / span * plot_w
-
     body = [_text(12, 18, title, size=14, weight="600")]
     plot_bottom = top + row_h * len(rows)
-    for tick in [t for t in nice_ticks(lo, hi, 6) if lo - 1e-12 <= t <= hi + 1e-12]:
-        body.append(_line(x(tick), top - 6, x(tick), plot_bottom, GRID))
-        body.append(
-            _text(x(tick), plot_bottom + 14, _fmt(tick), size=11, anchor="middle", fill=MUTED)
-        )
-    body.append(_line(x(0.0), top - 6, x(0.0), plot_bottom, INK, 1.5))
-    body.append(
-        _text(
-            label_w + plot_w / 2, plot_bottom + 34, axis_label, size=12, anchor="middle", fill=MUTED
-        )
-    )
+    ticks = [t for t in nice_ticks(lo, hi, 6) if lo - 1e-12 <= t <= hi + 1e-12]
+    axis = _value_axis(x, ticks, label_w, plot_w, plot_bottom, axis_label)
+    # the zero line stands over the grid, before the axis's name
+    body += [*axis[:-1], _line(x(0.0), top - 6, x(0.0), plot_bottom, INK, 1.5), axis[-1]]
     for i, row in enumerate(rows):
         cy = top + row_h * i + row_h / 2
         fill = color(row.group)
         body.append(_text(label_w - 10, cy, row.label, anchor="end"))
-        body.append(_line(x(row.low), cy, x(row.high), cy, fill, 2))
-        for end in (row.low, row.high):
-            body.append(_line(x(end), cy - 5, x(end), cy + 5, fill, 2))
-        body.append(f'<circle cx="{x(row.value):.1f}" cy="{cy:.1f}" r="4.5" fill="{fill}"/>')
+        body += _whisker(x, cy, row, fill)
         body.append(_text(x(hi) + 8, cy, f"{row.value:+.3f}", size=11, fill=MUTED))
     return _svg(label_w + plot_w + right, height, title, body)

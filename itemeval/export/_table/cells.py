@@ -100,26 +100,25 @@ def read_cells(plan: Plan) -> StudyCells:
         dataset_of = dataset_of.combine_chunks()
     epochs = facets.epochs
 
-    def located(table: pa.Table) -> tuple[pa.Table, pa.Array]:
-        """Rows of the selection, and their item codes."""
-        codes = pc.index_in(table.column("item_id"), value_set=item_ids)
-        keep = pc.and_(pc.is_valid(codes), pc.less(table.column("epoch"), epochs))
-        return table.filter(keep), codes.filter(keep).cast(_CODE)
+    def answer(gen: int, table: pa.Table, item: pa.Array) -> dict[str, object]:
+        """The `_ANSWER_FIELDS` columns of located rows of generate condition `gen`."""
+        return {
+            "gen": pa.repeat(pa.scalar(gen, _CODE), table.num_rows),
+            "item": item,
+            "dataset": dataset_of.take(item),
+            "epoch": table.column("epoch"),
+            "ok": pc.equal(table.column("status"), "ok"),
+            "error_code": table.column("error_code"),
+        }
 
     solution_parts = []
     for code, condition in enumerate(facets.generate):
         stored = plan.store.read_by_condition(SOLUTIONS, [condition.id], _SOLUTION_COLUMNS)
-        table, item = located(stored[condition.id])
-        n = table.num_rows
+        table, item = located_rows(stored[condition.id], item_ids, epochs)
         solution_parts.append(
             pa.table(
                 {
-                    "gen": pa.repeat(pa.scalar(code, _CODE), n),
-                    "item": item,
-                    "dataset": dataset_of.take(item),
-                    "epoch": table.column("epoch"),
-                    "ok": pc.equal(table.column("status"), "ok"),
-                    "error_code": table.column("error_code"),
+                    **answer(code, table, item),
                     "usd": table.column("usd"),
                     "input_tokens": table.column("input_tokens"),
                     "output_tokens": table.column("output_tokens"),
@@ -140,19 +139,14 @@ def read_cells(plan: Plan) -> StudyCells:
         partition = GradePartition(plan.store, condition.id)
         for gen, generate in enumerate(facets.generate):
             stored = partition.locate(generate.id, extra=_GRADE_EXTRA).keys
-            table, item = located(stored)
+            table, item = located_rows(stored, item_ids, epochs)
             n = table.num_rows
             if n == 0:
                 continue
             part = pa.table(
                 {
                     "grade": pa.repeat(pa.scalar(code, _CODE), n),
-                    "gen": pa.repeat(pa.scalar(gen, _CODE), n),
-                    "item": item,
-                    "dataset": dataset_of.take(item),
-                    "epoch": table.column("epoch"),
-                    "ok": pc.equal(table.column("status"), "ok"),
-                    "error_code": table.column("error_code"),
+                    **answer(gen, table, item),
                     "score": table.column("score"),
                     "correct": table.column("correct"),
                     "parse_ok": table.column("parse_ok"),
@@ -164,17 +158,7 @@ def read_cells(plan: Plan) -> StudyCells:
                     "solution_hash": table.column("solution_hash"),
                 }
             )
-            mine = hashes.filter(pc.equal(hashes.column("gen"), gen)).drop_columns(["gen"])
-            part = part.join(mine, ["item", "epoch"], join_type="left outer")
-            stale = pc.fill_null(
-                pc.not_equal(part.column("solution_hash"), part.column("text_hash")), False
-            )
-            valid = pc.and_(
-                pc.and_(part.column("ok"), part.column("parse_ok")),
-                pc.and_(pc.is_valid(part.column("correct")), pc.invert(stale)),
-            )
-            part = part.append_column("stale", stale)
-            part = part.append_column("valid", pc.fill_null(valid, False))
+            part = with_validity(part, hashes, gen)
             grade_parts.append(part.select(_GRADES_SCHEMA.names).combine_chunks())
     return StudyCells(
         facets=facets,
@@ -185,14 +169,18 @@ def read_cells(plan: Plan) -> StudyCells:
     )
 
 
+#: Which answer a row is about and whether its call succeeded: the columns both tables open with.
+_ANSWER_FIELDS = [
+    ("gen", _CODE),
+    ("item", _CODE),
+    ("dataset", _CODE),
+    ("epoch", pa.int32()),
+    ("ok", pa.bool_()),
+    ("error_code", pa.string()),
+]
 _SOLUTIONS_SCHEMA = pa.schema(
     [
-        ("gen", _CODE),
-        ("item", _CODE),
-        ("dataset", _CODE),
-        ("epoch", pa.int32()),
-        ("ok", pa.bool_()),
-        ("error_code", pa.string()),
+        *_ANSWER_FIELDS,
         ("usd", pa.float64()),
         ("input_tokens", pa.int64()),
         ("output_tokens", pa.int64()),
@@ -206,12 +194,7 @@ _SOLUTIONS_SCHEMA = pa.schema(
 _GRADES_SCHEMA = pa.schema(
     [
         ("grade", _CODE),
-        ("gen", _CODE),
-        ("item", _CODE),
-        ("dataset", _CODE),
-        ("epoch", pa.int32()),
-        ("ok", pa.bool_()),
-        ("error_code", pa.string()),
+        *_ANSWER_FIELDS,
         ("score", pa.float64()),
         ("correct", pa.bool_()),
         ("parse_ok", pa.bool_()),
@@ -224,6 +207,32 @@ _GRADES_SCHEMA = pa.schema(
         ("valid", pa.bool_()),
     ]
 )
+
+
+def located_rows(table: pa.Table, item_ids: pa.Array, epochs: int) -> tuple[pa.Table, pa.Array]:
+    """The rows of `table` in the selection (an item of `item_ids`, an epoch below `epochs`),
+    and their item codes (positions in `item_ids`)."""
+    codes = pc.index_in(table.column("item_id"), value_set=item_ids)
+    keep = pc.and_(pc.is_valid(codes), pc.less(table.column("epoch"), epochs))
+    return table.filter(keep), codes.filter(keep).cast(_CODE)
+
+
+def with_validity(part: pa.Table, hashes: pa.Table, gen: int) -> pa.Table:
+    """Grades of generate condition `gen` (`item, epoch, ok, parse_ok, correct,
+    solution_hash`) joined with the stored answers' `text_hash` (`hashes`: `gen, item, epoch,
+    text_hash`), plus `stale` (the grade judged another text than the answer stored now) and
+    `valid` (a final grade of the current answer: status ok, parsed, a verdict, not stale)."""
+    mine = hashes.filter(pc.equal(hashes.column("gen"), gen)).drop_columns(["gen"])
+    part = part.join(mine, ["item", "epoch"], join_type="left outer")
+    stale = pc.fill_null(
+        pc.not_equal(part.column("solution_hash"), part.column("text_hash")), False
+    )
+    valid = pc.and_(
+        pc.and_(part.column("ok"), part.column("parse_ok")),
+        pc.and_(pc.is_valid(part.column("correct")), pc.invert(stale)),
+    )
+    part = part.append_column("stale", stale)
+    return part.append_column("valid", pc.fill_null(valid, False))
 
 
 def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:

@@ -22,8 +22,9 @@ vanished in between (a compaction finished) is a `StoreError` that says to expor
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -123,6 +124,19 @@ def _vanished(location: Location) -> StoreError:
     )
 
 
+@contextmanager
+def _reading_fragment(location: Location) -> Iterator[None]:
+    """A fragment that vanished or does not read as parquet: a StoreError naming it."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise _vanished(location) from None
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise StoreError(
+            Problem(f"not a readable store fragment ({exc})", file=location.url)
+        ) from exc
+
+
 class GradePartition:
     """One grade partition, located one generate condition at a time.
 
@@ -146,18 +160,12 @@ class GradePartition:
 
         def ranges(info: FragmentInfo) -> list[tuple[str, str]] | None:
             location = self.location.join(info.name)
-            try:
+            with _reading_fragment(location):
                 if location.is_local:
                     meta = pq.read_metadata(info.path)
                 else:
                     with location.open("rb") as handle:
                         meta = pq.read_metadata(handle)
-            except FileNotFoundError:
-                raise _vanished(location) from None
-            except (pa.ArrowException, OSError, ValueError) as exc:
-                raise StoreError(
-                    Problem(f"not a readable store fragment ({exc})", file=location.url)
-                ) from exc
             out = []
             for group in range(meta.num_row_groups):
                 stats = meta.row_group(group).column(column).statistics
@@ -278,16 +286,10 @@ class RowFetcher:
 
     def _open(self, ordinal: int) -> pq.ParquetFile:
         location = self._location(ordinal)
-        try:
+        with _reading_fragment(location):
             if location.is_local:
                 return open_parquet(location.path)
             return open_parquet(pa.BufferReader(location.read_bytes()))
-        except FileNotFoundError:
-            raise _vanished(location) from None
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise StoreError(
-                Problem(f"not a readable store fragment ({exc})", file=location.url)
-            ) from exc
 
     def _fragment_meta(self, ordinal: int) -> _FragmentMeta:
         meta = self._meta.get(ordinal)
