@@ -26,8 +26,31 @@ def add_study(parser: argparse.ArgumentParser, *, store_alone: bool = False) -> 
         parser.add_argument("study", metavar="STUDY", help="the study YAML file")
 
 
-def add_selection(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", metavar="URL", help="store root (overrides the study's `store`)")
+def add_selection(parser: argparse.ArgumentParser, *, reading: bool = False) -> None:
+    """Which results a command works on: `--store`, `--condition`, `--limit`. A command that
+    runs also takes `--force` and `--accept-dataset-change`; one `reading` stored results
+    takes several conditions (and globs) and the run's item limit."""
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="store root (overrides the study's)"
+        if reading
+        else "store root (overrides the study's `store`)",
+    )
+    if reading:
+        parser.add_argument(
+            "--condition",
+            action="append",
+            metavar="ID-PREFIX-OR-SLUG",
+            help="only these conditions (repeatable; a glob selects every match)",
+        )
+        parser.add_argument(
+            "--limit",
+            type=int,
+            metavar="N",
+            help="the first N items of each dataset, as in the run",
+        )
+        return
     parser.add_argument(
         "--condition",
         metavar="ID-PREFIX-OR-SLUG",
@@ -48,20 +71,6 @@ def add_selection(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="DATASET",
         help="re-pin a dataset whose content changed since it was pinned (repeatable)",
-    )
-
-
-def add_read_selection(parser: argparse.ArgumentParser) -> None:
-    """What a command that reads stored results reads: the store, conditions, items."""
-    parser.add_argument("--store", metavar="URL", help="store root (overrides the study's)")
-    parser.add_argument(
-        "--condition",
-        action="append",
-        metavar="ID-PREFIX-OR-SLUG",
-        help="only these conditions (repeatable; a glob selects every match)",
-    )
-    parser.add_argument(
-        "--limit", type=int, metavar="N", help="the first N items of each dataset, as in the run"
     )
 
 

@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from itemeval.api import EEE_VERSIONS, EXPORT_FORMATS, RELATIONSHIPS, format_leaderboard
-from itemeval.cli.options import add_output, add_read_selection, add_study, print_json, study_from
+from itemeval.cli.options import add_output, add_selection, add_study, print_json, study_from
 from itemeval.errors import ExitCode, InputError, Problem
 
 
@@ -79,7 +79,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", metavar="DIR", help="output directory, any fsspec URL (default <store>/exports)"
     )
-    add_read_selection(parser)
+    add_selection(parser, reading=True)
 
 
 def _selection(args: argparse.Namespace) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from itemeval.cli.options import add_read_selection, add_study, study_from
+from itemeval.cli.options import add_selection, add_study, study_from
 from itemeval.errors import ExitCode
 
 #: `itemeval.view.DEFAULT_PORT`, not imported here: every command would pay for the import.
@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--token", help="the token another --host requires (default: generated and printed)"
     )
     parser.add_argument("--no-open", action="store_true", help="do not open a browser")
-    add_read_selection(parser)
+    add_selection(parser, reading=True)
     parser.set_defaults(func=cmd_view)
 
 

@@ -75,22 +75,21 @@ class ExportOptions:
                     hint=f"a comma-separated list of {', '.join(FORMATS)}",
                 )
             )
-        if self.eee_version not in EEE_VERSIONS:
-            problems.append(
-                Problem(
-                    f"unknown Every Eval Ever version {self.eee_version!r}",
-                    field="--eee-version",
-                    hint=f"one of {', '.join(EEE_VERSIONS)}",
+        for value, known, what, option in (
+            (self.eee_version, EEE_VERSIONS, "Every Eval Ever version", "--eee-version"),
+            (
+                self.relationship,
+                RELATIONSHIPS,
+                "evaluator relationship",
+                "--evaluator-relationship",
+            ),
+        ):
+            if value not in known:
+                problems.append(
+                    Problem(
+                        f"unknown {what} {value!r}", field=option, hint=f"one of {', '.join(known)}"
+                    )
                 )
-            )
-        if self.relationship not in RELATIONSHIPS:
-            problems.append(
-                Problem(
-                    f"unknown evaluator relationship {self.relationship!r}",
-                    field="--evaluator-relationship",
-                    hint=f"one of {', '.join(RELATIONSHIPS)}",
-                )
-            )
         if self.batch_rows < 1:
             problems.append(Problem("must be at least 1", field="batch_rows"))
         if problems:

@@ -44,7 +44,7 @@ from itemeval.store import (
     read_manifest,
     read_snapshot_info,
 )
-from itemeval.templates import Template
+from itemeval.templates import Kind, Template
 
 
 class StoredDataset:
@@ -175,13 +175,7 @@ def _native_conditions(
                     model_id=str(payload.get("model")),
                     model_label=str(payload.get("model")),
                     endpoint="",
-                    prompt=Template(
-                        name=str(prompt.get("name")),
-                        kind="prompt",
-                        text="",
-                        sha256=str(prompt.get("sha256") or ""),
-                        source="manifest",
-                    ),
+                    prompt=_manifest_template(prompt, "prompt"),
                     config_name="",
                     params=SamplingParams(**params),
                     payload=payload,
@@ -206,12 +200,17 @@ def _native_conditions(
                         grader_name=c.slug.split("_", 1)[0],
                         model_id=grader.get("model"),
                         endpoint="",
-                        rubric=Template(
-                            name=str(rubric.get("name")),
-                            kind="rubric",
-                            text="",
-                            sha256=str(rubric.get("sha256") or ""),
-                            source="manifest",
-                        ),
+                        rubric=_manifest_template(rubric, "rubric"),
                     )
     return generate, grade
+
+
+def _manifest_template(named: dict[str, Any], kind: Kind) -> Template:
+    """A prompt or rubric as a run manifest names it: its name and hash, not its text."""
+    return Template(
+        name=str(named.get("name")),
+        kind=kind,
+        text="",
+        sha256=str(named.get("sha256") or ""),
+        source="manifest",
+    )

@@ -318,74 +318,79 @@ class ImportWriter:
         )
 
     def _solution_row(self, gen_id: str, s: Sample, text_hash: str, provenance: str) -> None:
-        buffer = self._solutions.get(gen_id) or self._solutions.setdefault(
-            gen_id, _new_buffer(SOLUTION_SCHEMA)
-        )
-        c = buffer.columns
-        c["item_id"].append(s.item_id)
-        c["epoch"].append(s.epoch)
-        c["status"].append("ok")
-        c["error_code"].append(None)
-        c["error_message"].append(None)
-        c["text"].append(s.answer)
-        c["text_hash"].append(text_hash)
-        c["finish_reason"].append(s.finish_reason)
-        c["input_tokens"].append(s.input_tokens)
-        c["output_tokens"].append(s.output_tokens)
-        c["cached_input_tokens"].append(s.cached_input_tokens)
-        c["reasoning_tokens"].append(s.reasoning_tokens)
-        c["usd"].append(s.usd)
-        c["latency_ms"].append(s.latency_ms)
-        c["request_id"].append(s.record_id)
-        c["attempts"].append(0)
-        c["cached"].append(False)
-        c["tier"].append("live")
-        c["request_hash"].append(provenance)
-        c["model"].append(s.gen.model_id)
-        c["run_id"].append(self.import_id)
-        c["written_at"].append(self.now)
-        buffer.rows += 1
+        row = {
+            "item_id": s.item_id,
+            "epoch": s.epoch,
+            "status": "ok",
+            "error_code": None,
+            "error_message": None,
+            "text": s.answer,
+            "text_hash": text_hash,
+            "finish_reason": s.finish_reason,
+            "input_tokens": s.input_tokens,
+            "output_tokens": s.output_tokens,
+            "cached_input_tokens": s.cached_input_tokens,
+            "reasoning_tokens": s.reasoning_tokens,
+            "usd": s.usd,
+            "latency_ms": s.latency_ms,
+            "model": s.gen.model_id,
+        }
         self.solutions += 1
-        if buffer.rows >= self.flush_rows:
-            self._flush("solutions", gen_id, buffer, SOLUTION_SCHEMA)
+        self._append("solutions", gen_id, self._solutions, SOLUTION_SCHEMA, row, s, provenance)
 
     def _grade_row(self, grade_id: str, gen_id: str, s: Sample, text_hash: str) -> None:
-        buffer = self._grades.get(grade_id) or self._grades.setdefault(
-            grade_id, _new_buffer(GRADE_SCHEMA)
-        )
+        row = {
+            "gen_condition_id": gen_id,
+            "item_id": s.item_id,
+            "epoch": s.epoch,
+            "status": "ok",
+            "score": s.score,
+            "correct": s.correct,
+            "extracted": s.extracted,
+            "parse_ok": True,
+            "parse_code": None,
+            "reasoning": s.reasoning,
+            "judge_text": None,
+            "solution_hash": text_hash,
+            "error_code": None,
+            "error_message": None,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cached_input_tokens": 0,
+            "reasoning_tokens": 0,
+            "usd": 0.0,
+            "latency_ms": 0.0,
+            "grader": s.grade.metric,
+        }
+        self.grades += 1
+        self._append("grades", grade_id, self._grades, GRADE_SCHEMA, row, s, None)
+
+    def _append(
+        self,
+        stage: str,
+        condition: str,
+        buffers: dict[str, _Buffer],
+        schema: pa.Schema,
+        row: dict[str, Any],
+        s: Sample,
+        request_hash: str | None,
+    ) -> None:
+        """One imported row into its condition's buffer, with the call fields every imported
+        row has (no call was made here), flushed once the buffer holds `flush_rows`."""
+        buffer = buffers.get(condition) or buffers.setdefault(condition, _new_buffer(schema))
         c = buffer.columns
-        c["gen_condition_id"].append(gen_id)
-        c["item_id"].append(s.item_id)
-        c["epoch"].append(s.epoch)
-        c["status"].append("ok")
-        c["score"].append(s.score)
-        c["correct"].append(s.correct)
-        c["extracted"].append(s.extracted)
-        c["parse_ok"].append(True)
-        c["parse_code"].append(None)
-        c["reasoning"].append(s.reasoning)
-        c["judge_text"].append(None)
-        c["solution_hash"].append(text_hash)
-        c["error_code"].append(None)
-        c["error_message"].append(None)
-        c["input_tokens"].append(0)
-        c["output_tokens"].append(0)
-        c["cached_input_tokens"].append(0)
-        c["reasoning_tokens"].append(0)
-        c["usd"].append(0.0)
-        c["latency_ms"].append(0.0)
+        for name, value in row.items():
+            c[name].append(value)
         c["request_id"].append(s.record_id)
         c["attempts"].append(0)
         c["cached"].append(False)
         c["tier"].append("live")
-        c["request_hash"].append(None)
-        c["grader"].append(s.grade.metric)
+        c["request_hash"].append(request_hash)
         c["run_id"].append(self.import_id)
         c["written_at"].append(self.now)
         buffer.rows += 1
-        self.grades += 1
         if buffer.rows >= self.flush_rows:
-            self._flush("grades", grade_id, buffer, GRADE_SCHEMA)
+            self._flush(stage, condition, buffer, schema)
 
     def _flush(self, stage: str, condition: str, buffer: _Buffer, schema: pa.Schema) -> None:
         if buffer.rows == 0:

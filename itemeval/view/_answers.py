@@ -19,8 +19,9 @@ import numpy as np
 import pyarrow as pa
 
 from itemeval.datasets.workitem import table_to_items
-from itemeval.store import GRADES, SOLUTIONS
+from itemeval.store import GRADES, SOLUTIONS, Stage
 from itemeval.view._index import ViewIndex
+from itemeval.view._partitions import Where
 from itemeval.view._queries import inputs_of, item_accuracy, number_or_none
 from itemeval.view._rows import fetch_rows
 
@@ -161,6 +162,21 @@ def item_detail(
     )
 
 
+def _fetch(
+    stage: Stage, fields: list[str], where: list[Where], chosen: list[tuple[int, pa.Table]]
+) -> list[pa.Table]:
+    """For each `(code, index rows)` of `chosen`: those rows' stored `fields`, read from the
+    fragments of partition `where[code]` at the rows' `frag` and `pos`."""
+    return fetch_rows(
+        stage,
+        fields,
+        [
+            (where[code], c.column("frag").to_numpy(), c.column("pos").to_numpy())
+            for code, c in chosen
+        ],
+    )
+
+
 def answers_of(
     index: ViewIndex, items: list[int], gens: list[int] | None = None
 ) -> dict[int, list[Answer]]:
@@ -173,14 +189,7 @@ def answers_of(
     s_gen = mine.column("gen").to_numpy()
     answers: dict[tuple[int, int, int], Answer] = {}
     chosen_by_gen = [(gen, mine.filter(pa.array(s_gen == gen))) for gen in gens]
-    fetched_by_gen = fetch_rows(
-        SOLUTIONS,
-        _SOLUTION_FIELDS,
-        [
-            (index.solution_where[gen], c.column("frag").to_numpy(), c.column("pos").to_numpy())
-            for gen, c in chosen_by_gen
-        ],
-    )
+    fetched_by_gen = _fetch(SOLUTIONS, _SOLUTION_FIELDS, index.solution_where, chosen_by_gen)
     for (gen, chosen), fetched in zip(chosen_by_gen, fetched_by_gen, strict=True):
         g = facets.generate[gen]
         for item, epoch, fields in zip(
@@ -199,14 +208,7 @@ def answers_of(
             (code, grades.filter(pa.array(keep & (g_grade == code))))
             for code in range(len(facets.grade))
         ]
-        fetched_by_grade = fetch_rows(
-            GRADES,
-            _GRADE_FIELDS,
-            [
-                (index.grade_where[code], c.column("frag").to_numpy(), c.column("pos").to_numpy())
-                for code, c in chosen_by_grade
-            ],
-        )
+        fetched_by_grade = _fetch(GRADES, _GRADE_FIELDS, index.grade_where, chosen_by_grade)
         for (code, chosen), fetched in zip(chosen_by_grade, fetched_by_grade, strict=True):
             grader = facets.grade[code]
             for item, gen, epoch, stale, valid, fields in zip(

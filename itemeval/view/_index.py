@@ -396,13 +396,19 @@ def _counts(
     }
 
 
+#: Which answer a row is about and whether its call succeeded: both tables open with these.
+_ANSWER_FIELDS = [
+    ("gen", _SMALL),
+    ("item", _CODE),
+    ("epoch", _SMALL),
+    ("ok", pa.bool_()),
+    ("error_code", _NAME),
+]
+#: Where the row is stored: the fragment's ordinal and the row's position in it.
+_WHERE_FIELDS = [("frag", pa.int32()), ("pos", pa.int32())]
 _SOLUTIONS_SCHEMA = pa.schema(
     [
-        ("gen", _SMALL),
-        ("item", _CODE),
-        ("epoch", _SMALL),
-        ("ok", pa.bool_()),
-        ("error_code", _NAME),
+        *_ANSWER_FIELDS,
         ("usd", pa.float64()),
         ("input_tokens", _TOKENS),
         ("output_tokens", _TOKENS),
@@ -410,19 +416,14 @@ _SOLUTIONS_SCHEMA = pa.schema(
         ("cached", pa.bool_()),
         ("batch", pa.bool_()),
         ("text_hash", pa.string()),
-        ("frag", pa.int32()),
-        ("pos", pa.int32()),
+        *_WHERE_FIELDS,
     ]
 )
 _SOLUTIONS_INDEX = pa.schema([f for f in _SOLUTIONS_SCHEMA if f.name != "text_hash"])
 _GRADES_SCHEMA = pa.schema(
     [
         ("grade", _SMALL),
-        ("gen", _SMALL),
-        ("item", _CODE),
-        ("epoch", _SMALL),
-        ("ok", pa.bool_()),
-        ("error_code", _NAME),
+        *_ANSWER_FIELDS,
         ("correct", pa.bool_()),
         ("parse_ok", pa.bool_()),
         ("parse_code", _NAME),
@@ -432,8 +433,7 @@ _GRADES_SCHEMA = pa.schema(
         ("batch", pa.bool_()),
         ("stale", pa.bool_()),
         ("valid", pa.bool_()),
-        ("frag", pa.int32()),
-        ("pos", pa.int32()),
+        *_WHERE_FIELDS,
     ]
 )
 
