@@ -18,6 +18,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,11 @@ FLUSH_ROWS = 50_000
 class _Buffer:
     columns: dict[str, list[Any]]
     rows: int = 0
+
+
+def _const(n: int, value: Any, type_: pa.DataType) -> pa.Array:
+    """`value` (None: null) repeated `n` times."""
+    return pa.nulls(n, type_) if value is None else pa.repeat(pa.scalar(value, type_), n)
 
 
 def _new_buffer(schema: pa.Schema) -> _Buffer:
@@ -214,8 +220,7 @@ class ImportWriter:
             return
         self.solutions += n
 
-        def const(value: Any, type_: pa.DataType) -> pa.Array:
-            return pa.nulls(n, type_) if value is None else pa.repeat(pa.scalar(value, type_), n)
+        const = partial(_const, n)
 
         columns = {
             "item_id": t.column("item_id"),
@@ -232,14 +237,8 @@ class ImportWriter:
             "reasoning_tokens": t.column("reasoning_tokens"),
             "usd": const(0.0, pa.float64()),
             "latency_ms": t.column("latency_ms"),
-            "request_id": t.column("record_id"),
-            "attempts": const(0, pa.int32()),
-            "cached": const(False, pa.bool_()),
-            "tier": const("live", pa.string()),
-            "request_hash": const(batch.file_sha256, pa.string()),
             "model": const(batch.gen.model_id, pa.string()),
-            "run_id": const(self.import_id, pa.string()),
-            "written_at": const(self.now, TIMESTAMP),
+            **self._imported_call(t, batch.file_sha256),
         }
         self._queue("solutions", gen_id, columns, SOLUTION_SCHEMA)
 
@@ -251,8 +250,7 @@ class ImportWriter:
             return
         self.grades += n
 
-        def const(value: Any, type_: pa.DataType) -> pa.Array:
-            return pa.nulls(n, type_) if value is None else pa.repeat(pa.scalar(value, type_), n)
+        const = partial(_const, n)
 
         columns = {
             "gen_condition_id": const(gen_id, pa.string()),
@@ -275,16 +273,24 @@ class ImportWriter:
             "reasoning_tokens": const(0, pa.int64()),
             "usd": const(0.0, pa.float64()),
             "latency_ms": const(0.0, pa.float64()),
+            "grader": const(batch.grade.metric, pa.string()),
+            **self._imported_call(t, None),
+        }
+        self._queue("grades", grade_id, columns, GRADE_SCHEMA)
+
+    def _imported_call(self, t: pa.Table, request_hash: str | None) -> dict[str, pa.Array]:
+        """The call columns of imported rows (no call was made here): each row's record id as
+        its request id, this import as its run."""
+        const = partial(_const, t.num_rows)
+        return {
             "request_id": t.column("record_id"),
             "attempts": const(0, pa.int32()),
             "cached": const(False, pa.bool_()),
             "tier": const("live", pa.string()),
-            "request_hash": const(None, pa.string()),
-            "grader": const(batch.grade.metric, pa.string()),
+            "request_hash": const(request_hash, pa.string()),
             "run_id": const(self.import_id, pa.string()),
             "written_at": const(self.now, TIMESTAMP),
         }
-        self._queue("grades", grade_id, columns, GRADE_SCHEMA)
 
     def _queue(
         self, stage: str, condition: str, columns: dict[str, Any], schema: pa.Schema

@@ -22,7 +22,7 @@ vanished in between (a compaction finished) is a `StoreError` that says to expor
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -222,6 +222,30 @@ class _FragmentMeta:
     fills: dict[str, object] = field(default_factory=dict)  # an older schema's added columns
 
 
+class _TableLru:
+    """Tables by key; the least recently used are dropped while all weigh more than `limit`
+    (each `weigh(table)`), the newest always kept."""
+
+    def __init__(self, limit: int, weigh: Callable[[pa.Table], int]) -> None:
+        self.limit = limit
+        self._weigh = weigh
+        self._tables: OrderedDict[Hashable, pa.Table] = OrderedDict()
+        self._weight = 0
+
+    def get(self, key: Hashable) -> pa.Table | None:
+        table = self._tables.get(key)
+        if table is not None:
+            self._tables.move_to_end(key)
+        return table
+
+    def put(self, key: Hashable, table: pa.Table) -> None:
+        self._tables[key] = table
+        self._weight += self._weigh(table)
+        while self._weight > self.limit and len(self._tables) > 1:
+            _, dropped = self._tables.popitem(last=False)
+            self._weight -= self._weigh(dropped)
+
+
 class RowFetcher:
     """Full columns of chosen rows of one partition, fetched by (fragment, position)."""
 
@@ -233,8 +257,7 @@ class RowFetcher:
         self.schema = rows.stage.schema
         self.cache_rows = cache_rows
         self._meta: dict[int, _FragmentMeta] = {}
-        self._cache: OrderedDict[tuple[int, int], pa.Table] = OrderedDict()
-        self._cached_rows = 0
+        self._cache = _TableLru(cache_rows, weigh=lambda table: table.num_rows)
         self.row_groups_read = 0
 
     @property
@@ -312,7 +335,6 @@ class RowFetcher:
         key = (ordinal, group)
         table = self._cache.get(key)
         if table is not None:
-            self._cache.move_to_end(key)
             return table
         parquet = self._open(ordinal)
         fills = self._fragment_meta(ordinal).fills
@@ -321,11 +343,7 @@ class RowFetcher:
         if fills:
             table = fill_columns(table, self.schema, self.columns, fills)
         self.row_groups_read += 1
-        self._cache[key] = table
-        self._cached_rows += table.num_rows
-        while self._cached_rows > self.cache_rows and len(self._cache) > 1:
-            _, dropped = self._cache.popitem(last=False)
-            self._cached_rows -= dropped.num_rows
+        self._cache.put(key, table)
         return table
 
 
@@ -348,9 +366,10 @@ class ItemFetcher:
     snapshots: dict[str, SnapshotInfo]
     columns: Sequence[str]
     cache_parts: int = 4
-    _parts: OrderedDict[tuple[str, int], pa.Table] = field(default_factory=OrderedDict)
+    _parts: _TableLru = field(init=False)
 
     def __post_init__(self) -> None:
+        self._parts = _TableLru(self.cache_parts, weigh=lambda table: 1)
         self.index = plain_columns(self.index.select(["item_id", "dataset", "part"]))
 
     def take(self, item_ids: pa.Array | pa.ChunkedArray) -> pa.Table:
@@ -405,7 +424,6 @@ class ItemFetcher:
         key = (dataset, part)
         table = self._parts.get(key)
         if table is not None:
-            self._parts.move_to_end(key)
             return table
         info = self.snapshots.get(dataset)
         if info is None:
@@ -416,7 +434,5 @@ class ItemFetcher:
                 )
             )
         table = read_items_part(info, part, list(dict.fromkeys(["item_id", *self.columns])))
-        self._parts[key] = table
-        while len(self._parts) > self.cache_parts:
-            self._parts.popitem(last=False)
+        self._parts.put(key, table)
         return table
