@@ -42,9 +42,15 @@ from itemeval.export import (
     plain_columns,
     primary_grader,
 )
-from itemeval.export._table.cells import located_rows, with_validity
+from itemeval.export._table.cells import (
+    SOLUTION_CELL_COLUMNS,
+    grade_cells,
+    located_rows,
+    solution_cells,
+    with_validity,
+)
 from itemeval.planning.plan import Plan
-from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, SnapshotInfo, read_snapshot_info
+from itemeval.store import GRADES, SOLUTIONS, SnapshotInfo, read_snapshot_info
 from itemeval.store.fragments import (
     compaction_generation,
     list_fragments,
@@ -55,17 +61,6 @@ _CODE = pa.int32()
 _SMALL = pa.int16()  # condition codes and epochs
 _NAME = pa.dictionary(pa.int16(), pa.string())  # error and parse codes: a few names, mostly null
 _TOKENS = pa.int32()  # one call's tokens; the sums the overview takes of them are int64
-_SOLUTION_EXTRA = [
-    "status",
-    "error_code",
-    "usd",
-    "input_tokens",
-    "output_tokens",
-    "cached_input_tokens",
-    "cached",
-    "text_hash",
-    "tier",
-]
 
 
 #: What pages read of the index's rows (`answers`), once the overview is computed.
@@ -203,7 +198,7 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
     solution_where: list[Where] = []
     solution_parts = []
     for code, condition in enumerate(facets.generate):
-        rows = locate_logical_rows(plan.store, SOLUTIONS, condition.id, _SOLUTION_EXTRA)
+        rows = locate_logical_rows(plan.store, SOLUTIONS, condition.id, SOLUTION_CELL_COLUMNS)
         solution_where.append(Where(condition.id, rows.location, rows.fragments))
         table, item = located_rows(rows.keys, item_ids, epochs)
         n = table.num_rows
@@ -215,13 +210,7 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
                     "epoch": table.column("epoch"),
                     "ok": pc.equal(table.column("status"), "ok"),
                     "error_code": table.column("error_code"),
-                    "usd": table.column("usd"),
-                    "input_tokens": table.column("input_tokens"),
-                    "output_tokens": table.column("output_tokens"),
-                    "cached_input_tokens": table.column("cached_input_tokens"),
-                    "cached": table.column("cached"),
-                    "batch": pc.equal(table.column("tier"), TIER_BATCH),
-                    "text_hash": table.column("text_hash"),
+                    **solution_cells(table),
                     "frag": table.column(FRAG),
                     "pos": table.column(POS),
                 }
@@ -252,14 +241,7 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
                     "epoch": table.column("epoch").cast(_SMALL),
                     "ok": pc.equal(table.column("status"), "ok"),
                     "error_code": table.column("error_code"),
-                    "correct": table.column("correct"),
-                    "parse_ok": table.column("parse_ok"),
-                    "parse_code": table.column("parse_code"),
-                    "usd": table.column("usd"),
-                    "cached": table.column("cached"),
-                    "cached_input_tokens": table.column("cached_input_tokens"),
-                    "batch": pc.equal(table.column("tier"), TIER_BATCH),
-                    "solution_hash": table.column("solution_hash"),
+                    **grade_cells(table),
                     "frag": table.column(FRAG),
                     "pos": table.column(POS),
                 }

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from itemeval.errors import Problem, StoreError
+from itemeval.export._table.cells import GRADE_CELL_COLUMNS
 from itemeval.export._table.fetch import FRAG, POS, GradePartition
 from itemeval.planning.plan import Plan
 from itemeval.storage import Location
@@ -19,18 +20,6 @@ from itemeval.store import GRADES, best_row_indices, conform_older, fill_columns
 from itemeval.store.fragments import FRAGMENT_ORDINAL, list_fragments, open_parquet
 
 _CODE = pa.int32()
-GRADE_EXTRA = [
-    "status",
-    "error_code",
-    "correct",
-    "parse_ok",
-    "parse_code",
-    "usd",
-    "cached",
-    "cached_input_tokens",
-    "solution_hash",
-    "tier",
-]
 
 
 @dataclass(frozen=True)
@@ -53,7 +42,7 @@ def grades_by_condition(
     if len(partition.fragments) >= len(gen_ids):
         where = Where(condition_id, partition.location, [f.name for f in partition.fragments])
         for gen, gen_id in enumerate(gen_ids):
-            yield gen, where, partition.locate(gen_id, extra=GRADE_EXTRA).keys
+            yield gen, where, partition.locate(gen_id, extra=GRADE_CELL_COLUMNS).keys
         return
     yield from compacted_grade_rows(plan, condition_id, gen_ids)
 
@@ -71,7 +60,7 @@ def compacted_grade_rows(
     location = plan.store.partition(GRADES, condition_id)
     infos = list_fragments(location)
     where = Where(condition_id, location, [f.name for f in infos])
-    columns = list(dict.fromkeys([*GRADES.keys, "status", "written_at", *GRADE_EXTRA]))
+    columns = list(dict.fromkeys([*GRADES.keys, "status", "written_at", *GRADE_CELL_COLUMNS]))
     keys = ["item_id", "epoch"]  # within one generate condition
     keep = [c for c in columns if c != "gen_condition_id"]
     per_gen: list[list[pa.Table]] = [[] for _ in gen_ids]

@@ -3,28 +3,12 @@
 
 from __future__ import annotations
 
-from itemeval.export._report.tables import TextTable
-from itemeval.judging import Estimate, JudgeAnalysis, Rate
+from itemeval.export._report.tables import TextTable, interval_text
+from itemeval.judging import JudgeAnalysis
 
 
 def _p(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
-
-
-def _ci(estimate: Estimate | Rate) -> str:
-    if estimate.value is None:
-        return "n/a"
-    if estimate.low is None or estimate.high is None:
-        return f"{estimate.value:.3f}"
-    return f"{estimate.value:.3f} [{estimate.low:.3f}, {estimate.high:.3f}]"
-
-
-def _signed(estimate: Estimate) -> str:
-    if estimate.value is None:
-        return "n/a"
-    if estimate.low is None or estimate.high is None:
-        return f"{estimate.value:+.3f}"
-    return f"{estimate.value:+.3f} [{estimate.low:+.3f}, {estimate.high:+.3f}]"
 
 
 def error_rate_table(analysis: JudgeAnalysis) -> TextTable:
@@ -37,8 +21,8 @@ def error_rate_table(analysis: JudgeAnalysis) -> TextTable:
             [
                 judge.grader.label,
                 f"{c.rates.agreement.n:,}",
-                _ci(c.rates.sensitivity),
-                _ci(c.rates.specificity),
+                interval_text(c.rates.sensitivity),
+                interval_text(c.rates.specificity),
                 _p(c.rates.false_pass),
                 _p(c.rates.false_fail),
             ]
@@ -67,10 +51,10 @@ def corrected_table(analysis: JudgeAnalysis) -> TextTable:
                     judge.grader.label,
                     name,
                     f"{line.judged:,}",
-                    _ci(line.raw),
-                    _ci(line.corrected),
-                    _signed(line.bias),
-                    _ci(line.gold) if line.gold.n else "n/a",
+                    interval_text(line.raw),
+                    interval_text(line.corrected),
+                    interval_text(line.bias, "+"),
+                    interval_text(line.gold) if line.gold.n else "n/a",
                 ]
             )
     header = [

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from itemeval.export._report.tables import TextTable
+from itemeval.export._report.tables import TextTable, interval_text
 from itemeval.judging import Interval, PairwiseAnalysis
 
 PAIRWISE_METHOD = [
@@ -18,28 +18,20 @@ PAIRWISE_METHOD = [
 ]
 
 
-def _ci(value: Interval) -> str:
-    if value.value is None:
-        return "n/a"
-    if value.low is None or value.high is None:
-        return f"{value.value:.3f}"
-    return f"{value.value:.3f} [{value.low:.3f}, {value.high:.3f}]"
-
-
 def pairwise_table(analysis: PairwiseAnalysis) -> TextTable:
     strengths = {s.condition: s for s in analysis.strengths}
     rows = []
     for r in analysis.results:
         s = strengths.get(r.condition)
-        bt = "n/a" if s is None else _ci(Interval(s.value, s.low, s.high, 0))
+        bt = "n/a" if s is None else interval_text(Interval(s.value, s.low, s.high, 0))
         rows.append(
             [
                 r.condition,
                 str(r.verdicts),
-                _ci(r.win_rate),
-                _ci(r.length_controlled),
-                _ci(r.position_first_wins),
-                _ci(r.length_slope),
+                interval_text(r.win_rate),
+                interval_text(r.length_controlled),
+                interval_text(r.position_first_wins),
+                interval_text(r.length_slope),
                 bt,
             ]
         )
@@ -64,7 +56,7 @@ def pairwise_markdown(analyses: list[PairwiseAnalysis]) -> list[str]:
     for analysis in analyses:
         out += [
             f"Judge position bias over every pair: first shown wins "
-            f"{_ci(analysis.position_first_wins)}.",
+            f"{interval_text(analysis.position_first_wins)}.",
             "",
             md_table(pairwise_table(analysis)),
             "",
@@ -84,7 +76,7 @@ def pairwise_html(analyses: list[PairwiseAnalysis]) -> str:
     for analysis in analyses:
         parts.append(
             "<p class='note'>Judge position bias over every pair: first shown wins "
-            f"{escape(_ci(analysis.position_first_wins))}.</p>"
+            f"{escape(interval_text(analysis.position_first_wins))}.</p>"
         )
         parts.append(html_table(pairwise_table(analysis), table_id="pairwise-table"))
     parts += [f"<p class='note'>{escape(line)}</p>" for line in PAIRWISE_METHOD]

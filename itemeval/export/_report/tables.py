@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from itemeval.export._report.data import ReportData, leaderboard_lines
 from itemeval.export._report.difficulty import ItemScore
@@ -16,6 +17,25 @@ from itemeval.export._report.summary import CodeCount, FacetTable, fmt_proportio
 
 MAX_LISTED_UNSOLVED = 50
 NOTHING_GRADED = "Nothing graded yet: `itemeval run STUDY` (or `itemeval grade STUDY`) first."
+
+
+class _Bounded(Protocol):
+    @property
+    def value(self) -> float | None: ...
+    @property
+    def low(self) -> float | None: ...
+    @property
+    def high(self) -> float | None: ...
+
+
+def interval_text(estimate: _Bounded, sign: str = "") -> str:
+    """`0.512 [0.480, 0.544]` (`sign="+"`: `+0.012 [-0.020, +0.044]`); the value alone without
+    bounds; `n/a` without a value."""
+    if estimate.value is None:
+        return "n/a"
+    if estimate.low is None or estimate.high is None:
+        return f"{estimate.value:{sign}.3f}"
+    return f"{estimate.value:{sign}.3f} [{estimate.low:{sign}.3f}, {estimate.high:{sign}.3f}]"
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,10 @@ from itemeval.export._table.fetch import GradePartition, plain_columns
 from itemeval.planning.plan import Plan
 from itemeval.store import SOLUTIONS, TIER_BATCH
 
-#: Grade columns read besides the keys.
-_GRADE_EXTRA = [
+#: What the report's cells and the viewer's index read of a grade row besides its keys.
+GRADE_CELL_COLUMNS = [
     "status",
     "error_code",
-    "score",
     "correct",
     "parse_ok",
     "parse_code",
@@ -46,20 +45,20 @@ _GRADE_EXTRA = [
     "solution_hash",
     "tier",
 ]
-_SOLUTION_COLUMNS = [
-    "item_id",
-    "epoch",
+#: ... and of a solution row.
+SOLUTION_CELL_COLUMNS = [
     "status",
     "error_code",
     "usd",
     "input_tokens",
     "output_tokens",
     "cached_input_tokens",
-    "latency_ms",
     "cached",
     "text_hash",
     "tier",
 ]
+_GRADE_EXTRA = [*GRADE_CELL_COLUMNS, "score"]
+_SOLUTION_COLUMNS = ["item_id", "epoch", *SOLUTION_CELL_COLUMNS, "latency_ms"]
 _CODE = pa.int32()
 
 
@@ -119,14 +118,8 @@ def read_cells(plan: Plan) -> StudyCells:
             pa.table(
                 {
                     **answer(code, table, item),
-                    "usd": table.column("usd"),
-                    "input_tokens": table.column("input_tokens"),
-                    "output_tokens": table.column("output_tokens"),
-                    "cached_input_tokens": table.column("cached_input_tokens"),
+                    **solution_cells(table),
                     "latency_ms": table.column("latency_ms"),
-                    "cached": table.column("cached"),
-                    "batch": pc.equal(table.column("tier"), TIER_BATCH),
-                    "text_hash": table.column("text_hash"),
                 }
             )
         )
@@ -147,15 +140,8 @@ def read_cells(plan: Plan) -> StudyCells:
                 {
                     "grade": pa.repeat(pa.scalar(code, _CODE), n),
                     **answer(gen, table, item),
+                    **grade_cells(table),
                     "score": table.column("score"),
-                    "correct": table.column("correct"),
-                    "parse_ok": table.column("parse_ok"),
-                    "parse_code": table.column("parse_code"),
-                    "usd": table.column("usd"),
-                    "cached": table.column("cached"),
-                    "cached_input_tokens": table.column("cached_input_tokens"),
-                    "batch": pc.equal(table.column("tier"), TIER_BATCH),
-                    "solution_hash": table.column("solution_hash"),
                 }
             )
             part = with_validity(part, hashes, gen)
@@ -207,6 +193,32 @@ _GRADES_SCHEMA = pa.schema(
         ("valid", pa.bool_()),
     ]
 )
+
+
+def solution_cells(table: pa.Table) -> dict[str, object]:
+    """The columns taken from read `SOLUTION_CELL_COLUMNS`: most as read; `batch` (answered at
+    the batch tier) derived."""
+    kept = ("usd", "input_tokens", "output_tokens", "cached_input_tokens", "cached", "text_hash")
+    return {**_as_read(table, kept), "batch": pc.equal(table.column("tier"), TIER_BATCH)}
+
+
+def grade_cells(table: pa.Table) -> dict[str, object]:
+    """The columns taken from read `GRADE_CELL_COLUMNS`: most as read; `batch` (graded at the
+    batch tier) derived."""
+    kept = (
+        "correct",
+        "parse_ok",
+        "parse_code",
+        "usd",
+        "cached",
+        "cached_input_tokens",
+        "solution_hash",
+    )
+    return {**_as_read(table, kept), "batch": pc.equal(table.column("tier"), TIER_BATCH)}
+
+
+def _as_read(table: pa.Table, names: tuple[str, ...]) -> dict[str, object]:
+    return {name: table.column(name) for name in names}
 
 
 def located_rows(table: pa.Table, item_ids: pa.Array, epochs: int) -> tuple[pa.Table, pa.Array]:
