@@ -196,29 +196,23 @@ _GRADES_SCHEMA = pa.schema(
 
 
 def solution_cells(table: pa.Table) -> dict[str, object]:
-    """The columns taken from read `SOLUTION_CELL_COLUMNS`: most as read; `batch` (answered at
-    the batch tier) derived."""
-    kept = ("usd", "input_tokens", "output_tokens", "cached_input_tokens", "cached", "text_hash")
-    return {**_as_read(table, kept), "batch": pc.equal(table.column("tier"), TIER_BATCH)}
+    """The columns taken from read `SOLUTION_CELL_COLUMNS` besides the answer's own."""
+    return _cells(table, SOLUTION_CELL_COLUMNS)
 
 
 def grade_cells(table: pa.Table) -> dict[str, object]:
-    """The columns taken from read `GRADE_CELL_COLUMNS`: most as read; `batch` (graded at the
-    batch tier) derived."""
-    kept = (
-        "correct",
-        "parse_ok",
-        "parse_code",
-        "usd",
-        "cached",
-        "cached_input_tokens",
-        "solution_hash",
-    )
-    return {**_as_read(table, kept), "batch": pc.equal(table.column("tier"), TIER_BATCH)}
+    """The columns taken from read `GRADE_CELL_COLUMNS` besides the answer's own."""
+    return _cells(table, GRADE_CELL_COLUMNS)
 
 
-def _as_read(table: pa.Table, names: tuple[str, ...]) -> dict[str, object]:
-    return {name: table.column(name) for name in names}
+def _cells(table: pa.Table, read: list[str]) -> dict[str, object]:
+    """`read` as read, except `status` and `error_code` (the answer's `ok`, `error_code`) and
+    `tier`, which gives `batch` (a call at the batch tier)."""
+    kept = {name: table.column(name) for name in read if name not in _NOT_KEPT}
+    return {**kept, "batch": pc.equal(table.column("tier"), TIER_BATCH)}
+
+
+_NOT_KEPT = ("status", "error_code", "tier")
 
 
 def located_rows(table: pa.Table, item_ids: pa.Array, epochs: int) -> tuple[pa.Table, pa.Array]:
