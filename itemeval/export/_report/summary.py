@@ -313,20 +313,13 @@ def _prompt_cache(
     grading rows, and what they saved at the models' prices (0 without `pricing`)."""
     tokens: dict[int, int] = defaultdict(int)
     saved: dict[int, float] = defaultdict(float)
-    parts: list[tuple[pa.Table, str | None]] = [(cells.solutions, None), (cells.grades, "grade")]
-    for table, by in parts:
-        if table.num_rows == 0:
-            continue
+    for table, keys in _call_tables(cells):
         paid = table.filter(pc.invert(table.column("cached")))
-        keys = ["gen"] if by is None else ["gen", by]
         sums = _sums_by(paid, keys, "cached_input_tokens")
         for key, value in sums.items():
             gen = key[0]
             tokens[gen] += value
-            if by is None:
-                model = cells.facets.generate[gen].model
-            else:
-                model = cells.facets.grade[key[1]].grader_model or ""
+            model = _model_of(cells, key)
             price = pricing.price(model) if pricing is not None and model else None
             if price is not None:
                 saved[gen] += price.read_savings(value)
@@ -340,12 +333,8 @@ def _batch_tier(
     APIs, and what the batch price saved on the paid ones (0 without `pricing`)."""
     rows: dict[int, int] = defaultdict(int)
     saved: dict[int, float] = defaultdict(float)
-    parts: list[tuple[pa.Table, str | None]] = [(cells.solutions, None), (cells.grades, "grade")]
-    for table, by in parts:
-        if table.num_rows == 0:
-            continue
+    for table, keys in _call_tables(cells):
         batch = table.filter(table.column("batch"))
-        keys = ["gen"] if by is None else ["gen", by]
         for key, value in _sums_by(
             batch.append_column("n", pa.repeat(1, len(batch))), keys, "n"
         ).items():
@@ -357,15 +346,27 @@ def _batch_tier(
         columns = [grouped.column(k).to_pylist() for k in keys]
         for *key, usd in zip(*columns, grouped.column("usd_sum").to_pylist(), strict=True):
             gen = key[0]
-            if by is None:
-                model = cells.facets.generate[gen].model
-            else:
-                model = cells.facets.grade[key[1]].grader_model or ""
+            model = _model_of(cells, key)
             price = pricing.price(model) if pricing is not None and model else None
             share = price.batch_share if price is not None else None
             if share and usd:
                 saved[gen] += float(usd) / share - float(usd)
     return dict(rows), dict(saved)
+
+
+def _call_tables(cells: StudyCells) -> list[tuple[pa.Table, list[str]]]:
+    """The generation and the grading rows (those that hold any), each with the keys that
+    name the model of a row's call: `gen`, or `gen, grade`."""
+    tables = ((cells.solutions, ["gen"]), (cells.grades, ["gen", "grade"]))
+    return [(table, keys) for table, keys in tables if table.num_rows]
+
+
+def _model_of(cells: StudyCells, key: Sequence[int]) -> str:
+    """The model of the calls under `key` (`gen`, or `gen, grade`: the judge's; "" for a
+    scorer)."""
+    if len(key) == 1:
+        return cells.facets.generate[key[0]].model
+    return cells.facets.grade[key[1]].grader_model or ""
 
 
 def _sums_by(table: pa.Table, keys: list[str], column: str) -> dict[tuple[int, ...], int]:
