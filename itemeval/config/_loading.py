@@ -14,15 +14,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from itemeval._util.yaml_lines import YamlLines, safe_load
+from itemeval._util.yaml_lines import YamlLines
 from itemeval.config._checks import cross_check
 from itemeval.config._models import StudyConfig
 from itemeval.config._problems import validation_problems
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import canonical_json, sha256_hex
+from itemeval.templates._messages import load_yaml
 
 
 def load_study(path: str | os.PathLike[str]) -> StudyConfig:
@@ -39,17 +39,7 @@ def load_study(path: str | os.PathLike[str]) -> StudyConfig:
         raise ConfigError(
             Problem(f"not UTF-8 text (byte {exc.start})", file=str(file), hint="save it as UTF-8")
         ) from None
-    try:
-        data = safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(
-            Problem(
-                f"invalid YAML: {getattr(exc, 'problem', exc)}",
-                file=str(file),
-                line=mark.line + 1 if mark else None,
-            )
-        ) from None
+    data = load_yaml(text, str(file))
     if not isinstance(data, dict):
         raise ConfigError(Problem("a study file must be a YAML mapping", file=str(file)))
     return _validated(

@@ -40,6 +40,22 @@ _KEYS = {"messages", "description"}
 MessageTemplates = tuple[tuple[str, str], ...]
 
 
+def load_yaml(text: str, source: str, field: str | None = None) -> Any:
+    """The data of a YAML text; invalid YAML is a `ConfigError` naming `source` and the line."""
+    try:
+        return safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(
+            Problem(
+                f"invalid YAML: {getattr(exc, 'problem', exc)}",
+                file=source,
+                line=mark.line + 1 if mark else None,
+                field=field,
+            )
+        ) from None
+
+
 def parse_messages(raw: str, source: str, allowed: frozenset[str], field: str) -> MessageTemplates:
     """The messages of a YAML prompt file, checked (see the module doc); `ConfigError` names
     `source`, the line and the message's place in the file."""
@@ -56,18 +72,7 @@ def parse_messages(raw: str, source: str, allowed: frozenset[str], field: str) -
             )
         )
 
-    try:
-        data = safe_load(raw)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(
-            Problem(
-                f"invalid YAML: {getattr(exc, 'problem', exc)}",
-                file=source,
-                line=mark.line + 1 if mark else None,
-                field=field,
-            )
-        ) from None
+    data = load_yaml(raw, source, field)
     if not isinstance(data, dict) or "messages" not in data:
         raise problem(
             "a YAML prompt is a mapping with a `messages:` list",

@@ -117,7 +117,7 @@ def test_invalid_yaml_names_the_line(tmp_path, capsys):
     path = write_study(tmp_path, text="study: x\ndatasets: [\n  - broken\n")
     assert main(["plan", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "invalid YAML" in err and "study.yaml:" in err
+    assert "invalid YAML" in err and "study.yaml:3:" in err
 
 
 def test_unknown_key_error_names_its_line(tmp_path, capsys):
