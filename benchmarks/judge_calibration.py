@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from itemeval.calls.requests import VERDICT
+from itemeval.calls import VERDICT
 from itemeval.judging import analyse_pairwise, calibrate, parse_pairwise_verdict
 from itemeval.providers.settings import SimModelSpec, SimSettings
 from itemeval.scoring import parse_structured_verdict

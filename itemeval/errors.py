@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 # This module imports nothing of itemeval's when it loads (secrets imports it): these are for
 # annotations, and two methods below import what they use when called.
 if TYPE_CHECKING:
-    from itemeval.calls.shard_calls import CallOutcome
+    from itemeval.calls import CallOutcome
     from itemeval.providers.types import ErrorCode, ModelResult
 
 

@@ -15,8 +15,8 @@ The public names are the ones below; the modules are private:
   leftovers handed to the live dispatch (`BatchTier`)
 
 The wire formats are in `itemeval/providers/` (`batch_client.py`, `openai_batch.py`,
-`anthropic_batch.py`). This package uses the call path's plain pieces (`calls/requests.py`,
-`calls/rows.py`, the journal, the ledger's `SpendSource`), `runtime/worker.ShardRunner`'s
+`anthropic_batch.py`). This package uses the call path's plain pieces (`calls/_requests.py`,
+`calls/_rows.py`, the journal, the ledger's `SpendSource`), `runtime/worker.ShardRunner`'s
 readers, and never imports Ray.
 """
 

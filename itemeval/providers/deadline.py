@@ -26,7 +26,7 @@ from itemeval.providers.retry import TransientFailure
 from itemeval.providers.types import ErrorCode
 
 #: Called each time an attempt of this task is sent (holds its permit): how hedging
-#: (`calls/hedging.py`) tells a straggling call from one still waiting for a permit.
+#: (`calls/_hedging.py`) tells a straggling call from one still waiting for a permit.
 ATTEMPT_SENT: ContextVar[Callable[[], None] | None] = ContextVar("attempt_sent", default=None)
 
 

@@ -1,4 +1,4 @@
-"""`HedgeSettings`: an endpoint's `hedge:` entry (the logic is `calls/hedging.py`).
+"""`HedgeSettings`: an endpoint's `hedge:` entry (the logic is `calls/_hedging.py`).
 
 A hedge is a second request for a cell whose call has run far past what its endpoint and model
 usually take, sent only in the tail of a shard; the first answer wins and the other request is

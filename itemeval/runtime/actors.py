@@ -29,7 +29,7 @@ from typing import Any
 import ray
 
 from itemeval._util.heap import limit_malloc_arenas, settle_worker_heap
-from itemeval.calls.spend import LedgerReply, LedgerState, SpendLedger
+from itemeval.calls import LedgerReply, LedgerState, SpendLedger
 from itemeval.providers.limits.endpoint import (
     EndpointLimiter,
     EndpointLimits,

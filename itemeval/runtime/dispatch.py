@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.calls.spend import LedgerState
+from itemeval.calls import LedgerState
 from itemeval.errors import WorkerLost
 from itemeval.runtime.progress import Progress
 from itemeval.runtime.shards import Barrier, Shard, ShardSummary

@@ -10,7 +10,7 @@ its paid answers come back from the response cache). Ctrl-C (or SIGTERM) stops d
 briefly for shards in flight (their finished calls are written), records `interrupted` and exits
 130; a second Ctrl-C stops at once. Running the same command again continues where it stopped.
 
-Money: the run's ledger (`calls/spend.py`) holds `budget.max_usd` as a hard cap (every call reserves
+Money: the ledger (`calls/_spend.py`) holds `budget.max_usd` as a hard cap (every call reserves
 its worst case first) and counts every dollar paid, so the manifest's spend includes shards that
 failed after paying.
 
@@ -32,8 +32,7 @@ from typing import Any, Literal
 
 from itemeval._util.heap import release_unused_memory, run_collector_pace
 from itemeval.batch import BatchTier, open_batches_of
-from itemeval.calls.allowance import Allowance, run_allowance, study_spent
-from itemeval.calls.spend import LedgerState
+from itemeval.calls import Allowance, LedgerState, run_allowance, study_spent
 from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode, StoreFailedMidRun
 from itemeval.planning.estimate import gate
@@ -113,7 +112,7 @@ class RunOutcome:
     ledger: LedgerState | None = None  # the run's ledger at the end (None: nothing ran)
     cache_url: str | None = None  # the response cache the run used
     executor_note: str = ""  # where the shards ran (a local run: this process, Ray workers)
-    allowance: Allowance | None = None  # what the run could spend (`calls/allowance.py`)
+    allowance: Allowance | None = None  # what the run could spend (`calls/_allowance.py`)
 
     @property
     def spent_usd(self) -> float:

@@ -12,7 +12,7 @@ import concurrent.futures
 import threading
 from typing import Any
 
-from itemeval.calls.spend import LedgerState, LocalSpendSource, SpendLedger
+from itemeval.calls import LedgerState, LocalSpendSource, SpendLedger
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.event_loop import new_event_loop
 from itemeval.runtime.shards import Shard, ShardSummary

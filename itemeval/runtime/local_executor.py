@@ -31,7 +31,7 @@ import os
 import time
 from typing import Any
 
-from itemeval.calls.spend import LedgerState
+from itemeval.calls import LedgerState
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.inline_executor import InlineExecutor
 from itemeval.runtime.shards import Shard, ShardSummary

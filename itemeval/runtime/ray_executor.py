@@ -31,7 +31,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, TaskCancelledError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from itemeval.calls.spend import LedgerState
+from itemeval.calls import LedgerState
 from itemeval.errors import ConfigError, Problem
 from itemeval.providers.limits.endpoint import endpoint_limits
 from itemeval.runtime.actors import (

@@ -1,7 +1,7 @@
 """`ShardRunner`: what a worker does with a shard. Plain async Python; Ray only wraps it.
 
 For one shard it reads the items part (cached), renders the prompts or rubrics, and hands the
-requests to the call path (`calls/shard_calls.py`: response cache, budget reservation, provider,
+requests to the call path (`calls/_shard_calls.py`: response cache, budget reservation, provider,
 journal of paid answers); then it writes one fragment to the store and returns a small
 `ShardSummary`. Verifiable scorers run here too, over the stored solution texts, without any call.
 
@@ -22,11 +22,23 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from itemeval.calls.journal import ResponseJournal
-from itemeval.calls.requests import generate_requests, judge_requests, pairwise_requests
-from itemeval.calls.rows import Call, judge_row, pairwise_row, scorer_row, solution_row
-from itemeval.calls.shard_calls import CallOutcome, CallTarget, Interrupted, ShardCalls
-from itemeval.calls.spend import SpendAccount, SpendSource
+from itemeval.calls import (
+    Call,
+    CallOutcome,
+    CallTarget,
+    Interrupted,
+    ResponseJournal,
+    ShardCalls,
+    SpendAccount,
+    SpendSource,
+    generate_requests,
+    judge_requests,
+    judge_row,
+    pairwise_requests,
+    pairwise_row,
+    scorer_row,
+    solution_row,
+)
 from itemeval.datasets.workitem import WorkItem
 from itemeval.planning.design import GenerateCondition, GradeCondition
 from itemeval.providers.factory import make_provider

@@ -33,8 +33,7 @@ from batch_files import (
     write_study,
 )
 
-from itemeval.calls.requests import generate_requests
-from itemeval.calls.shard_calls import worst_case_usd
+from itemeval.calls import generate_requests, worst_case_usd
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
 from itemeval.planning.plan import make_plan

@@ -28,9 +28,9 @@ MOVED = {
     "LimiterUnreachable": "itemeval.providers.limits.machine",
     "TemplateFieldError": "itemeval.render",
     "ScorerError": "itemeval.scoring._custom",
-    "LedgerUnavailable": "itemeval.calls.spend",
+    "LedgerUnavailable": "itemeval.calls._spend",
     "WorkerLost": "itemeval.runtime.dispatch",
-    "Interrupted": "itemeval.calls.shard_calls",
+    "Interrupted": "itemeval.calls._shard_calls",
 }
 
 #: Base names that make a class an exception: the builtin ones, and asyncio's and

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from itemeval.calls.requests import VERDICT
+from itemeval.calls import VERDICT
 from itemeval.providers import EndpointSettings, ModelRequest, SamplingParams, make_provider
 from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
 from itemeval.providers.gemini import GeminiProvider

@@ -20,7 +20,7 @@ worst case; when it does not fit the retry is not sent and the call ends with it
 (`refusal`), its cell left pending. So a call never costs more than what it reserved.
 
 Plain Python, importing only `providers/types.py`: the provider floor (`providers/deadline.py`,
-`providers/retry.py`) reports into it and the call path (`calls/shard_calls.py`) reads it.
+`providers/retry.py`) reports into it and the call path (`calls/_shard_calls.py`) reads it.
 """
 
 from __future__ import annotations

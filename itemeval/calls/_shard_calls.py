@@ -31,10 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from itemeval.calls.hedging import Hedges, RaceResult, ShardTail, race
-from itemeval.calls.journal import ResponseJournal
-from itemeval.calls.rows import Call, response_row
-from itemeval.calls.spend import SpendAccount
+from itemeval.calls._hedging import Hedges, RaceResult, ShardTail, race
+from itemeval.calls._journal import ResponseJournal
+from itemeval.calls._rows import Call, response_row
+from itemeval.calls._spend import SpendAccount
 from itemeval.errors import Interrupted
 from itemeval.providers.money.attempts import ATTEMPTS, AttemptMeter
 from itemeval.providers.money.bounds import input_token_bound, output_token_bound
