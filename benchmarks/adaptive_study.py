@@ -40,7 +40,7 @@ import yaml
 from itemeval.config import load_study
 from itemeval.irt.analysis import study_responses
 from itemeval.irt.study_run import read_adaptive
-from itemeval.planning.plan import make_plan
+from itemeval.planning import make_plan
 from itemeval.runtime.driver import RunOptions, run_study
 from itemeval.store import StudyStore
 

@@ -251,7 +251,7 @@ def case_cap(root: Path) -> dict:
     import pyarrow.compute as pc
 
     from itemeval.config import load_study
-    from itemeval.planning.plan import make_plan
+    from itemeval.planning import make_plan
     from itemeval.runtime.driver import RunOptions, run_study
     from itemeval.store import StudyStore
 
@@ -352,7 +352,7 @@ def case_unpriced(root: Path) -> dict:
     sent; with its price declared in a pricing file, capped at that price."""
     from itemeval.config import load_study
     from itemeval.errors import ConfigError
-    from itemeval.planning.plan import make_plan
+    from itemeval.planning import make_plan
     from itemeval.runtime.driver import RunOptions, run_study
 
     overrides = {
@@ -395,7 +395,7 @@ def case_longctx(root: Path) -> dict:
     import pyarrow.compute as pc
 
     from itemeval.config import load_study
-    from itemeval.planning.plan import make_plan
+    from itemeval.planning import make_plan
     from itemeval.runtime.driver import RunOptions, run_study
     from itemeval.store import StudyStore
 
@@ -434,7 +434,7 @@ def case_pilot(root: Path) -> dict:
     (below what the whole study costs, at least half its estimate)."""
     from itemeval.config import load_study
     from itemeval.errors import BudgetExceeded
-    from itemeval.planning.plan import make_plan
+    from itemeval.planning import make_plan
     from itemeval.runtime.driver import RunOptions, run_study
     from itemeval.store import StudyStore, list_manifests, read_manifest
 

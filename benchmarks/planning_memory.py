@@ -122,7 +122,7 @@ def measure(folder: Path) -> dict[str, Any]:
     sampler.start()
     from itemeval._util.heap import limit_malloc_arenas
     from itemeval.config import load_study
-    from itemeval.planning import plan as planning
+    from itemeval.planning import _plan as planning
     from itemeval.runtime import driver
 
     limit_malloc_arenas()  # as the command's process does

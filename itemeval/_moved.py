@@ -39,11 +39,11 @@ MOVED: dict[str, str] = {
     "itemeval.adapters": "itemeval.datasets.adapters",
     "itemeval.locks": "itemeval.datasets.locks",
     "itemeval.workitem": "itemeval.datasets.workitem",
-    "itemeval.design": "itemeval.planning.design",
-    "itemeval.estimate": "itemeval.planning.estimate",
-    "itemeval.calibration": "itemeval.planning.calibration",
-    "itemeval.usage_rows": "itemeval.planning.usage_rows",
-    "itemeval.item_index": "itemeval.planning.item_index",
+    "itemeval.design": "itemeval.planning._design",
+    "itemeval.estimate": "itemeval.planning._estimate",
+    "itemeval.calibration": "itemeval.planning._calibration",
+    "itemeval.usage_rows": "itemeval.planning._usage_rows",
+    "itemeval.item_index": "itemeval.planning._item_index",
     "itemeval.providers.sim": "itemeval.simulator",
     "itemeval.providers.sim.provider": "itemeval.providers.simulated",
     # modules made private
@@ -130,6 +130,13 @@ MOVED: dict[str, str] = {
     "itemeval.calls.rows": "itemeval.calls._rows",
     "itemeval.calls.shard_calls": "itemeval.calls._shard_calls",
     "itemeval.calls.spend": "itemeval.calls._spend",
+    "itemeval.planning.calibration": "itemeval.planning._calibration",
+    "itemeval.planning.design": "itemeval.planning._design",
+    "itemeval.planning.estimate": "itemeval.planning._estimate",
+    "itemeval.planning.item_index": "itemeval.planning._item_index",
+    "itemeval.planning.plan": "itemeval.planning._plan",
+    "itemeval.planning.tokens": "itemeval.planning._tokens",
+    "itemeval.planning.usage_rows": "itemeval.planning._usage_rows",
 }
 
 

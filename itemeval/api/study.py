@@ -55,8 +55,7 @@ from itemeval.export import (
     write_report,
 )
 from itemeval.judging import JudgeAnalysis, PairwiseAnalysis
-from itemeval.planning.design import Design, build_design
-from itemeval.planning.plan import Plan, make_plan
+from itemeval.planning import Design, Plan, build_design, make_plan
 
 if TYPE_CHECKING:
     from itemeval.irt import IrtResult

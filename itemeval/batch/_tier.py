@@ -34,7 +34,7 @@ import numpy as np
 from itemeval.batch._records import BatchLog, BatchRecord
 from itemeval.batch._runner import BatchStage, StageOutcome
 from itemeval.calls import SpendSource
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import Cap, RowCost, StageResult, Stop, fold
 from itemeval.runtime.progress import Progress

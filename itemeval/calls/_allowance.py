@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from itemeval.errors import BudgetExceeded
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.store import StudyStore, runs_spend
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from itemeval.datasets.workitem import WorkItem
 from itemeval.judging._pairwise import PAIRWISE_SCHEMA
-from itemeval.planning.design import GenerateCondition, GradeCondition
+from itemeval.planning import GenerateCondition, GradeCondition
 from itemeval.providers.settings import EndpointSettings
 from itemeval.providers.types import ModelRequest, ReplySchema
 from itemeval.scoring import VERDICT_SCHEMA, VERDICT_SCHEMA_NAME

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from itemeval.judging._pairwise import OUTCOME, parse_pairwise_verdict
-from itemeval.planning.design import GradeCondition
+from itemeval.planning import GradeCondition
 from itemeval.providers.types import ModelResult
 from itemeval.scoring import Score, parse_judge_output, parse_structured_verdict
 from itemeval.secrets import redact

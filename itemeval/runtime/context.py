@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from itemeval.planning.design import GenerateCondition, GradeCondition
+from itemeval.planning import GenerateCondition, GradeCondition
 from itemeval.providers.money.pricing import Pricing
 from itemeval.providers.settings import EndpointSettings
 

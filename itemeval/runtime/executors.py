@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import Executor
 from itemeval.store import STUDY_CACHE_DIR, default_cache_url

@@ -1,7 +1,7 @@
 """`run --pilot N`: spend a little first, learn what calls really cost, then ask again.
 
     pilot   = the first N items of each dataset (or that share of them), every condition
-    estimate the rest: calibrated from the rows the pilot stored (`planning/calibration.py`)
+    estimate the rest: calibrated from the rows the pilot stored (`planning/_calibration.py`)
     gate    again, whatever its threshold: the pilot's cost, the rest's estimate before and
             after the pilot, "Proceed?" (`--yes` answers it; a non-interactive run without
             `--yes` stops there, exit 3, with the pilot's cells stored)
@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from itemeval.config import StudyConfig
-from itemeval.planning.plan import make_plan
+from itemeval.planning import make_plan
 from itemeval.runtime.driver import RunOptions, RunOutcome
 
 

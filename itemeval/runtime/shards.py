@@ -33,7 +33,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
-from itemeval.planning.item_index import PartRun
+from itemeval.planning import PartRun
 from itemeval.store import CellMasks, IdenticalCells, StudyStore, solution_index
 
 Stage = Literal["generate", "grade"]

@@ -40,7 +40,7 @@ from itemeval.calls import (
     solution_row,
 )
 from itemeval.datasets.workitem import WorkItem
-from itemeval.planning.design import GenerateCondition, GradeCondition
+from itemeval.planning import GenerateCondition, GradeCondition
 from itemeval.providers.factory import make_provider
 from itemeval.providers.limits.concurrency import SlotSource
 from itemeval.providers.limits.machine import machine_source

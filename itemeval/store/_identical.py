@@ -7,7 +7,7 @@ condition wrote the text. Short answers repeat often (a letter, a number, a capi
 a study of several models or prompts has many such cells. `IdenticalCells` finds them, one
 generate condition at a time, from the 64-bit keys of the solutions' `text_hash`: the grade
 shards send the first of each once and the repeats after it (`runtime/shards.py`), and the
-estimate counts them as no call (`repeated_judge_cells`, `planning/estimate.py`). A key
+estimate counts them as no call (`repeated_judge_cells`, `planning/_estimate.py`). A key
 collision (about 2^-64 a pair) makes a cell wait behind another it does not repeat, never lose
 its own call.
 """

@@ -11,7 +11,7 @@ from batch_files import DATASETS
 
 from itemeval.config import load_study
 from itemeval.errors import ConfigError
-from itemeval.planning.design import build_design
+from itemeval.planning import build_design
 from itemeval.providers.money.pricing import Pricing
 from itemeval.providers.settings import BatchTierSettings, EndpointSettings
 from itemeval.providers.types import Usage

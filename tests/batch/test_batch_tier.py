@@ -36,7 +36,7 @@ from batch_files import (
 from itemeval.calls import generate_requests, worst_case_usd
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.planning.plan import make_plan
+from itemeval.planning import make_plan
 from itemeval.providers.types import Usage
 from itemeval.runtime.driver import RunOptions, run_study
 from itemeval.runtime.worker import generate_target, judge_target

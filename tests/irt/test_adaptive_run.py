@@ -16,7 +16,7 @@ from itemeval.errors import InputError
 from itemeval.export import write_report
 from itemeval.irt.analysis import study_responses
 from itemeval.irt.study_run import read_adaptive, run_adaptive
-from itemeval.planning.plan import make_plan
+from itemeval.planning import make_plan
 from itemeval.runtime.driver import run_study
 from tests.export.export_studies import DEMO, INLINE, write_study
 

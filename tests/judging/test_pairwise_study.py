@@ -170,7 +170,7 @@ def test_pairwise_calls_stay_within_the_cap(tmp_path: Path, monkeypatch) -> None
 
 
 def test_a_pairwise_grader_is_two_conditions_that_skip_the_baseline(tmp_path: Path) -> None:
-    from itemeval.planning.design import build_design
+    from itemeval.planning import build_design
 
     path = write_study(
         tmp_path,

@@ -15,7 +15,7 @@ from runtime_files import sim_server, sim_stats, write_study
 from itemeval.cli.main import main
 from itemeval.config import load_study
 from itemeval.errors import BudgetExceeded, ConfigError, ExitCode
-from itemeval.planning.plan import make_plan
+from itemeval.planning import make_plan
 from itemeval.providers.money.pricing import Pricing
 from itemeval.providers.types import Usage
 from itemeval.runtime.driver import RunOptions, run_study

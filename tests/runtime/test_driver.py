@@ -18,8 +18,8 @@ from itemeval.cli.main import main
 from itemeval.config import load_study
 from itemeval.datasets.workitem import table_to_items
 from itemeval.errors import ExitCode, GateDeclined
-from itemeval.planning.item_index import part_runs
-from itemeval.planning.plan import commit_plan, make_plan
+from itemeval.planning import commit_plan, make_plan
+from itemeval.planning._item_index import part_runs
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.driver import RunOptions, _pending, run_study
 from itemeval.runtime.shards import generate_shards, grade_shards

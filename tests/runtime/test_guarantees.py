@@ -31,7 +31,7 @@ from runtime_files import (
 
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.planning.plan import make_plan
+from itemeval.planning import make_plan
 from itemeval.runtime.dispatch import WorkerLost
 from itemeval.runtime.driver import RunOptions, run_study
 from itemeval.runtime.executors import with_shares

@@ -9,7 +9,7 @@ from runtime_files import write_study
 
 from itemeval._util.heap import RUN_THRESHOLDS, run_collector_pace
 from itemeval.config import load_study
-from itemeval.planning import plan as planning
+from itemeval.planning import _plan as planning
 from itemeval.runtime import driver
 from itemeval.runtime.driver import RunOptions, run_study
 

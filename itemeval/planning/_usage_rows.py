@@ -1,6 +1,6 @@
 """The usage rows calibration learns from: one condition's stored rows (its best row per
 cell) and the response cache's rows of cells the store does not hold, read one condition at a
-time and reduced to a few int32 arrays per row (`UsageRows`). `planning/calibration.py` fits them.
+time and reduced to a few int32 arrays per row (`UsageRows`). `planning/_calibration.py` fits them.
 
 Only the usage columns are read, never a text. A million stored rows read whole cost ~150 MB
 while they are reduced; after a large condition the freed pages go back to the system

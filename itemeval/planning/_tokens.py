@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from itemeval.datasets.workitem import WorkItem
-from itemeval.planning.calibration import Priors
-from itemeval.planning.design import Design, GenerateCondition
+from itemeval.planning._calibration import Priors
+from itemeval.planning._design import Design, GenerateCondition
 from itemeval.providers.types import SamplingParams
 from itemeval.templates import Template
 from itemeval.templates._answer_formats import answer_kind

@@ -29,11 +29,11 @@ from itemeval.datasets.locks import check_pins, pin_datasets
 from itemeval.datasets.workitem import WorkItem, items_to_table, table_to_items
 from itemeval.errors import ConfigError, Problem
 from itemeval.importing._conditions import with_imported
-from itemeval.planning.calibration import Calibration, cache_root_url, calibrate
-from itemeval.planning.design import Design, build_design
-from itemeval.planning.estimate import Estimate, build_estimate, condition_tiers
-from itemeval.planning.item_index import PartRun, SelectedItems, build_item_index, part_runs
-from itemeval.planning.tokens import TokenTables, token_tables
+from itemeval.planning._calibration import Calibration, cache_root_url, calibrate
+from itemeval.planning._design import Design, build_design
+from itemeval.planning._estimate import Estimate, build_estimate, condition_tiers
+from itemeval.planning._item_index import PartRun, SelectedItems, build_item_index, part_runs
+from itemeval.planning._tokens import TokenTables, token_tables
 from itemeval.providers.money.bounds import output_token_bound
 from itemeval.providers.money.pricing import Pricing
 from itemeval.providers.types import SamplingParams

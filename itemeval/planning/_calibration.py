@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from itemeval.planning.design import Design, GenerateCondition, GradeCondition
-from itemeval.planning.usage_rows import (
+from itemeval.planning._design import Design, GenerateCondition, GradeCondition
+from itemeval.planning._usage_rows import (
     CELL,
     USAGE,
     CacheReader,

@@ -35,9 +35,9 @@ import numpy as np
 
 from itemeval.config import Budget
 from itemeval.errors import BudgetExceeded, GateDeclined
-from itemeval.planning.calibration import Calibration, Fit
-from itemeval.planning.design import Design, GenerateCondition, GradeCondition
-from itemeval.planning.tokens import (
+from itemeval.planning._calibration import Calibration, Fit
+from itemeval.planning._design import Design, GenerateCondition, GradeCondition
+from itemeval.planning._tokens import (
     JUDGE_OUTPUT,
     TokenColumns,
     TokenTables,
