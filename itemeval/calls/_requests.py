@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets import WorkItem
 from itemeval.judging._pairwise import PAIRWISE_SCHEMA
 from itemeval.planning import GenerateCondition, GradeCondition
 from itemeval.providers.settings import EndpointSettings

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets import WorkItem
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import sha256_hex
 from itemeval.importing._catalog import GenerateRecord, GradeRecord, read_imports

@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.config import StudyConfig
-from itemeval.datasets.adapters.source import DatasetSource
-from itemeval.datasets.locks import read_locks
+from itemeval.datasets import read_locks
+from itemeval.datasets.adapters import DatasetSource
 from itemeval.errors import InputError, Problem
 from itemeval.ids import slugify
 from itemeval.importing._catalog import ImportRecord, read_imports

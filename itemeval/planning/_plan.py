@@ -23,10 +23,8 @@ import pyarrow.compute as pc
 
 from itemeval._util.heap import release_unused_memory, trim_heap
 from itemeval.config import StudyConfig
-from itemeval.datasets.adapters import DatasetHandle, open_source
-from itemeval.datasets.adapters.unique import StudyIds
-from itemeval.datasets.locks import check_pins, pin_datasets
-from itemeval.datasets.workitem import WorkItem, items_to_table, table_to_items
+from itemeval.datasets import WorkItem, check_pins, items_to_table, pin_datasets, table_to_items
+from itemeval.datasets.adapters import DatasetHandle, StudyIds, open_source
 from itemeval.errors import ConfigError, Problem
 from itemeval.importing._conditions import with_imported
 from itemeval.planning._calibration import Calibration, cache_root_url, calibrate

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets import WorkItem
 from itemeval.planning._calibration import Priors
 from itemeval.planning._design import Design, GenerateCondition
 from itemeval.providers.types import SamplingParams

@@ -10,7 +10,7 @@ from collections import OrderedDict
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.datasets.workitem import WorkItem, table_to_items
+from itemeval.datasets import WorkItem, table_to_items
 from itemeval.errors import StoreError
 from itemeval.runtime.shards import Shard
 from itemeval.store import (

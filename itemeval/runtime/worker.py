@@ -39,7 +39,7 @@ from itemeval.calls import (
     scorer_row,
     solution_row,
 )
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets import WorkItem
 from itemeval.planning import GenerateCondition, GradeCondition
 from itemeval.providers.factory import make_provider
 from itemeval.providers.limits.concurrency import SlotSource

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets import WorkItem
 from itemeval.errors import ConfigError
 from itemeval.providers import EndpointSettings, ModelRequest, SamplingParams, make_provider
 from itemeval.simulator.engine import input_tokens

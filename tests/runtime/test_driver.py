@@ -16,7 +16,7 @@ from runtime_files import write_study
 
 from itemeval.cli.main import main
 from itemeval.config import load_study
-from itemeval.datasets.workitem import table_to_items
+from itemeval.datasets import table_to_items
 from itemeval.errors import ExitCode, GateDeclined
 from itemeval.planning import commit_plan, make_plan
 from itemeval.planning._item_index import part_runs

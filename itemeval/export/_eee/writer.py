@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets import WorkItem
 from itemeval.export._eee.aggregate import EvaluationTotals, build_aggregate
 from itemeval.export._eee.records import (
     MAX_SAMPLE_IDS,

@@ -12,20 +12,19 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from itemeval.datasets.adapters.handle import DatasetHandle, Fingerprint
-from itemeval.datasets.adapters.mapping import MappingSpec
-from itemeval.datasets.adapters.rows import RowContext, RowMapper
-from itemeval.datasets.adapters.tables import iter_csv_rows, iter_jsonl_rows, iter_parquet_rows
-from itemeval.datasets.format.directory import DuplicateIds, hash_file
-from itemeval.datasets.format.findings import ProblemLog, Where
-from itemeval.datasets.format.item import Item
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets._workitem import WorkItem
+from itemeval.datasets.adapters._handle import DatasetHandle, Fingerprint
+from itemeval.datasets.adapters._mapping import MappingSpec
+from itemeval.datasets.adapters._rows import RowContext, RowMapper
+from itemeval.datasets.adapters._tables import iter_csv_rows, iter_jsonl_rows, iter_parquet_rows
+from itemeval.datasets.format import Item, ProblemLog, Where
+from itemeval.datasets.format._directory import DuplicateIds, hash_file
 from itemeval.errors import Problem
 from itemeval.ids import content_hash
 from itemeval.storage import Location
 
 if TYPE_CHECKING:
-    from itemeval.datasets.adapters.source import DatasetSource
+    from itemeval.datasets.adapters._source import DatasetSource
 
 # (file stem, 0-based row index within the file, where, row or the problem in its place)
 MappedRowSource = Iterator[tuple[str, int, Where, "dict[str, Any] | Problem"]]

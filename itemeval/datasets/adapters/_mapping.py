@@ -30,8 +30,7 @@ from pydantic import (
 
 from itemeval import render
 from itemeval._util.yaml_lines import safe_load
-from itemeval.datasets.format.item import ITEM_ATTRIBUTES
-from itemeval.datasets.format.modality import Modality
+from itemeval.datasets.format import ITEM_ATTRIBUTES, Modality
 from itemeval.errors import ConfigError, Problem
 from itemeval.storage import resolve
 

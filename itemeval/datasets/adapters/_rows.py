@@ -17,17 +17,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from itemeval import render
-from itemeval.datasets.adapters.items import item_to_workitem
-from itemeval.datasets.adapters.mapping import (
+from itemeval.datasets._workitem import WorkItem
+from itemeval.datasets.adapters._items import item_to_workitem
+from itemeval.datasets.adapters._mapping import (
     DEFAULT_ID_TEMPLATE,
     MappingSpec,
     column_hint,
 )
-from itemeval.datasets.format.attributes import read_fraction, read_identifier
-from itemeval.datasets.format.findings import Where
-from itemeval.datasets.format.item import Item, parse_item
-from itemeval.datasets.format.modality import LETTERS, Modality
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets.format import Item, Where, parse_item
+from itemeval.datasets.format._attributes import read_fraction, read_identifier
+from itemeval.datasets.format._modality import LETTERS, Modality
 from itemeval.errors import Problem
 
 _UNSAFE_ID_CHARACTERS = re.compile(r"[^A-Za-z0-9._~-]+")

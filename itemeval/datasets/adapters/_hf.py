@@ -15,17 +15,17 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from itemeval._util.arrow_start import restore_pandas_probe
-from itemeval.datasets.adapters.files import MappedHandle, MappedRowSource
-from itemeval.datasets.adapters.handle import Fingerprint
-from itemeval.datasets.adapters.mapping import MappingSpec
-from itemeval.datasets.format.directory import hash_file
-from itemeval.datasets.format.findings import Where
+from itemeval.datasets.adapters._files import MappedHandle, MappedRowSource
+from itemeval.datasets.adapters._handle import Fingerprint
+from itemeval.datasets.adapters._mapping import MappingSpec
+from itemeval.datasets.format import Where
+from itemeval.datasets.format._directory import hash_file
 from itemeval.errors import ConfigError, DatasetError, Problem
 from itemeval.secrets import options_from_environment
 from itemeval.storage import Location
 
 if TYPE_CHECKING:
-    from itemeval.datasets.adapters.source import DatasetSource
+    from itemeval.datasets.adapters._source import DatasetSource
 
 HF_ROWS_PER_BATCH = 1000
 HF_SAVED_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")

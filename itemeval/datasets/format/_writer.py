@@ -21,12 +21,12 @@ from typing import Any
 import yaml
 
 from itemeval._util.yaml_lines import safe_load
-from itemeval.datasets.format.attribute_files import attributes_name, attributes_record
-from itemeval.datasets.format.dataset import DatasetMeta, part_names
-from itemeval.datasets.format.dialect import Dialect, item_record, meta_record
-from itemeval.datasets.format.directory import DEFAULT_ITEMS_PER_PART, MAX_PARTS, DuplicateIds
-from itemeval.datasets.format.findings import ProblemLog, Where
-from itemeval.datasets.format.item import Item
+from itemeval.datasets.format._attribute_files import attributes_name, attributes_record
+from itemeval.datasets.format._dataset import DatasetMeta, part_names
+from itemeval.datasets.format._dialect import Dialect, item_record, meta_record
+from itemeval.datasets.format._directory import DEFAULT_ITEMS_PER_PART, MAX_PARTS, DuplicateIds
+from itemeval.datasets.format._findings import ProblemLog, Where
+from itemeval.datasets.format._item import Item
 from itemeval.errors import DatasetError, Problem
 from itemeval.storage import Location, resolve
 

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from itemeval._util.yaml_lines import safe_load
-from itemeval.datasets.format.findings import Where
+from itemeval.datasets.format._findings import Where
 from itemeval.errors import Problem
 from itemeval.storage import Location
 

@@ -23,16 +23,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from itemeval.datasets.adapters.files import FilesHandle
-from itemeval.datasets.adapters.handle import DatasetHandle
-from itemeval.datasets.adapters.hf import HFHandle, is_saved_hf_dataset
-from itemeval.datasets.adapters.items import ItemsHandle
-from itemeval.datasets.adapters.mapping import (
+from itemeval.datasets.adapters._files import FilesHandle
+from itemeval.datasets.adapters._handle import DatasetHandle
+from itemeval.datasets.adapters._hf import HFHandle, is_saved_hf_dataset
+from itemeval.datasets.adapters._items import ItemsHandle
+from itemeval.datasets.adapters._mapping import (
     MappingSpec,
     load_mapping_file,
     resolve_relative,
 )
-from itemeval.datasets.format.directory import is_dataset_directory, read_dataset
+from itemeval.datasets.format import is_dataset_directory, read_dataset
 from itemeval.errors import ConfigError, DatasetError, Problem
 from itemeval.ids import slugify
 from itemeval.secrets import option_problems

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from itemeval.datasets.format.findings import Where
+from itemeval.datasets.format._findings import Where
 from itemeval.errors import Problem
 
 # RFC 3986 "unreserved" characters: the spec's "web-friendly characters".

@@ -16,14 +16,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from itemeval.datasets.format.directory import DatasetReport
-from itemeval.datasets.format.findings import ProblemLog
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets._workitem import WorkItem
+from itemeval.datasets.format import DatasetReport, ProblemLog
 from itemeval.errors import Problem
 from itemeval.ids import canonical_json, sha256_hex
 
 if TYPE_CHECKING:
-    from itemeval.datasets.adapters.source import DatasetSource
+    from itemeval.datasets.adapters._source import DatasetSource
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,11 @@ import numpy as np
 import yaml
 
 from itemeval._util.yaml_lines import safe_load
-from itemeval.datasets.format.attribute_files import AttributeJoin
-from itemeval.datasets.format.dataset import DatasetMeta, check_part_names, parse_dataset_meta
-from itemeval.datasets.format.findings import ProblemLog, Where
-from itemeval.datasets.format.item import ITEM_ATTRIBUTES, Item, parse_item
-from itemeval.datasets.format.records import UTF8_HINT, iter_records, yaml_problem
+from itemeval.datasets.format._attribute_files import AttributeJoin
+from itemeval.datasets.format._dataset import DatasetMeta, check_part_names, parse_dataset_meta
+from itemeval.datasets.format._findings import ProblemLog, Where
+from itemeval.datasets.format._item import ITEM_ATTRIBUTES, Item, parse_item
+from itemeval.datasets.format._records import UTF8_HINT, iter_records, yaml_problem
 from itemeval.errors import DatasetError, Problem
 from itemeval.ids import canonical_json, sha256_hex
 from itemeval.storage import Location, resolve

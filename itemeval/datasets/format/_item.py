@@ -13,7 +13,7 @@ Two ways in:
 
 `Item.to_dict()` gives an item back with the attribute names spelled as they were read and every
 ad hoc attribute untouched, so nothing read is lost. How an item is written to a file (booleans,
-where ad hoc attributes go) is the dialect's business: `itemeval.datasets.format.dialect`.
+where ad hoc attributes go) is the dialect's business: `itemeval.datasets.format._dialect`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from itemeval.datasets.format.attributes import (
+from itemeval.datasets.format._attributes import (
     IDENTIFIER_HINT,
     IDENTIFIER_PATTERN,
     MISSING,
@@ -34,8 +34,8 @@ from itemeval.datasets.format.attributes import (
     read_text,
     split_attributes,
 )
-from itemeval.datasets.format.findings import Where
-from itemeval.datasets.format.modality import (
+from itemeval.datasets.format._findings import Where
+from itemeval.datasets.format._modality import (
     BY_VALUE,
     DONT_KNOW,
     LABELS,

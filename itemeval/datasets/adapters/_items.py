@@ -6,15 +6,13 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from itemeval.datasets.adapters.handle import DatasetHandle, Fingerprint
-from itemeval.datasets.format.directory import DatasetReader
-from itemeval.datasets.format.findings import ProblemLog
-from itemeval.datasets.format.item import Item
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets._workitem import WorkItem
+from itemeval.datasets.adapters._handle import DatasetHandle, Fingerprint
+from itemeval.datasets.format import DatasetReader, Item, ProblemLog
 from itemeval.errors import Problem
 
 if TYPE_CHECKING:
-    from itemeval.datasets.adapters.source import DatasetSource
+    from itemeval.datasets.adapters._source import DatasetSource
 
 
 class ItemsHandle(DatasetHandle):

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from itemeval.datasets.format.attribute_files import ATTRIBUTES_KEY
-from itemeval.datasets.format.dataset import DATASET_ATTRIBUTES, DatasetMeta
-from itemeval.datasets.format.findings import Where
-from itemeval.datasets.format.item import OTHERARGS, Item
-from itemeval.datasets.format.modality import DONT_KNOW, LETTERS, READER_SPELLINGS, Modality
+from itemeval.datasets.format._attribute_files import ATTRIBUTES_KEY
+from itemeval.datasets.format._dataset import DATASET_ATTRIBUTES, DatasetMeta
+from itemeval.datasets.format._findings import Where
+from itemeval.datasets.format._item import OTHERARGS, Item
+from itemeval.datasets.format._modality import DONT_KNOW, LETTERS, READER_SPELLINGS, Modality
 from itemeval.errors import Problem
 
 

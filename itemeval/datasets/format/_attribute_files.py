@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from itemeval.datasets.format.findings import ProblemLog, Where
-from itemeval.datasets.format.records import iter_jsonl
+from itemeval.datasets.format._findings import ProblemLog, Where
+from itemeval.datasets.format._records import iter_jsonl
 from itemeval.errors import Problem
 from itemeval.storage import Location
 

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from itemeval.datasets.adapters.handle import DatasetHandle
-from itemeval.datasets.format.directory import ID_KEY, find_keys, id_keys
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets._workitem import WorkItem
+from itemeval.datasets.adapters._handle import DatasetHandle
+from itemeval.datasets.format._directory import ID_KEY, find_keys, id_keys
 from itemeval.errors import DatasetError, Problem
 
 MAX_REPORTED = 10

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from itemeval.datasets.format.attributes import (
+from itemeval.datasets.format._attributes import (
     IDENTIFIER_HINT,
     IDENTIFIER_PATTERN,
     MISSING,
@@ -27,8 +27,8 @@ from itemeval.datasets.format.attributes import (
     read_text_or_list,
     split_attributes,
 )
-from itemeval.datasets.format.findings import Where
-from itemeval.datasets.format.item import Item, parse_item
+from itemeval.datasets.format._findings import Where
+from itemeval.datasets.format._item import Item, parse_item
 from itemeval.errors import Problem
 
 # canonical name -> python field name, in the order `to_dict` writes them

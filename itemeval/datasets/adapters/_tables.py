@@ -13,9 +13,9 @@ import csv
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from itemeval.datasets.adapters.mapping import column_hint
-from itemeval.datasets.format.findings import Where
-from itemeval.datasets.format.records import UTF8_BOM, UTF8_HINT, iter_jsonl, iter_lines
+from itemeval.datasets.adapters._mapping import column_hint
+from itemeval.datasets.format import Where
+from itemeval.datasets.format._records import UTF8_BOM, UTF8_HINT, iter_jsonl, iter_lines
 from itemeval.errors import Problem
 from itemeval.storage import Location
 

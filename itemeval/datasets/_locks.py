@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from itemeval.datasets.adapters.handle import DatasetHandle, Fingerprint
+from itemeval.datasets.adapters import DatasetHandle, Fingerprint
 from itemeval.errors import ConfigError, DatasetChangedError, Problem, StoreError
 from itemeval.storage import Location, resolve
 

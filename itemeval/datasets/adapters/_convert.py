@@ -18,19 +18,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from itemeval.datasets.adapters.files import MappedHandle
-from itemeval.datasets.adapters.mapping import load_mapping_file
-from itemeval.datasets.adapters.source import DatasetSource, default_name, open_source
+from itemeval.datasets.adapters._files import MappedHandle
+from itemeval.datasets.adapters._mapping import load_mapping_file
+from itemeval.datasets.adapters._source import DatasetSource, default_name, open_source
 from itemeval.datasets.format import (
     DatasetMeta,
+    DatasetReader,
+    Item,
     ProblemLog,
     Where,
+    is_dataset_directory,
     parse_dataset_meta,
     read_dataset,
 )
-from itemeval.datasets.format.dataset import DESCRIPTIVE_REQUIRED
-from itemeval.datasets.format.directory import DatasetReader, is_dataset_directory
-from itemeval.datasets.format.item import Item
+from itemeval.datasets.format._dataset import DESCRIPTIVE_REQUIRED
 from itemeval.errors import ConfigError, Problem
 from itemeval.storage import resolve
 
