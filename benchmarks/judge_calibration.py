@@ -48,7 +48,7 @@ import numpy as np
 
 from itemeval.calls import VERDICT
 from itemeval.judging import analyse_pairwise, calibrate, parse_pairwise_verdict
-from itemeval.providers.settings import SimModelSpec, SimSettings
+from itemeval.providers import SimModelSpec, SimSettings
 from itemeval.scoring import parse_structured_verdict
 from itemeval.simulator.answers import solution_matches
 from itemeval.simulator.engine import Simulator, pairwise_preference

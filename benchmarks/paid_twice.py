@@ -308,7 +308,7 @@ def _server_usd(url: str, model: str, pricing_file: Path | None = None) -> float
     """What the sim-server answered, priced independently of the run: its own token counts
     (answers to attempts the client abandoned included) at `model`'s price. The server counts
     totals, not calls: a long-context tier applies to the total when every call passed it."""
-    from itemeval.providers.money.pricing import Pricing
+    from itemeval.providers.money import Pricing
     from itemeval.providers.types import Usage
 
     deadline = time.monotonic() + 10

@@ -19,8 +19,8 @@ import pyarrow as pa
 
 from itemeval.batch._records import BatchRecord
 from itemeval.calls import Call, grade_row, response_row, solution_row
-from itemeval.providers.batch_client import BatchResult, BatchStatus
-from itemeval.providers.money.pricing import ModelPrice
+from itemeval.providers import BatchResult, BatchStatus
+from itemeval.providers.money import ModelPrice
 from itemeval.providers.types import ModelResult
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.shards import Shard, ShardSummary

@@ -31,7 +31,7 @@ from itemeval.calls import (
     pairwise_requests,
     solution_row,
 )
-from itemeval.providers.batch_client import BatchClient
+from itemeval.providers import BatchClient
 from itemeval.providers.types import ModelRequest
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.shards import Shard, ShardSummary

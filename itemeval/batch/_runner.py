@@ -50,7 +50,7 @@ from itemeval.batch._records import (
     new_local_id,
 )
 from itemeval.calls import SpendSource, worst_case_usd
-from itemeval.providers.batch_client import (
+from itemeval.providers import (
     BatchApiError,
     BatchClient,
     BatchStatus,

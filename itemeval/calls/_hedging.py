@@ -1,5 +1,5 @@
 """Hedging: a second request for a straggling call in the tail of a shard (an endpoint's
-`hedge:`, `providers/hedge_settings.py`).
+`hedge:`, `providers/_hedge_settings.py`).
 
     hedges = Hedges(settings.hedge)                 # one per worker, endpoint and model
     tail = ShardTail(hedges, calls=len(todo))       # one per shard's fresh calls
@@ -37,8 +37,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from itemeval.providers.deadline import ATTEMPT_SENT
-from itemeval.providers.hedge_settings import HedgeSettings
+from itemeval.providers import ATTEMPT_SENT, HedgeSettings
 from itemeval.providers.types import ModelResult
 
 #: Latencies kept per worker, endpoint and model (a quantile of the recent past).
@@ -107,7 +106,7 @@ class ShardTail:
 
     def sent(self, index: int) -> CellClock:
         """A cell's call begins (its reservation granted); `clock.mark` runs in its task as
-        each attempt is sent (`providers.deadline.ATTEMPT_SENT`)."""
+        each attempt is sent (`providers._deadline.ATTEMPT_SENT`)."""
         clock = CellClock(asyncio.Event())
         self._in_flight[index] = clock
         self.hedges.calls += 1

@@ -13,7 +13,7 @@ from typing import Any
 from itemeval.datasets import WorkItem
 from itemeval.judging._pairwise import PAIRWISE_SCHEMA
 from itemeval.planning import GenerateCondition, GradeCondition
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers import EndpointSettings
 from itemeval.providers.types import ModelRequest, ReplySchema
 from itemeval.scoring import VERDICT_SCHEMA, VERDICT_SCHEMA_NAME
 from itemeval.templates import render_pairwise

@@ -13,7 +13,7 @@
    call straggling in the shard's tail gets a second request, reserved too; the first answer
    wins and both are paid (`hedging.py`). Every attempt abandoned without an answer (deadline,
    timeout, a hedge's loser, an interruption) is charged its worst case, and under a cap a
-   retry is reserved before it is sent (`providers/money/attempts.py`).
+   retry is reserved before it is sent (`providers/money/_attempts.py`).
 4. A fresh, successful answer goes to the journal (`journal.py`) the moment it arrives, so it is
    in the cache within about a second, before the shard's store fragment.
 
@@ -36,10 +36,15 @@ from itemeval.calls._journal import ResponseJournal
 from itemeval.calls._rows import Call, response_row
 from itemeval.calls._spend import SpendAccount
 from itemeval.errors import Interrupted
-from itemeval.providers.money.attempts import ATTEMPTS, AttemptMeter
-from itemeval.providers.money.bounds import input_token_bound, output_token_bound
-from itemeval.providers.money.pricing import ModelPrice, Pricing
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers import EndpointSettings
+from itemeval.providers.money import (
+    ATTEMPTS,
+    AttemptMeter,
+    ModelPrice,
+    Pricing,
+    input_token_bound,
+    output_token_bound,
+)
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Provider, Usage
 from itemeval.secrets import redact
 from itemeval.store import (
@@ -261,7 +266,7 @@ class ShardCalls:
         index: int = 0,
         outcome: CallOutcome | None = None,
     ) -> Call | None:
-        """One cell's call. Its attempts are metered (`providers/money/attempts.py`): each one
+        """One cell's call. Its attempts are metered (`providers/money/_attempts.py`): each one
         abandoned without an answer (deadline, timeout, a hedge's loser, an interruption) is
         charged its worst case; under a cap every attempt in flight or abandoned is covered by a
         reservation first, so the call never costs more than it reserved."""
@@ -347,7 +352,7 @@ class ShardCalls:
         raced: RaceResult | None,
     ) -> float:
         """What a call cost: the usage its answers reported, and the worst case of each attempt
-        abandoned without an answer (`providers/money/attempts.py`)."""
+        abandoned without an answer (`providers/money/_attempts.py`)."""
         if price is None:
             return 0.0
         usd = 0.0

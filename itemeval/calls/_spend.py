@@ -12,7 +12,7 @@ the number of workers or nodes, or how far the estimate was off.
   fail, so the run's spend is what the providers were paid, not what reached the store.
 * `SpendAccount` is what a worker uses per call. It batches: asks and settlements made within a
   few milliseconds travel in one `exchange`, so a remote ledger costs one call per batch, never
-  one per request (the same idea as rate permits, `providers/limits/ratelimiter.py`).
+  one per request (the same idea as rate permits, `providers/limits/_ratelimiter.py`).
 
 A call that does not fit waits while other calls' reservations are outstanding anywhere (their
 settlements may free enough); it is refused only when nothing is outstanding and it still does

@@ -133,7 +133,7 @@ def _read_models(path: Path) -> dict[str, Any]:
 
 def build_settings(args: argparse.Namespace) -> tuple[Any, Any]:
     """The simulator and server-limit settings from the parsed flags."""
-    from itemeval.providers.settings import SimSettings
+    from itemeval.providers import SimSettings
     from itemeval.simulator.server import ServerLimits
 
     raw: dict[str, Any] = {

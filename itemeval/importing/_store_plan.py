@@ -39,7 +39,7 @@ from itemeval.planning import (
     SelectedItems,
     build_item_index,
 )
-from itemeval.providers.money.pricing import Pricing
+from itemeval.providers.money import Pricing
 from itemeval.providers.types import SamplingParams
 from itemeval.store import (
     GRADES,

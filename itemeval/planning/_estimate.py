@@ -47,8 +47,8 @@ from itemeval.planning._tokens import (
     solver_shape,
     token_tables,
 )
-from itemeval.providers.money.pricing import ModelPrice, Pricing
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers import EndpointSettings
+from itemeval.providers.money import ModelPrice, Pricing
 from itemeval.providers.types import Usage
 from itemeval.store import CellMasks
 

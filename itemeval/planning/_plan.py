@@ -32,8 +32,7 @@ from itemeval.planning._design import Design, build_design
 from itemeval.planning._estimate import Estimate, build_estimate, condition_tiers
 from itemeval.planning._item_index import PartRun, SelectedItems, build_item_index, part_runs
 from itemeval.planning._tokens import TokenTables, token_tables
-from itemeval.providers.money.bounds import output_token_bound
-from itemeval.providers.money.pricing import Pricing
+from itemeval.providers.money import Pricing, output_token_bound
 from itemeval.providers.types import SamplingParams
 from itemeval.store import (
     CellMasks,

@@ -30,13 +30,8 @@ import ray
 
 from itemeval._util.heap import limit_malloc_arenas, settle_worker_heap
 from itemeval.calls import LedgerReply, LedgerState, SpendLedger
-from itemeval.providers.limits.endpoint import (
-    EndpointLimiter,
-    EndpointLimits,
-    endpoint_identity,
-)
-from itemeval.providers.limits.ratebucket import Grant
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers import EndpointSettings
+from itemeval.providers.limits import EndpointLimiter, EndpointLimits, Grant, endpoint_identity
 from itemeval.runtime.cluster import NAMESPACE
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.shards import Shard, ShardSummary

@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from itemeval.planning import GenerateCondition, GradeCondition
-from itemeval.providers.money.pricing import Pricing
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers import EndpointSettings
+from itemeval.providers.money import Pricing
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class RunContext:
     #: (the run grades too, without --force): the grade stage then has nothing left for them.
     score_inline: tuple[str, ...] = ()
     concurrency: dict[str, int] = field(default_factory=dict)  # endpoint -> this worker's share
-    #: The machine's limiter files (`providers/limits/machine.py`): set for a run on this
+    #: The machine's limiter files (`providers/limits/_machine.py`): set for a run on this
     #: machine (in-process or on a local Ray of its own), so that its limits hold together with
     #: every other run on the machine; None on a cluster (its limiter actors hold them).
     limits_dir: str | None = None

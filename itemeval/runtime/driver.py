@@ -36,7 +36,7 @@ from itemeval.calls import Allowance, LedgerState, run_allowance, study_spent
 from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode, StoreFailedMidRun
 from itemeval.planning import Plan, check_cap_bounds, commit_plan, gate, make_plan, restrict_plan
-from itemeval.providers.reachability import EndpointProbe
+from itemeval.providers import EndpointProbe
 from itemeval.runtime.context import RunContext
 from itemeval.runtime.dispatch import (
     Cap,

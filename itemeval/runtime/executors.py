@@ -112,8 +112,8 @@ def open_executor(
 
 def _on_this_machine(context: RunContext, stack: contextlib.ExitStack) -> RunContext:
     """A run on this machine (in this process or a local Ray of its own) holds its endpoints'
-    limits together with every other run on the machine (`providers/limits/machine.py`)."""
-    from itemeval.providers.limits.machine import attached, limits_dir
+    limits together with every other run on the machine (`providers/limits/_machine.py`)."""
+    from itemeval.providers.limits import attached, limits_dir
 
     directory = str(limits_dir())
     stack.enter_context(attached(context.endpoints, directory))

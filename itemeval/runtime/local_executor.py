@@ -17,7 +17,7 @@ workers run). Ray is started, and its workers join, when
 When Ray starts, the money moves to the shared actor: the run's ledger moves from this process
 to the run's `BudgetActor` (reservations in flight included). The limits need not move: the
 in-process runner and Ray's workers all hold them through the machine's limiter
-(`providers/limits/machine.py`, `RunContext.limits_dir`), together with every other run on the
+(`providers/limits/_machine.py`, `RunContext.limits_dir`), together with every other run on the
 machine. (A context without `limits_dir` keeps the older way: the in-process runner draws its
 rate permits from the endpoints' limiter actors from then on, and holds the concurrency slots
 its calls use as a lease in their pools until it has finished its shards.) New shards go to the

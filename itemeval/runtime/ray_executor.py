@@ -33,7 +33,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from itemeval.calls import LedgerState
 from itemeval.errors import ConfigError, Problem
-from itemeval.providers.limits.endpoint import endpoint_limits
+from itemeval.providers.limits import endpoint_limits
 from itemeval.runtime.actors import (
     ActorSpendSource,
     BudgetActor,

@@ -41,11 +41,8 @@ from itemeval.calls import (
 )
 from itemeval.datasets import WorkItem
 from itemeval.planning import GenerateCondition, GradeCondition
-from itemeval.providers.factory import make_provider
-from itemeval.providers.limits.concurrency import SlotSource
-from itemeval.providers.limits.machine import machine_source
-from itemeval.providers.limits.ratelimiter import PermitSource
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers import EndpointSettings, make_provider
+from itemeval.providers.limits import PermitSource, SlotSource, machine_source
 from itemeval.providers.types import ModelRequest, Provider
 from itemeval.runtime.baseline import baseline_texts
 from itemeval.runtime.context import RunContext

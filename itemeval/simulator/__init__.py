@@ -2,7 +2,7 @@
 
 Over HTTP as `itemeval sim-server` (`server.start_server`: OpenAI, Anthropic and Gemini wire
 formats, both batch APIs, `/_sim/stats`); in-process through the provider client
-`itemeval.providers.simulated.SimProvider` (endpoint kind `sim` without `base_url`).
+`itemeval.providers._simulated.SimProvider` (endpoint kind `sim` without `base_url`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """`SimProvider` is the provider client's (`itemeval.providers.simulated`), kept here too."""
+    """`SimProvider` is the provider client's (`itemeval.providers._simulated`), kept here too."""
     if name == "SimProvider":
-        from itemeval.providers.simulated import SimProvider
+        from itemeval.providers import SimProvider
 
         return SimProvider
     raise AttributeError(f"module 'itemeval.simulator' has no attribute {name!r}")

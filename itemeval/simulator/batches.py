@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from itemeval.providers.settings import BatchSettings
+from itemeval.providers import BatchSettings
 from itemeval.simulator.model import stable_unit
 from itemeval.simulator.stats import BatchStats
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from itemeval.ids import sha256_hex
-from itemeval.providers.settings import SimModelSpec, SimSettings
+from itemeval.providers import SimModelSpec, SimSettings
 from itemeval.providers.types import Usage
 from itemeval.simulator import answers
 from itemeval.simulator.model import (

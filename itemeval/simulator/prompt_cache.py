@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from itemeval.providers.settings import PromptCacheSettings
+from itemeval.providers import PromptCacheSettings
 from itemeval.simulator.engine import count_tokens
 
 #: OpenAI reports cached tokens in steps of 128 beyond the 1024-token minimum.

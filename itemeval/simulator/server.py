@@ -32,7 +32,7 @@ from typing import Any
 
 from aiohttp import web
 
-from itemeval.providers.settings import SimSettings
+from itemeval.providers import SimSettings
 from itemeval.simulator.anthropic_batches import AnthropicBatches
 from itemeval.simulator.batches import BatchAnswer, BatchRunner
 from itemeval.simulator.engine import SimReply, Simulator, input_tokens

@@ -20,12 +20,12 @@ KEPT_PRIVATE = {"_Busy", "_NotFound", "_Reject", "_NotUtf8"}
 
 #: Moved into errors.py; the old module re-exports each (old imports keep working).
 MOVED = {
-    "TransientFailure": "itemeval.providers.retry",
-    "MalformedBody": "itemeval.providers.transport",
-    "PermitsUnavailable": "itemeval.providers.limits.concurrency",
-    "BatchApiError": "itemeval.providers.batch_client",
-    "UncertainCreate": "itemeval.providers.batch_client",
-    "LimiterUnreachable": "itemeval.providers.limits.machine",
+    "TransientFailure": "itemeval.providers._retry",
+    "MalformedBody": "itemeval.providers._transport",
+    "PermitsUnavailable": "itemeval.providers.limits._concurrency",
+    "BatchApiError": "itemeval.providers._batch_client",
+    "UncertainCreate": "itemeval.providers._batch_client",
+    "LimiterUnreachable": "itemeval.providers.limits._machine",
     "TemplateFieldError": "itemeval.render",
     "ScorerError": "itemeval.scoring._custom",
     "LedgerUnavailable": "itemeval.calls._spend",

@@ -12,7 +12,7 @@ import pytest
 
 from itemeval.judging import analyse_pairwise, parse_pairwise_verdict
 from itemeval.judging._pairwise import bradley_terry, win_rate
-from itemeval.providers.settings import SimModelSpec, SimSettings
+from itemeval.providers import SimModelSpec, SimSettings
 from itemeval.simulator.engine import Simulator, pairwise_preference
 
 

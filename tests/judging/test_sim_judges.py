@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from itemeval.providers.settings import SimModelSpec, SimSettings
+from itemeval.providers import SimModelSpec, SimSettings
 from itemeval.scoring import parse_structured_verdict
 from itemeval.simulator.engine import Simulator
 

@@ -178,7 +178,7 @@ def test_each_wire_sends_the_system_message_and_alternating_turns(wire, tmp_path
 
 
 def test_consecutive_turns_of_one_role_are_joined_for_anthropic_and_gemini():
-    from itemeval.providers.anthropic_messages import alternating
+    from itemeval.providers._anthropic_messages import alternating
 
     turns = alternating(
         [

@@ -23,8 +23,8 @@ from itemeval.providers import (
     Usage,
     make_provider,
 )
-from itemeval.providers.cache_breakpoints import CacheBreakpoints, WriteInFlight
-from itemeval.providers.money.pricing import Pricing
+from itemeval.providers._cache_breakpoints import CacheBreakpoints, WriteInFlight
+from itemeval.providers.money import Pricing
 from itemeval.simulator.engine import input_tokens
 
 

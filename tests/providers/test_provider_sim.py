@@ -367,8 +367,8 @@ def test_unknown_models_and_results_are_deterministic_across_providers() -> None
 
 
 def test_without_max_tokens_the_model_limit_bounds_the_output():
-    from itemeval.providers.money.pricing import Pricing
-    from itemeval.providers.settings import SimModelSpec, SimSettings
+    from itemeval.providers import SimModelSpec, SimSettings
+    from itemeval.providers.money import Pricing
     from itemeval.simulator.engine import MAX_OUTPUT_TOKENS, Simulator
 
     # The price table tells the budget cap the same limit the simulator enforces.

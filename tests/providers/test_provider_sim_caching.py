@@ -16,8 +16,13 @@ import anthropic
 import openai
 import pytest
 
-from itemeval.providers import EndpointSettings, ModelRequest, SamplingParams, make_provider
-from itemeval.providers.settings import PromptCacheSettings
+from itemeval.providers import (
+    EndpointSettings,
+    ModelRequest,
+    PromptCacheSettings,
+    SamplingParams,
+    make_provider,
+)
 from itemeval.simulator.engine import input_tokens
 from itemeval.simulator.prompt_cache import PromptCache
 

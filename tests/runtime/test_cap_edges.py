@@ -16,7 +16,7 @@ from itemeval.cli.main import main
 from itemeval.config import load_study
 from itemeval.errors import BudgetExceeded, ConfigError, ExitCode
 from itemeval.planning import make_plan
-from itemeval.providers.money.pricing import Pricing
+from itemeval.providers.money import Pricing
 from itemeval.providers.types import Usage
 from itemeval.runtime.driver import RunOptions, run_study
 from itemeval.store import StudyStore, list_manifests, read_manifest

@@ -14,7 +14,7 @@ from itemeval.config import load_study
 from itemeval.planning import Plan, make_plan, refresh_estimate
 from itemeval.planning import _estimate as estimate
 from itemeval.planning._estimate import ESTIMATE_SLICE
-from itemeval.providers.money.pricing import Pricing
+from itemeval.providers.money import Pricing
 from itemeval.providers.types import Usage
 from itemeval.store import ResponseCache, cache_group, text_hash
 

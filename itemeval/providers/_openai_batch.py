@@ -27,7 +27,7 @@ from typing import Any
 
 import aiohttp
 
-from itemeval.providers.batch_client import (
+from itemeval.providers._batch_client import (
     BatchApiError,
     BatchClient,
     BatchResult,
@@ -35,7 +35,7 @@ from itemeval.providers.batch_client import (
     UncertainCreate,
     result_lines,
 )
-from itemeval.providers.failures import code_for_error, failure
+from itemeval.providers._failures import code_for_error, failure
 from itemeval.providers.types import ModelRequest, ModelResult
 
 ENDPOINT = "/v1/chat/completions"

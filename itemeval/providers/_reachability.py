@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from itemeval.errors import ConfigError, Problem
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers._settings import EndpointSettings
 
 #: The longest the driver waits for a verdict, counted from the probe's start; a connection
 #: still pending then counts as reachable (a slow network is the retries' business).

@@ -34,8 +34,8 @@ from typing import Any, ClassVar
 import aiohttp
 
 from itemeval.errors import BatchApiError, UncertainCreate
-from itemeval.providers.settings import EndpointSettings
-from itemeval.providers.transport import HttpProvider
+from itemeval.providers._settings import EndpointSettings
+from itemeval.providers._transport import HttpProvider
 from itemeval.providers.types import ModelRequest, ModelResult
 
 #: Management calls get this many attempts (listing, status, results, cancel, upload).
@@ -231,9 +231,9 @@ def result_lines(raw: bytes) -> list[dict[str, Any]]:
 
 def make_batch_client(settings: EndpointSettings, *, field: str | None = None) -> BatchClient:
     """The batch client of an endpoint whose `batch` is enabled (its key read here)."""
-    from itemeval.providers.anthropic_batch import AnthropicBatchClient
-    from itemeval.providers.factory import make_provider
-    from itemeval.providers.openai_batch import OpenAIBatchClient
+    from itemeval.providers._anthropic_batch import AnthropicBatchClient
+    from itemeval.providers._factory import make_provider
+    from itemeval.providers._openai_batch import OpenAIBatchClient
 
     provider = make_provider(settings, field=field)
     if not isinstance(provider, HttpProvider) or settings.wire not in ("openai", "anthropic"):

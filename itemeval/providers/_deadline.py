@@ -21,8 +21,8 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from types import TracebackType
 
-from itemeval.providers.money.attempts import ATTEMPTS, AttemptMeter
-from itemeval.providers.retry import TransientFailure
+from itemeval.providers._retry import TransientFailure
+from itemeval.providers.money import ATTEMPTS, AttemptMeter
 from itemeval.providers.types import ErrorCode
 
 #: Called each time an attempt of this task is sent (holds its permit): how hedging

@@ -29,8 +29,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from itemeval.providers.failures import answer, failure
-from itemeval.providers.transport import HttpProvider, MalformedBody
+from itemeval.providers._failures import answer, failure
+from itemeval.providers._transport import HttpProvider, MalformedBody
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Usage
 
 

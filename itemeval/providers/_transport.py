@@ -24,11 +24,11 @@ from typing import Any
 import aiohttp
 
 from itemeval.errors import MalformedBody, PermitsUnavailable
-from itemeval.providers.deadline import AttemptDeadline
-from itemeval.providers.failures import code_for_error, describe, failure
-from itemeval.providers.limits.ratelimiter import RateLimiter
-from itemeval.providers.retry import RetryPolicy, TransientFailure, retry_after_from_headers
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers._deadline import AttemptDeadline
+from itemeval.providers._failures import code_for_error, describe, failure
+from itemeval.providers._retry import RetryPolicy, TransientFailure, retry_after_from_headers
+from itemeval.providers._settings import EndpointSettings
+from itemeval.providers.limits import RateLimiter
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult
 from itemeval.secrets import Secret, redact
 

@@ -31,9 +31,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from itemeval.providers.anthropic_messages import alternating, thinking_budget
-from itemeval.providers.failures import answer, failure
-from itemeval.providers.transport import HttpProvider, MalformedBody
+from itemeval.providers._anthropic_messages import alternating, thinking_budget
+from itemeval.providers._failures import answer, failure
+from itemeval.providers._transport import HttpProvider, MalformedBody
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Usage
 
 _FILTERED = frozenset(

@@ -19,15 +19,19 @@ from __future__ import annotations
 
 from itemeval.errors import ConfigError, Problem
 from itemeval.plugins import PROVIDER_GROUP, load_plugin
-from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
-from itemeval.providers.gemini import GeminiProvider
-from itemeval.providers.limits.concurrency import SlotSource
-from itemeval.providers.limits.ratebucket import RateBucket
-from itemeval.providers.limits.ratelimiter import LocalPermitSource, PermitSource, RateLimiter
-from itemeval.providers.openai_chat import OpenAIChatProvider
-from itemeval.providers.settings import BUILTIN_KINDS, EndpointSettings
-from itemeval.providers.simulated import SimProvider
-from itemeval.providers.transport import HttpProvider
+from itemeval.providers._anthropic_messages import AnthropicMessagesProvider
+from itemeval.providers._gemini import GeminiProvider
+from itemeval.providers._openai_chat import OpenAIChatProvider
+from itemeval.providers._settings import BUILTIN_KINDS, EndpointSettings
+from itemeval.providers._simulated import SimProvider
+from itemeval.providers._transport import HttpProvider
+from itemeval.providers.limits import (
+    LocalPermitSource,
+    PermitSource,
+    RateBucket,
+    RateLimiter,
+    SlotSource,
+)
 from itemeval.providers.types import Provider
 from itemeval.secrets import Secret, read_key
 

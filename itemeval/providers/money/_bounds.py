@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from itemeval.providers.anthropic_messages import thinking_budget, wire_max_tokens
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers._anthropic_messages import thinking_budget, wire_max_tokens
+from itemeval.providers._settings import EndpointSettings
 from itemeval.providers.types import SamplingParams
 
 #: Chat-template tokens per message (role markers and separators), generously.

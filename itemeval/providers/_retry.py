@@ -26,7 +26,7 @@ from tenacity import (
 )
 
 from itemeval.errors import TransientFailure
-from itemeval.providers.money.attempts import ATTEMPTS
+from itemeval.providers.money import ATTEMPTS
 from itemeval.providers.types import ModelResult
 
 

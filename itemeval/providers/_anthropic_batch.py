@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from itemeval.providers.batch_client import (
+from itemeval.providers._batch_client import (
     BatchClient,
     BatchResult,
     BatchStatus,

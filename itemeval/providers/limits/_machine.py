@@ -50,14 +50,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from itemeval.errors import ConfigError, LimiterUnreachable, Problem
-from itemeval.providers.limits.endpoint import (
+from itemeval.providers._settings import EndpointSettings
+from itemeval.providers.limits._endpoint import (
     EndpointLimiter,
     EndpointLimits,
     endpoint_identity,
     endpoint_limits,
 )
-from itemeval.providers.limits.ratebucket import Grant
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers.limits._ratebucket import Grant
 
 T = TypeVar("T")
 log = logging.getLogger("itemeval.limits")

@@ -37,13 +37,13 @@ import uuid
 from collections import deque
 from typing import Protocol, runtime_checkable
 
-from itemeval.providers.limits.concurrency import (
+from itemeval.providers.limits._concurrency import (
     WARN_EVERY_S,
     LeasedSlots,
     PermitsUnavailable,
     SlotSource,
 )
-from itemeval.providers.limits.ratebucket import Grant, RateBucket
+from itemeval.providers.limits._ratebucket import Grant, RateBucket
 
 log = logging.getLogger("itemeval.limits")
 

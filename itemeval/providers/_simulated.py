@@ -12,13 +12,12 @@ import asyncio
 import itertools
 import os
 
-from itemeval.providers.deadline import AttemptDeadline
-from itemeval.providers.failures import failure
-from itemeval.providers.limits.concurrency import PermitsUnavailable
-from itemeval.providers.limits.ratelimiter import RateLimiter
-from itemeval.providers.retry import RetryPolicy, TransientFailure
-from itemeval.providers.settings import EndpointSettings
-from itemeval.providers.transport import estimate_tokens
+from itemeval.providers._deadline import AttemptDeadline
+from itemeval.providers._failures import failure
+from itemeval.providers._retry import RetryPolicy, TransientFailure
+from itemeval.providers._settings import EndpointSettings
+from itemeval.providers._transport import estimate_tokens
+from itemeval.providers.limits import PermitsUnavailable, RateLimiter
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult
 from itemeval.simulator.engine import Simulator
 

@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from itemeval.ids import content_hash
-from itemeval.providers.limits.concurrency import ConcurrencyPool
-from itemeval.providers.limits.ratebucket import Grant, RateBucket
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers._settings import EndpointSettings
+from itemeval.providers.limits._concurrency import ConcurrencyPool
+from itemeval.providers.limits._ratebucket import Grant, RateBucket
 
 #: A job that has not touched its limiter for this long is considered gone (killed drivers).
 JOB_TTL_S = 60.0

@@ -40,14 +40,14 @@ from contextvars import ContextVar
 from typing import Any
 
 from itemeval.ids import canonical_json
-from itemeval.providers.cache_breakpoints import (
+from itemeval.providers._cache_breakpoints import (
     Breakpoint,
     CacheBreakpoints,
     marked_blocks,
     stable_prefix_length,
 )
-from itemeval.providers.failures import answer, failure
-from itemeval.providers.transport import HttpProvider, MalformedBody
+from itemeval.providers._failures import answer, failure
+from itemeval.providers._transport import HttpProvider, MalformedBody
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, SamplingParams, Usage
 
 DEFAULT_MAX_TOKENS = 4096

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from itemeval.plugins import syntax_problem
-from itemeval.providers.hedge_settings import HedgeSettings
+from itemeval.providers._hedge_settings import HedgeSettings
 from itemeval.secrets import credential_problem, looks_like_credential
 
 #: The wire formats itemeval speaks itself; any other `kind` names a provider plugin.

@@ -19,8 +19,8 @@ with the call, a hedge's with the hedge, and before a retry is sent `may_send` r
 worst case; when it does not fit the retry is not sent and the call ends with its last failure
 (`refusal`), its cell left pending. So a call never costs more than what it reserved.
 
-Plain Python, importing only `providers/types.py`: the provider floor (`providers/deadline.py`,
-`providers/retry.py`) reports into it and the call path (`calls/_shard_calls.py`) reads it.
+Plain Python, importing only `providers/types.py`: the provider floor (`providers/_deadline.py`,
+`providers/_retry.py`) reports into it and the call path (`calls/_shard_calls.py`) reads it.
 """
 
 from __future__ import annotations
