@@ -50,8 +50,7 @@ from itemeval.calls import VERDICT
 from itemeval.judging import analyse_pairwise, calibrate, parse_pairwise_verdict
 from itemeval.providers import SimModelSpec, SimSettings
 from itemeval.scoring import parse_structured_verdict
-from itemeval.simulator.answers import solution_matches
-from itemeval.simulator.engine import Simulator, pairwise_preference
+from itemeval.simulator import Simulator, pairwise_preference, solution_matches
 
 JUDGE_PROMPT = "Grade the response.\nReference: {target}\nResponse: {solution}"
 

@@ -183,6 +183,17 @@ MOVED: dict[str, str] = {
     "itemeval.providers.settings": "itemeval.providers._settings",
     "itemeval.providers.simulated": "itemeval.providers._simulated",
     "itemeval.providers.transport": "itemeval.providers._transport",
+    "itemeval.simulator.answers": "itemeval.simulator._answers",
+    "itemeval.simulator.anthropic_batches": "itemeval.simulator._anthropic_batches",
+    "itemeval.simulator.batches": "itemeval.simulator._batches",
+    "itemeval.simulator.engine": "itemeval.simulator._engine",
+    "itemeval.simulator.limits": "itemeval.simulator._limits",
+    "itemeval.simulator.model": "itemeval.simulator._model",
+    "itemeval.simulator.openai_batches": "itemeval.simulator._openai_batches",
+    "itemeval.simulator.prompt_cache": "itemeval.simulator._prompt_cache",
+    "itemeval.simulator.server": "itemeval.simulator._server",
+    "itemeval.simulator.stats": "itemeval.simulator._stats",
+    "itemeval.simulator.wire": "itemeval.simulator._wire",
 }
 
 

@@ -19,7 +19,7 @@ from itemeval.providers._settings import EndpointSettings
 from itemeval.providers._transport import estimate_tokens
 from itemeval.providers.limits import PermitsUnavailable, RateLimiter
 from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult
-from itemeval.simulator.engine import Simulator
+from itemeval.simulator import Simulator
 
 _PROCESS_TAG = os.urandom(3).hex()
 _COUNTER = itertools.count(1)

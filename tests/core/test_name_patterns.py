@@ -18,7 +18,7 @@ PATTERNS = [
     ("itemeval.datasets.format._dialect", "_READER_IDENTIFIER", "gsm8k.test-0001"),
     ("itemeval.providers._settings", "_ENV_NAME", "OPENAI_API_KEY"),
     ("itemeval.providers._settings", "_HEADER_NAME", "X-Request-Id"),
-    ("itemeval.simulator.anthropic_batches", "_CUSTOM_ID", "cell-17"),
+    ("itemeval.simulator._anthropic_batches", "_CUSTOM_ID", "cell-17"),
     ("itemeval.plugins", "_REFERENCE", "my_scorers.exact:score"),
     ("itemeval.plugins", "_ENTRY_POINT_NAME", "my-scorer"),
     ("itemeval.store._layout", "_PARTITION_VALUE", "sim-strong_direct--006913fb1c0f"),

@@ -17,7 +17,7 @@ from aiohttp import web
 from itemeval.datasets import WorkItem
 from itemeval.errors import ConfigError
 from itemeval.providers import EndpointSettings, ModelRequest, SamplingParams, make_provider
-from itemeval.simulator.engine import input_tokens
+from itemeval.simulator._engine import input_tokens
 from itemeval.templates import load_template
 
 FEWSHOT = """\

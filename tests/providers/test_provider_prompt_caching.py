@@ -25,7 +25,7 @@ from itemeval.providers import (
 )
 from itemeval.providers._cache_breakpoints import CacheBreakpoints, WriteInFlight
 from itemeval.providers.money import Pricing
-from itemeval.simulator.engine import input_tokens
+from itemeval.simulator._engine import input_tokens
 
 
 def long_text(tag: str, tokens: int) -> str:

@@ -23,8 +23,8 @@ from itemeval.providers import (
     SamplingParams,
     make_provider,
 )
-from itemeval.simulator.engine import input_tokens
-from itemeval.simulator.prompt_cache import PromptCache
+from itemeval.simulator._engine import input_tokens
+from itemeval.simulator._prompt_cache import PromptCache
 
 
 def long_text(tag: str, tokens: int) -> str:

@@ -118,7 +118,7 @@ def test_anthropic_refuses_a_forced_tool_with_thinking(sim_server) -> None:
 
 def test_a_structured_reply_without_the_object_fails_with_the_contract_codes() -> None:
     from itemeval.providers import SimSettings
-    from itemeval.simulator.engine import Simulator
+    from itemeval.simulator import Simulator
 
     sim = Simulator(SimSettings(judge_malformed_rate=1.0))
     codes = set()

@@ -23,7 +23,7 @@ from itemeval.export import write_report
 from itemeval.planning import make_plan
 from itemeval.providers.money import Pricing
 from itemeval.providers.types import Usage
-from itemeval.simulator.engine import input_tokens
+from itemeval.simulator._engine import input_tokens
 from itemeval.store import StudyStore
 
 ITEMS = 30

@@ -37,8 +37,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from itemeval.providers import BatchSettings
-from itemeval.simulator.model import stable_unit
-from itemeval.simulator.stats import BatchStats
+from itemeval.simulator._model import stable_unit
+from itemeval.simulator._stats import BatchStats
 
 #: The completion window both APIs offer.
 DEFAULT_WINDOW_S = 24 * 3600.0

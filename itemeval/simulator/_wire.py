@@ -28,16 +28,16 @@ from typing import Any, ClassVar
 
 from aiohttp import web
 
-from itemeval.simulator.engine import SimReply
-from itemeval.simulator.limits import Limiter
-from itemeval.simulator.model import model_name
-from itemeval.simulator.prompt_cache import (
+from itemeval.simulator._engine import SimReply
+from itemeval.simulator._limits import Limiter
+from itemeval.simulator._model import model_name
+from itemeval.simulator._prompt_cache import (
     NO_CACHE,
     CacheUsage,
     PromptCache,
     anthropic_breakpoints,
 )
-from itemeval.simulator.stats import ROUTE_ANTHROPIC, ROUTE_GEMINI, ROUTE_OPENAI
+from itemeval.simulator._stats import ROUTE_ANTHROPIC, ROUTE_GEMINI, ROUTE_OPENAI
 
 JSON_TYPE = "application/json"
 #: Anthropic's smallest thinking budget.

@@ -33,15 +33,15 @@ from typing import Any
 from aiohttp import web
 
 from itemeval.providers import SimSettings
-from itemeval.simulator.anthropic_batches import AnthropicBatches
-from itemeval.simulator.batches import BatchAnswer, BatchRunner
-from itemeval.simulator.engine import SimReply, Simulator, input_tokens
-from itemeval.simulator.limits import Limiter, ServerLimits
-from itemeval.simulator.model import model_name
-from itemeval.simulator.openai_batches import OpenAIBatches
-from itemeval.simulator.prompt_cache import NO_CACHE, CacheUsage, PromptCache
-from itemeval.simulator.stats import ServerStats
-from itemeval.simulator.wire import ANTHROPIC, GEMINI, JSON_TYPE, OPENAI, Call, Wire
+from itemeval.simulator._anthropic_batches import AnthropicBatches
+from itemeval.simulator._batches import BatchAnswer, BatchRunner
+from itemeval.simulator._engine import SimReply, Simulator, input_tokens
+from itemeval.simulator._limits import Limiter, ServerLimits
+from itemeval.simulator._model import model_name
+from itemeval.simulator._openai_batches import OpenAIBatches
+from itemeval.simulator._prompt_cache import NO_CACHE, CacheUsage, PromptCache
+from itemeval.simulator._stats import ServerStats
+from itemeval.simulator._wire import ANTHROPIC, GEMINI, JSON_TYPE, OPENAI, Call, Wire
 
 __all__ = ["RunningServer", "ServerLimits", "SimServer", "start_server"]
 

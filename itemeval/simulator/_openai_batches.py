@@ -33,7 +33,7 @@ from typing import Any
 
 from aiohttp import web
 
-from itemeval.simulator.batches import (
+from itemeval.simulator._batches import (
     CANCELED,
     ERRORED,
     EXPIRED,

@@ -37,8 +37,8 @@ from typing import Any
 from itemeval.ids import sha256_hex
 from itemeval.providers import SimModelSpec, SimSettings
 from itemeval.providers.types import Usage
-from itemeval.simulator import answers
-from itemeval.simulator.model import (
+from itemeval.simulator import _answers as answers
+from itemeval.simulator._model import (
     catalog,
     item_difficulty,
     model_name,

@@ -28,7 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
-from itemeval.simulator.batches import (
+from itemeval.simulator._batches import (
     Batch,
     BatchAnswer,
     BatchItem,

@@ -18,7 +18,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from itemeval.simulator.model import stable_unit
+from itemeval.simulator._model import stable_unit
 
 LETTERS = "ABCDEFGHIJ"
 _OPTION_LINE = re.compile(r"(?m)^\s*\(?([A-J])[).:]\s+\S")

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from itemeval.providers.types import Usage
-from itemeval.simulator.prompt_cache import CacheUsage
+from itemeval.simulator._prompt_cache import CacheUsage
 
 #: The live routes, as `ok_by_route` names them.
 ROUTE_OPENAI = "/v1/chat/completions"
