@@ -17,7 +17,7 @@ homes re-export them.
 Some stay near their code: no code outside their module raises or catches them, and no user
 reads them.
 
-* `itemeval.runtime.worker.RunGone`: a worker's shard outlived its driver; it ends that orphaned
+* `itemeval.runtime._worker.RunGone`: a worker's shard outlived its driver; it ends that orphaned
   worker's task, and nobody is left to read it.
 * `_Busy` (machine limiter), `_NotFound` (simulated batch API), `_Reject` (Every Eval Ever
   reader), `_NotUtf8` (CSV reader): private to their module.

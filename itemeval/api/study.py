@@ -197,7 +197,7 @@ class Study:
         (docs/irt.md). Raises for bad input, a declined gate (exit 3) or a cap the
         estimate already exceeds (exit 4); how the run itself ended is in the result.
         """
-        from itemeval.runtime.driver import RunOptions, run_study
+        from itemeval.runtime import RunOptions, run_study
 
         chosen = _stages(stages)
         options = RunOptions(

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from itemeval.errors import ExitCode
 from itemeval.planning import Design, Estimate, Plan
-from itemeval.runtime.dispatch import StageResult
-from itemeval.runtime.driver import RunOutcome
+from itemeval.runtime import RunOutcome, StageResult
 from itemeval.store import RunsSpend
 
 if TYPE_CHECKING:

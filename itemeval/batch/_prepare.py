@@ -33,9 +33,15 @@ from itemeval.calls import (
 )
 from itemeval.providers import BatchClient
 from itemeval.providers.types import ModelRequest
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.worker import ShardRunner, fold_rows, generate_target, judge_target
+from itemeval.runtime import (
+    RunContext,
+    Shard,
+    ShardRunner,
+    ShardSummary,
+    fold_rows,
+    generate_target,
+    judge_target,
+)
 from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, cache_key, request_hashes
 
 #: Bytes a request takes in a batch, beyond its messages (the body's other fields).

@@ -57,9 +57,14 @@ from itemeval.providers import (
     UncertainCreate,
     make_batch_client,
 )
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.worker import ShardRunner, generate_target, judge_target
+from itemeval.runtime import (
+    RunContext,
+    Shard,
+    ShardRunner,
+    ShardSummary,
+    generate_target,
+    judge_target,
+)
 from itemeval.store import GRADES, SOLUTIONS
 
 #: After a cancel at the deadline, how long a batch may take to end before it is left to a

@@ -38,8 +38,7 @@ from itemeval.config import load_study
 from itemeval.errors import ExitCode
 from itemeval.planning import make_plan
 from itemeval.providers.types import Usage
-from itemeval.runtime.driver import RunOptions, run_study
-from itemeval.runtime.worker import generate_target, judge_target
+from itemeval.runtime import RunOptions, generate_target, judge_target, run_study
 from itemeval.store import ResponseCache, StudyStore, cache_key, latest_manifest
 
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True)

@@ -155,7 +155,7 @@ def test_the_workers_of_a_local_ray_start_with_pandas_out_of_pyarrows_sight():
     out = _python(
         """
         import ray
-        from itemeval.runtime.cluster import ray_cluster
+        from itemeval.runtime._cluster import ray_cluster
 
         def convert():
             import sys

@@ -29,7 +29,7 @@ MOVED = {
     "TemplateFieldError": "itemeval.render",
     "ScorerError": "itemeval.scoring._custom",
     "LedgerUnavailable": "itemeval.calls._spend",
-    "WorkerLost": "itemeval.runtime.dispatch",
+    "WorkerLost": "itemeval.runtime._dispatch",
     "Interrupted": "itemeval.calls._shard_calls",
 }
 

@@ -1,6 +1,6 @@
 """`EndpointLimiter`: everything one endpoint's limits need, in one place, for every caller.
 
-On a cluster one of these lives in a named Ray actor per endpoint (`runtime/actors.py`), shared
+On a cluster one of these lives in a named Ray actor per endpoint (`runtime/_actors.py`), shared
 by every worker of every driver that calls the endpoint; without Ray one lives in the process.
 It holds:
 

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from itemeval.datasets import WorkItem, table_to_items
 from itemeval.errors import StoreError
-from itemeval.runtime.shards import Shard
+from itemeval.runtime._shards import Shard
 from itemeval.store import (
     SOLUTION_SCHEMA,
     SOLUTIONS,

@@ -20,7 +20,7 @@ from typing import Any
 
 from itemeval.config import StudyConfig
 from itemeval.planning import make_plan
-from itemeval.runtime.driver import RunOptions, RunOutcome
+from itemeval.runtime._driver import RunOptions, RunOutcome
 
 
 def pilot_items(study: StudyConfig, options: RunOptions) -> int:

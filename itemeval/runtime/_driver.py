@@ -37,8 +37,8 @@ from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode, StoreFailedMidRun
 from itemeval.planning import Plan, check_cap_bounds, commit_plan, gate, make_plan, restrict_plan
 from itemeval.providers import EndpointProbe
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.dispatch import (
+from itemeval.runtime._context import RunContext
+from itemeval.runtime._dispatch import (
     Cap,
     Executor,
     RowCost,
@@ -47,11 +47,11 @@ from itemeval.runtime.dispatch import (
     count_unreported_rows,
     dispatch,
 )
-from itemeval.runtime.executors import open_executor, run_context
-from itemeval.runtime.failures import failed_mid_run
-from itemeval.runtime.progress import Progress
-from itemeval.runtime.shards import Shard, generate_shards, grade_shards
-from itemeval.runtime.timeline import TIMELINE
+from itemeval.runtime._executors import open_executor, run_context
+from itemeval.runtime._failures import failed_mid_run
+from itemeval.runtime._progress import Progress
+from itemeval.runtime._shards import Shard, generate_shards, grade_shards
+from itemeval.runtime._timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import (
     GRADES,
@@ -153,7 +153,7 @@ def run_study(
     """Run the requested stages of `study`; returns how it ended (never raises for cell errors).
     With `options.pilot`, a pilot first, then the rest after the gate agreed again."""
     if options.pilot is not None:
-        from itemeval.runtime.pilot import run_with_pilot
+        from itemeval.runtime._pilot import run_with_pilot
 
         return run_with_pilot(study, options, run_study, executor_factory=executor_factory)
     if options.adaptive and options.only_items is None and any(m.adaptive for m in study.models):

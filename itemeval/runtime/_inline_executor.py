@@ -13,10 +13,10 @@ import threading
 from typing import Any
 
 from itemeval.calls import LedgerState, LocalSpendSource, SpendLedger
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.event_loop import new_event_loop
-from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.worker import ShardRunner
+from itemeval.runtime._context import RunContext
+from itemeval.runtime._event_loop import new_event_loop
+from itemeval.runtime._shards import Shard, ShardSummary
+from itemeval.runtime._worker import ShardRunner
 
 
 class InlineExecutor:

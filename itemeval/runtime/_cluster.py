@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from itemeval.runtime.timeline import TIMELINE
+from itemeval.runtime._timeline import TIMELINE
 
 #: The Ray namespace of every named actor itemeval creates (limiters, ledgers).
 NAMESPACE = "itemeval"

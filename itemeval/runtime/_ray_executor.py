@@ -34,17 +34,17 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from itemeval.calls import LedgerState
 from itemeval.errors import ConfigError, Problem
 from itemeval.providers.limits import endpoint_limits
-from itemeval.runtime.actors import (
+from itemeval.runtime._actors import (
     ActorSpendSource,
     BudgetActor,
     LimiterSpec,
     WorkerActor,
     limiter_name,
 )
-from itemeval.runtime.cluster import NAMESPACE
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.dispatch import WorkerLost
-from itemeval.runtime.shards import Shard, ShardSummary
+from itemeval.runtime._cluster import NAMESPACE
+from itemeval.runtime._context import RunContext
+from itemeval.runtime._dispatch import WorkerLost
+from itemeval.runtime._shards import Shard, ShardSummary
 
 #: A limiter that has not answered a touch for this long is reported as not answering.
 LIMITER_SILENT_S = 5.0

@@ -44,10 +44,10 @@ from itemeval.planning import GenerateCondition, GradeCondition
 from itemeval.providers import EndpointSettings, make_provider
 from itemeval.providers.limits import PermitSource, SlotSource, machine_source
 from itemeval.providers.types import ModelRequest, Provider
-from itemeval.runtime.baseline import baseline_texts
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.shard_reads import ShardReads
-from itemeval.runtime.shards import Shard, ShardSummary
+from itemeval.runtime._baseline import baseline_texts
+from itemeval.runtime._context import RunContext
+from itemeval.runtime._shard_reads import ShardReads
+from itemeval.runtime._shards import Shard, ShardSummary
 from itemeval.scoring import score
 from itemeval.store import (
     GRADES,
@@ -283,7 +283,7 @@ class ShardRunner:
 
     def baseline_texts(self, shard: Shard, base: str) -> dict[tuple[str, int], tuple[str, str]]:
         """`(item_id, epoch) -> (text_hash, text)` of the baseline's current `ok` answers to
-        the shard's cells (`runtime.baseline.baseline_texts`)."""
+        the shard's cells (`runtime._baseline.baseline_texts`)."""
         return baseline_texts(self.store, base, shard.cells.select(["item_id", "epoch"]))
 
     # -- verifiable scorers ----------------------------------------------------------------

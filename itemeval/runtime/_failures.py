@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from itemeval.errors import StoreError, StoreFailedMidRun
-from itemeval.runtime.dispatch import StageResult
-from itemeval.runtime.progress import Progress
+from itemeval.runtime._dispatch import StageResult
+from itemeval.runtime._progress import Progress
 from itemeval.secrets import redact
 from itemeval.storage import access_problem
 

@@ -32,10 +32,10 @@ from itemeval._util.heap import limit_malloc_arenas, settle_worker_heap
 from itemeval.calls import LedgerReply, LedgerState, SpendLedger
 from itemeval.providers import EndpointSettings
 from itemeval.providers.limits import EndpointLimiter, EndpointLimits, Grant, endpoint_identity
-from itemeval.runtime.cluster import NAMESPACE
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.worker import ShardRunner
+from itemeval.runtime._cluster import NAMESPACE
+from itemeval.runtime._context import RunContext
+from itemeval.runtime._shards import Shard, ShardSummary
+from itemeval.runtime._worker import ShardRunner
 
 #: A detached limiter that no job has used for this long exits by itself.
 LIMITER_IDLE_EXIT_S = 300.0

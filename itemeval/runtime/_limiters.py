@@ -12,8 +12,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from itemeval.runtime.actors import LIMITER_PREFIX
-from itemeval.runtime.cluster import NAMESPACE, ray_cluster
+from itemeval.runtime._actors import LIMITER_PREFIX
+from itemeval.runtime._cluster import NAMESPACE, ray_cluster
 
 
 @dataclass(frozen=True, slots=True)

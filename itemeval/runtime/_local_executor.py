@@ -32,10 +32,10 @@ import time
 from typing import Any
 
 from itemeval.calls import LedgerState
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.inline_executor import InlineExecutor
-from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.timeline import TIMELINE
+from itemeval.runtime._context import RunContext
+from itemeval.runtime._inline_executor import InlineExecutor
+from itemeval.runtime._shards import Shard, ShardSummary
+from itemeval.runtime._timeline import TIMELINE
 
 #: How long a local run works in its own process before it decides about Ray.
 WATCH_S = 3.0
@@ -194,19 +194,19 @@ class LocalExecutor:
             )
 
     def _start_ray(self, why: str) -> None:
-        from itemeval.runtime.cluster import ray_cluster
+        from itemeval.runtime._cluster import ray_cluster
 
         stack = contextlib.ExitStack()
         cluster = stack.enter_context(ray_cluster(None, quiet=self._quiet))
         self._cluster = stack
-        from itemeval.runtime.ray_executor import RayExecutor  # imports ray: after its setup
+        from itemeval.runtime._ray_executor import RayExecutor  # imports ray: after its setup
 
         workers = self._ray_workers or max(1, cluster.cpus - 1)
         in_flight = self._shards_in_flight or 2 * workers
         context = self._context
 
         def make_source(state: LedgerState) -> Any:
-            from itemeval.runtime.actors import ActorSpendSource
+            from itemeval.runtime._actors import ActorSpendSource
 
             self.ray = RayExecutor(
                 context,
@@ -223,7 +223,7 @@ class LocalExecutor:
             # Before any worker leases slots: the runner's calls keep theirs, in the pools.
             self.ray.lease_for(INLINE_HOLDER, self.inline.slots_in_use())
             self._leased_at = time.monotonic()
-            from itemeval.runtime.actors import ActorLimiterSource
+            from itemeval.runtime._actors import ActorLimiterSource
 
             self.inline.share_limits(
                 {name: ActorLimiterSource(spec) for name, spec in self.ray.limiter_specs.items()}

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from typing import Any, TextIO
 
-from itemeval.runtime.shards import ShardSummary
+from itemeval.runtime._shards import ShardSummary
 
 LOG_EVERY_S = 10.0
 REDRAW_EVERY_S = 0.25

@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from itemeval.planning import Plan
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.dispatch import Executor
+from itemeval.runtime._context import RunContext
+from itemeval.runtime._dispatch import Executor
 from itemeval.store import STUDY_CACHE_DIR, default_cache_url
 
 if TYPE_CHECKING:
-    from itemeval.runtime.driver import RunOptions
+    from itemeval.runtime._driver import RunOptions
 
 
 def run_context(plan: Plan, run_id: str, options: RunOptions, *, capped: bool) -> RunContext:
@@ -68,7 +68,7 @@ def open_executor(
         if factory is not None:
             executor = factory(context)
         elif options.no_ray:
-            from itemeval.runtime.inline_executor import InlineExecutor
+            from itemeval.runtime._inline_executor import InlineExecutor
 
             per_worker = runtime.shards_in_flight or 4
             executor = InlineExecutor(
@@ -77,10 +77,10 @@ def open_executor(
                 budget_cap=budget_cap,
             )
         elif options.address or os.environ.get("RAY_ADDRESS") or _ray_already_up(runtime):
-            from itemeval.runtime.cluster import ray_cluster
+            from itemeval.runtime._cluster import ray_cluster
 
             cluster = stack.enter_context(ray_cluster(options.address, quiet=options.quiet))
-            from itemeval.runtime.ray_executor import RayExecutor  # imports ray: after its setup
+            from itemeval.runtime._ray_executor import RayExecutor  # imports ray: after its setup
 
             # Without runtime.workers the workers follow the cluster: one per CPU as it grows.
             workers = runtime.workers or cluster.cpus
@@ -95,7 +95,7 @@ def open_executor(
                 autoscale=cluster.shared and runtime.workers is not None,
             )
         else:
-            from itemeval.runtime.local_executor import LocalExecutor
+            from itemeval.runtime._local_executor import LocalExecutor
 
             executor = LocalExecutor(
                 _on_this_machine(with_shares(context, 1), stack),

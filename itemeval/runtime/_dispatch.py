@@ -30,9 +30,9 @@ import pyarrow.compute as pc
 
 from itemeval.calls import LedgerState
 from itemeval.errors import WorkerLost
-from itemeval.runtime.progress import Progress
-from itemeval.runtime.shards import Barrier, Shard, ShardSummary
-from itemeval.runtime.timeline import TIMELINE
+from itemeval.runtime._progress import Progress
+from itemeval.runtime._shards import Barrier, Shard, ShardSummary
+from itemeval.runtime._timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import SpendRecord, StageCounts
 from itemeval.store.fragments import read_partitions
