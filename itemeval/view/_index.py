@@ -42,7 +42,7 @@ from itemeval.export import (
     plain_columns,
     primary_grader,
 )
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, SnapshotInfo, read_snapshot_info
 from itemeval.store.fragments import (
     compaction_generation,
