@@ -4,6 +4,10 @@
 of an old path (or of anything below it) with the module at the new path, registered under both
 names, and warns with a `DeprecationWarning` naming the new path. Old paths are removed in the
 next release (CHANGELOG.md).
+
+One edge: importing an old module path binds the module on its package, as every import does;
+where the package also exports a function of that name (`itemeval.store.compact`), the module
+then shadows the function in that process. The new paths never do this.
 """
 
 from __future__ import annotations
