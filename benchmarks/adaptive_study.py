@@ -40,8 +40,8 @@ import yaml
 from itemeval.config import load_study
 from itemeval.irt.analysis import study_responses
 from itemeval.irt.study_run import read_adaptive
-from itemeval.planning.plan import make_plan
-from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.planning import make_plan
+from itemeval.runtime import RunOptions, run_study
 from itemeval.store import StudyStore
 
 REPO = Path(__file__).resolve().parents[1]

@@ -127,7 +127,7 @@ def run_pipeline(args: argparse.Namespace, url: str, server_pid: int) -> dict[st
     import ray
 
     from itemeval.config import load_study
-    from itemeval.runtime import driver
+    from itemeval.runtime import _driver as driver
 
     with tempfile.TemporaryDirectory(prefix="itemeval-bench-") as tmp:
         folder = Path(tmp)

@@ -77,7 +77,7 @@ def main() -> int:
 def fill_cache(path: Path, epochs: int, text_kb: float) -> int:
     """`epochs` cached answers per item and condition, as a journal would have written them."""
     from itemeval.config import load_study
-    from itemeval.planning.plan import make_plan
+    from itemeval.planning import make_plan
     from itemeval.store import ResponseCache, cache_group
 
     study = load_study(path)

@@ -36,7 +36,7 @@ import pyarrow as pa
 import yaml
 
 from itemeval.config import load_study
-from itemeval.planning.plan import commit_plan, make_plan
+from itemeval.planning import commit_plan, make_plan
 from itemeval.store import GRADE_SCHEMA, SOLUTION_SCHEMA, StudyStore, compact, text_hash
 from itemeval.store.fragments import write_fragment
 

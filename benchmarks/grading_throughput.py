@@ -33,7 +33,7 @@ def main() -> None:
     import ray
 
     from itemeval.config import load_study
-    from itemeval.runtime import driver
+    from itemeval.runtime import _driver as driver
 
     with tempfile.TemporaryDirectory(prefix="itemeval-grade-") as tmp:
         folder = Path(tmp)

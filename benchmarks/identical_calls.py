@@ -39,7 +39,7 @@ def one_run(root: Path, endpoint: str, bucket: str) -> dict:
     import pyarrow.compute as pc
 
     from itemeval.config import load_study
-    from itemeval.runtime.driver import RunOptions, run_study
+    from itemeval.runtime import RunOptions, run_study
     from itemeval.store import StudyStore
 
     study = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())

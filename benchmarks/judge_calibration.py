@@ -46,12 +46,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from itemeval.calls.requests import VERDICT
+from itemeval.calls import VERDICT
 from itemeval.judging import analyse_pairwise, calibrate, parse_pairwise_verdict
-from itemeval.providers.settings import SimModelSpec, SimSettings
+from itemeval.providers import SimModelSpec, SimSettings
 from itemeval.scoring import parse_structured_verdict
-from itemeval.simulator.answers import solution_matches
-from itemeval.simulator.engine import Simulator, pairwise_preference
+from itemeval.simulator import Simulator, pairwise_preference, solution_matches
 
 JUDGE_PROMPT = "Grade the response.\nReference: {target}\nResponse: {solution}"
 

@@ -110,7 +110,7 @@ def sweep(items: int, path_kind: str, driver: str) -> dict[str, float]:
     import ray
 
     from itemeval.config import load_study
-    from itemeval.runtime.driver import RunOptions, run_study
+    from itemeval.runtime import RunOptions, run_study
 
     with tempfile.TemporaryDirectory(prefix="itemeval-sweep-") as tmp:
         folder = Path(tmp)

@@ -134,9 +134,7 @@ def case_workers(root: Path) -> dict:
     import ray
 
     from itemeval.config import load_study
-    from itemeval.runtime.driver import RunOptions, run_study
-    from itemeval.runtime.executors import with_shares
-    from itemeval.runtime.ray_executor import RayExecutor
+    from itemeval.runtime import RayExecutor, RunOptions, run_study, with_shares
 
     folder = root / "workers"
     kills = 0
@@ -189,7 +187,7 @@ def case_writes(root: Path) -> dict:
     from s3_fault_proxy import s3_fault_proxy
 
     from itemeval.config import load_study
-    from itemeval.runtime.driver import RunOptions, run_study
+    from itemeval.runtime import RunOptions, run_study
 
     folder = root / "writes"
     port = free_port()
@@ -251,8 +249,8 @@ def case_cap(root: Path) -> dict:
     import pyarrow.compute as pc
 
     from itemeval.config import load_study
-    from itemeval.planning.plan import make_plan
-    from itemeval.runtime.driver import RunOptions, run_study
+    from itemeval.planning import make_plan
+    from itemeval.runtime import RunOptions, run_study
     from itemeval.store import StudyStore
 
     folder = root / "cap"
@@ -308,7 +306,7 @@ def _server_usd(url: str, model: str, pricing_file: Path | None = None) -> float
     """What the sim-server answered, priced independently of the run: its own token counts
     (answers to attempts the client abandoned included) at `model`'s price. The server counts
     totals, not calls: a long-context tier applies to the total when every call passed it."""
-    from itemeval.providers.money.pricing import Pricing
+    from itemeval.providers.money import Pricing
     from itemeval.providers.types import Usage
 
     deadline = time.monotonic() + 10
@@ -352,8 +350,8 @@ def case_unpriced(root: Path) -> dict:
     sent; with its price declared in a pricing file, capped at that price."""
     from itemeval.config import load_study
     from itemeval.errors import ConfigError
-    from itemeval.planning.plan import make_plan
-    from itemeval.runtime.driver import RunOptions, run_study
+    from itemeval.planning import make_plan
+    from itemeval.runtime import RunOptions, run_study
 
     overrides = {
         "models": [{"id": "acme-ft", "endpoint": "sim"}],
@@ -395,8 +393,8 @@ def case_longctx(root: Path) -> dict:
     import pyarrow.compute as pc
 
     from itemeval.config import load_study
-    from itemeval.planning.plan import make_plan
-    from itemeval.runtime.driver import RunOptions, run_study
+    from itemeval.planning import make_plan
+    from itemeval.runtime import RunOptions, run_study
     from itemeval.store import StudyStore
 
     folder = root / "longctx"
@@ -434,8 +432,8 @@ def case_pilot(root: Path) -> dict:
     (below what the whole study costs, at least half its estimate)."""
     from itemeval.config import load_study
     from itemeval.errors import BudgetExceeded
-    from itemeval.planning.plan import make_plan
-    from itemeval.runtime.driver import RunOptions, run_study
+    from itemeval.planning import make_plan
+    from itemeval.runtime import RunOptions, run_study
     from itemeval.store import StudyStore, list_manifests, read_manifest
 
     overrides = {  # a verbose model cut at max_tokens: the estimate is close to the cost
@@ -475,7 +473,7 @@ def case_deadline(root: Path) -> dict:
     0.1 s) and is retried; the server answers, and bills, each one anyway (a verbose model:
     each answer runs to max_tokens)."""
     from itemeval.config import load_study
-    from itemeval.runtime.driver import RunOptions, run_study
+    from itemeval.runtime import RunOptions, run_study
 
     folder = root / "deadline"
     max_usd = 0.25

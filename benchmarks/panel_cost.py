@@ -33,7 +33,7 @@ import yaml
 
 from itemeval import Study
 from itemeval.config import load_study
-from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.runtime import RunOptions, run_study
 from itemeval.store import StudyStore
 
 JUDGES = {

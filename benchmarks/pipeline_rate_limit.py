@@ -42,7 +42,7 @@ def main() -> None:
     import ray
 
     from itemeval.config import load_study
-    from itemeval.runtime.driver import RunOptions, run_study
+    from itemeval.runtime import RunOptions, run_study
 
     server, url = start_server(50, "--rpm", str(args.rpm))
     try:

@@ -108,7 +108,7 @@ def prepare(folder: Path, items: int, store: str) -> None:
     path = _study(folder)
     if store != "empty":
         from itemeval.config import load_study
-        from itemeval.runtime.driver import RunOptions, run_study
+        from itemeval.runtime import RunOptions, run_study
 
         outcome = run_study(load_study(path), RunOptions(yes=True, quiet=True, no_ray=True))
         assert outcome.exit_code == 0, outcome.message
@@ -122,8 +122,8 @@ def measure(folder: Path) -> dict[str, Any]:
     sampler.start()
     from itemeval._util.heap import limit_malloc_arenas
     from itemeval.config import load_study
-    from itemeval.planning import plan as planning
-    from itemeval.runtime import driver
+    from itemeval.planning import _plan as planning
+    from itemeval.runtime import _driver as driver
 
     limit_malloc_arenas()  # as the command's process does
     base = rss_mb()

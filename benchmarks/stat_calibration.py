@@ -17,7 +17,7 @@ accuracies are known, runs the same code the report runs (`statistics.paired.com
 5. a clustered case (items in groups sharing a difficulty and a gap between the conditions):
    intervals over items under-cover, intervals over clusters (`analysis.cluster_by`) cover.
 
-Response models: `sim` is the simulator's own (`simulator.model.p_correct`, logistic in
+Response models: `sim` is the simulator's own (`simulator._model.p_correct`, logistic in
 ability - difficulty, slope 8); `guess` adds a guessing floor (multiple choice with 4 options:
 p = 1/4 + 3/4 logistic, with another slope per model); `topics` gives each model its own skill
 per topic (5 topics, items spread over them), so the conditions' gap varies between items in a
@@ -40,7 +40,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from itemeval.simulator.model import SLOPE  # noqa: E402
+from itemeval.simulator._model import SLOPE  # noqa: E402
 from itemeval.statistics._intervals import bootstrap_proportion  # noqa: E402
 from itemeval.statistics._paired import compare  # noqa: E402
 from itemeval.statistics._power import DesignVariance, items_needed  # noqa: E402

@@ -40,7 +40,7 @@ sys.path[:0] = [str(REPO / "tests" / "runtime")]
 from runtime_files import sim_server, sim_stats, write_items, write_study  # noqa: E402
 
 from itemeval.config import load_study  # noqa: E402
-from itemeval.runtime.driver import RunOptions, run_study  # noqa: E402
+from itemeval.runtime._driver import RunOptions, run_study  # noqa: E402
 
 PRICE_IN, PRICE_OUT = 3.00 / 1e6, 15.00 / 1e6  # sim/strong in the packaged price table
 SETTINGS = {

@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE))
 from generated_data import write_dataset  # noqa: E402
 
 from itemeval.config import load_study  # noqa: E402
-from itemeval.planning.plan import commit_plan, make_plan  # noqa: E402
+from itemeval.planning._plan import commit_plan, make_plan  # noqa: E402
 from itemeval.store import GRADE_SCHEMA, SOLUTION_SCHEMA, StudyStore, compact, text_hash  # noqa: E402
 from itemeval.store.fragments import write_fragment  # noqa: E402
 

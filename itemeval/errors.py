@@ -17,7 +17,7 @@ homes re-export them.
 Some stay near their code: no code outside their module raises or catches them, and no user
 reads them.
 
-* `itemeval.runtime.worker.RunGone`: a worker's shard outlived its driver; it ends that orphaned
+* `itemeval.runtime._worker.RunGone`: a worker's shard outlived its driver; it ends that orphaned
   worker's task, and nobody is left to read it.
 * `_Busy` (machine limiter), `_NotFound` (simulated batch API), `_Reject` (Every Eval Ever
   reader), `_NotUtf8` (CSV reader): private to their module.
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 # This module imports nothing of itemeval's when it loads (secrets imports it): these are for
 # annotations, and two methods below import what they use when called.
 if TYPE_CHECKING:
-    from itemeval.calls.shard_calls import CallOutcome
+    from itemeval.calls import CallOutcome
     from itemeval.providers.types import ErrorCode, ModelResult
 
 

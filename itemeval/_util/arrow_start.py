@@ -40,7 +40,7 @@ class _WithoutPandas:
 def skip_pandas_probe() -> None:
     """Import pyarrow's modules and make its first conversion with pandas out of sight, if
     pandas is not imported yet. Once per process, at a command's start (`cli.main.entry`) and
-    in the workers of a local Ray (`runtime.cluster`), never in a library user's process."""
+    in the workers of a local Ray (`runtime._cluster`), never in a library user's process."""
     if "pandas" in sys.modules:
         return  # already paid for: pyarrow may as well use it
     finder = _WithoutPandas()

@@ -27,7 +27,7 @@ def lazy_exports(
     """`__all__`, `__getattr__` and `__dir__` of `package`. `exports` names, line by line, a
     module and its public names (`module: name name ...`; a line without a colon goes on with
     the module above), or maps each name to its module. A module is one of the package (`plan`,
-    `limits.ratebucket`) or an absolute path (`itemeval.api`). A name not exported is looked up
+    `limits._ratebucket`) or an absolute path (`itemeval.api`). A name not exported is looked up
     in `fallback` (a module of the package) when given: the names of a module the package
     replaced."""
     namespace = sys.modules[package].__dict__

@@ -21,25 +21,33 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from itemeval.datasets.adapters import DatasetSource, open_source
-from itemeval.datasets.adapters.convert import (
+from itemeval.datasets.adapters import (
+    SUFFIX_FORMATS,
     ConvertSource,
+    DatasetSource,
     complete_meta,
+    default_name,
     open_convert_source,
+    open_source,
     set_attribute,
+    validation_problems,
 )
-from itemeval.datasets.adapters.mapping import validation_problems
-from itemeval.datasets.adapters.source import SUFFIX_FORMATS, default_name
-from itemeval.datasets.format import Dialect, ProblemLog, Where, read_dataset, write_dataset
-from itemeval.datasets.format.attribute_files import ATTRIBUTES_SUFFIX
-from itemeval.datasets.format.dialect import item_record, meta_record
-from itemeval.datasets.format.directory import (
+from itemeval.datasets.format import (
+    ATTRIBUTES_SUFFIX,
     DEFAULT_ITEMS_PER_PART,
+    ITEM_ATTRIBUTES,
+    Dialect,
+    Item,
+    ProblemLog,
+    Where,
     is_dataset_directory,
+    item_record,
+    iter_records,
+    meta_record,
+    read_dataset,
     scan_item_file,
+    write_dataset,
 )
-from itemeval.datasets.format.item import ITEM_ATTRIBUTES, Item
-from itemeval.datasets.format.records import iter_records
 from itemeval.errors import ConfigError, DatasetError, InputError, Problem
 from itemeval.storage import Location, resolve
 

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 from itemeval.errors import InputError, Problem
 
 if TYPE_CHECKING:
-    from itemeval.runtime.limiters import LimiterInfo
+    from itemeval.runtime import LimiterInfo
 
 
 def list_limiters(address: str | None = None) -> list[LimiterInfo]:
     """Every itemeval limiter on the Ray cluster at `address` (default: `RAY_ADDRESS`, else
     this machine's), each with its state (None when it did not answer)."""
-    from itemeval.runtime.limiters import list_limiters as listed
+    from itemeval.runtime import list_limiters as listed
 
     with _cluster_problem():
         return listed(address or "auto")
@@ -36,7 +36,7 @@ def remove_limiters(names: Sequence[str] | None = None, *, address: str | None =
     """Remove the named limiters (all of them when `names` is None); returns the
     names removed. Jobs still running against a removed limiter create it again at their next
     call."""
-    from itemeval.runtime.limiters import remove_limiters as removed
+    from itemeval.runtime import remove_limiters as removed
 
     with _cluster_problem():
         return removed(address or "auto", None if names is None else list(names))

@@ -55,8 +55,7 @@ from itemeval.export import (
     write_report,
 )
 from itemeval.judging import JudgeAnalysis, PairwiseAnalysis
-from itemeval.planning.design import Design, build_design
-from itemeval.planning.plan import Plan, make_plan
+from itemeval.planning import Design, Plan, build_design, make_plan
 
 if TYPE_CHECKING:
     from itemeval.irt import IrtResult
@@ -198,7 +197,7 @@ class Study:
         (docs/irt.md). Raises for bad input, a declined gate (exit 3) or a cap the
         estimate already exceeds (exit 4); how the run itself ended is in the result.
         """
-        from itemeval.runtime.driver import RunOptions, run_study
+        from itemeval.runtime import RunOptions, run_study
 
         chosen = _stages(stages)
         options = RunOptions(

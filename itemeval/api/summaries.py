@@ -11,11 +11,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from itemeval.errors import ExitCode
-from itemeval.planning.design import Design
-from itemeval.planning.estimate import Estimate
-from itemeval.planning.plan import Plan
-from itemeval.runtime.dispatch import StageResult
-from itemeval.runtime.driver import RunOutcome
+from itemeval.planning import Design, Estimate, Plan
+from itemeval.runtime import RunOutcome, StageResult
 from itemeval.store import RunsSpend
 
 if TYPE_CHECKING:

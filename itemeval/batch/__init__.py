@@ -14,9 +14,9 @@ The public names are the ones below; the modules are private:
 * `_tier`     the driver's hook: which cells go where, the thread the batches run in, and the
   leftovers handed to the live dispatch (`BatchTier`)
 
-The wire formats are in `itemeval/providers/` (`batch_client.py`, `openai_batch.py`,
-`anthropic_batch.py`). This package uses the call path's plain pieces (`calls/requests.py`,
-`calls/rows.py`, the journal, the ledger's `SpendSource`), `runtime/worker.ShardRunner`'s
+The wire formats are in `itemeval/providers/` (`_batch_client.py`, `_openai_batch.py`,
+`_anthropic_batch.py`). This package uses the call path's plain pieces (`calls/_requests.py`,
+`calls/_rows.py`, the journal, the ledger's `SpendSource`), `runtime/_worker.ShardRunner`'s
 readers, and never imports Ray.
 """
 

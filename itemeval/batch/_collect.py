@@ -1,6 +1,6 @@
 """From a batch's results to rows: store rows (`tier = batch`), response-cache rows, leftovers.
 
-The rows are those a live call would have written (`calls/rows.py`), with the batch price in
+The rows are those a live call would have written (`calls/_rows.py`), with the batch price in
 `usd`: the cell that carried a request pays it, a cell that shared it (the same request key) is
 a response-cache hit of it. A request the batch did not process (expired, cancelled, missing
 from the results) or that failed transiently (a server error, a rate limit) leaves its cells as
@@ -18,13 +18,11 @@ from typing import Any
 import pyarrow as pa
 
 from itemeval.batch._records import BatchRecord
-from itemeval.calls.rows import Call, grade_row, response_row, solution_row
-from itemeval.providers.batch_client import BatchResult, BatchStatus
-from itemeval.providers.money.pricing import ModelPrice
+from itemeval.calls import Call, grade_row, response_row, solution_row
+from itemeval.providers import BatchResult, BatchStatus
+from itemeval.providers.money import ModelPrice
 from itemeval.providers.types import ModelResult
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.worker import ShardRunner, fold_rows
+from itemeval.runtime import RunContext, Shard, ShardRunner, ShardSummary, fold_rows
 from itemeval.store import TIER_BATCH
 
 #: Columns of a cell that say where it is (kept in leftovers, to make shards of them again).

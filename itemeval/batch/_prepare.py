@@ -2,7 +2,7 @@
 
     hits = await prepare_shard(shard, buffer, context=..., runner=..., shard_id=...)
 
-A shard's requests are built by `calls/requests.py` (so a batch asks exactly what a live call
+A shard's requests are built by `calls/_requests.py` (so a batch asks exactly what a live call
 would, with the same cache key). What the response cache answers becomes rows at once (`tier =
 batch`, `cached`, $0) and `prepare_shard` returns their summary; the other requests go into the
 condition's `Buffer`, one request per distinct key (cells that ask the same share it: the first
@@ -22,14 +22,26 @@ from typing import Any
 import pyarrow as pa
 
 from itemeval.batch._records import CELL_SCHEMA, BatchRecord
-from itemeval.calls.requests import generate_requests, judge_requests, pairwise_requests
-from itemeval.calls.rows import Call, grade_row, solution_row
-from itemeval.calls.shard_calls import CallTarget
-from itemeval.providers.batch_client import BatchClient
+from itemeval.calls import (
+    Call,
+    CallTarget,
+    generate_requests,
+    grade_row,
+    judge_requests,
+    pairwise_requests,
+    solution_row,
+)
+from itemeval.providers import BatchClient
 from itemeval.providers.types import ModelRequest
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.worker import ShardRunner, fold_rows, generate_target, judge_target
+from itemeval.runtime import (
+    RunContext,
+    Shard,
+    ShardRunner,
+    ShardSummary,
+    fold_rows,
+    generate_target,
+    judge_target,
+)
 from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, cache_key, request_hashes
 
 #: Bytes a request takes in a batch, beyond its messages (the body's other fields).

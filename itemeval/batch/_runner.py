@@ -4,7 +4,7 @@
     outcome = await stage.run(shards, adopted)   # the cells to batch; records taken over
 
 For each shard (cells of one condition in one items part) the requests are rendered as the live
-path renders them (`calls/requests.py`); the response cache answers what it can (those rows
+path renders them (`calls/_requests.py`); the response cache answers what it can (those rows
 are written at once, `tier = batch`, `cached`); requests with the same key are sent once. The
 rest go into batches of one condition each, in this order:
 
@@ -49,18 +49,22 @@ from itemeval.batch._records import (
     Owner,
     new_local_id,
 )
-from itemeval.calls.shard_calls import worst_case_usd
-from itemeval.calls.spend import SpendSource
-from itemeval.providers.batch_client import (
+from itemeval.calls import SpendSource, worst_case_usd
+from itemeval.providers import (
     BatchApiError,
     BatchClient,
     BatchStatus,
     UncertainCreate,
     make_batch_client,
 )
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.shards import Shard, ShardSummary
-from itemeval.runtime.worker import ShardRunner, generate_target, judge_target
+from itemeval.runtime import (
+    RunContext,
+    Shard,
+    ShardRunner,
+    ShardSummary,
+    generate_target,
+    judge_target,
+)
 from itemeval.store import GRADES, SOLUTIONS
 
 #: After a cancel at the deadline, how long a batch may take to end before it is left to a

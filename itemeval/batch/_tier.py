@@ -33,12 +33,21 @@ import numpy as np
 
 from itemeval.batch._records import BatchLog, BatchRecord
 from itemeval.batch._runner import BatchStage, StageOutcome
-from itemeval.calls.spend import SpendSource
-from itemeval.planning.plan import Plan
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.dispatch import Cap, RowCost, StageResult, Stop, fold
-from itemeval.runtime.progress import Progress
-from itemeval.runtime.shards import Shard, ShardSummary, generate_shards, grade_shards
+from itemeval.calls import SpendSource
+from itemeval.planning import Plan
+from itemeval.runtime import (
+    Cap,
+    Progress,
+    RowCost,
+    RunContext,
+    Shard,
+    ShardSummary,
+    StageResult,
+    Stop,
+    fold,
+    generate_shards,
+    grade_shards,
+)
 from itemeval.store import ITEMS_PER_PART, CellMasks
 
 #: Shard ids of the batch tier's summaries start here (live shards count from 0 per stage).

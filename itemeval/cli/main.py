@@ -77,10 +77,10 @@ def entry() -> None:
     keeps few malloc arenas (`runtime.heap.limit_malloc_arenas`): a local run's shards run
     here. pyarrow does not import pandas to learn whether it is there (`arrow_start`). A local
     Ray the run started is not stopped one process at a time: it ends with this process
-    (`runtime.cluster.process_ends_after_run`)."""
+    (`runtime._cluster.process_ends_after_run`)."""
     from itemeval._util.arrow_start import skip_pandas_probe
     from itemeval._util.heap import limit_malloc_arenas
-    from itemeval.runtime.cluster import process_ends_after_run
+    from itemeval.runtime import process_ends_after_run
 
     limit_malloc_arenas()
     skip_pandas_probe()

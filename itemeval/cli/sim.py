@@ -133,8 +133,8 @@ def _read_models(path: Path) -> dict[str, Any]:
 
 def build_settings(args: argparse.Namespace) -> tuple[Any, Any]:
     """The simulator and server-limit settings from the parsed flags."""
-    from itemeval.providers.settings import SimSettings
-    from itemeval.simulator.server import ServerLimits
+    from itemeval.providers import SimSettings
+    from itemeval.simulator import ServerLimits
 
     raw: dict[str, Any] = {
         "seed": args.seed,
@@ -189,7 +189,7 @@ def run_sim_server(args: argparse.Namespace) -> int:
 
 
 async def _serve(settings: Any, limits: Any, port: int) -> None:
-    from itemeval.simulator.server import start_server
+    from itemeval.simulator import start_server
 
     try:
         running = await start_server(settings, limits, port=port)

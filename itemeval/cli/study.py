@@ -22,7 +22,7 @@ from itemeval.cli.options import (
 from itemeval.errors import ExitCode
 
 if TYPE_CHECKING:
-    from itemeval.planning.estimate import Estimate
+    from itemeval.planning import Estimate
     from itemeval.statistics._power import PowerPlan
 
 

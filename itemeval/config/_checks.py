@@ -15,7 +15,7 @@ from itemeval.config._models import StudyConfig
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import slugify
 from itemeval.plugins import PROVIDER_GROUP, load_plugin
-from itemeval.providers.settings import BUILTIN_KINDS
+from itemeval.providers import BUILTIN_KINDS
 from itemeval.scoring import scorer_identity
 from itemeval.secrets import KEY_HINT
 from itemeval.storage import url_under

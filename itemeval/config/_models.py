@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from itemeval.datasets.adapters import DatasetSource
 from itemeval.ids import slugify
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers import EndpointSettings
 from itemeval.providers.types import SamplingParams
 from itemeval.secrets import option_problems
 from itemeval.storage import OptionsByUrl

@@ -6,14 +6,15 @@ the study's dataset locks.
     for batch in handle.iter_batches(1000):
         ...
 
-- `workitem.py`: the canonical work item (`WorkItem`) and the arrow schema of item tables
+- `_workitem`: the canonical work item (`WorkItem`) and the arrow schema of item tables
 - `format/`: the item and dataset format (item spec and dataset spec v3.3): reader, writer,
   and its two dialects (the spec's and the reference reader's)
 - `adapters/`: every input format to `WorkItem`s (the item format, mapped JSONL/CSV/parquet
   files, Hugging Face), fingerprints, ids unique across a study
-- `locks.py`: `dataset_locks.json`, each dataset pinned at first use, changed data refused
+- `_locks`: `dataset_locks.json`, each dataset pinned at first use, changed data refused
 
-Names are imported on first use, so importing one module of the package stays light.
+`format` and `adapters` are public packages; the modules are private. The public names are
+`__all__`, imported on first use, so importing one module of the package stays light.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from itemeval._util.lazy import lazy_exports
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     """
-    workitem: ITEM_SCHEMA WorkItem items_to_table table_to_items
+    _workitem: ITEM_SCHEMA WorkItem items_to_table table_to_items
     format: DatasetMeta DatasetReader DatasetReport Dialect Item Modality parse_item read_dataset
         write_dataset
     adapters: DatasetHandle DatasetSource Fingerprint MappingSpec open_source
-    locks: DatasetLocks check_pins pin_datasets read_locks
+    _locks: DatasetLocks check_pins pin_datasets read_locks
     """,
 )

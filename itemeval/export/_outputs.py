@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from itemeval.storage import Location, resolve, unique_name
 
 if TYPE_CHECKING:
-    from itemeval.planning.plan import Plan
+    from itemeval.planning import Plan
 
 EXPORTS_DIR = "exports"
 

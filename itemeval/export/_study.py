@@ -40,7 +40,7 @@ from itemeval.export._report.pairwise import study_pairwise
 from itemeval.export._stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from itemeval.export._table.columns import LONG_TABLE_SCHEMA
 from itemeval.export._table.scan import DEFAULT_BATCH_ROWS, LongTableScan, Pair, ScanCounts
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 
 FORMATS = ("parquet", "csv", "eee")
 PAIRWISE_FILE = "pairwise.json"  # pairwise judges against their baseline, when there are some

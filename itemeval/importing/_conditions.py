@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets import WorkItem
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import sha256_hex
 from itemeval.importing._catalog import GenerateRecord, GradeRecord, read_imports
-from itemeval.planning.design import Design, GenerateCondition, GradeCondition
+from itemeval.planning import Design, GenerateCondition, GradeCondition
 from itemeval.providers.types import SamplingParams
 from itemeval.store import StudyStore, select_conditions
 from itemeval.templates import Template

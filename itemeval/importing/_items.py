@@ -11,13 +11,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from itemeval.datasets.adapters.source import DatasetSource, open_source
-from itemeval.datasets.format.dataset import DatasetMeta
-from itemeval.datasets.format.directory import read_dataset
-from itemeval.datasets.format.item import Item
-from itemeval.datasets.format.modality import Modality
-from itemeval.datasets.locks import pin_datasets, read_locks
-from itemeval.datasets.workitem import items_to_table
+from itemeval.datasets import items_to_table, pin_datasets, read_locks
+from itemeval.datasets.adapters import DatasetSource, open_source
+from itemeval.datasets.format import DatasetMeta, Item, Modality, read_dataset
 from itemeval.errors import DatasetError
 from itemeval.importing._model import Rejection, Sample
 from itemeval.storage import Location
@@ -127,7 +123,7 @@ class ImportedItems:
                 description=f"items imported into an itemeval store ({spool.count} new)",
                 source="itemeval import",
             )
-            from itemeval.datasets.format.writer import write_dataset
+            from itemeval.datasets.format import write_dataset
 
             write_dataset(
                 url, meta, self._merged_items(url if existed else None, spool), overwrite=True

@@ -23,17 +23,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.config import StudyConfig
-from itemeval.datasets.adapters.source import DatasetSource
-from itemeval.datasets.locks import read_locks
+from itemeval.datasets import read_locks
+from itemeval.datasets.adapters import DatasetSource
 from itemeval.errors import InputError, Problem
 from itemeval.ids import slugify
 from itemeval.importing._catalog import ImportRecord, read_imports
 from itemeval.importing._conditions import imported_generate, imported_grade
-from itemeval.planning.design import Design, GenerateCondition, GradeCondition
-from itemeval.planning.estimate import Estimate
-from itemeval.planning.item_index import SelectedItems, build_item_index
-from itemeval.planning.plan import DatasetPlan, Plan
-from itemeval.providers.money.pricing import Pricing
+from itemeval.planning import (
+    DatasetPlan,
+    Design,
+    Estimate,
+    GenerateCondition,
+    GradeCondition,
+    Plan,
+    SelectedItems,
+    build_item_index,
+)
+from itemeval.providers.money import Pricing
 from itemeval.providers.types import SamplingParams
 from itemeval.store import (
     GRADES,

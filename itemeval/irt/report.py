@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from itemeval.errors import InputError
 from itemeval.irt.analysis import ItemParameters, analyze_irt
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 
 if TYPE_CHECKING:
     from itemeval.export import StudyCells

@@ -52,7 +52,7 @@ from itemeval.irt.analysis import (
     study_responses,
 )
 from itemeval.irt.fit import fit_irt
-from itemeval.planning.plan import Plan, make_plan
+from itemeval.planning import Plan, make_plan
 from itemeval.storage import resolve
 
 ADAPTIVE_FILE = "adaptive.json"

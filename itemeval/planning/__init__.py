@@ -5,28 +5,30 @@
     plan.estimate.total_usd
     commit_plan(plan)                                       # pins datasets, snapshots items
 
-- `design.py`: the design grid (generate, grade and panel conditions, their content-derived ids)
-- `plan.py`: `make_plan`, `refresh_estimate`, `restrict_plan`, `commit_plan`, `check_cap_bounds`
-- `tokens.py`: the estimate's prior, tokens counted from the real prompts
-- `estimate.py`: tokens and USD per stage and model, and the confirmation gate
-- `calibration.py`, `usage_rows.py`: the estimate's corrections learned from reported usage
-- `item_index.py`: the plan's item index, cut into part runs for shards
+- `_design`: the design grid (generate, grade and panel conditions, their content-derived ids)
+- `_plan`: `make_plan`, `refresh_estimate`, `restrict_plan`, `commit_plan`, `check_cap_bounds`
+- `_tokens`: the estimate's prior, tokens counted from the real prompts
+- `_estimate`: tokens and USD per stage and model, and the confirmation gate
+- `_calibration`, `_usage_rows`: the estimate's corrections learned from reported usage
+- `_item_index`: the plan's item index, cut into part runs for shards
 
-Names are imported on first use, so importing one module of the package stays light.
+The public names are `__all__`, imported on first use, so importing one module of the
+package stays light; the modules are private.
 """
 
 from __future__ import annotations
 
 from itemeval._util.lazy import lazy_exports
 
-# Other names of the former module `itemeval.planning` (now `itemeval.planning.plan`) still
+# Other names of the former module `itemeval.planning` (now `itemeval.planning._plan`) still
 # resolve here (`fallback`) for one release.
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     """
-    plan: DatasetPlan Plan check_cap_bounds commit_plan make_plan refresh_estimate restrict_plan
-    design: Design GenerateCondition GradeCondition PanelCondition build_design
-    estimate: Estimate EstimateLine build_estimate gate
+    _plan: DatasetPlan Plan check_cap_bounds commit_plan make_plan refresh_estimate restrict_plan
+    _design: Design GenerateCondition GradeCondition PanelCondition build_design
+    _estimate: Estimate EstimateLine build_estimate gate
+    _item_index: PartRun SelectedItems build_item_index
     """,
-    fallback="plan",
+    fallback="_plan",
 )

@@ -1,5 +1,10 @@
 """The provider interface: one request type, one result type, stable error codes.
 
+This module stays public (the package's other modules are private): it is the light contract
+that the call path, the batch clients, the store's rows and provider plugins import, and it
+imports nothing of itemeval's, so `import itemeval.providers.types` never loads aiohttp,
+tenacity or the simulator.
+
 A provider call never raises through a batch: every failure becomes a `ModelResult` with
 `ok=False` and an `ErrorCode`. Transient codes are retried inside the client (with backoff); what
 comes out of `Provider.complete` is final for this attempt of the cell.

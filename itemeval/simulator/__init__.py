@@ -1,43 +1,27 @@
 """The simulator: simulated models `sim/<name>`: calibrated answers, judge outputs, latency, faults.
 
-Over HTTP as `itemeval sim-server` (`server.start_server`: OpenAI, Anthropic and Gemini wire
-formats, both batch APIs, `/_sim/stats`); in-process through the provider client
-`itemeval.providers.simulated.SimProvider` (endpoint kind `sim` without `base_url`).
+Over HTTP as `itemeval sim-server` (`start_server`: OpenAI, Anthropic and Gemini wire formats,
+both batch APIs, `/_sim/stats`); in-process through the provider client `SimProvider` (endpoint
+kind `sim` without `base_url`; it is `itemeval.providers.SimProvider`, named here too).
+
+The public names are `__all__`, imported on first use (the server's aiohttp only when it
+starts); the modules are private: `_model` (the answer model: difficulty, p(correct)),
+`_answers` and `_engine` (replies, judge outputs, latency, faults), `_server` and `_wire` (the
+HTTP server and its wire formats), `_batches`, `_openai_batches`, `_anthropic_batches` (the batch
+APIs), `_prompt_cache`, `_limits` (the server's rate limits), `_stats` (`/_sim/stats`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from itemeval._util.lazy import lazy_exports
 
-from itemeval.simulator.engine import SimReply, Simulator
-from itemeval.simulator.model import (
-    DEFAULT_CATALOG,
-    SLOPE,
-    item_difficulty,
-    p_correct,
-    stable_unit,
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    """
+    _engine: SimReply Simulator pairwise_preference
+    _model: DEFAULT_CATALOG SLOPE item_difficulty p_correct stable_unit
+    _answers: solution_matches
+    _server: ServerLimits start_server
+    itemeval.providers._simulated: SimProvider
+    """,
 )
-
-__all__ = [
-    "DEFAULT_CATALOG",
-    "SLOPE",
-    "SimProvider",
-    "SimReply",
-    "Simulator",
-    "item_difficulty",
-    "p_correct",
-    "stable_unit",
-]
-
-
-def __getattr__(name: str) -> Any:
-    """`SimProvider` is the provider client's (`itemeval.providers.simulated`), kept here too."""
-    if name == "SimProvider":
-        from itemeval.providers.simulated import SimProvider
-
-        return SimProvider
-    raise AttributeError(f"module 'itemeval.simulator' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), "SimProvider"])

@@ -15,7 +15,7 @@ import numpy as np
 
 from itemeval.export._table.cells import StudyCells, read_cells
 from itemeval.export._table.conditions import primary_grader
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.statistics._families import Clusters
 from itemeval.statistics._power import DesignVariance, PowerPlan, power_plan
 from itemeval.statistics._study import item_clusters, plan_statistics

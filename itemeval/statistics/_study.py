@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from itemeval.errors import ConfigError, Problem
 from itemeval.export._table.cells import StudyCells, read_cells
 from itemeval.export._table.fetch import ItemFetcher
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.statistics._families import Clusters, Options, StudyStatistics, study_statistics
 
 ATTRIBUTES = ("dataset", "grading_scheme", "modality", "task_prompt", "difficulty")

@@ -4,7 +4,7 @@ It lives outside any study by default (`default_cache_url()`: `$ITEMEVAL_CACHE_D
 `$XDG_CACHE_HOME/itemeval`, else `~/.cache/itemeval`; any fsspec URL, S3 included), so a wiped
 study or a second study with the same calls pays nothing again. It is also the journal that makes
 paid answers durable: workers write each answer here within about a second of its arrival, before
-the shard's store fragment (`calls/journal.py`).
+the shard's store fragment (`calls/_journal.py`).
 
 ```
 <cache root>/calls/group=<group>/<fragment>.parquet                RESPONSE_SCHEMA (current)

@@ -6,8 +6,8 @@ and solution text ask the same request (the same response-cache key), whichever 
 condition wrote the text. Short answers repeat often (a letter, a number, a capital's name), so
 a study of several models or prompts has many such cells. `IdenticalCells` finds them, one
 generate condition at a time, from the 64-bit keys of the solutions' `text_hash`: the grade
-shards send the first of each once and the repeats after it (`runtime/shards.py`), and the
-estimate counts them as no call (`repeated_judge_cells`, `planning/estimate.py`). A key
+shards send the first of each once and the repeats after it (`runtime/_shards.py`), and the
+estimate counts them as no call (`repeated_judge_cells`, `planning/_estimate.py`). A key
 collision (about 2^-64 a pair) makes a cell wait behind another it does not repeat, never lose
 its own call.
 """

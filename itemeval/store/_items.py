@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from itemeval.datasets.workitem import ITEM_SCHEMA
+from itemeval.datasets import ITEM_SCHEMA
 from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location
 from itemeval.store._layout import StudyStore
@@ -67,7 +67,7 @@ def fingerprint16(fingerprint: str) -> str:
             Problem(
                 f"{fingerprint!r} is not a content fingerprint",
                 field="fingerprint",
-                hint="pass the dataset's hex digest (e.g. from itemeval.datasets.locks)",
+                hint="pass the dataset's hex digest (e.g. from itemeval.datasets._locks)",
             )
         )
     return digest[:16]

@@ -6,7 +6,7 @@ items/<dataset>/<fingerprint16>/_complete.json            written last
 solutions/condition_id=<gen condition id>/<fragment>.parquet
 grades/grade_condition_id=<grade condition id>/<fragment>.parquet
 manifests/<run_id>.json
-dataset_locks.json                                        owned by itemeval.datasets.locks
+dataset_locks.json                                        owned by itemeval.datasets._locks
 ```
 
 A `Stage` binds a directory to its partition column, key columns and schema. `StudyStore`
@@ -120,7 +120,7 @@ class StudyStore:
 
     @property
     def dataset_locks(self) -> Location:
-        """`dataset_locks.json` (read and written by `itemeval.datasets.locks`)."""
+        """`dataset_locks.json` (read and written by `itemeval.datasets._locks`)."""
         return self.root.join("dataset_locks.json")
 
     @staticmethod

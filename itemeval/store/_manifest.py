@@ -39,7 +39,7 @@ class DatasetRecord(_Model):
     """A dataset as the run used it."""
 
     name: str
-    fingerprint: str  # content hash of the items (see itemeval.datasets.locks)
+    fingerprint: str  # content hash of the items (see itemeval.datasets._locks)
     revision: str | None = None  # e.g. a Hugging Face commit, when the source has one
     source: str | None = None  # the URL or hub id it was read from
     items: int | None = None

@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.providers.money.pricing import Pricing
+from itemeval.providers.money import Pricing
 from itemeval.store._dedup import deduplicate
 from itemeval.store._layout import Stage, StudyStore
 from itemeval.store._schemas import STATUS_ERROR, STATUS_OK, TIER_BATCH

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import yaml
 
 from itemeval._util.yaml_lines import safe_load
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets import WorkItem
 from itemeval.errors import ConfigError, Problem
 from itemeval.ids import sha256_hex
 from itemeval.render import TemplateFieldError, check, placeholders, render

@@ -17,7 +17,7 @@ from a background thread and returns the URL (tests, notebooks).
 
 from __future__ import annotations
 
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.view._server import DEFAULT_PORT, ViewOptions, ViewServer
 
 __all__ = ["DEFAULT_PORT", "ViewOptions", "ViewServer", "serve"]

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from itemeval.datasets.workitem import table_to_items
+from itemeval.datasets import table_to_items
 from itemeval.store import GRADES, SOLUTIONS, Stage
 from itemeval.view._index import ViewIndex
 from itemeval.view._partitions import Where

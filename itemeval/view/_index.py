@@ -35,21 +35,19 @@ from itemeval._util.heap import release_unused_memory, trim_heap
 from itemeval.export import (
     FRAG,
     POS,
+    SOLUTION_CELL_COLUMNS,
     DesignFacets,
     ItemFetcher,
     StudyCells,
+    grade_cells,
     locate_logical_rows,
+    located_rows,
     plain_columns,
     primary_grader,
-)
-from itemeval.export._table.cells import (
-    SOLUTION_CELL_COLUMNS,
-    grade_cells,
-    located_rows,
     solution_cells,
     with_validity,
 )
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.store import GRADES, SOLUTIONS, SnapshotInfo, read_snapshot_info
 from itemeval.store.fragments import (
     compaction_generation,

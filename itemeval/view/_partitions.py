@@ -12,9 +12,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from itemeval.errors import Problem, StoreError
-from itemeval.export._table.cells import GRADE_CELL_COLUMNS
-from itemeval.export._table.fetch import FRAG, POS, GradePartition
-from itemeval.planning.plan import Plan
+from itemeval.export import FRAG, GRADE_CELL_COLUMNS, POS, GradePartition
+from itemeval.planning import Plan
 from itemeval.storage import Location
 from itemeval.store import GRADES, best_row_indices, conform_older, fill_columns
 from itemeval.store.fragments import FRAGMENT_ORDINAL, list_fragments, open_parquet

@@ -32,8 +32,8 @@ from aiohttp import web
 
 from itemeval._util.heap import release_unused_memory, use_system_arrow_pool
 from itemeval.errors import InputError, Problem
-from itemeval.planning.plan import Plan
-from itemeval.view import pages
+from itemeval.planning import Plan
+from itemeval.view import _pages as pages
 from itemeval.view._index import ViewIndex, build_index, store_version
 from itemeval.view._queries import Overview, overview
 

@@ -8,7 +8,7 @@ from batch_files import rows, sim_server, write_study
 
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.runtime import RunOptions, run_study
 
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True)
 PAIRWISE = {

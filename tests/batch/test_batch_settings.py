@@ -11,9 +11,9 @@ from batch_files import DATASETS
 
 from itemeval.config import load_study
 from itemeval.errors import ConfigError
-from itemeval.planning.design import build_design
-from itemeval.providers.money.pricing import Pricing
-from itemeval.providers.settings import BatchTierSettings, EndpointSettings
+from itemeval.planning import build_design
+from itemeval.providers._settings import BatchTierSettings, EndpointSettings
+from itemeval.providers.money import Pricing
 from itemeval.providers.types import Usage
 
 

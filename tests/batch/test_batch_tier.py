@@ -33,14 +33,12 @@ from batch_files import (
     write_study,
 )
 
-from itemeval.calls.requests import generate_requests
-from itemeval.calls.shard_calls import worst_case_usd
+from itemeval.calls import generate_requests, worst_case_usd
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.planning.plan import make_plan
+from itemeval.planning import make_plan
 from itemeval.providers.types import Usage
-from itemeval.runtime.driver import RunOptions, run_study
-from itemeval.runtime.worker import generate_target, judge_target
+from itemeval.runtime import RunOptions, generate_target, judge_target, run_study
 from itemeval.store import ResponseCache, StudyStore, cache_key, latest_manifest
 
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True)

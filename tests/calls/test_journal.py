@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any
 
-from itemeval.calls.journal import ResponseJournal
+from itemeval.calls import ResponseJournal
 from itemeval.store import ResponseCache, cache_group, cache_key
 
 BOUND_S = 0.5

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from itemeval.calls.spend import LocalSpendSource, SpendAccount, SpendLedger
+from itemeval.calls import LocalSpendSource, SpendAccount, SpendLedger
 
 
 def test_the_ledger_grants_in_order_while_asks_fit() -> None:

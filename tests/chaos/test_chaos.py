@@ -22,9 +22,7 @@ from s3_servers import S3_KEYS_BY_NAME
 
 from itemeval.config import load_study
 from itemeval.errors import StoreError
-from itemeval.runtime.driver import RunOptions, run_study
-from itemeval.runtime.executors import with_shares
-from itemeval.runtime.ray_executor import RayExecutor
+from itemeval.runtime import RayExecutor, RunOptions, run_study, with_shares
 from itemeval.store import StudyStore, list_manifests, read_manifest
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.s3]

@@ -117,7 +117,7 @@ def test_the_hugging_face_adapter_gets_pyarrow_that_knows_pandas():
     out = _python(
         """
         import pyarrow as pa
-        from itemeval.datasets.adapters.hf import import_datasets
+        from itemeval.datasets.adapters._hf import import_datasets
         from itemeval._util.arrow_start import skip_pandas_probe
 
         skip_pandas_probe()  # before anything imports pandas, as at a command's start
@@ -155,7 +155,7 @@ def test_the_workers_of_a_local_ray_start_with_pandas_out_of_pyarrows_sight():
     out = _python(
         """
         import ray
-        from itemeval.runtime.cluster import ray_cluster
+        from itemeval.runtime._cluster import ray_cluster
 
         def convert():
             import sys

@@ -14,7 +14,7 @@ from runtime_files import write_study
 
 from itemeval.cli.main import main
 from itemeval.errors import ExitCode
-from itemeval.runtime import driver
+from itemeval.runtime import _driver as driver
 
 
 def test_a_store_failing_between_stages_is_exit_5_and_the_manifest_says_what_was_written(

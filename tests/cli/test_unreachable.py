@@ -13,9 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
 from runtime_files import write_study
 
 from itemeval.cli.main import main
-from itemeval.providers import reachability
-from itemeval.providers.reachability import EndpointProbe, probed
-from itemeval.providers.settings import EndpointSettings
+from itemeval.providers import EndpointSettings
+from itemeval.providers import _reachability as reachability
+from itemeval.providers._reachability import EndpointProbe, probed
 from itemeval.store import StudyStore
 
 #: Few, quick retries: without the check a run would end (exit 1) in about a second instead of

@@ -98,8 +98,8 @@ def _limiter_on(command: dict) -> str:
     """A limiter on a worker node, as the first design placed them (Ray's default puts a
     zero-CPU actor on any node): created with the default placement until it lands on
     `command["node"]` (at most 40 tries). Ray restarts it anywhere when that node is lost."""
-    from itemeval.providers.limits.endpoint import EndpointLimits
-    from itemeval.runtime.actors import LIMITER_IDLE_EXIT_S, LimiterActor
+    from itemeval.providers.limits import EndpointLimits
+    from itemeval.runtime._actors import LIMITER_IDLE_EXIT_S, LimiterActor
 
     for _ in range(40):
         actor = LimiterActor.options(

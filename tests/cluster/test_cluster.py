@@ -47,7 +47,7 @@ from runtime_files import (
 )
 
 from itemeval.config import load_study
-from itemeval.runtime.actors import limiter_name
+from itemeval.runtime._actors import limiter_name
 from itemeval.store import StudyStore, list_manifests, read_manifest
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

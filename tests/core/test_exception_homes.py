@@ -20,17 +20,17 @@ KEPT_PRIVATE = {"_Busy", "_NotFound", "_Reject", "_NotUtf8"}
 
 #: Moved into errors.py; the old module re-exports each (old imports keep working).
 MOVED = {
-    "TransientFailure": "itemeval.providers.retry",
-    "MalformedBody": "itemeval.providers.transport",
-    "PermitsUnavailable": "itemeval.providers.limits.concurrency",
-    "BatchApiError": "itemeval.providers.batch_client",
-    "UncertainCreate": "itemeval.providers.batch_client",
-    "LimiterUnreachable": "itemeval.providers.limits.machine",
+    "TransientFailure": "itemeval.providers._retry",
+    "MalformedBody": "itemeval.providers._transport",
+    "PermitsUnavailable": "itemeval.providers.limits._concurrency",
+    "BatchApiError": "itemeval.providers._batch_client",
+    "UncertainCreate": "itemeval.providers._batch_client",
+    "LimiterUnreachable": "itemeval.providers.limits._machine",
     "TemplateFieldError": "itemeval.render",
     "ScorerError": "itemeval.scoring._custom",
-    "LedgerUnavailable": "itemeval.calls.spend",
-    "WorkerLost": "itemeval.runtime.dispatch",
-    "Interrupted": "itemeval.calls.shard_calls",
+    "LedgerUnavailable": "itemeval.calls._spend",
+    "WorkerLost": "itemeval.runtime._dispatch",
+    "Interrupted": "itemeval.calls._shard_calls",
 }
 
 #: Base names that make a class an exception: the builtin ones, and asyncio's and

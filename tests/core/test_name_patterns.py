@@ -13,18 +13,18 @@ import importlib
 import pytest
 
 PATTERNS = [
-    ("itemeval.datasets.format.attributes", "IDENTIFIER_PATTERN", "gsm8k.test-0001"),
-    ("itemeval.datasets.format.dataset", "_DATE", "2026-11-27"),
-    ("itemeval.datasets.format.dialect", "_READER_IDENTIFIER", "gsm8k.test-0001"),
-    ("itemeval.providers.settings", "_ENV_NAME", "OPENAI_API_KEY"),
-    ("itemeval.providers.settings", "_HEADER_NAME", "X-Request-Id"),
-    ("itemeval.simulator.anthropic_batches", "_CUSTOM_ID", "cell-17"),
+    ("itemeval.datasets.format._attributes", "IDENTIFIER_PATTERN", "gsm8k.test-0001"),
+    ("itemeval.datasets.format._dataset", "_DATE", "2026-11-27"),
+    ("itemeval.datasets.format._dialect", "_READER_IDENTIFIER", "gsm8k.test-0001"),
+    ("itemeval.providers._settings", "_ENV_NAME", "OPENAI_API_KEY"),
+    ("itemeval.providers._settings", "_HEADER_NAME", "X-Request-Id"),
+    ("itemeval.simulator._anthropic_batches", "_CUSTOM_ID", "cell-17"),
     ("itemeval.plugins", "_REFERENCE", "my_scorers.exact:score"),
     ("itemeval.plugins", "_ENTRY_POINT_NAME", "my-scorer"),
     ("itemeval.store._layout", "_PARTITION_VALUE", "sim-strong_direct--006913fb1c0f"),
     ("itemeval.store._items", "_SAFE_NAME", "gsm8k"),
-    ("itemeval.datasets.adapters.source", "NAME_PATTERN", "gsm8k"),
-    ("itemeval.datasets.adapters.hf", "_COMMIT_SHA", "0123456789abcdef0123456789abcdef01234567"),
+    ("itemeval.datasets.adapters._source", "NAME_PATTERN", "gsm8k"),
+    ("itemeval.datasets.adapters._hf", "_COMMIT_SHA", "0123456789abcdef0123456789abcdef01234567"),
 ]
 
 

@@ -34,6 +34,6 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 def test_the_former_planning_module_names_resolve_on_the_package() -> None:
     planning = importlib.import_module("itemeval.planning")
-    plan = importlib.import_module("itemeval.planning.plan")
+    plan = importlib.import_module("itemeval.planning._plan")
     assert planning.selection_limit is plan.selection_limit
     assert planning.make_plan is plan.make_plan

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "itemeval"
 
 # Modules that may import an optional extra (they import it lazily and say which extra to install).
-OPTIONAL = {"itemeval/datasets/adapters/hf.py": "hf"}
+OPTIONAL = {"itemeval/datasets/adapters/_hf.py": "hf"}
 
 
 def _requirement_name(requirement: str) -> str:

@@ -1,6 +1,6 @@
 import pytest
 
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets import WorkItem
 from itemeval.errors import ConfigError
 from itemeval.templates import answer_formats, builtin_names, load_template
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 
+from itemeval.datasets._locks import LOCK_FILE, check_pins, pin_datasets, read_locks
 from itemeval.datasets.adapters import DatasetSource, open_source
-from itemeval.datasets.locks import LOCK_FILE, check_pins, pin_datasets, read_locks
 from itemeval.errors import ConfigError, DatasetChangedError, StoreError
 from itemeval.storage import resolve
 

@@ -15,8 +15,8 @@ import yaml
 
 from itemeval.config import load_study
 from itemeval.export import LONG_TABLE_SCHEMA
-from itemeval.planning.plan import Plan, make_plan
-from itemeval.runtime.driver import RunOptions, RunOutcome, run_study
+from itemeval.planning import Plan, make_plan
+from itemeval.runtime import RunOptions, RunOutcome, run_study
 
 REPO = Path(__file__).resolve().parents[2]
 DATASETS = REPO / "configs" / "datasets"

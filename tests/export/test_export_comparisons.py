@@ -18,7 +18,7 @@ from itemeval.export import ExportOptions, export_study
 from itemeval.export._report.data import report_data
 from itemeval.export._report.markdown import report_markdown
 from itemeval.export._report.summary import Bootstrap
-from itemeval.planning.plan import make_plan
+from itemeval.planning import make_plan
 from itemeval.statistics._study import plan_statistics
 from itemeval.statistics._tables import comparisons_table, components_table
 

@@ -13,7 +13,7 @@ from export_studies import run
 from itemeval.export import Bootstrap, leaderboard_text
 from itemeval.export._report.summary import leaderboard
 from itemeval.export._table.cells import read_cells
-from itemeval.simulator.model import DEFAULT_CATALOG, p_correct
+from itemeval.simulator import DEFAULT_CATALOG, p_correct
 
 ITEMS = 400
 

@@ -16,7 +16,7 @@ from export_studies import Run, read_csv, read_parquet, run
 
 from itemeval.export import LONG_TABLE_SCHEMA, ExportOptions, LongTableScan, export_study
 from itemeval.export._table.columns import markdown_table
-from itemeval.runtime.driver import RunOptions
+from itemeval.runtime import RunOptions
 from itemeval.store import StudyStore, compact, read_snapshot_info
 
 KEY = ["grade_condition_id", "gen_condition_id", "item_id", "epoch"]

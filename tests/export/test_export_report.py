@@ -13,7 +13,7 @@ from export_studies import Run, read_parquet, run
 
 from itemeval.export import ExportOptions, export_study, report_data, write_report
 from itemeval.export._stats import cohen_kappa
-from itemeval.runtime.driver import RunOptions
+from itemeval.runtime import RunOptions
 
 
 @pytest.fixture(scope="module")

@@ -199,8 +199,8 @@ def test_the_fast_path_stores_what_the_line_path_stores(tmp_path: Path, monkeypa
 
 
 def test_an_import_never_repins_a_studys_own_dataset(tmp_path: Path):
-    from itemeval.datasets.adapters.source import DatasetSource, open_source
-    from itemeval.datasets.locks import pin_datasets, read_locks
+    from itemeval.datasets import pin_datasets, read_locks
+    from itemeval.datasets.adapters import DatasetSource, open_source
 
     store = tmp_path / "store"
     native = open_source(

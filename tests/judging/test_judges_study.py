@@ -17,7 +17,7 @@ from runtime_files import sim_server, sim_stats, write_study
 from itemeval import Study
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.runtime import RunOptions, run_study
 from itemeval.store import StudyStore
 
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True)

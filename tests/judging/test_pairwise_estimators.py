@@ -1,7 +1,7 @@
 """Pairwise judging: the estimators against the simulator's declared truth.
 
 A simulated pairwise judge declares its position bias and length bias
-(`itemeval.simulator.engine.pairwise_verdict`); the estimators of
+(`itemeval.simulator._engine.pairwise_verdict`); the estimators of
 `itemeval.judging._pairwise` must find them.
 """
 
@@ -12,8 +12,8 @@ import pytest
 
 from itemeval.judging import analyse_pairwise, parse_pairwise_verdict
 from itemeval.judging._pairwise import bradley_terry, win_rate
-from itemeval.providers.settings import SimModelSpec, SimSettings
-from itemeval.simulator.engine import Simulator, pairwise_preference
+from itemeval.providers import SimModelSpec, SimSettings
+from itemeval.simulator import Simulator, pairwise_preference
 
 
 def _study(

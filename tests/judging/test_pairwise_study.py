@@ -16,7 +16,7 @@ from runtime_files import sim_server, sim_stats, write_study
 from itemeval import Study
 from itemeval.config import load_study
 from itemeval.errors import ConfigError, ExitCode
-from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.runtime import RunOptions, run_study
 from itemeval.store import StudyStore
 
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True)
@@ -133,7 +133,7 @@ def test_pairwise_calls_stay_within_the_cap(tmp_path: Path, monkeypatch) -> None
     """Under `max_usd` half of what the pairwise calls cost, the run stops at the cap: what the
     server answered and what is stored never exceed it. (The estimate would refuse the run: the
     gate is passed by, so that the in-run cap alone holds it.)"""
-    monkeypatch.setattr("itemeval.runtime.driver.gate", lambda *args, **kwargs: "--yes")
+    monkeypatch.setattr("itemeval.runtime._driver.gate", lambda *args, **kwargs: "--yes")
     base = {
         "facets.prompt": ["builtin:direct"],
         "facets.grader": [],
@@ -170,7 +170,7 @@ def test_pairwise_calls_stay_within_the_cap(tmp_path: Path, monkeypatch) -> None
 
 
 def test_a_pairwise_grader_is_two_conditions_that_skip_the_baseline(tmp_path: Path) -> None:
-    from itemeval.planning.design import build_design
+    from itemeval.planning import build_design
 
     path = write_study(
         tmp_path,

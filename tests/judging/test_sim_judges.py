@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from itemeval.providers.settings import SimModelSpec, SimSettings
+from itemeval.providers import SimModelSpec, SimSettings
 from itemeval.scoring import parse_structured_verdict
-from itemeval.simulator.engine import Simulator
+from itemeval.simulator import Simulator
 
 
 def verdicts(spec: SimModelSpec, solutions: list[str], target: str) -> np.ndarray:

@@ -75,7 +75,7 @@ GATEWAY = '''
 import os
 
 from itemeval.providers import HttpProvider, ModelResult, Usage
-from itemeval.providers.transport import MalformedBody
+from itemeval.errors import MalformedBody
 
 
 class GatewayProvider(HttpProvider):

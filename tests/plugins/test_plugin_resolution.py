@@ -15,7 +15,7 @@ from plugin_files import write_module, write_study
 import itemeval
 from itemeval.config import load_study
 from itemeval.errors import ConfigError
-from itemeval.planning.design import build_design
+from itemeval.planning import build_design
 from itemeval.plugins import SCORER_GROUP, load_plugin
 from itemeval.scoring import Score, ScorerError, score
 
@@ -82,7 +82,7 @@ def test_a_versioned_scorer_keeps_its_id_until_the_version_changes(tmp_path, mon
 def _ids_in_a_fresh_process(code: Path, study: Path) -> list[str]:
     script = (
         "import json, sys; from itemeval.config import load_study; "
-        "from itemeval.planning.design import build_design; "
+        "from itemeval.planning._design import build_design; "
         f"d = build_design(load_study({str(study)!r})); "
         "print(json.dumps([c.id for c in d.grade]))"
     )

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from itemeval.providers.deadline import AttemptDeadline
-from itemeval.providers.money.attempts import ATTEMPTS, AttemptMeter
-from itemeval.providers.retry import RetryPolicy, TransientFailure
+from itemeval.providers import RetryPolicy, TransientFailure
+from itemeval.providers._deadline import AttemptDeadline
+from itemeval.providers.money import ATTEMPTS, AttemptMeter
 from itemeval.providers.types import ErrorCode, ModelResult
 
 

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from itemeval.providers.limits.concurrency import ConcurrencyPool, LeasedSlots, LocalSlotSource
+from itemeval.providers.limits import ConcurrencyPool, LeasedSlots, LocalSlotSource
 
 
 class Clock:

@@ -12,9 +12,8 @@ import pytest
 from pydantic import ValidationError
 from test_provider_sim_server import mc_request, run_client
 
-from itemeval.providers import EndpointSettings, ErrorCode
-from itemeval.providers.deadline import AttemptDeadline, attempt_deadline
-from itemeval.providers.retry import TransientFailure
+from itemeval.providers import EndpointSettings, ErrorCode, TransientFailure
+from itemeval.providers._deadline import AttemptDeadline, attempt_deadline
 from itemeval.providers.types import TRANSIENT_CODES
 
 

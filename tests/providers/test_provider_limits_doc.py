@@ -8,11 +8,11 @@ import inspect
 import re
 from pathlib import Path
 
-from itemeval.providers import transport
-from itemeval.providers.limits import concurrency, ratelimiter
-from itemeval.providers.limits import machine as machine_limiter
-from itemeval.providers.limits.concurrency import ConcurrencyPool, LeasedSlots
-from itemeval.providers.limits.ratebucket import RateBucket
+from itemeval.providers import _transport as transport
+from itemeval.providers.limits import ConcurrencyPool, LeasedSlots, RateBucket
+from itemeval.providers.limits import _concurrency as concurrency
+from itemeval.providers.limits import _machine as machine_limiter
+from itemeval.providers.limits import _ratelimiter as ratelimiter
 from itemeval.providers.types import ModelRequest, SamplingParams
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "providers.md"

@@ -15,15 +15,14 @@ import time
 import pytest
 
 from itemeval.errors import ConfigError
-from itemeval.providers.limits.endpoint import EndpointLimits
-from itemeval.providers.limits.machine import (
+from itemeval.providers import EndpointSettings
+from itemeval.providers.limits import EndpointLimits, RateLimiter
+from itemeval.providers.limits._machine import (
     MachineLimiter,
     MachineLimiterSource,
     attached,
     machine_source,
 )
-from itemeval.providers.limits.ratelimiter import RateLimiter
-from itemeval.providers.settings import EndpointSettings
 
 NAME = "endpoint"
 
@@ -92,8 +91,8 @@ def test_a_process_that_is_gone_gives_its_slots_back_at_once(tmp_path):
     limits = EndpointLimits(None, None, 4)
     child = (
         "import os, sys; sys.path.insert(0, sys.argv[3]);"
-        "from itemeval.providers.limits.machine import MachineLimiter;"
-        "from itemeval.providers.limits.endpoint import EndpointLimits;"
+        "from itemeval.providers.limits._machine import MachineLimiter;"
+        "from itemeval.providers.limits._endpoint import EndpointLimits;"
         "m = MachineLimiter(sys.argv[1], EndpointLimits(None, None, 4), sys.argv[2]);"
         "print(m.call(lambda l: l.lease(f'{os.getpid()}-x', 4, 4)), flush=True);"
         "os._exit(0)"  # killed, as it were: no release

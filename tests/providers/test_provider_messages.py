@@ -14,10 +14,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets import WorkItem
 from itemeval.errors import ConfigError
 from itemeval.providers import EndpointSettings, ModelRequest, SamplingParams, make_provider
-from itemeval.simulator.engine import input_tokens
+from itemeval.simulator._engine import input_tokens
 from itemeval.templates import load_template
 
 FEWSHOT = """\
@@ -178,7 +178,7 @@ def test_each_wire_sends_the_system_message_and_alternating_turns(wire, tmp_path
 
 
 def test_consecutive_turns_of_one_role_are_joined_for_anthropic_and_gemini():
-    from itemeval.providers.anthropic_messages import alternating
+    from itemeval.providers._anthropic_messages import alternating
 
     turns = alternating(
         [

@@ -23,9 +23,9 @@ from itemeval.providers import (
     Usage,
     make_provider,
 )
-from itemeval.providers.cache_breakpoints import CacheBreakpoints, WriteInFlight
-from itemeval.providers.money.pricing import Pricing
-from itemeval.simulator.engine import input_tokens
+from itemeval.providers._cache_breakpoints import CacheBreakpoints, WriteInFlight
+from itemeval.providers.money import Pricing
+from itemeval.simulator._engine import input_tokens
 
 
 def long_text(tag: str, tokens: int) -> str:

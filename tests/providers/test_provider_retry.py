@@ -10,7 +10,7 @@ from email.utils import format_datetime
 import pytest
 
 from itemeval.providers import ErrorCode, ModelResult, RetryPolicy, TransientFailure
-from itemeval.providers.retry import parse_duration, retry_after_from_headers
+from itemeval.providers._retry import parse_duration, retry_after_from_headers
 
 
 def flaky(failures: list[TransientFailure]):

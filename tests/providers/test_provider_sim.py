@@ -24,7 +24,7 @@ from itemeval.providers import (
     make_provider,
     p_correct,
 )
-from itemeval.simulator.answers import JUDGE_FAILURES
+from itemeval.simulator._answers import JUDGE_FAILURES
 
 MC_PROMPT = "Which is prime?\nA) 4\nB) 6\nC) 7\nD) 9\nAnswer with the letter."
 
@@ -367,9 +367,9 @@ def test_unknown_models_and_results_are_deterministic_across_providers() -> None
 
 
 def test_without_max_tokens_the_model_limit_bounds_the_output():
-    from itemeval.providers.money.pricing import Pricing
-    from itemeval.providers.settings import SimModelSpec, SimSettings
-    from itemeval.simulator.engine import MAX_OUTPUT_TOKENS, Simulator
+    from itemeval.providers import SimModelSpec, SimSettings
+    from itemeval.providers.money import Pricing
+    from itemeval.simulator._engine import MAX_OUTPUT_TOKENS, Simulator
 
     # The price table tells the budget cap the same limit the simulator enforces.
     assert Pricing.load().price("sim/anything").max_output_tokens == MAX_OUTPUT_TOKENS

@@ -438,9 +438,9 @@ def test_a_driver_killed_mid_batch_is_replaced_by_one_that_polls_the_same_ids(sl
 
 
 def test_a_batch_cancelled_before_its_task_ever_ran_still_ends() -> None:
-    from itemeval.simulator.anthropic_batches import AnthropicBatches
-    from itemeval.simulator.batches import Batch, BatchItem
-    from itemeval.simulator.server import SimServer
+    from itemeval.simulator._anthropic_batches import AnthropicBatches
+    from itemeval.simulator._batches import Batch, BatchItem
+    from itemeval.simulator._server import SimServer
 
     async def main() -> Batch:
         server = SimServer()

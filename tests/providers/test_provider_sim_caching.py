@@ -16,10 +16,15 @@ import anthropic
 import openai
 import pytest
 
-from itemeval.providers import EndpointSettings, ModelRequest, SamplingParams, make_provider
-from itemeval.providers.settings import PromptCacheSettings
-from itemeval.simulator.engine import input_tokens
-from itemeval.simulator.prompt_cache import PromptCache
+from itemeval.providers import (
+    EndpointSettings,
+    ModelRequest,
+    PromptCacheSettings,
+    SamplingParams,
+    make_provider,
+)
+from itemeval.simulator._engine import input_tokens
+from itemeval.simulator._prompt_cache import PromptCache
 
 
 def long_text(tag: str, tokens: int) -> str:

@@ -28,7 +28,7 @@ from itemeval.providers import (
     SamplingParams,
     make_provider,
 )
-from itemeval.simulator.stats import ServerStats, max_in_window
+from itemeval.simulator._stats import ServerStats, max_in_window
 
 MC = "Which planet is largest?\nA) Mars\nB) Jupiter\nC) Venus\nD) Mercury\nAnswer with a letter."
 

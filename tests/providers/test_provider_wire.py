@@ -20,10 +20,10 @@ from itemeval.providers import (
     ModelResult,
     SamplingParams,
     Usage,
+    make_bucket,
     make_provider,
 )
-from itemeval.providers.factory import make_bucket
-from itemeval.providers.limits.ratelimiter import LocalPermitSource
+from itemeval.providers.limits import LocalPermitSource
 
 KEY = "sk-canary-0123456789abcdef"
 RETRY_FAST = {"retry-after-ms": "10"}

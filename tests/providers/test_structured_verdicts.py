@@ -10,12 +10,17 @@ from typing import Any
 
 import pytest
 
-from itemeval.calls.requests import VERDICT
-from itemeval.providers import EndpointSettings, ModelRequest, SamplingParams, make_provider
-from itemeval.providers.anthropic_messages import AnthropicMessagesProvider
-from itemeval.providers.gemini import GeminiProvider
-from itemeval.providers.limits.ratelimiter import RateLimiter
-from itemeval.providers.openai_chat import OpenAIChatProvider
+from itemeval.calls import VERDICT
+from itemeval.providers import (
+    AnthropicMessagesProvider,
+    EndpointSettings,
+    GeminiProvider,
+    ModelRequest,
+    OpenAIChatProvider,
+    SamplingParams,
+    make_provider,
+)
+from itemeval.providers.limits import RateLimiter
 from itemeval.scoring import ParseCode, parse_judge_output, parse_structured_verdict
 from itemeval.store import request_hashes
 from itemeval.store._cache import request_hash
@@ -112,8 +117,8 @@ def test_anthropic_refuses_a_forced_tool_with_thinking(sim_server) -> None:
 
 
 def test_a_structured_reply_without_the_object_fails_with_the_contract_codes() -> None:
-    from itemeval.providers.settings import SimSettings
-    from itemeval.simulator.engine import Simulator
+    from itemeval.providers import SimSettings
+    from itemeval.simulator import Simulator
 
     sim = Simulator(SimSettings(judge_malformed_rate=1.0))
     codes = set()

@@ -15,10 +15,10 @@ from runtime_files import sim_server, sim_stats, write_study
 from itemeval.cli.main import main
 from itemeval.config import load_study
 from itemeval.errors import BudgetExceeded, ConfigError, ExitCode
-from itemeval.planning.plan import make_plan
-from itemeval.providers.money.pricing import Pricing
+from itemeval.planning import make_plan
+from itemeval.providers.money import Pricing
 from itemeval.providers.types import Usage
-from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.runtime import RunOptions, run_study
 from itemeval.store import StudyStore, list_manifests, read_manifest
 
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True, stages=("generate",))
@@ -79,7 +79,7 @@ def test_an_unpriced_model_under_a_cap_is_refused_until_its_price_is_declared(tm
 def test_a_call_the_cap_cannot_price_is_never_sent_even_past_the_plan(tmp_path, monkeypatch):
     # The plan's check bypassed (as a plugin or an API caller could): the call path itself
     # refuses to send a call under a cap whose worst case it cannot price.
-    monkeypatch.setattr("itemeval.runtime.driver.check_cap_bounds", lambda plan, stages: None)
+    monkeypatch.setattr("itemeval.runtime._driver.check_cap_bounds", lambda plan, stages: None)
     overrides = {
         **ONE,
         "endpoints.sim.sim": {"models": {"acme-ft": {"ability": 0.6}}},
@@ -126,7 +126,7 @@ def test_the_cap_holds_on_a_model_dearer_past_its_long_context_threshold(tmp_pat
     # long-context threshold: without the tier, each reservation is 2/3 of what a call costs.
     # The estimate (which prices the tier too) would refuse the run: the gate is passed by, so
     # that the in-run cap alone holds it.
-    monkeypatch.setattr("itemeval.runtime.driver.gate", lambda *args, **kwargs: "--yes")
+    monkeypatch.setattr("itemeval.runtime._driver.gate", lambda *args, **kwargs: "--yes")
     (tmp_path / "prices.yaml").write_text(
         "models:\n  sim/long: {input: 1.0, output: 200.0, max_output: 8192, "
         "long_context: {above: 20, input: 2, output: 1.5}}\n"

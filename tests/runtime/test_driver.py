@@ -16,14 +16,12 @@ from runtime_files import write_study
 
 from itemeval.cli.main import main
 from itemeval.config import load_study
-from itemeval.datasets.workitem import table_to_items
+from itemeval.datasets import table_to_items
 from itemeval.errors import ExitCode, GateDeclined
-from itemeval.planning.item_index import part_runs
-from itemeval.planning.plan import commit_plan, make_plan
-from itemeval.runtime.context import RunContext
-from itemeval.runtime.driver import RunOptions, _pending, run_study
-from itemeval.runtime.shards import generate_shards, grade_shards
-from itemeval.runtime.worker import ShardRunner
+from itemeval.planning import commit_plan, make_plan
+from itemeval.planning._item_index import part_runs
+from itemeval.runtime import RunContext, ShardRunner, generate_shards, grade_shards
+from itemeval.runtime._driver import RunOptions, _pending, run_study
 from itemeval.store import StudyStore, latest_manifest, list_manifests, read_manifest
 from itemeval.store._compact import compact_partition
 
@@ -250,7 +248,7 @@ def test_shards_reading_one_part_at_once_convert_it_once(tmp_path, monkeypatch):
         time.sleep(0.05)  # a large part: the other readers arrive meanwhile
         return table_to_items(table)
 
-    monkeypatch.setattr("itemeval.runtime.shard_reads.table_to_items", slow_convert)
+    monkeypatch.setattr("itemeval.runtime._shard_reads.table_to_items", slow_convert)
     runner = ShardRunner(_context(study, plan, "parts-test"))
     with ThreadPoolExecutor(max_workers=len(same_part)) as pool:
         read = list(pool.map(runner.read_items, same_part))
@@ -278,7 +276,7 @@ def test_readers_of_another_part_do_not_wait_for_a_conversion(tmp_path, monkeypa
         return table_to_items(table)
 
     overlapped: list[bool] = []
-    monkeypatch.setattr("itemeval.runtime.shard_reads.table_to_items", convert)
+    monkeypatch.setattr("itemeval.runtime._shard_reads.table_to_items", convert)
     runner = ShardRunner(_context(study, plan, "parts-test"))
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(runner.read_items, [first, second]))

@@ -12,9 +12,9 @@ from runtime_files import physical_rows, write_study
 
 from itemeval.config import load_study
 from itemeval.errors import ConfigError, ExitCode
-from itemeval.runtime import inline_executor
-from itemeval.runtime.driver import RunOptions, run_study
-from itemeval.runtime.event_loop import EVENT_LOOP_ENV, new_event_loop
+from itemeval.runtime import RunOptions, run_study
+from itemeval.runtime import _inline_executor as inline_executor
+from itemeval.runtime._event_loop import EVENT_LOOP_ENV, new_event_loop
 
 try:
     import uvloop

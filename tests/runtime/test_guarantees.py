@@ -31,12 +31,10 @@ from runtime_files import (
 
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.planning.plan import make_plan
-from itemeval.runtime.dispatch import WorkerLost
-from itemeval.runtime.driver import RunOptions, run_study
-from itemeval.runtime.executors import with_shares
-from itemeval.runtime.inline_executor import InlineExecutor
-from itemeval.runtime.shards import ShardSummary
+from itemeval.planning import make_plan
+from itemeval.runtime import RunOptions, ShardSummary, run_study, with_shares
+from itemeval.runtime._dispatch import WorkerLost
+from itemeval.runtime._inline_executor import InlineExecutor
 from itemeval.store import StudyStore, latest_manifest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))

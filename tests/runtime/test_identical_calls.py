@@ -20,8 +20,8 @@ from runtime_files import distinct_calls, sim_server, sim_stats, write_study
 
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.planning.plan import make_plan
-from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.planning import make_plan
+from itemeval.runtime import RunOptions, run_study
 from itemeval.store import StudyStore, latest_manifest
 
 try:  # storage options that name the variables holding the test servers' credentials
@@ -120,7 +120,7 @@ def test_identical_requests_in_one_shard_are_sent_once(tmp_path):
 
 @pytest.mark.ray
 def test_workers_not_ready_are_starting_while_the_cluster_has_room(ray_local):
-    from itemeval.runtime.ray_executor import RayExecutor
+    from itemeval.runtime import RayExecutor
 
     executor = object.__new__(RayExecutor)  # its fleet only: no worker, no limiter
     executor._workers, executor._requested = [], 0

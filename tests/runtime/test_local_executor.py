@@ -12,7 +12,7 @@ from runtime_files import DATASETS, physical_rows, sim_server, sim_stats, write_
 
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.runtime import RunOptions, run_study
 from itemeval.store import StudyStore, latest_manifest
 
 pytestmark = [pytest.mark.ray]

@@ -10,9 +10,9 @@ import pytest
 from runtime_files import DATASETS, write_study
 
 from itemeval.config import load_study
-from itemeval.planning import item_index
-from itemeval.planning import plan as planning
-from itemeval.planning.plan import commit_plan, make_plan
+from itemeval.planning import _item_index as item_index
+from itemeval.planning import _plan as planning
+from itemeval.planning import commit_plan, make_plan
 from itemeval.store import read_items_part
 
 

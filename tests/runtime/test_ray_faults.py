@@ -16,9 +16,7 @@ from runtime_files import assert_complete, distinct_calls, sim_server, sim_stats
 
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.runtime.driver import RunOptions, run_study
-from itemeval.runtime.executors import with_shares
-from itemeval.runtime.ray_executor import RayExecutor
+from itemeval.runtime import RayExecutor, RunOptions, run_study, with_shares
 from itemeval.store import StudyStore, list_manifests, read_manifest
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

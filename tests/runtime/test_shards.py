@@ -6,9 +6,9 @@ from __future__ import annotations
 import pyarrow as pa
 from lifetimes import alive_at_each_call
 
-from itemeval.planning.item_index import ITEM_INDEX_SCHEMA, part_runs
-from itemeval.runtime import shards as shards_module
-from itemeval.runtime.shards import BARRIER, generate_shards, grade_shards
+from itemeval.planning._item_index import ITEM_INDEX_SCHEMA, part_runs
+from itemeval.runtime import _shards as shards_module
+from itemeval.runtime._shards import BARRIER, generate_shards, grade_shards
 from itemeval.store import StudyStore, pending_generate, pending_grade
 
 

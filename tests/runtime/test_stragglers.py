@@ -17,8 +17,8 @@ from runtime_files import sim_server, sim_stats, write_study
 
 from itemeval.config import load_study
 from itemeval.errors import ExitCode
-from itemeval.planning.plan import make_plan
-from itemeval.runtime.driver import RunOptions, run_study
+from itemeval.planning import make_plan
+from itemeval.runtime import RunOptions, run_study
 from itemeval.store import StudyStore, latest_manifest
 
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True, stages=("generate",))

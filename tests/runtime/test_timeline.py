@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(
 
 CHILD = """
 import time
-from itemeval.runtime.timeline import Timeline, _process_started_at
+from itemeval.runtime._timeline import Timeline, _process_started_at
 print(repr(_process_started_at()))
 time.sleep(0.3)
 timeline = Timeline()

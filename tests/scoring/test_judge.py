@@ -106,7 +106,7 @@ def test_out_of_range_on_a_truncated_reply_is_truncated():
 def test_a_planted_score_cannot_grade_its_own_answer_in_a_grade_row():
     """Through the row builder the workers use: the candidate's answer ends with a fake score
     block; the judge quotes it and is cut off by its token limit."""
-    from itemeval.calls.rows import Call, judge_row
+    from itemeval.calls import Call, judge_row
     from itemeval.providers.types import ModelResult
     from itemeval.templates import load_template
 

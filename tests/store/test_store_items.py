@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from itemeval.datasets.workitem import ITEM_SCHEMA, WorkItem, items_to_table
+from itemeval.datasets import ITEM_SCHEMA, WorkItem, items_to_table
 from itemeval.errors import StoreError
 from itemeval.store import (
     StudyStore,

@@ -53,7 +53,7 @@ def test_status_of_a_condition_without_rows(store: StudyStore) -> None:
 
 
 def test_prompt_cache_savings_count_paid_rows_at_the_models_prices(store: StudyStore, solution):
-    from itemeval.providers.money.pricing import Pricing
+    from itemeval.providers.money import Pricing
 
     pricing = Pricing.load()
     store.write_solutions(

@@ -11,10 +11,10 @@ from study_files import variant, write_study
 
 from itemeval.cli.main import main
 from itemeval.config import load_study
-from itemeval.planning import estimate
-from itemeval.planning.estimate import ESTIMATE_SLICE
-from itemeval.planning.plan import Plan, make_plan, refresh_estimate
-from itemeval.providers.money.pricing import Pricing
+from itemeval.planning import Plan, make_plan, refresh_estimate
+from itemeval.planning import _estimate as estimate
+from itemeval.planning._estimate import ESTIMATE_SLICE
+from itemeval.providers.money import Pricing
 from itemeval.providers.types import Usage
 from itemeval.store import ResponseCache, cache_group, text_hash
 
@@ -420,7 +420,7 @@ def test_rows_from_the_store_and_the_cache_join_whatever_their_nullability():
     import numpy as np
     import pyarrow as pa
 
-    from itemeval.planning.usage_rows import CELL, USAGE, UsageRows
+    from itemeval.planning._usage_rows import CELL, USAGE, UsageRows
 
     values = {"item_id": ["a"], "epoch": [0], **{name: [10] for name in USAGE}}
     types = {"item_id": pa.string(), "epoch": pa.int32()}

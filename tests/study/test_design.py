@@ -13,7 +13,7 @@ from study_files import BASE, variant, write_study
 
 from itemeval.config import load_study
 from itemeval.errors import InputError
-from itemeval.planning.design import build_design
+from itemeval.planning import build_design
 
 # Pinned for BASE. If one of these changes, every stored row of that condition is orphaned: only
 # change them on purpose (a changed built-in template or scorer version), never by accident.
@@ -67,7 +67,7 @@ def test_ids_identical_in_another_process(tmp_path):
     path = write_study(tmp_path)
     code = (
         "import json,sys;from itemeval.config import load_study;"
-        "from itemeval.planning.design import build_design;"
+        "from itemeval.planning._design import build_design;"
         f"d=build_design(load_study({str(path)!r}));"
         "print(json.dumps({c.slug:c.id for c in (*d.generate,*d.grade)}))"
     )

@@ -11,9 +11,8 @@ from study_files import variant, write_study
 from itemeval.cli.main import main
 from itemeval.config import Budget, load_study
 from itemeval.errors import BudgetExceeded, GateDeclined
-from itemeval.planning import estimate
-from itemeval.planning.estimate import gate
-from itemeval.planning.plan import make_plan
+from itemeval.planning import _estimate as estimate
+from itemeval.planning import gate, make_plan
 
 
 def test_estimate_counts_cells_tokens_and_usd(tmp_path, monkeypatch):

@@ -9,10 +9,9 @@ from study_files import variant, write_study
 
 from itemeval.cli.main import main
 from itemeval.config import load_study
-from itemeval.planning.design import build_design
-from itemeval.planning.plan import make_plan
-from itemeval.planning.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
-from itemeval.simulator.engine import count_tokens as sim_tokens
+from itemeval.planning import build_design, make_plan
+from itemeval.planning._tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
+from itemeval.simulator._engine import count_tokens as sim_tokens
 from itemeval.store import StudyStore
 
 EXAMPLES = [

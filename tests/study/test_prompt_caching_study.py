@@ -20,10 +20,10 @@ import yaml
 from itemeval.cli.main import main
 from itemeval.config import load_study
 from itemeval.export import write_report
-from itemeval.planning.plan import make_plan
-from itemeval.providers.money.pricing import Pricing
+from itemeval.planning import make_plan
+from itemeval.providers.money import Pricing
 from itemeval.providers.types import Usage
-from itemeval.simulator.engine import input_tokens
+from itemeval.simulator._engine import input_tokens
 from itemeval.store import StudyStore
 
 ITEMS = 30

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "export"))
 from export_studies import run
 
 from itemeval.config import load_study
-from itemeval.planning.plan import Plan, make_plan
+from itemeval.planning import Plan, make_plan
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "view"
 CHROMIUM = next(

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import ARTIFACTS
 
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.store import text_hash
 from itemeval.view import ViewOptions, ViewServer
 

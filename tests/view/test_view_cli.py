@@ -10,7 +10,7 @@ import urllib.request
 from itemeval.api import Study
 from itemeval.cli.main import main
 from itemeval.cli.view import DEFAULT_PORT
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.view import DEFAULT_PORT as VIEW_PORT
 from itemeval.view._index import PAGE_COLUMNS
 
@@ -94,7 +94,7 @@ def test_index_of_a_compacted_store_is_the_same(study_plan: Plan, tmp_path) -> N
 
     import numpy as np
 
-    from itemeval.planning.plan import make_plan
+    from itemeval.planning import make_plan
     from itemeval.store import StudyStore, compact
     from itemeval.view._answers import item_detail
     from itemeval.view._index import build_index
@@ -165,7 +165,7 @@ def test_compacted_partition_in_small_row_groups_is_the_same(  # type: ignore[no
     import numpy as np
     import pyarrow.parquet as pq
 
-    from itemeval.planning.plan import make_plan
+    from itemeval.planning import make_plan
     from itemeval.store import StudyStore, compact
     from itemeval.store import fragments as store_fragments
     from itemeval.view._index import build_index

@@ -13,7 +13,7 @@ import pytest
 from export_studies import DATASETS, run
 
 from itemeval.config import load_study
-from itemeval.planning.plan import make_plan
+from itemeval.planning import make_plan
 from itemeval.view import ViewOptions, ViewServer
 
 

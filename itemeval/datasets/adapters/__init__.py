@@ -6,27 +6,42 @@ through a mapping, and Hugging Face datasets (optional `hf` extra).
     for batch in handle.iter_batches(1000):
         ...
 
-Modules: `source` (`DatasetSource`, `open_source`, format inference), `mapping` (`MappingSpec`),
-`rows` (a mapping applied to a row), `tables` (streaming JSONL/CSV/parquet rows), `handle`
-(`DatasetHandle`, `Fingerprint`), `items`, `files`, `hf` (one handle per format), `unique`
-(ids unique across a study).
+The public names are `__all__` below; the modules are private: `_source` (`DatasetSource`,
+`open_source`, format inference), `_mapping` (`MappingSpec`), `_rows` (a mapping applied to a
+row), `_tables` (streaming JSONL/CSV/parquet rows), `_handle` (`DatasetHandle`, `Fingerprint`),
+`_items`, `_files`, `_hf` (one handle per format), `_unique` (ids unique across a study),
+`_convert` (`itemeval convert`: any source to the item format).
 """
 
-from itemeval.datasets.adapters.files import FilesHandle, MappedHandle
-from itemeval.datasets.adapters.handle import DatasetHandle, Fingerprint
-from itemeval.datasets.adapters.hf import HFHandle
-from itemeval.datasets.adapters.items import ItemsHandle, item_to_workitem
-from itemeval.datasets.adapters.mapping import (
+from itemeval.datasets.adapters._convert import (
+    ConvertSource,
+    complete_meta,
+    open_convert_source,
+    set_attribute,
+)
+from itemeval.datasets.adapters._files import FilesHandle, MappedHandle
+from itemeval.datasets.adapters._handle import DatasetHandle, Fingerprint
+from itemeval.datasets.adapters._hf import HFHandle
+from itemeval.datasets.adapters._items import ItemsHandle, item_to_workitem
+from itemeval.datasets.adapters._mapping import (
     ChoicesSpec,
     MappingSpec,
     load_mapping_file,
     parse_mapping,
+    validation_problems,
 )
-from itemeval.datasets.adapters.source import DatasetSource, open_source
-from itemeval.datasets.adapters.unique import StudyIds, check_unique_ids
+from itemeval.datasets.adapters._source import (
+    SUFFIX_FORMATS,
+    DatasetSource,
+    default_name,
+    open_source,
+)
+from itemeval.datasets.adapters._unique import StudyIds, check_unique_ids
 
 __all__ = [
+    "SUFFIX_FORMATS",
     "ChoicesSpec",
+    "ConvertSource",
     "DatasetHandle",
     "DatasetSource",
     "FilesHandle",
@@ -37,8 +52,13 @@ __all__ = [
     "MappingSpec",
     "StudyIds",
     "check_unique_ids",
+    "complete_meta",
+    "default_name",
     "item_to_workitem",
     "load_mapping_file",
+    "open_convert_source",
     "open_source",
     "parse_mapping",
+    "set_attribute",
+    "validation_problems",
 ]

@@ -5,28 +5,36 @@
     for batch in reader.iter_batches(1000):
         ...
 
-Modules: `modality` (the closed modality set), `item` (`Item`, lenient `parse_item`), `dataset`
-(`DatasetMeta`, the `hasPart` naming rule), `attributes` (case-insensitive names, lenient values),
-`records` (streaming JSON Lines), `directory` (`read_dataset`), `writer` (`write_dataset`),
-`dialect` (the spec's and the reference reader's), `attribute_files` (items' ad hoc attributes
-beside the parts), `findings` (`Where`, `ProblemLog`).
+The public names are `__all__` below; the modules are private: `_modality` (the closed
+modality set), `_item` (`Item`, lenient `parse_item`), `_dataset` (`DatasetMeta`, the `hasPart`
+naming rule), `_attributes` (case-insensitive names, lenient values), `_records` (streaming JSON
+Lines), `_directory` (`read_dataset`), `_writer` (`write_dataset`), `_dialect` (the spec's and the
+reference reader's), `_attribute_files` (items' ad hoc attributes beside the parts), `_findings`
+(`Where`, `ProblemLog`).
 """
 
-from itemeval.datasets.format.dataset import DatasetMeta, parse_dataset_meta, part_names
-from itemeval.datasets.format.dialect import Dialect
-from itemeval.datasets.format.directory import (
+from itemeval.datasets.format._attribute_files import ATTRIBUTES_SUFFIX
+from itemeval.datasets.format._dataset import DatasetMeta, parse_dataset_meta, part_names
+from itemeval.datasets.format._dialect import Dialect, item_record, meta_record
+from itemeval.datasets.format._directory import (
+    DEFAULT_ITEMS_PER_PART,
     DatasetReader,
     DatasetReport,
     find_meta_file,
     is_dataset_directory,
     read_dataset,
+    scan_item_file,
 )
-from itemeval.datasets.format.findings import ProblemLog, Where
-from itemeval.datasets.format.item import Item, parse_item
-from itemeval.datasets.format.modality import Modality
-from itemeval.datasets.format.writer import write_dataset
+from itemeval.datasets.format._findings import ProblemLog, Where
+from itemeval.datasets.format._item import ITEM_ATTRIBUTES, Item, parse_item
+from itemeval.datasets.format._modality import Modality
+from itemeval.datasets.format._records import iter_records
+from itemeval.datasets.format._writer import write_dataset
 
 __all__ = [
+    "ATTRIBUTES_SUFFIX",
+    "DEFAULT_ITEMS_PER_PART",
+    "ITEM_ATTRIBUTES",
     "DatasetMeta",
     "DatasetReader",
     "DatasetReport",
@@ -37,9 +45,13 @@ __all__ = [
     "Where",
     "find_meta_file",
     "is_dataset_directory",
+    "item_record",
+    "iter_records",
+    "meta_record",
     "parse_dataset_meta",
     "parse_item",
     "part_names",
     "read_dataset",
+    "scan_item_file",
     "write_dataset",
 ]

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.datasets.workitem import WorkItem
+from itemeval.datasets import WorkItem
 from itemeval.export._eee.aggregate import EvaluationTotals, build_aggregate
 from itemeval.export._eee.records import (
     MAX_SAMPLE_IDS,
@@ -39,7 +39,7 @@ from itemeval.export._eee.records import (
 from itemeval.export._outputs import OutputDir, OutputFile
 from itemeval.export._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion
 from itemeval.export._table.scan import Pair
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.storage import unique_name
 from itemeval.templates import Template
 

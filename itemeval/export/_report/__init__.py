@@ -23,7 +23,7 @@ from itemeval.export._report.data import ReportData, report_data
 from itemeval.export._report.html import report_html
 from itemeval.export._report.markdown import report_markdown
 from itemeval.export._report.summary import Bootstrap
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 
 HTML_FILE = "report.html"
 MARKDOWN_FILE = "report.md"

@@ -38,7 +38,7 @@ from itemeval.export._table.conditions import DesignFacets
 from itemeval.export._table.fetch import ItemFetcher
 from itemeval.importing import imported_notes
 from itemeval.judging import JudgeAnalysis, PairwiseAnalysis
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.store import latest_manifest
 
 if TYPE_CHECKING:  # imported where used: a run, which imports this module, never compares

@@ -20,8 +20,7 @@ from itemeval.export._table.conditions import GradeFacets
 from itemeval.judging import Grader, JudgeAnalysis, PanelRule, analyse, panel_grades
 from itemeval.judging._gold import Labels, read_label_rows, resolve_labels
 from itemeval.judging._verdicts import Shape, column, merge_gold
-from itemeval.planning.design import Design
-from itemeval.planning.plan import Plan
+from itemeval.planning import Design, Plan
 from itemeval.storage import resolve
 from itemeval.store import SOLUTIONS
 

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from itemeval.judging import PairwiseAnalysis, analyse_pairwise
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.store import GRADES, SOLUTIONS
 
 

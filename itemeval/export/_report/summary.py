@@ -45,7 +45,7 @@ from itemeval.export._stats import (
 )
 from itemeval.export._table.cells import StudyCells
 from itemeval.export._table.conditions import GenerateFacets, GradeFacets, primary_grader
-from itemeval.providers.money.pricing import Pricing
+from itemeval.providers.money import Pricing
 
 
 @dataclass(frozen=True)

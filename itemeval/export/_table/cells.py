@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from itemeval.export._table.conditions import DesignFacets
 from itemeval.export._table.fetch import GradePartition, plain_columns
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.store import SOLUTIONS, TIER_BATCH
 
 #: What the report's cells and the viewer's index read of a grade row besides its keys.

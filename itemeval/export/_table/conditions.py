@@ -9,7 +9,7 @@ template, the model config and the resolved sampling parameters; for a grade con
 verifiable scorer when the study has one (exact and free), else the first judge.
 
 Facets are views in design order; conditions are looked up by id in
-`itemeval.planning.design.Design`.
+`itemeval.planning._design.Design`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 
 from itemeval.ids import canonical_json
-from itemeval.planning.design import Design, GenerateCondition, GradeCondition
+from itemeval.planning import Design, GenerateCondition, GradeCondition
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from itemeval.datasets.workitem import ITEM_SCHEMA
+from itemeval.datasets import ITEM_SCHEMA
 from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location
 from itemeval.store import (

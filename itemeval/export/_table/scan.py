@@ -41,7 +41,7 @@ from itemeval.export._table.fetch import (
     RowFetcher,
     locate_logical_rows,
 )
-from itemeval.planning.plan import Plan
+from itemeval.planning import Plan
 from itemeval.store import SOLUTIONS
 
 DEFAULT_BATCH_ROWS = 20_000

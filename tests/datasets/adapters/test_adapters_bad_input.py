@@ -4,8 +4,14 @@ field or attribute, and what was expected."""
 import pytest
 from adapter_files import put, put_items_dataset, put_jsonl, put_parquet
 
-from itemeval.datasets.adapters import DatasetSource, StudyIds, check_unique_ids, open_source
-from itemeval.datasets.adapters.mapping import load_mapping_file, parse_mapping
+from itemeval.datasets.adapters import (
+    DatasetSource,
+    StudyIds,
+    check_unique_ids,
+    load_mapping_file,
+    open_source,
+    parse_mapping,
+)
 from itemeval.errors import ConfigError, DatasetError
 
 
@@ -208,7 +214,7 @@ def test_duplicate_ids_across_two_datasets(tmp_path):
 
 def test_study_ids_scale_to_many_items():
     ids = StudyIds()
-    from itemeval.datasets.workitem import WorkItem
+    from itemeval.datasets import WorkItem
 
     batches = (
         [WorkItem(id=f"a.{i}", input="x") for i in range(j, j + 10_000)]

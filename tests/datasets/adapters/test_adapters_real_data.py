@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from itemeval.datasets.adapters import DatasetSource, load_mapping_file, open_source
-from itemeval.datasets.adapters.convert import complete_meta
+from itemeval.datasets.adapters import DatasetSource, complete_meta, load_mapping_file, open_source
 from itemeval.datasets.format import ProblemLog, read_dataset, write_dataset
 
 MAPPINGS = Path(__file__).resolve().parents[3] / "configs" / "mappings"

@@ -159,8 +159,8 @@ def test_duplicate_ids_name_every_later_copy_and_its_first_place(monkeypatch, ba
     reported once, naming the place of the first copy, across batches and files."""
     import random
 
-    from itemeval.datasets.format.directory import DuplicateIds
-    from itemeval.datasets.format.findings import Where
+    from itemeval.datasets.format import Where
+    from itemeval.datasets.format._directory import DuplicateIds
 
     monkeypatch.setattr(DuplicateIds, "BATCH", batch)
     rng = random.Random(7)

@@ -315,7 +315,7 @@ def _variants():
 def test_the_canonical_path_reads_what_the_lenient_reader_reads():
     """`parse_item` takes a short path for items written as the spec writes them; for every
     other item it reads leniently. The short path must find what the lenient reader finds."""
-    from itemeval.datasets.format.item import _parse_lenient, canonical_item
+    from itemeval.datasets.format._item import _parse_lenient, canonical_item
 
     taken = 0
     for raw in _variants():
