@@ -24,13 +24,8 @@ calibrated on this study (the other models' stored results). Steps:
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,41 +39,11 @@ from itemeval.planning import make_plan
 from itemeval.runtime import RunOptions, run_study
 from itemeval.store import StudyStore
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sim_server import answered, sim_server, since
+
 REPO = Path(__file__).resolve().parents[1]
 OPTIONS = RunOptions(no_ray=True, yes=True, quiet=True)
-
-
-@contextmanager
-def sim_server() -> Iterator[str]:
-    """`itemeval sim-server --port 0` (127.0.0.1) for the duration; its base URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "itemeval.cli.sim", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line.startswith("listening on http://127.0.0.1:"):
-            raise RuntimeError(f"sim-server did not start: {line!r}")
-        yield line.split("listening on ", 1)[1].strip()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def answered(url: str) -> dict[str, int]:
-    """The server's successful answers so far, in all and per model."""
-    with urllib.request.urlopen(f"{url}/_sim/stats", timeout=10) as response:
-        stats = json.loads(response.read())
-    return {"all": stats["ok"], **stats["ok_by_model"]}
-
-
-def since(url: str, before: dict[str, int]) -> dict[str, int]:
-    now = answered(url)
-    return {k: v - before.get(k, 0) for k, v in now.items() if v - before.get(k, 0)}
 
 
 def stored_usd(study_path: Path) -> float:
