@@ -11,8 +11,9 @@ REPO = Path(__file__).resolve().parents[1]
 DOCS = sorted((REPO / "docs").rglob("*.md"))
 PAGES = [REPO / "README.md", REPO / "CHANGELOG.md", *DOCS]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-# Scripts in benchmarks/ that measure nothing themselves.
-NOT_BENCHMARKS = {"generated_data.py", "run_all.py"}
+#: Scripts in benchmarks/ that measure nothing themselves: the data generator, the runner of all,
+#: and the sim-server helper the benchmarks share.
+NOT_BENCHMARKS = {"generated_data.py", "run_all.py", "sim_server.py"}
 
 
 def _slug(heading: str) -> str:
