@@ -1,4 +1,5 @@
-"""Run every benchmark in turn and print their figures (what `make bench` does; ~40 minutes).
+"""Run every benchmark in turn and print their figures (what `make bench` does; it takes hours:
+each benchmark's own time is in its section of `docs/performance.md`).
 
 Each benchmark is a script of its own that can run alone; see `docs/performance.md` for what
 each measures and the figures recorded on this machine kind.
@@ -36,6 +37,34 @@ BENCHMARKS = [
     ("a heavy-tailed provider, with and without hedging", ["stragglers.py"]),
     ("judge calibration: interval coverage over 500 simulated studies", ["judge_calibration.py"]),
     ("a 3-judge panel over 5,000 stored answers, counted at the server", ["panel_cost.py"]),
+    ("a million cells through HTTP", ["million_cells.py"]),
+    (
+        "calls paid twice under faults",
+        ["paid_twice.py", "--cases", "kill", "workers", "writes", "cap"],
+    ),
+    (
+        "the budget cap at its edges",
+        ["paid_twice.py", "--cases", "cap", "unpriced", "longctx", "pilot", "deadline"],
+    ),
+    ("two runs holding one endpoint's limits", ["shared_limits.py"]),
+    ("identical calls within a run, cache on S3", ["identical_calls.py", "--runs", "2"]),
+    ("importing results", ["import_throughput.py", "--records", "250000"]),
+    ("the viewer on a big store", ["viewer.py", "--compact"]),
+    ("statistics: speed over 1,000,000 grades", ["stat_speed.py"]),
+    (
+        "statistics: calibration over 1,000 simulated studies",
+        ["stat_calibration.py", "--studies", "1000"],
+    ),
+    ("item response theory: fitting 50 x 20,000", ["irt_fit.py"]),
+    (
+        "adaptive runs over 50 simulated banks",
+        ["adaptive.py", "--seeds", "50", "--thin", "--no-server"],
+    ),
+    ("adaptive runs counted at the sim-server", ["adaptive.py"]),
+    (
+        "the demo's weakest model adaptive, at the sim-server",
+        ["adaptive_study.py", "--seeds", "20"],
+    ),
 ]
 
 
