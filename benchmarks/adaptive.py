@@ -11,7 +11,7 @@ ability plus N(0, 0.4)). A model's answer to an item is drawn once from this 3PL
 per-subject skill, which is richer than the 2PL model with one ability that is fitted.
 
 For each of `--seeds` banks, for each model in turn: calibrate the 2PL on the other models'
-full runs (`fit_irt`), then run it adaptively (`itemeval.irt.adaptive`, the draw weighted by
+full runs (`fit_irt`), then run it adaptively (`itemeval.irt._adaptive`, the draw weighted by
 `--weight` mixed with a uniform `--floor`; `--floor 1` is a uniform draw within strata),
 answering with the same draws as its full run. Prints, per bank and over all of them, the share
 of items used, the mean absolute error of the predicted full accuracy against the actual
@@ -48,8 +48,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
-from itemeval.irt.adaptive import FLOOR, MIN_CALIBRATION, WEIGHT, Adaptive, Bank, Estimate
-from itemeval.irt.fit import fit_irt
+from itemeval.irt import FLOOR, MIN_CALIBRATION, WEIGHT, Adaptive, Bank, Estimate, fit_irt
 from itemeval.providers import (
     EndpointSettings,
     ModelRequest,

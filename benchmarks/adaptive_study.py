@@ -33,8 +33,7 @@ import pyarrow.compute as pc
 import yaml
 
 from itemeval.config import load_study
-from itemeval.irt.analysis import study_responses
-from itemeval.irt.study_run import read_adaptive
+from itemeval.irt import read_adaptive, study_responses
 from itemeval.planning import make_plan
 from itemeval.runtime import RunOptions, run_study
 from itemeval.store import StudyStore

@@ -21,8 +21,7 @@ import time
 import numpy as np
 from scipy.stats import spearmanr
 
-from itemeval.irt.analysis import HELD_OUT_ITEMS
-from itemeval.irt.fit import fit_irt, held_out_loglik
+from itemeval.irt import HELD_OUT_ITEMS, fit_irt, held_out_loglik
 
 
 def timed(fn):  # type: ignore[no-untyped-def]

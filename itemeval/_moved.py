@@ -217,6 +217,12 @@ MOVED: dict[str, str] = {
     "itemeval.runtime.shards": "itemeval.runtime._shards",
     "itemeval.runtime.timeline": "itemeval.runtime._timeline",
     "itemeval.runtime.worker": "itemeval.runtime._worker",
+    # modules made private (irt)
+    "itemeval.irt.adaptive": "itemeval.irt._adaptive",
+    "itemeval.irt.analysis": "itemeval.irt._analysis",
+    "itemeval.irt.fit": "itemeval.irt._fit",
+    "itemeval.irt.report": "itemeval.irt._report",
+    "itemeval.irt.study_run": "itemeval.irt._study_run",
 }
 
 

@@ -136,12 +136,12 @@ class EstimateSummary:
     prices_as_of: str | None
     warnings: list[str]
     plan: Plan = field(repr=False)
-    #: Adaptive conditions' expected cost beside the full run's (`irt.study_run.adaptive_costs`).
+    #: Adaptive conditions' expected cost beside the full run's (`itemeval.irt.adaptive_costs`).
     adaptive: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def of(cls, plan: Plan) -> EstimateSummary:
-        from itemeval.irt.study_run import adaptive_costs
+        from itemeval.irt import adaptive_costs
 
         return cls(
             selection=Selection.of(plan),
@@ -166,7 +166,7 @@ class EstimateSummary:
     def adaptive_text(self) -> str:
         """The adaptive conditions' expected cost beside the full run's, a line each, as
         `itemeval estimate` prints it ("" without adaptive conditions)."""
-        from itemeval.irt.study_run import render_adaptive_costs
+        from itemeval.irt import render_adaptive_costs
 
         return render_adaptive_costs(self.adaptive) if self.adaptive else ""
 

@@ -58,8 +58,9 @@ def resolve_sampling(*layers: Sampling) -> SamplingParams:
 
 class Adaptive(StrictModel):
     """`adaptive:` of a model entry: its conditions answer items shard by shard, chosen by
-    `itemeval.irt.adaptive` on a bank calibrated on other conditions, until the predicted
-    full-benchmark accuracy is precise enough or a share of the items is used (docs/irt.md)."""
+    `itemeval.irt`'s adaptive estimator on a bank calibrated on other conditions, until the
+    predicted full-benchmark accuracy is precise enough or a share of the items is used
+    (docs/irt.md)."""
 
     #: Where the calibrating answers are: `study` (this study's store, the other conditions)
     #: or the URL of another store on which `itemeval analyze irt` ran.

@@ -1,35 +1,31 @@
 """Item response theory on the store (docs/irt.md).
 
-* `fit`       1PL and 2PL models by joint MAP (numpy): abilities, difficulties,
-              discriminations, standard errors, held-out log-likelihood
-* `analysis`  `analyze_irt(plan)`: the store's results as a conditions x items binomial matrix
-              (other stores' responses matched by dataset, id and content hash), the fits, the
-              flagged items, the files under `<store>/analysis/irt/`
-* `report`    the report's IRT section (suspicious items next to their text) and its adaptive
-              predictions
-* `adaptive`  the adaptive estimator on a calibrated bank (shards, ability, predicted accuracy)
-* `study_run` adaptive conditions in a study run (rounds of ordinary runs; `run_study` calls it)
+The public names are `__all__` below, imported on first use (numpy and the store's readers load
+only when a name is used); the modules are private:
+
+* `_fit`       1PL and 2PL models by joint MAP (numpy): abilities, difficulties,
+               discriminations, standard errors, held-out log-likelihood
+* `_analysis`  `analyze_irt(plan)`: the store's results as a conditions x items binomial matrix
+               (other stores' responses matched by dataset, id and content hash), the fits, the
+               flagged items, the files under `<store>/analysis/irt/`
+* `_report`    the report's IRT section (suspicious items next to their text) and its adaptive
+               predictions
+* `_adaptive`  the adaptive estimator on a calibrated bank (shards, ability, predicted accuracy)
+* `_study_run` adaptive conditions in a study run (rounds of ordinary runs; `run_study` calls it)
 """
 
-from itemeval.irt.analysis import (
-    ANALYSIS_DIR,
-    ConditionAbility,
-    IrtResult,
-    ItemParameters,
-    analyze_irt,
-    item_flag,
-)
-from itemeval.irt.fit import HeldOut, IrtFit, fit_irt, held_out_loglik
+from __future__ import annotations
 
-__all__ = [
-    "ANALYSIS_DIR",
-    "ConditionAbility",
-    "HeldOut",
-    "IrtFit",
-    "IrtResult",
-    "ItemParameters",
-    "analyze_irt",
-    "fit_irt",
-    "held_out_loglik",
-    "item_flag",
-]
+from itemeval._util.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    """
+    _fit: HeldOut IrtFit fit_irt held_out_loglik
+    _analysis: ANALYSIS_DIR HELD_OUT_ITEMS NEAR_ZERO ConditionAbility IrtResult ItemParameters
+        analyze_irt item_flag study_responses
+    _adaptive: FLOOR MIN_CALIBRATION WEIGHT Adaptive Bank Estimate choose
+    _report: IrtSection adaptive_rows irt_section
+    _study_run: adaptive_costs read_adaptive render_adaptive_costs run_adaptive
+    """,
+)

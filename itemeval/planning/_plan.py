@@ -287,7 +287,7 @@ def restrict_plan(plan: Plan, only_items: Mapping[str, Collection[str]]) -> Plan
     """The plan with the generate conditions of `only_items` narrowed to those item ids (their
     grade cells too), re-estimated; the other conditions as they were. Cells outside stay
     pending in the store: a later run without the restriction does them. Adaptive runs
-    (`itemeval.irt.study_run`) dispatch their rounds through it. Reads only."""
+    (`itemeval.irt._study_run`) dispatch their rounds through it. Reads only."""
     if plan.pending_generate is None or plan.pending_grade is None:
         return plan
     assert plan.tokens is not None, "restrict_plan needs a plan made by make_plan"

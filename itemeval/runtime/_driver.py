@@ -157,7 +157,7 @@ def run_study(
 
         return run_with_pilot(study, options, run_study, executor_factory=executor_factory)
     if options.adaptive and options.only_items is None and any(m.adaptive for m in study.models):
-        from itemeval.irt.study_run import run_adaptive
+        from itemeval.irt import run_adaptive
 
         return run_adaptive(study, options, run_study, executor_factory=executor_factory)
     with run_collector_pace():

@@ -2,7 +2,8 @@ import pytest
 
 from itemeval.datasets import WorkItem
 from itemeval.errors import ConfigError
-from itemeval.templates import answer_formats, builtin_names, load_template
+from itemeval.templates import _answer_formats as answer_formats
+from itemeval.templates import builtin_names, load_template
 
 
 def item(**kw):

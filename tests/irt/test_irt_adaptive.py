@@ -7,8 +7,7 @@ import time
 
 import numpy as np
 
-from itemeval.irt import fit_irt
-from itemeval.irt.adaptive import Adaptive, Bank, choose
+from itemeval.irt import Adaptive, Bank, choose, fit_irt
 
 
 def world(seed: int, items: int = 800, models: int = 8):

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from itemeval.irt import fit_irt, held_out_loglik, item_flag
-from itemeval.irt.analysis import NEAR_ZERO
+from itemeval.irt import NEAR_ZERO, fit_irt, held_out_loglik, item_flag
 
 
 def bank(seed: int, conditions: int = 30, items: int = 600, epochs: int = 3):

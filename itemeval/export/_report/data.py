@@ -42,7 +42,7 @@ from itemeval.planning import Plan
 from itemeval.store import latest_manifest
 
 if TYPE_CHECKING:  # imported where used: a run, which imports this module, never compares
-    from itemeval.irt.report import IrtSection
+    from itemeval.irt import IrtSection
     from itemeval.statistics import Family, StudyStatistics
 
 
@@ -160,13 +160,13 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
 
 
 def _adaptive_rows(plan: Plan) -> list[list[str]]:
-    from itemeval.irt.report import adaptive_rows
+    from itemeval.irt import adaptive_rows
 
     return adaptive_rows(plan)
 
 
 def _irt_section(plan: Plan, cells: StudyCells) -> IrtSection:
-    from itemeval.irt.report import irt_section  # irt/ reads the report's cells
+    from itemeval.irt import irt_section  # irt/ reads the report's cells
 
     return irt_section(plan, cells)
 

@@ -12,7 +12,7 @@ from itemeval.export._report.data import ReportData
 from itemeval.export._report.judge_tables import judges_html
 from itemeval.export._report.pairwise_tables import pairwise_html
 from itemeval.export._report.summary import FacetTable
-from itemeval.irt import report as irt
+from itemeval.irt import _report as irt  # irt writes its own report section
 
 _CI = re.compile(r"^(\S+) (\[[^\]]*\])$")
 

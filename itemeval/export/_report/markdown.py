@@ -6,7 +6,7 @@ from itemeval.export._report import tables as t
 from itemeval.export._report.data import ReportData
 from itemeval.export._report.judge_tables import judges_markdown
 from itemeval.export._report.pairwise_tables import pairwise_markdown
-from itemeval.irt import report as irt
+from itemeval.irt import _report as irt  # irt writes its own report section
 
 
 def irt_markdown(data: ReportData) -> list[str]:

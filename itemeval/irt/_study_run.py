@@ -43,15 +43,15 @@ import pyarrow.compute as pc
 from itemeval.config import Adaptive as AdaptiveConfig
 from itemeval.config import StudyConfig
 from itemeval.errors import InputError, Problem
-from itemeval.irt.adaptive import MIN_CALIBRATION, Adaptive, Bank
-from itemeval.irt.analysis import (
+from itemeval.irt._adaptive import MIN_CALIBRATION, Adaptive, Bank
+from itemeval.irt._analysis import (
     ANALYSIS_DIR,
     RESPONSES_FILE,
     item_hashes,
     other_responses,
     study_responses,
 )
-from itemeval.irt.fit import fit_irt
+from itemeval.irt._fit import fit_irt
 from itemeval.planning import Plan, make_plan
 from itemeval.storage import resolve
 

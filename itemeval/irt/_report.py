@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from itemeval.errors import InputError
-from itemeval.irt.analysis import ItemParameters, analyze_irt
+from itemeval.irt._analysis import ItemParameters, analyze_irt
 from itemeval.planning import Plan
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ ADAPTIVE_NOTE = (
 def adaptive_rows(plan: Plan) -> list[list[str]]:
     """The stored adaptive results (`<store>/analysis/irt/adaptive.json`) as rows under
     `ADAPTIVE_HEADER`; empty when the study ran nothing adaptively."""
-    from itemeval.irt.study_run import read_adaptive
+    from itemeval.irt._study_run import read_adaptive
 
     rows = []
     for r in read_adaptive(plan):

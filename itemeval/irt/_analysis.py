@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from itemeval import __version__
 from itemeval.errors import InputError, Problem
 from itemeval.ids import content_hash
-from itemeval.irt.fit import HeldOut, IrtFit, fit_irt, held_out_loglik
+from itemeval.irt._fit import HeldOut, IrtFit, fit_irt, held_out_loglik
 from itemeval.planning import Plan
 from itemeval.storage import Location, resolve
 
