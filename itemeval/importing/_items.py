@@ -13,7 +13,7 @@ from typing import Any
 
 from itemeval.datasets import items_to_table, pin_datasets, read_locks
 from itemeval.datasets.adapters import DatasetSource, open_source
-from itemeval.datasets.format import DatasetMeta, Item, Modality, read_dataset
+from itemeval.datasets.format import MAX_CHOICES, DatasetMeta, Item, Modality, read_dataset
 from itemeval.errors import DatasetError
 from itemeval.importing._model import Rejection, Sample
 from itemeval.storage import Location
@@ -184,7 +184,7 @@ def _modality(s: Sample) -> str | None:
             return Modality.parse(s.modality).value
         except ValueError:
             pass
-    if s.choices and 2 <= len(s.choices) <= 5:
+    if s.choices and 2 <= len(s.choices) <= MAX_CHOICES:
         return Modality.for_choices(len(s.choices)).value
     reference = s.reference.strip().casefold()
     if reference in ("true", "false", "yes", "no"):
