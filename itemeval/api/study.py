@@ -497,6 +497,7 @@ class Study:
             force=force,
             accept_changed=accept,
             with_pending=with_pending,
+            estimate=with_pending,  # a reading command needs no token counts
         )
 
 

@@ -72,7 +72,7 @@ from itemeval.store._manifest import (
     write_manifest_start,
 )
 from itemeval.store._pending import CellMasks, pending_generate, pending_grade
-from itemeval.store._positions import ItemLookup
+from itemeval.store._positions import ItemLookup, string_hashes
 from itemeval.store._schemas import (
     GRADE_SCHEMA,
     RESPONSE_SCHEMA,
@@ -149,6 +149,7 @@ __all__ = [
     "select_conditions",
     "solution_index",
     "status_counts",
+    "string_hashes",
     "text_hash",
     "write_items_snapshot",
     "write_manifest_end",
