@@ -41,6 +41,7 @@ from itemeval.simulator._model import model_name
 from itemeval.simulator._openai_batches import OpenAIBatches
 from itemeval.simulator._prompt_cache import NO_CACHE, CacheUsage, PromptCache
 from itemeval.simulator._stats import ServerStats
+from itemeval.simulator._structured import structure
 from itemeval.simulator._wire import ANTHROPIC, GEMINI, JSON_TYPE, OPENAI, Call, Wire
 
 __all__ = ["RunningServer", "ServerLimits", "SimServer", "start_server"]
@@ -80,7 +81,9 @@ class SimServer:
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/messages", self._anthropic)
+        # Gemini under both API versions (the google-genai SDK's `api_version`).
         app.router.add_post("/v1beta/models/{model:.+}", self._gemini)
+        app.router.add_post("/v1/models/{model:.+}", self._gemini)
         self.openai_batches.add_routes(app)
         self.anthropic_batches.add_routes(app)
         app.router.add_get("/_sim/stats", self._stats)
@@ -121,9 +124,10 @@ class SimServer:
                 max_tokens=call.max_tokens,
                 reasoning_effort=call.reasoning_effort,
                 thinking_budget=call.thinking_budget,
-                structured=call.structured is not None,
+                structured=call.output is not None,
             )
-            reply.tool = call.structured
+            if call.output is not None:
+                reply = self._structure(reply, call)
             tokens = reply.usage.input_tokens + reply.usage.output_tokens or input_tokens(
                 call.messages
             )
@@ -162,7 +166,7 @@ class SimServer:
             # `self.stats`, not `stats`: the latency may have spanned a reset.
             self.stats.answered(call.model, wire.route, reply.usage, cache)
             serial = next(self._ids)
-            payload = wire.success(call.model, reply, serial, cache)
+            payload = wire.success(call.model, reply, serial, cache, call=call)
             headers[wire.request_id_header] = f"req_sim{serial:010d}"
             return web.Response(
                 body=json.dumps(payload, ensure_ascii=False).encode(),
@@ -171,6 +175,18 @@ class SimServer:
             )
         finally:
             self.stats.in_flight -= 1  # `self.stats`: a reset may have replaced it meanwhile
+
+    def _structure(self, reply: SimReply, call: Call) -> SimReply:
+        assert call.output is not None
+        return structure(
+            reply,
+            call.output,
+            model=call.model,
+            messages=call.messages,
+            hints=call.hints,
+            max_tokens=call.max_tokens,
+            seed=self.simulator.settings.seed,
+        )
 
     def _prompt_cache(self, wire: Wire, call: Call, reply: SimReply) -> CacheUsage:
         if reply.usage.input_tokens < self._min_cacheable and not call.breakpoints:
@@ -217,9 +233,10 @@ class SimServer:
             max_tokens=call.max_tokens,
             reasoning_effort=call.reasoning_effort,
             thinking_budget=call.thinking_budget,
-            structured=call.structured is not None,
+            structured=call.output is not None,
         )
-        reply.tool = call.structured
+        if call.output is not None:
+            reply = self._structure(reply, call)
         if reply.kind == "unknown_model":
             stats.errored += 1
             return BatchAnswer(404, wire.error_body(404, "not_found", reply.message), request_id)
@@ -231,7 +248,7 @@ class SimServer:
         stats.ok += 1
         stats.ok_by_model[call.model] = stats.ok_by_model.get(call.model, 0) + 1
         stats.usage.add(reply.usage, cache)
-        payload = wire.success(call.model, reply, serial, cache, batch=True)
+        payload = wire.success(call.model, reply, serial, cache, batch=True, call=call)
         return BatchAnswer(200, payload, request_id, call.model)
 
     # ---------------------------------------------------------------- the rest
