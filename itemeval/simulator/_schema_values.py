@@ -29,6 +29,7 @@ from typing import Any
 from itemeval.ids import sha256_hex
 from itemeval.simulator._answers import filler
 from itemeval.simulator._model import stable_unit
+from itemeval.simulator._regex_strings import regex_string, search
 
 #: Nesting beyond which optional properties, optional items and recursive branches are left out.
 MAX_DEPTH = 6
@@ -127,13 +128,15 @@ class _Builder:
 
     def value(self, schema: Any, path: tuple[object, ...], depth: int, hint: Any = _MISSING) -> Any:
         node = self.resolve(schema)
-        branches = node.pop("anyOf", None) or node.pop("oneOf", None)
-        if branches:
-            node = _merge(node, self.branch(branches, depth, hint))
         if hint is not _MISSING:
-            fitted = _fit(node, hint)
+            fitted = self.fitted(node, hint)
             if fitted is not _MISSING:
                 return fitted
+        for _ in range(16):  # branches within branches
+            branches = node.pop("anyOf", None) or node.pop("oneOf", None)
+            if not branches:
+                break
+            node = _merge(node, self.branch(branches, depth))
         if "const" in node:
             return node["const"]
         if isinstance(node.get("enum"), list) and node["enum"]:
@@ -154,12 +157,20 @@ class _Builder:
             return None
         return self.string(node, path)
 
-    def branch(self, branches: list[Any], depth: int, hint: Any) -> dict[str, Any]:
+    def fitted(self, node: dict[str, Any], hint: Any, nesting: int = 0) -> Any:
+        """`hint` made to fit `node` or one of its branches; `_MISSING` when none takes it."""
+        branches = node.get("anyOf") or node.get("oneOf")
+        if not branches or nesting > 16:
+            return _fit(node, hint)
+        rest = {k: v for k, v in node.items() if k not in ("anyOf", "oneOf")}
+        for branch in branches:
+            fitted = self.fitted(_merge(rest, self.resolve(branch)), hint, nesting + 1)
+            if fitted is not _MISSING:
+                return fitted
+        return _MISSING
+
+    def branch(self, branches: list[Any], depth: int) -> dict[str, Any]:
         resolved = [self.resolve(b) for b in branches]
-        if hint is not _MISSING:
-            for node in resolved:
-                if _fit(node, hint) is not _MISSING:
-                    return node
         if depth >= MAX_DEPTH:  # deep inside a recursive schema: the branch that ends it
             for node in resolved:
                 if _kind(node, depth) not in ("object", "array"):
@@ -204,7 +215,7 @@ class _Builder:
 
     def extra_schema(self, node: Mapping[str, Any], name: str) -> Any:
         for pattern, sub in (node.get("patternProperties") or {}).items():
-            if _search(pattern, name):
+            if search(pattern, name):
                 return sub
         extra = node.get("additionalProperties")
         return extra if isinstance(extra, Mapping) else {}
@@ -235,7 +246,7 @@ class _Builder:
                 sub = {"allOf": [sub or {}, contains]}
             for attempt in range(16 if unique else 1):
                 item = self.value(sub, (*path, i, attempt), depth + 1)
-                mark = _mark(item)
+                mark = repr(item)
                 if mark not in seen:
                     break
             seen.add(mark)
@@ -244,26 +255,22 @@ class _Builder:
 
     def number(self, node: Mapping[str, Any], path: tuple[object, ...], *, integer: bool) -> Any:
         low, high, low_open, high_open = _bounds(node)
-        step = node.get("multipleOf")
-        if integer:
+        u = self.unit(path, "number")
+        if integer:  # integer ends, openness folded in
             lo = -math.inf if low is None else math.floor(low) + 1 if low_open or low % 1 else low
             hi = (
                 math.inf if high is None else math.ceil(high) - 1 if high_open or high % 1 else high
             )
             lo, hi = _span(lo, hi, 10)
-            if isinstance(step, int | float) and step > 0:
-                first = math.ceil(lo / step) * step
-                n = max(0, int((hi - first) // step))
-                value = first + step * int(self.unit(path, "int") * (n + 1))
-                return int(value) if float(value).is_integer() else value
-            return int(lo + int(self.unit(path, "int") * (hi - lo + 1)))
-        lo, hi = _span(-math.inf if low is None else low, math.inf if high is None else high, 1.0)
-        if isinstance(step, int | float) and step > 0:
-            first = math.ceil(lo / step) * step
-            if low_open and first == lo:
-                first += step
-            return _number(first)
-        value = round(lo + (hi - lo) * (0.25 + 0.5 * self.unit(path, "num")), 3)
+            low_open = high_open = False
+        else:
+            lo, hi = _span(-math.inf if low is None else low, math.inf if high is None else high, 1)
+        step = node.get("multipleOf")
+        if isinstance(step, int | float) and not isinstance(step, bool) and step > 0:
+            return _multiple(step, lo, hi, low_open, high_open, integer, u)
+        if integer:
+            return int(lo + int(u * (hi - lo + 1)))
+        value = round(lo + (hi - lo) * (0.25 + 0.5 * u), 3)
         if not lo <= value <= hi or (low_open and value == lo) or (high_open and value == hi):
             value = (lo + hi) / 2
         return _number(value)
@@ -369,7 +376,7 @@ def _fit_kind(node: Mapping[str, Any], kind: str, hint: Any) -> Any:
         if len(text) < int(node.get("minLength") or 0):
             return _MISSING
         pattern = node.get("pattern")
-        if isinstance(pattern, str) and not _search(pattern, text):
+        if isinstance(pattern, str) and not search(pattern, text):
             return _MISSING
         if node.get("format") in _FORMATS or node.get("format") == "uuid":
             return _MISSING  # a formatted string is made, never an answer squeezed into it
@@ -441,19 +448,26 @@ def _span(lo: float, hi: float, width: float) -> tuple[Any, Any]:
     return lo, hi
 
 
+def _multiple(
+    step: float, lo: float, hi: float, low_open: bool, high_open: bool, integer: bool, u: float
+) -> float | int:
+    """A multiple of `step` between the ends, one whose quotient by `step` is a whole number in
+    floating point too (validators divide: 3 * 0.1 / 0.1 is not 3)."""
+    first, last = math.ceil(lo / step), math.floor(hi / step)
+    start = first + int(u * max(1, last - first + 1))
+    for k in (start, *range(first, min(last, first + 64) + 1)):
+        value = k * step
+        inside = lo <= value <= hi and not (
+            (low_open and value == lo) or (high_open and value == hi)
+        )
+        whole = float(value / step).is_integer() and (not integer or float(value).is_integer())
+        if inside and whole:
+            return _number(value)
+    return 0 if lo <= 0 <= hi else _number(first * step)
+
+
 def _number(value: float) -> float | int:
     return int(value) if float(value).is_integer() and abs(value) < 2**53 else float(value)
-
-
-def _mark(value: Any) -> str:
-    return repr(value)
-
-
-def _search(pattern: str, text: str) -> bool:
-    try:
-        return re.search(pattern, text) is not None
-    except re.error:
-        return True  # a pattern Python cannot read: not held against the value
 
 
 def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -490,104 +504,3 @@ def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
-
-
-# --------------------------------------------------------------------------- regex strings
-
-
-def regex_string(pattern: str, *, extra: int = 0) -> str | None:
-    """A string in which `pattern` is found (JSON Schema's unanchored match), built from the
-    parsed regex: each repeat `extra` times beyond its minimum (within its maximum); None when
-    the pattern cannot be read or the string built does not match (lookarounds, say)."""
-    try:
-        # The stdlib's own regex parser (private, stable since 3.11): no third-party dependency.
-        from re import _parser
-
-        tree = _parser.parse(pattern)
-        text = _Regex(extra).build(list(tree))
-    except (re.error, RecursionError, ValueError, TypeError, IndexError, OverflowError):
-        return None
-    return text if _search(pattern, text) else None
-
-
-class _Regex:
-    def __init__(self, extra: int):
-        self.extra = extra
-        self.groups: dict[int, str] = {}
-
-    def build(self, items: list[Any]) -> str:
-        return "".join(self.one(op, arg) for op, arg in items)
-
-    def one(self, op: Any, arg: Any) -> str:
-        name = str(op)
-        if name == "LITERAL":
-            return chr(arg)
-        if name == "NOT_LITERAL":
-            return "a" if arg != ord("a") else "b"
-        if name == "ANY":
-            return "a"
-        if name == "IN":
-            return _char_in(arg)
-        if name == "BRANCH":
-            return self.build(list(arg[1][0]))
-        if name == "SUBPATTERN":
-            text = self.build(list(arg[-1]))
-            if arg[0] is not None:
-                self.groups[arg[0]] = text
-            return text
-        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-            low, high, sub = arg
-            count = min(low + self.extra, high)
-            return "".join(self.build(list(sub)) for _ in range(count))
-        if name == "ATOMIC_GROUP":
-            return self.build(list(arg))
-        if name == "GROUPREF":
-            return self.groups.get(arg, "")
-        return ""  # AT (anchors), ASSERT, ASSERT_NOT, ...: nothing to write
-
-
-def _char_in(items: list[Any]) -> str:
-    negate = bool(items) and str(items[0][0]) == "NEGATE"
-    if not negate:
-        op, arg = items[0]
-        name = str(op)
-        if name == "LITERAL":
-            return chr(arg)
-        if name == "RANGE":
-            return chr(arg[0])
-        if name == "CATEGORY":
-            return _CATEGORY_CHARS.get(str(arg), "a")
-    for candidate in "aA0_- .x":
-        if not any(_in_item(candidate, op, arg) for op, arg in items[1:]):
-            return candidate
-    return "~"
-
-
-def _in_item(char: str, op: Any, arg: Any) -> bool:
-    name = str(op)
-    if name == "LITERAL":
-        return ord(char) == arg
-    if name == "RANGE":
-        return arg[0] <= ord(char) <= arg[1]
-    if name == "CATEGORY":
-        test = _CATEGORY_TESTS.get(str(arg))
-        return bool(test and test(char))
-    return False
-
-
-_CATEGORY_CHARS = {
-    "CATEGORY_DIGIT": "0",
-    "CATEGORY_NOT_DIGIT": "a",
-    "CATEGORY_SPACE": " ",
-    "CATEGORY_NOT_SPACE": "a",
-    "CATEGORY_WORD": "a",
-    "CATEGORY_NOT_WORD": "-",
-}
-_CATEGORY_TESTS = {
-    "CATEGORY_DIGIT": str.isdigit,
-    "CATEGORY_NOT_DIGIT": lambda c: not c.isdigit(),
-    "CATEGORY_SPACE": str.isspace,
-    "CATEGORY_NOT_SPACE": lambda c: not c.isspace(),
-    "CATEGORY_WORD": lambda c: c.isalnum() or c == "_",
-    "CATEGORY_NOT_WORD": lambda c: not (c.isalnum() or c == "_"),
-}
