@@ -422,3 +422,22 @@ def test_gemini_thinking_budget_in_either_spelling(sim_server, config: dict[str,
     with urllib.request.urlopen(request, timeout=10) as response:
         usage = json.loads(response.read())["usageMetadata"]
     assert 0 < usage["thoughtsTokenCount"] <= 200
+
+
+def test_a_malformed_judge_output_stays_malformed(start_sim_server) -> None:
+    """`--judge-malformed-rate` is a fault on purpose: a structured judge call gets the broken
+    output (a sentence, an object without a valid score) as it is, not a repaired one."""
+    server = start_sim_server("--judge-malformed-rate", "1")
+    client = openai_client(server)
+    verdict = {"name": "verdict", "schema": {"type": "object", "required": ["score"]}}
+    contents = []
+    for i in range(16):
+        prompt = f'Grade response {i}: ANSWER: 7. Reference: 7. End with {{"score": 0 or 1}}.'
+        reply = client.chat.completions.create(
+            model="sim/judge",
+            messages=user(prompt),
+            response_format={"type": "json_schema", "json_schema": verdict},
+        )
+        contents.append(reply.choices[0].message.content)
+    assert not any(parse_judge_output(c).ok for c in contents)
+    assert any(not c.startswith("{") for c in contents) and any(c.startswith("{") for c in contents)
