@@ -1,12 +1,14 @@
 """`itemeval sim-server`: the simulator behind the OpenAI, Anthropic and Gemini wire formats.
 
 Live routes: `POST /v1/chat/completions`, `GET /v1/models` (OpenAI), `POST /v1/messages`
-(Anthropic), `POST /v1beta/models/{model}:generateContent` (Gemini). Batch routes: OpenAI Files
-and Batches (`openai_batches.py`), Anthropic Message Batches (`anthropic_batches.py`). For tests
-and benchmarks: `GET /_sim/stats` (`stats.py`; `?window_s=60` adds the most admitted requests
-and tokens in any window of that length, `?arrivals=1` the arrival times themselves) and
-`POST /_sim/reset`. Hints travel as an extra `itemeval_sim` body field (our clients add it for
-endpoints of kind `sim`; official SDKs do not, and still get plausible answers).
+(Anthropic), `POST /v1beta/models/{model}:generateContent` and the same under `/v1` (Gemini).
+A request asking for structured output gets a value of its schema (`structured.py`). Batch
+routes: OpenAI Files and Batches (`openai_batches.py`), Anthropic Message Batches
+(`anthropic_batches.py`). For tests and benchmarks: `GET /_sim/stats` (`stats.py`;
+`?window_s=60` adds the most admitted requests and tokens in any window of that length,
+`?arrivals=1` the arrival times themselves) and `POST /_sim/reset`. Hints travel as an extra
+`itemeval_sim` body field (our clients add it for endpoints of kind `sim`; official SDKs do not,
+and still get plausible answers).
 
 Like a real provider it enforces its own per-minute limits on the live routes, and when asked a
 limit on requests in flight (`limits.py`: 429 with `retry-after` / `retry-after-ms`, and the

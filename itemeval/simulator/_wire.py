@@ -1,8 +1,9 @@
 """The three wire formats of the sim-server: request bodies in, answers and errors out.
 
 `OPENAI` (chat completions), `ANTHROPIC` (messages) and `GEMINI` (generateContent) each parse a
-request body into a `Call`, and write a `SimReply` the way that provider does, including how it
-reports prompt caching and hidden reasoning:
+request body into a `Call`, and write a `SimReply` the way that provider does: a structured
+reply (`structured.py`) as its tool call when the request forced one, and prompt caching and
+hidden reasoning as it reports them:
 
 * OpenAI: cached prompt tokens in `usage.prompt_tokens_details.cached_tokens` (part of
   `prompt_tokens`); reasoning in `completion_tokens_details.reasoning_tokens` (part of
