@@ -22,6 +22,7 @@ is sent as it is.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -131,9 +132,11 @@ def anthropic_output(body: Mapping[str, Any], thinking: bool) -> Output | None:
 
 def gemini_output(body: Mapping[str, Any], config: Mapping[str, Any]) -> Output | None:
     """Function calling in mode ANY, else the response MIME type and schema."""
-    tool_config = gemini_field(body, "toolConfig") or {}
-    calling = gemini_field(tool_config, "functionCallingConfig") or {}
-    if str(gemini_field(calling, "mode") or "").upper() == "ANY":
+    calling = None
+    if body.get("tools"):
+        tool_config = gemini_field(body, "toolConfig") or {}
+        calling = gemini_field(tool_config, "functionCallingConfig")
+    if calling and str(gemini_field(calling, "mode") or "").upper() == "ANY":
         declared = [
             d
             for tool in body.get("tools") or []
@@ -214,11 +217,16 @@ def _camel(key: str) -> str:
 def gemini_field(body: Any, camel: str) -> Any:
     """A field of a Gemini body in either spelling (camelCase or snake_case, as protobuf's
     JSON reader takes both)."""
-    if not isinstance(body, Mapping):
+    if not isinstance(body, dict):  # (a parsed JSON body; dict is quicker to check than Mapping)
         return None
     if camel in body:
         return body[camel]
-    return body.get(re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower())
+    return body.get(_snake(camel))
+
+
+@functools.cache
+def _snake(camel: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower()
 
 
 # --------------------------------------------------------------------------- the reply
