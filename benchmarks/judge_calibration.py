@@ -20,9 +20,11 @@ Each simulated study, in-process (no server, no store):
 It prints the share of studies whose interval holds the study's true accuracy (the realised
 share of right answers), for the corrected interval and the raw one, the mean absolute error
 of both point estimates, the measured error rates against the declared ones, and how often the
-sensitivity and specificity intervals hold the declared rates (`1 - judge_false_fail`, `1 -
-judge_false_pass`): the report's (Wilson at the effective number of answers from the item
-bootstrap), Wilson counting every answer as independent, and the item bootstrap's percentiles.
+sensitivity and specificity intervals hold the judge's true rates (the mean over the study's
+right answers of `1 - false fail`, over its wrong ones of `1 - false pass`, each answer's rates
+as the simulator draws them: the declared ones, moved by the length bias where there is one): the
+report's (Wilson at the effective number of answers from the item bootstrap), Wilson counting
+every answer as independent, and the item bootstrap's percentiles.
 
 Scenario `shared-answers`, the demo's shape: six solvers (abilities 0.4-0.85) answer
 `--shared-items` items directly, 3 epochs each (18 answers an item); right answers are the same
@@ -61,6 +63,7 @@ from itemeval.judging._calibration import error_rates
 from itemeval.providers import SimModelSpec, SimSettings
 from itemeval.scoring import parse_structured_verdict
 from itemeval.simulator import Simulator, pairwise_preference, solution_matches
+from itemeval.simulator._engine import judge_error_rates
 
 JUDGE_PROMPT = "Grade the response.\nReference: {target}\nResponse: {solution}"
 
@@ -81,6 +84,17 @@ class Outcome:
     #: gives; Wilson counting every answer as independent; the item bootstrap's percentiles),
     #: per rate (sensitivity, specificity), (low, high)
     rates: dict[str, list[tuple[float | None, float | None]]] | None = None
+    #: the judge's true sensitivity and specificity over the study's answers: the mean of
+    #: `1 - false fail` over the right answers and of `1 - false pass` over the wrong ones, each
+    #: answer's rates as the simulator draws them (the declared ones, moved by a length bias)
+    true_rates: tuple[float, float] = (float("nan"), float("nan"))
+
+
+def true_rates(truth: np.ndarray, errors: np.ndarray) -> tuple[float, float]:
+    """(sensitivity, specificity) over the answers: `errors` holds each answer's (false pass,
+    false fail) rates."""
+    right = truth == 1
+    return float(np.mean(1 - errors[right, 1])), float(np.mean(1 - errors[~right, 0]))
 
 
 def rate_intervals(
@@ -135,7 +149,7 @@ def one_study(index: int, args: argparse.Namespace, length_bias: float) -> Outco
         ),
     }
     sim = Simulator(SimSettings(seed=index, models=models))
-    truth, judge, cluster, form = [], [], [], []
+    truth, judge, cluster, form, errors = [], [], [], [], []
     for item in range(args.items):
         target = str(int(rng.integers(2, 999)))
         for epoch in range(2):
@@ -164,6 +178,7 @@ def one_study(index: int, args: argparse.Namespace, length_bias: float) -> Outco
             judge.append(np.nan if verdict.score is None else float(verdict.score >= 1))
             cluster.append(item)
             form.append(epoch)
+            errors.append(judge_error_rates(models["noisy"], solution))
     truth_a = np.array(truth)
     gold = np.full(truth_a.size, np.nan)
     chosen = rng.choice(truth_a.size, size=min(args.gold, truth_a.size), replace=False)
@@ -180,6 +195,7 @@ def one_study(index: int, args: argparse.Namespace, length_bias: float) -> Outco
     line = result.groups[0]
     judge_a, cluster_a = np.array(judge), np.array(cluster, dtype=np.int64)
     return Outcome(
+        true_rates=true_rates(truth_a, np.array(errors)),
         rates=rate_intervals(result, judge_a, gold, cluster_a, args.resamples, index),
         truth=float(truth_a.mean()),
         raw=(line.raw.value, line.raw.low, line.raw.high),  # type: ignore[arg-type]
@@ -255,6 +271,7 @@ def shared_study(index: int, args: argparse.Namespace) -> Outcome:
         false_fail=(false_fail, result.rates.false_fail),
         by_form=[],
         rates=rate_intervals(result, judge_a, truth_a, cluster_a, args.resamples, index),
+        true_rates=(1 - false_fail, 1 - false_pass),
     )
 
 
@@ -394,7 +411,7 @@ def summarise(outcomes: list[Outcome]) -> dict[str, float]:
 
 
 def rate_coverage(outcomes: list[Outcome]) -> dict[str, float]:
-    """How often each form of Se and Sp interval holds the declared rate, and its mean width."""
+    """How often each form of Se and Sp interval holds the true rate, and its mean width."""
     out: dict[str, float] = {}
     for form in RATE_FORMS:
         for r, name in enumerate(("sensitivity", "specificity")):
@@ -402,8 +419,8 @@ def rate_coverage(outcomes: list[Outcome]) -> dict[str, float]:
             for o in outcomes:
                 assert o.rates is not None
                 low, high = o.rates[form][r]
-                declared = 1 - (o.false_fail[0] if r == 0 else o.false_pass[0])
-                hits.append(low is not None and high is not None and low <= declared <= high)
+                true = o.true_rates[r]
+                hits.append(low is not None and high is not None and low <= true <= high)
                 if low is not None and high is not None:
                     widths.append(high - low)
             out[f"coverage_{name}_{form}"] = float(np.mean(hits))
@@ -464,7 +481,7 @@ def main() -> None:
         )
         for name in ("sensitivity", "specificity"):
             print(
-                f"  {name} covers the declared rate: "
+                f"  {name} covers the true rate: "
                 + "; ".join(
                     f"{form} {s[f'coverage_{name}_{form}']:.1%} (width "
                     f"{s[f'width_{name}_{form}']:.3f})"

@@ -470,6 +470,7 @@ class Study:
         from itemeval.view import ViewOptions, ViewServer
 
         plan = self._plan(store, limit, condition, with_pending=False)
+        _require_stored(plan)
         options = ViewOptions(host=host, port=port, token=token, open_browser=open_browser)
         server = ViewServer(plan, options)
         if block:
@@ -504,18 +505,52 @@ class Study:
         )
 
 
+#: Where `write_starter_study` puts the sample dataset, beside the study file.
+STARTER_DATASET = "datasets/arithmetic"
+
+
 def write_starter_study(path: str | os.PathLike[str], *, force: bool = False) -> Path:
-    """Write the commented starter study file (`itemeval init`); refuses to overwrite a file
-    unless `force`."""
+    """Write the commented starter study file (`itemeval init`) and, beside it, the sample
+    dataset it names (`datasets/arithmetic/`; files already there are left alone); refuses to
+    overwrite the study file unless `force`."""
     target = Path(path)
     if target.exists() and not force:
         raise ConfigError(
             Problem("file exists", file=str(target), hint="choose another path or pass --force")
         )
-    text = resources.files("itemeval").joinpath("starter_study.yaml").read_text("utf-8")
+    package = resources.files("itemeval")
+    text = package.joinpath("starter_study.yaml").read_text("utf-8")
     target.parent.mkdir(parents=True, exist_ok=True)
+    sample = package.joinpath("starter_datasets", "arithmetic")
+    folder = target.parent / STARTER_DATASET
+    for part in sample.iterdir():
+        if part.is_file() and not (folder / part.name).exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / part.name).write_bytes(part.read_bytes())
     target.write_text(text, encoding="utf-8")
     return target
+
+
+
+def _require_stored(plan: Plan) -> None:
+    """A viewer over a store that holds nothing (a mistyped `--store`) is refused."""
+    from itemeval.store import list_manifests
+
+    root = plan.store.root
+    if (
+        list_manifests(plan.store)
+        or root.join("dataset_locks.json").exists()
+        or root.join("imports").exists()
+    ):
+        return
+    raise InputError(
+        Problem(
+            "nothing stored here: no run has written to this store and nothing was imported",
+            file=root.url,
+            hint="check --store (or the study's `store:`); run the study first, or "
+            "`itemeval import` into the store",
+        )
+    )
 
 
 def _check_power(

@@ -86,8 +86,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_init(args: argparse.Namespace) -> int:
     target = write_starter_study(args.path, force=args.force)
+    sample = target.parent / "datasets" / "arithmetic"
     print(
-        f"wrote {target}: edit it, then `itemeval plan {target}` and `itemeval estimate {target}`"
+        f"wrote {target} and its sample dataset {sample}/: edit the study, then "
+        f"`itemeval plan {target}` and `itemeval estimate {target}`"
     )
     return int(ExitCode.OK)
 

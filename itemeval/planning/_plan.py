@@ -31,6 +31,7 @@ from itemeval.planning._calibration import Calibration, cache_root_url, calibrat
 from itemeval.planning._design import Design, build_design
 from itemeval.planning._estimate import Estimate, build_estimate, condition_tiers
 from itemeval.planning._item_index import PartRun, SelectedItems, build_item_index, part_runs
+from itemeval.planning._item_keys import ItemKeys
 from itemeval.planning._tokens import TokenTables, token_tables
 from itemeval.providers.money import Pricing, output_token_bound
 from itemeval.providers.types import SamplingParams
@@ -166,6 +167,7 @@ def make_plan(
     id_chunks: list[pa.Array] = []  # the selected ids, batch by batch (the index's only
     # per-item column read from the items: the others follow from each dataset's count)
     ids = StudyIds()
+    item_keys = ItemKeys(study)  # analysis.cluster_by, checked before anything is paid
     kept_bytes = 0
 
     def keep_for_commit(plan: DatasetPlan, batch: list[WorkItem]) -> None:
@@ -194,6 +196,7 @@ def make_plan(
                 for item in batch:
                     plan.modalities[item.modality or "unknown"] += 1
                 keep = batch if per_dataset is None else batch[: max(0, per_dataset - start)]
+                item_keys.see(batch, len(keep))
                 if not keep:
                     continue
                 plan.selected += len(keep)
@@ -217,6 +220,7 @@ def make_plan(
     if items.num_rows:
         tables.item_ids = _item_ids(items)
     _check_prose_has_judge(study, datasets)
+    key_warnings = item_keys.check()
 
     pending_gen = pending_gr = calibration = None
     if with_pending:
@@ -236,7 +240,7 @@ def make_plan(
         tiers=condition_tiers(design, study.endpoints),
         repeated_grade=_repeated(store, design, pending_gr, force),
     )
-    warnings = [w for d in datasets for w in d.handle.warnings]
+    warnings = [w for d in datasets for w in d.handle.warnings] + key_warnings
     return Plan(
         study=study,
         design=design,
