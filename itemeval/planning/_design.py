@@ -166,7 +166,8 @@ class PanelCondition:
         """The rule in words: `majority of a, b, c`, `mean >= 0.5 of a, b`, ..."""
         members = ", ".join(self.member_names)
         if self.combine == "majority":
-            split = f"; an even split {self.tie}s" if len(self.members) % 2 == 0 else ""
+            goes = "passes" if self.tie == "pass" else "fails"
+            split = f"; an even split {goes}" if len(self.members) % 2 == 0 else ""
             return f"majority of {members}{split}"
         split = ""
         if self.combine == "median" and len(self.members) % 2 == 0:
