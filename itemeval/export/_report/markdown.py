@@ -100,7 +100,7 @@ def report_markdown(data: ReportData) -> str:
 
     out += ["", "## Leaderboard", "", t.headline_note(data), ""]
     if data.imported:
-        out += ["Imported conditions:", ""] + [f"- {md_text(n)}" for n in data.imported] + [""]
+        out += ["Imported conditions:", ""] + [f"- {md_html(n)}" for n in data.imported] + [""]
     if not data.graded:
         out += [t.NOTHING_GRADED, ""]
     out += [md_table(t.condition_table(data))]
