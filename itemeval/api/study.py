@@ -531,7 +531,6 @@ def write_starter_study(path: str | os.PathLike[str], *, force: bool = False) ->
     return target
 
 
-
 def _require_stored(plan: Plan) -> None:
     """A viewer over a store that holds nothing (a mistyped `--store`) is refused."""
     from itemeval.store import list_manifests
