@@ -6,8 +6,8 @@ which is after a run has paid; so planning, which reads every item once anyway, 
 a key no selected item has is a `ConfigError` (exit 2, before anything is sent) with the nearest
 key the items do have, and a key that only some selected items have is a warning (each of the
 others is a cluster of its own). Prompt and rubric templates name metadata too
-(`{{ metadata.subject }}`); planning renders them for every selected item, so an unknown one
-fails there already (`TemplateFieldError`).
+(`{{ metadata.subject }}`); planning renders them for every selected item (`_tokens`), and a key
+an item lacks is a `ConfigError` there, with the nearest name.
 """
 
 from __future__ import annotations

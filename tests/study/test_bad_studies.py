@@ -188,6 +188,26 @@ def test_panel_rules_that_say_what_they_do_are_accepted(rule, tmp_path, capsys):
         assert f"{rule['combine']} >= {rule['threshold']:g} of judge, judge-b" in line
 
 
+def test_a_template_naming_metadata_no_item_has_is_refused_at_plan(tmp_path, capsys):
+    """`{{ metadata.continnent }}` in a prompt: planning renders every selected item, so `plan`
+    refuses it (exit 2) naming the template, the item and the key the items have."""
+    data = variant(
+        **{
+            "datasets": [{"name": "capitals", "path": "datasets/capitals-short"}],
+            "facets.prompt": ["meta"],
+        }
+    )
+    path = write_study(tmp_path, data)
+    (tmp_path / "prompts" / "meta.txt").write_text("{{ input }} ({{ metadata.continnent }})\n")
+    before = _tree(tmp_path)
+    assert main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "field 'facets.prompt'" in err and "meta.txt" in err
+    assert "which item capitals-short.001 does not have" in err
+    assert "did you mean {{ metadata.continent }}?" in err
+    assert _tree(tmp_path) == before
+
+
 def test_invalid_yaml_names_the_line(tmp_path, capsys):
     path = write_study(tmp_path, text="study: x\ndatasets: [\n  - broken\n")
     assert main(["plan", str(path)]) == 2
