@@ -90,8 +90,8 @@ def pair_variances(cells: StudyCells, clusters: Clusters | None = None) -> Store
     sums = np.bincount(flat, weights=value, minlength=k * items).reshape(shape)
     squares = sums  # 0/1 scores: the squares are the values
     counts = np.bincount(flat, minlength=k * items).reshape(shape).astype(np.float64)
-    answers = np.full((k, items, epochs_planned), np.nan)
-    answers[gen, item, np.minimum(epoch, epochs_planned - 1)] = value
+    answers = np.full((k, items, epochs_planned), -1, dtype=np.int8)  # -1: not graded
+    answers[gen, item, np.minimum(epoch, epochs_planned - 1)] = value.astype(np.int8)
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums / counts
         within_items = (squares - sums * means) / (counts - 1)  # per item and condition
@@ -119,7 +119,7 @@ def pair_variances(cells: StudyCells, clusters: Clusters | None = None) -> Store
                 f"the store: {slugs[a]} vs {slugs[b]} {where}, {round(epochs)} epoch(s) an item"
             )
             variance = DesignVariance.from_pairs([d], [within], epochs, deffs, source=source)
-            paired = ~np.isnan(answers[a]) & ~np.isnan(answers[b])
+            paired = (answers[a] >= 0) & (answers[b] >= 0)
             discordance = float(np.mean(answers[a][paired] != answers[b][paired]))
             difference = float(sums[a, both].sum() / counts[a, both].sum()) - float(
                 sums[b, both].sum() / counts[b, both].sum()
