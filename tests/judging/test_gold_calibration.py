@@ -168,3 +168,17 @@ def test_cluster_by_clusters_are_resampled_whole():
     assert se_item.value == se_cluster.value
     assert se_cluster.high - se_cluster.low > 1.3 * (se_item.high - se_item.low)
     assert se_cluster.design_effect > se_item.design_effect
+
+
+def test_the_wilson_interval_is_scipys_at_whole_counts():
+    from scipy import stats
+
+    from itemeval.judging import Rate
+
+    for k, n in [(0, 5), (3, 10), (97, 100), (412, 500), (20, 20)]:
+        ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+        rate = Rate.of(k, n)
+        assert (rate.low, rate.high) == pytest.approx((ci.low, ci.high), abs=1e-12)
+    halved = Rate.of(40, 100, design_effect=2.0)  # as wide as 20 of 50
+    ci = stats.binomtest(20, 50).proportion_ci(confidence_level=0.95, method="wilson")
+    assert (halved.low, halved.high) == pytest.approx((ci.low, ci.high), abs=1e-12)
