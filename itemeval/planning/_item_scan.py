@@ -22,6 +22,7 @@ from itemeval.datasets import WorkItem, table_to_items
 from itemeval.datasets.adapters import StudyIds
 from itemeval.errors import DatasetError, Problem
 from itemeval.planning._design import Design
+from itemeval.planning._item_keys import KeyCounts
 from itemeval.planning._item_tables import read_item_table, table_key, write_item_table
 from itemeval.planning._tokens import TokenColumns, TokenTables, solver_shape, token_tables
 from itemeval.store import SnapshotInfo, read_item_ids, read_items_part, string_hashes
@@ -42,6 +43,7 @@ class DatasetScan:
     from_tables: bool = False  # read from the item tables, not item by item
     #: Every item's id (selected or not), for the check across datasets.
     every_id: pa.Array | None = field(default=None, repr=False)
+    key_counts: KeyCounts = field(default_factory=KeyCounts)
 
 
 def generate_key(design: Design, shape: tuple) -> str:
@@ -59,10 +61,16 @@ def modality_key() -> str:
 
 
 def scan_from_tables(
-    design: Design, snapshot: SnapshotInfo, selected: int, *, estimate: bool
+    design: Design,
+    snapshot: SnapshotInfo,
+    selected: int,
+    *,
+    estimate: bool,
+    need_keys: bool = False,
 ) -> DatasetScan | None:
     """The dataset's scan from its snapshot's ids and item tables; None when a table it needs
-    is missing or covers fewer items."""
+    is missing or covers fewer items (`need_keys`: or its key counts are of another
+    selection)."""
     modality = read_item_table(snapshot, modality_key(), selected)
     if modality is None:
         return None
@@ -70,6 +78,12 @@ def scan_from_tables(
     codes = columns_read[_MODALITY]
     names = [str(n) for n in meta.get("names", [])]  # type: ignore[union-attr]
     counts = Counter({str(k): int(v) for k, v in dict(meta.get("counts", {})).items()})  # type: ignore[call-overload]
+    try:
+        key_counts = KeyCounts.from_json(meta["keys"])  # type: ignore[arg-type]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if need_keys and key_counts.selected != selected:
+        return None
     tables = None
     if estimate:
         tables = TokenTables(
@@ -97,6 +111,7 @@ def scan_from_tables(
         tables=tables,
         from_tables=True,
         every_id=every,
+        key_counts=key_counts,
     )
 
 
@@ -119,6 +134,7 @@ def scan_items(
     """The dataset's scan, item by item (validating each as it is read); `keep_every`: keep
     every item's id (for `check_unique_across`)."""
     modalities: Counter[str] = Counter()
+    key_counts = KeyCounts()
     id_chunks: list[pa.Array] = []
     every_chunks: list[pa.Array] = []
     count = 0
@@ -135,6 +151,7 @@ def scan_items(
             for item in batch:
                 modalities[item.modality or "unknown"] += 1
             keep = batch if per_dataset is None else batch[: max(0, per_dataset - start)]
+            key_counts.see(batch, len(keep))
             if keep:
                 id_chunks.append(pa.array([item.id for item in keep], pa.string()))
                 yield keep
@@ -147,7 +164,9 @@ def scan_items(
             pass
     ids_array = pa.concat_arrays(id_chunks) if id_chunks else pa.array([], pa.string())
     every = pa.concat_arrays(every_chunks) if every_chunks else None
-    return DatasetScan(ids_array, count, modalities, tables=tables, every_id=every)
+    return DatasetScan(
+        ids_array, count, modalities, tables=tables, every_id=every, key_counts=key_counts
+    )
 
 
 def snapshot_batches(snapshot: SnapshotInfo) -> Iterator[list[WorkItem]]:
@@ -236,7 +255,7 @@ def write_tables(design: Design, snapshot: SnapshotInfo, scan: DatasetScan) -> N
         snapshot,
         modality_key(),
         {_MODALITY: tables.modality},
-        {"names": names, "counts": dict(scan.modalities)},
+        {"names": names, "counts": dict(scan.modalities), "keys": scan.key_counts.as_json()},
     )
     for shape, columns in tables.generate.items():
         write_item_table(

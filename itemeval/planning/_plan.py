@@ -32,6 +32,7 @@ from itemeval.planning._calibration import Calibration, cache_root_url, calibrat
 from itemeval.planning._design import Design, build_design
 from itemeval.planning._estimate import Estimate, build_estimate, condition_tiers
 from itemeval.planning._item_index import PartRun, SelectedItems, build_item_index, part_runs
+from itemeval.planning._item_keys import ItemKeys
 from itemeval.planning._item_scan import (
     SCAN_BATCH,
     DatasetScan,
@@ -177,7 +178,10 @@ def make_plan(
         DatasetPlan(h, h.fingerprint(), read_snapshot_info(store, h.name, h.fingerprint()))
         for h in handles
     ]
-    scans = _scan_datasets(design, datasets, per_dataset, estimate=estimate, keep=keep_items)
+    item_keys = ItemKeys(study)  # analysis.cluster_by, checked before anything is paid
+    scans = _scan_datasets(
+        design, datasets, per_dataset, item_keys, estimate=estimate, keep=keep_items
+    )
     selections = [SelectedItems(d.name, d.fingerprint, d.selected) for d in datasets]
     items = build_item_index(selections, [scan.ids for scan in scans])
     tables = merge_tables(scans, design) if estimate else None
@@ -187,6 +191,7 @@ def make_plan(
     if tables is not None and items.num_rows:
         tables.item_ids = _item_ids(items)
     _check_prose_has_judge(study, datasets)
+    key_warnings = item_keys.check()
 
     pending_gen = pending_gr = calibration = None
     if with_pending:
@@ -210,7 +215,7 @@ def make_plan(
             tiers=condition_tiers(design, study.endpoints),
             repeated_grade=_repeated(store, design, pending_gr, force),
         )
-    warnings = [w for d in datasets for w in d.handle.warnings]
+    warnings = [w for d in datasets for w in d.handle.warnings] + key_warnings
     return Plan(
         study=study,
         design=design,
@@ -375,6 +380,7 @@ def _scan_datasets(
     design: Design,
     datasets: list[DatasetPlan],
     per_dataset: int | None,
+    item_keys: ItemKeys,
     *,
     estimate: bool,
     keep: bool,
@@ -406,7 +412,13 @@ def _scan_datasets(
         if plan.snapshot is not None:
             rows = plan.snapshot.rows
             selected = rows if per_dataset is None else min(per_dataset, rows)
-            scan = scan_from_tables(design, plan.snapshot, selected, estimate=estimate)
+            scan = scan_from_tables(
+                design,
+                plan.snapshot,
+                selected,
+                estimate=estimate,
+                need_keys=item_keys.wanted is not None,
+            )
         if scan is None:
             if keep and plan.snapshot is None and kept_bytes <= KEPT_ITEMS_BYTES:
                 plan.kept = []
@@ -428,6 +440,7 @@ def _scan_datasets(
             )
             if _large_scan(datasets):  # the scan's transients are garbage now
                 release_unused_memory()
+        item_keys.see_counts(scan.key_counts)
         plan.items = scan.items
         plan.selected = len(scan.ids)
         plan.modalities = scan.modalities
