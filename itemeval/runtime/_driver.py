@@ -37,6 +37,7 @@ from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode, StoreFailedMidRun
 from itemeval.planning import Plan, check_cap_bounds, commit_plan, gate, make_plan, restrict_plan
 from itemeval.providers import EndpointProbe
+from itemeval.runtime._compaction import RunCompaction
 from itemeval.runtime._context import RunContext
 from itemeval.runtime._dispatch import (
     Cap,
@@ -50,13 +51,14 @@ from itemeval.runtime._dispatch import (
 from itemeval.runtime._executors import open_executor, run_context
 from itemeval.runtime._failures import failed_mid_run
 from itemeval.runtime._progress import Progress
-from itemeval.runtime._shards import Shard, generate_shards, grade_shards
+from itemeval.runtime._shards import Shard, ShardSummary, generate_shards, grade_shards
 from itemeval.runtime._timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import (
     GRADES,
     SOLUTIONS,
     CellMasks,
+    CompactionRecord,
     ConditionRecord,
     DatasetRecord,
     EstimateRecord,
@@ -216,6 +218,14 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
     cap = Cap(allowance.cap)
     context = run_context(plan, manifest.run_id, options, capped=cap.max_usd is not None)
     outcome.cache_url = context.cache_url
+    runtime = study.runtime
+    compaction = RunCompaction(
+        plan.store,
+        enabled=runtime.compact,
+        every=runtime.compact_fragments,
+        inline=context.score_inline,
+        progress=progress,
+    )
     stop = Stop()
     error: str | None = None
     mid_run: StoreFailedMidRun | None = None  # a storage failure after the writing began
@@ -228,14 +238,24 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
             TIMELINE.mark("executor ready")
             try:
                 for stage in stages:
+                    compaction.stage(stage)
                     outcome.stages[stage] = _stage(
-                        plan, stage, context, executor, progress, stop, cap, _next_id(outcome)
+                        plan,
+                        stage,
+                        context,
+                        executor,
+                        progress,
+                        stop,
+                        cap,
+                        _next_id(outcome),
+                        compaction,
                     )
                     if stage == "grade" and "generate" in outcome.stages:
                         _count_inline_grades(outcome)
                     TIMELINE.mark(f"{stage} dispatched")
                     if stop.requested or cap.reached:
                         break
+                    compaction.between_stages(lambda: stop.requested)
             finally:
                 with contextlib.suppress(Exception):
                     outcome.ledger = executor.spend()
@@ -255,8 +275,12 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
         try:
             _count_unreported_rows(outcome, plan, progress)
         finally:  # a second Ctrl-C during the count still ends the manifest
+            skip = _no_compaction(stop, error)
+            if skip is not None or not compaction.enabled:
+                compaction.finish(lambda: stop.requested, skip=skip)
+            ended = None
             try:
-                _finish(outcome, manifest, plan, stop, cap, error)
+                ended = _finish(outcome, manifest, plan, stop, cap, error, compaction.record)
             except Exception as exc:
                 if mid_run is None:
                     raise
@@ -264,10 +288,44 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
                     f"{mid_run} (the manifest could not be updated: {redact(repr(exc))})",
                 )
             TIMELINE.mark("manifest written")
+            if ended is not None and skip is None and compaction.enabled:
+                _compact_at_end(compaction, ended, plan, stop, outcome)
+                TIMELINE.mark("compacted")
             TIMELINE.report()
     if mid_run is not None:
         raise mid_run
     return outcome
+
+
+def _no_compaction(stop: Stop, error: str | None) -> str | None:
+    """Why the run's end does not compact (None: it does)."""
+    if stop.requested:
+        return "interrupted"
+    if error is not None:
+        return "the run failed: " + error[:200]
+    return None
+
+
+def _compact_at_end(
+    compaction: RunCompaction, ended: RunManifest, plan: Plan, stop: Stop, outcome: RunOutcome
+) -> None:
+    """The run's end compaction, after the manifest recorded how the run ended; then the
+    manifest again with what it did. A failure is a warning (`RunCompaction`)."""
+    record = compaction.finish(lambda: stop.requested)
+    try:
+        write_manifest_end(plan.store, ended.model_copy(update={"compaction": record}))
+    except Exception as exc:  # the outcome is recorded already
+        compaction.say(
+            "could not record the compaction in the manifest: " + redact(repr(exc))[:300]
+        )
+    if record.failed:
+        outcome.message += (
+            f"\nWarning: compacting {len(record.failed)} partition(s) failed; their fragments "
+            "stay as written (the rows are unaffected; `itemeval compact` tries again): "
+            + record.failed[0]
+        )
+    elif record.partitions:
+        outcome.message += "\n" + compaction.summary()[0].upper() + compaction.summary()[1:] + "."
 
 
 def _count_unreported_rows(outcome: RunOutcome, plan: Plan, progress: Progress) -> None:
@@ -338,6 +396,7 @@ def _stage(
     stop: Stop,
     cap: Cap,
     first_id: int,
+    compaction: RunCompaction,
 ) -> StageResult:
     """One stage: the batch tier (`itemeval/batch/`, if any condition uses it, or open batch
     records hold some cells) runs in a thread beside the live dispatch of the other cells; then
@@ -346,24 +405,34 @@ def _stage(
     run_id = context.run_id
     source = getattr(executor, "spend_source", None) or (lambda: None)
     tier = BatchTier.open(plan, stage, pending, context, spend=source, progress=progress)
+    told = compaction.shard_done
     if tier is None:
-        return _dispatch(plan, stage, pending, executor, progress, stop, cap, first_id, run_id)
+        return _dispatch(
+            plan, stage, pending, executor, progress, stop, cap, first_id, run_id, told
+        )
     try:
         result = StageResult()
         if tier.live.num_rows:
             result = _dispatch(
-                plan, stage, tier.live, executor, progress, stop, cap, first_id, run_id
+                plan, stage, tier.live, executor, progress, stop, cap, first_id, run_id, told
             )
         else:
             progress.begin(stage, tier.cells, _usd_of(tier.taken, _usd_per_cell(plan)))
 
         def dispatch_live(leftovers: CellMasks) -> StageResult:
             later = first_id + 500_000  # shard ids apart from the first dispatch's
-            return _dispatch(plan, stage, leftovers, executor, progress, stop, cap, later, run_id)
+            return _dispatch(
+                plan, stage, leftovers, executor, progress, stop, cap, later, run_id, told
+            )
 
         return tier.finish(result, stop, cap, dispatch_live)
     finally:
         tier.close()
+        # The batches write fragments of their own: their partitions are compacted at the end.
+        table = SOLUTIONS.name if stage == "generate" else GRADES.name
+        conditions = plan.design.generate if stage == "generate" else plan.design.grade
+        for condition in conditions:
+            compaction.wrote(table, condition.id, 0)
 
 
 def _dispatch(
@@ -376,6 +445,7 @@ def _dispatch(
     cap: Cap,
     first_id: int,
     run_id: str,
+    on_summary: Callable[[ShardSummary], None] | None = None,
 ) -> StageResult:
     shards, cells, usd = _shards(plan, stage, pending, first_id=first_id)
     progress.begin(stage, cells, usd)
@@ -383,7 +453,9 @@ def _dispatch(
     def settle(result: StageResult) -> RowCost | None:
         return _settle(plan, stage, run_id, progress, result)
 
-    return dispatch(executor, shards, cells, progress, stop, cap, settle=settle)
+    return dispatch(
+        executor, shards, cells, progress, stop, cap, settle=settle, on_summary=on_summary
+    )
 
 
 def _release_planning_memory(plan: Plan) -> None:
@@ -524,7 +596,10 @@ def _finish(
     stop: Stop,
     cap: Cap,
     error: str | None,
-) -> None:
+    compaction: CompactionRecord | None = None,
+) -> RunManifest:
+    """Record how the run ended (the manifest); returns what was written. `compaction`: what
+    the run's compaction did, or "running" when the end's compaction comes next."""
     failed = [f for r in outcome.stages.values() for f in r.failed_shards]
     cell_errors = sum(r.counts.errors for r in outcome.stages.values())
     if error is not None:
@@ -550,14 +625,18 @@ def _finish(
         spend.not_sent += result.not_sent
     spend.usd = outcome.spent_usd
     spend.unstored_usd = max(0.0, outcome.spent_usd - outcome.stored_usd)
+    if compaction is not None and compaction.enabled and compaction.status == "compacted":
+        compaction = compaction.model_copy(update={"status": "running"})
     ended = manifest.model_copy(
         update={
             "spend": spend,
             "counts": {stage: r.counts for stage, r in outcome.stages.items()},
+            "compaction": compaction,
         }
     ).finished(outcome.status if outcome.status != "nothing_to_do" else "completed", error=error)
     write_manifest_end(plan.store, ended)
     outcome.message = _summary_line(outcome, plan)
+    return ended
 
 
 def _summary_line(outcome: RunOutcome, plan: Plan) -> str:

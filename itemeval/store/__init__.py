@@ -55,6 +55,7 @@ from itemeval.store._items import (
 )
 from itemeval.store._layout import GRADES, SOLUTIONS, STAGES, Stage, StudyStore, partition_dir
 from itemeval.store._manifest import (
+    CompactionRecord,
     ConditionRecord,
     DatasetRecord,
     EstimateRecord,
@@ -105,6 +106,7 @@ __all__ = [
     "TIMESTAMP",
     "CellMasks",
     "Column",
+    "CompactionRecord",
     "CompactionResult",
     "ConditionRecord",
     "ConditionStatus",

@@ -287,13 +287,17 @@ def compact(
     conditions: Sequence[str] | None = None,
     *,
     full: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> list[CompactionResult]:
     """Compact every partition of `stages` (default: solutions and grades), or those that the
-    `conditions` selections (ids, prefixes, slugs, globs) name."""
-    return [
-        compact_partition(store, stage, cid, full=full)
-        for stage, cid in _partitions(store, stages, conditions)
-    ]
+    `conditions` selections (ids, prefixes, slugs, globs) name. `stop()`: see
+    `compact_partition`; the partitions after a stopped one are left as they are."""
+    results = []
+    for stage, cid in _partitions(store, stages, conditions):
+        if stop is not None and stop():
+            break
+        results.append(compact_partition(store, stage, cid, full=full, stop=stop))
+    return results
 
 
 def rebuild_summaries(

@@ -282,15 +282,21 @@ class _Gathered:
         self.pending_rows += rows.num_rows
         self.pending_bytes += rows.nbytes
         if self.pending_rows >= ROW_GROUP_ROWS or self.pending_bytes >= ROW_GROUP_BYTES:
-            self._flush()
+            self._flush(whole=self.pending_bytes < ROW_GROUP_BYTES)
 
-    def _flush(self) -> None:
+    def _flush(self, whole: bool = False) -> None:
+        """Write what is pending as row groups of `ROW_GROUP_ROWS`; with `whole`, only full
+        ones (the rest waits for more rows)."""
         if not self.pending:
             return
         rows = pa.concat_tables(self.pending).combine_chunks()
-        self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
-        for start in range(0, rows.num_rows, ROW_GROUP_ROWS):
-            group = rows.slice(start, ROW_GROUP_ROWS)
+        end = rows.num_rows - rows.num_rows % ROW_GROUP_ROWS if whole else rows.num_rows
+        rest = rows.slice(end)
+        self.pending = [rest] if rest.num_rows else []
+        self.pending_rows = rest.num_rows
+        self.pending_bytes = rest.nbytes if rest.num_rows else 0
+        for start in range(0, end, ROW_GROUP_ROWS):
+            group = rows.slice(start, min(ROW_GROUP_ROWS, end - start))
             self.writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
             self._cells(group)
 
@@ -460,7 +466,7 @@ def write_summary_streamed(
     else:
         conditions = [None]
     pieces: list[bytes] = []
-    groups: list[pa.Table] = []
+    groups = _GroupSums(stage)
     for gen in conditions:
         _check_stop(stop)
         kept = _old_cells(stage, partition, old, gen, merged)
@@ -474,7 +480,7 @@ def write_summary_streamed(
             for start in range(0, cells.num_rows, SUMMARY_GROUP_ROWS):
                 chunk = _decoded(stage, cells.take(order.slice(start, SUMMARY_GROUP_ROWS)))
                 writer.write_table(chunk, row_group_size=SUMMARY_GROUP_ROWS)
-                groups.append(cell_groups(stage, chunk))
+                groups.add(chunk)
         writer.close()
         pieces.append(sink.getvalue())
         del cells, kept, new
@@ -483,7 +489,7 @@ def write_summary_streamed(
         "stage": stage.name,
         "fragments": fragments,
         "spent": spent_to_json(spent),
-        "groups": groups_to_json(_summed_groups(stage, groups)),
+        "groups": groups_to_json(groups.table()),
     }
     schema = cells_schema(stage).with_metadata({SUMMARY_KEY: json.dumps(meta).encode()})
     sink = io.BytesIO()
@@ -571,16 +577,45 @@ def _merged(stage: Stage, kept: pa.Table | None, new: list[pa.Table]) -> pa.Tabl
     return pa.concat_tables([base, others], promote_options="permissive")
 
 
-def _summed_groups(stage: Stage, parts: list[pa.Table]) -> pa.Table:
-    """`cell_groups` of every cell, from the groups of each chunk."""
-    if not parts:
-        return cell_groups(stage, cells_schema(stage).empty_table())
-    if len(parts) == 1:
-        return parts[0]
-    table = pa.concat_tables(parts)
-    keys = group_columns(stage)
-    sums = [c for c in table.column_names if c not in keys]
-    grouped = table.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in sums])
-    grouped = grouped.rename_columns([n.removesuffix("_sum") for n in grouped.column_names])
-    grouped = grouped.select(parts[0].column_names).cast(parts[0].schema)
-    return grouped.take(pc.sort_indices(grouped, [(k, "ascending") for k in keys]))
+class _GroupSums:
+    """`cell_groups` of every cell, fed the cells a chunk at a time in their order: counts and
+    integer sums add up; a float sum goes on from where the last chunk left it, value by value,
+    as arrow sums a group's values (in order, one after the other), so the figures are the
+    same, to the last bit, as `cell_groups` of all the cells at once."""
+
+    def __init__(self, stage: Stage):
+        self.stage = stage
+        self.keys = group_columns(stage)
+        self.schema = cell_groups(stage, cells_schema(stage).empty_table()).schema
+        self.sums = [f.name for f in self.schema if f.name not in self.keys and f.name != "cells"]
+        self.floats = {n for n in self.sums if pa.types.is_floating(self.schema.field(n).type)}
+        self.groups: dict[tuple[object, ...], dict[str, object]] = {}
+
+    def add(self, cells: pa.Table) -> None:
+        aggregates: list[tuple[str | list[str], str]] = [([], "count_all")]
+        aggregates += [(n, "list" if n in self.floats else "sum") for n in self.sums]
+        grouped = cells.group_by(self.keys, use_threads=False).aggregate(aggregates)
+        columns = {n: grouped.column(n).to_pylist() for n in self.keys}
+        for row in range(grouped.num_rows):
+            key = tuple(columns[n][row] for n in self.keys)
+            group = self.groups.setdefault(key, {"cells": 0})
+            group["cells"] = int(group["cells"]) + grouped.column("count_all")[row].as_py()
+            for name in self.sums:
+                if name in self.floats:
+                    values = grouped.column(f"{name}_list")[row].values.drop_null().to_numpy()
+                    if len(values):
+                        start = group.get(name)
+                        run = values if start is None else np.r_[float(start), values]
+                        group[name] = float(np.cumsum(run)[-1])
+                else:
+                    value = grouped.column(f"{name}_sum")[row].as_py()
+                    if value is not None:
+                        group[name] = int(group.get(name) or 0) + value
+
+    def table(self) -> pa.Table:
+        rows = [
+            {**dict(zip(self.keys, key, strict=True)), **group}
+            for key, group in self.groups.items()
+        ]
+        table = pa.Table.from_pylist(rows, schema=self.schema)
+        return table.take(pc.sort_indices(table, [(k, "ascending") for k in self.keys]))

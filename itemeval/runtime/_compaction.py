@@ -1,0 +1,246 @@
+"""The run compacts the partitions it writes (`runtime.compact`, `store.compact`).
+
+* **As it goes**: the driver counts the fragments each shard wrote (`shard_done`). A partition
+  of the current stage that has received `runtime.compact_fragments` of them since its last
+  compaction is queued, and a thread of the driver compacts queued partitions one at a time
+  (one unit in memory: `store/_compact_merge.py`). Dispatch never waits for it. Between
+  stages the driver waits for the partition in progress (a grade stage places each solution in
+  the fragment that holds it when its condition's turn comes) and no solutions partition is
+  compacted during a later stage.
+* **At the end** of a run that was not interrupted (completed, stopped at the budget cap, or
+  with failed shards), every partition it wrote since that partition's last compaction, after
+  the manifest has recorded how the run ended; the manifest is then written again with what
+  compaction did (`RunManifest.compaction`). An interruption (Ctrl-C, SIGTERM) skips it: the
+  thread stops at its next batch of fragments and removes what it wrote.
+* **A failure is a warning**: compaction writes before it deletes and deletes only what it
+  merged, so the run's rows are never at risk; the partition is left for the next compaction
+  and the run's outcome does not change.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from itemeval.runtime._progress import Progress
+from itemeval.runtime._shards import ShardSummary
+from itemeval.secrets import redact
+from itemeval.store import (
+    GRADES,
+    SOLUTIONS,
+    CompactionRecord,
+    CompactionResult,
+    StudyStore,
+    compact,
+)
+
+Partition = tuple[str, str]  # (table, condition id)
+
+#: How long an interrupted run waits for the thread to notice (it checks between batches).
+STOP_WAIT_S = 0.5
+
+
+class RunCompaction:
+    """Compaction of the partitions a run writes (see the module doc)."""
+
+    def __init__(
+        self,
+        store: StudyStore,
+        *,
+        enabled: bool,
+        every: int,
+        inline: Iterable[str] = (),
+        progress: Progress | None = None,
+    ):
+        """`every`: a partition is compacted while the run goes once it received this many
+        fragments; `inline`: the grade conditions generate shards write with their solutions."""
+        self.store = store
+        self.enabled = enabled
+        self.every = every
+        self.inline = tuple(inline)
+        self.progress = progress
+        status = "compacted" if enabled else "skipped"
+        self.record = CompactionRecord(enabled=enabled, status=status)
+        if not enabled:
+            self.record.reason = "runtime.compact is false"
+        self._written: dict[Partition, int] = {}  # fragments since the partition's last compaction
+        self._queue: list[Partition] = []
+        self._tables: set[str] = set()  # what the current stage writes (compacted as it goes)
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._busy: Partition | None = None
+        self._closing = False
+        self._stop = threading.Event()  # the run was interrupted: stop at the next batch
+        self._thread: threading.Thread | None = None
+
+    # -- what the driver tells it ----------------------------------------------------------
+    def stage(self, stage: str) -> None:
+        """A stage starts: its partitions may be compacted as it goes."""
+        with self._lock:
+            self._tables = {SOLUTIONS.name, GRADES.name} if stage == "generate" else {GRADES.name}
+
+    def shard_done(self, summary: ShardSummary) -> None:
+        """A shard's summary came back: the fragments it wrote."""
+        if summary.fragment is not None:
+            table = SOLUTIONS.name if summary.stage == "generate" else GRADES.name
+            self.wrote(table, summary.condition_id)
+        if summary.graded_inline:
+            for condition_id in self.inline:
+                self.wrote(GRADES.name, condition_id)
+
+    def wrote(self, table: str, condition_id: str, fragments: int = 1) -> None:
+        """`fragments` more fragments in a partition (a shard's, or the batch tier's)."""
+        key = (table, condition_id)
+        with self._lock:
+            count = self._written[key] = self._written.get(key, 0) + fragments
+            if (
+                self.enabled
+                and count >= self.every
+                and table in self._tables
+                and key not in self._queue
+                and key != self._busy
+                and not self._closing
+            ):
+                self._queue.append(key)
+                self._start()
+                self._wake.notify()
+
+    def between_stages(self, stopped: Callable[[], bool]) -> None:
+        """A stage ended: wait for the partition in progress (not the queue, which waits for
+        the run's end); an interruption stops it instead."""
+        with self._lock:
+            self._tables = set()
+            self._queue.clear()
+            while self._busy is not None:
+                if stopped():
+                    self._stop.set()
+                    return
+                self._wake.wait(0.2)
+
+    # -- the end -----------------------------------------------------------------------------
+    def finish(self, stopped: Callable[[], bool], skip: str | None = None) -> CompactionRecord:
+        """At the run's end: the thread ends after its partition (or at once when the run was
+        interrupted); then, unless `skip` says why not, every partition written since its
+        last compaction, here (the run waits)."""
+        if skip is not None or stopped():
+            self.abandon()
+            if self.enabled:
+                self.record.status, self.record.reason = "skipped", skip or "interrupted"
+            self.record.left = self._left()
+            return self.record
+        with self._lock:
+            self._closing = True
+            self._queue.clear()
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        if self.enabled:
+            todo = sorted(key for key, count in self._written.items() if count)
+            if todo:
+                started = time.monotonic()
+                self.say(f"compacting the {len(todo)} partition(s) this run wrote")
+                for key in todo:
+                    if stopped():
+                        self.record.status, self.record.reason = "skipped", "interrupted"
+                        break
+                    self._compact(key, stopped)
+                self.record.end_seconds = round(time.monotonic() - started, 3)
+                self.say(self.summary())
+            if self.record.failed and self.record.status == "compacted":
+                self.record.status = "failed"
+        self.record.left = self._left()
+        return self.record
+
+    def abandon(self) -> None:
+        """The run was interrupted: the thread stops at its next batch of fragments (what it
+        wrote of that partition removed); waits for it briefly."""
+        self._stop.set()
+        with self._lock:
+            self._closing = True
+            self._queue.clear()
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join(STOP_WAIT_S)
+
+    def summary(self) -> str:
+        r = self.record
+        text = (
+            f"compaction: {r.partitions} partition(s), {r.fragments_merged:,} fragments -> "
+            f"{r.fragments_written:,} ({r.rows_written:,} rows) in {r.seconds:,.1f}s"
+        )
+        if r.end_seconds:
+            text += f" ({r.end_seconds:,.1f}s of it at the end)"
+        if r.failed:
+            text += f"; {len(r.failed)} failed, left as written: " + "; ".join(r.failed[:3])
+        return text
+
+    def _left(self) -> int:
+        with self._lock:
+            return sum(1 for count in self._written.values() if count)
+
+    # -- the work ----------------------------------------------------------------------------
+    def _start(self) -> None:
+        if self._thread is None:  # under the lock
+            self._thread = threading.Thread(
+                target=self._run, name="itemeval-compaction", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._closing:
+                    self._wake.wait()
+                if self._closing and not self._queue:
+                    return
+                key = self._queue.pop(0)
+                if key[0] not in self._tables:
+                    continue
+                self._busy = key
+            try:
+                if self.progress is not None:
+                    self.progress.compacting = f"compacting {key[0]}/{key[1][:40]}"
+                self._compact(key, self._stop.is_set)
+            finally:
+                if self.progress is not None:
+                    self.progress.compacting = ""
+                with self._lock:
+                    self._busy = None
+                    self._wake.notify_all()
+
+    def _compact(self, key: Partition, stopped: Callable[[], bool]) -> None:
+        """Compact one partition; its count starts again from the fragments written meanwhile
+        (or is kept when the compaction stopped or failed)."""
+        table, condition_id = key
+        with self._lock:
+            before = self._written.get(key, 0)
+            self._written[key] = 0
+        started = time.monotonic()
+        results: list[CompactionResult] = []
+        failed = False
+        try:
+            results = compact(self.store, [table], [condition_id], stop=stopped)
+        except Exception as exc:  # a warning: the rows are untouched
+            failed = True
+            reason = redact(f"{type(exc).__name__}: {exc}").splitlines()[0][:300]
+            self.record.failed.append(f"{table}/{condition_id}: {reason}")
+            self.say(f"compaction of {table}/{condition_id} failed, left as written: {reason}")
+        finally:
+            self.record.seconds = round(self.record.seconds + time.monotonic() - started, 3)
+        done = [r for r in results if not r.stopped]
+        if failed or not done or len(done) != len(results):  # left for the next compaction
+            with self._lock:
+                self._written[key] = self._written.get(key, 0) + before
+            return
+        for result in done:
+            if result.summary_written:
+                self.record.partitions += 1
+                self.record.fragments_merged += result.fragments_read
+                self.record.fragments_written += len(result.fragments_written)
+                self.record.rows_written += result.rows_written
+
+    def say(self, text: str) -> None:
+        """A line on the progress output (nothing when quiet)."""
+        if self.progress is not None:
+            self.progress.message(text)
