@@ -183,6 +183,7 @@ def _compact_once(
         payload = write_summary_streamed(
             stage, partition, summary, merged_names, done, fragments, spent, stop
         )
+        write_summary(partition, payload)
     except Vanished:
         _remove_written(partition, done)
         return None
@@ -192,7 +193,6 @@ def _compact_once(
     except BaseException:
         _remove_written(partition, done)  # stopped, or failed: as if it had not started
         raise
-    write_summary(partition, payload)
     merged = [i for infos in chosen.values() for i in infos]
     mark_compaction(partition)
     _remove(partition, merged)
