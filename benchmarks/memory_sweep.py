@@ -1,10 +1,12 @@
-"""Peak memory of the driver and of each worker during a sweep of N items x 2 models.
+"""Peak memory of the driver and of each worker during a sweep of N items x M models.
 
     .venv/bin/python benchmarks/memory_sweep.py --items 100000 1000000
+    .venv/bin/python benchmarks/memory_sweep.py --paths ray --items 2500000 --models 4  # 10M cells
 
 For each N: writes a dataset of N items (item format, under /tmp), then runs the study as
 `itemeval run` does (`run_study` in the sweep's own process, started as the command starts it
-unless `--driver library`: generate with two simulated models, then verifiable grading), with
+unless `--driver library`: generate with two simulated models (`--models`: up to four), then
+verifiable grading, then the run's compaction of what it wrote), with
 the simulator in-process (no
 HTTP, no latency: the sweep is as fast as the pipeline, and memory is what is measured), along
 two paths:
@@ -102,7 +104,10 @@ class Sampler(threading.Thread):
         self.join()
 
 
-def sweep(items: int, path_kind: str, driver: str) -> dict[str, float]:
+MODELS = ("strong", "weak", "medium", "reasoner")
+
+
+def sweep(items: int, path_kind: str, driver: str, models: int = 2) -> dict[str, float]:
     if driver == "command":  # as `cli.main.entry` starts the command: pyarrow without pandas
         from itemeval._util.arrow_start import skip_pandas_probe
 
@@ -121,10 +126,7 @@ def sweep(items: int, path_kind: str, driver: str) -> dict[str, float]:
             "store": str(folder / "store"),
             "datasets": [{"name": "sweep", "path": str(folder / "sweep")}],
             "endpoints": {"sim": {"kind": "sim", "max_concurrency": 512}},
-            "models": [
-                {"id": "sim/strong", "endpoint": "sim"},
-                {"id": "sim/weak", "endpoint": "sim"},
-            ],
+            "models": [{"id": f"sim/{m}", "endpoint": "sim"} for m in MODELS[:models]],
             "facets": {"scorer": ["auto"]},
             "cache": {"enabled": False},
             "runtime": {"shard_size": 512, "workers": 2},
@@ -153,11 +155,15 @@ def sweep(items: int, path_kind: str, driver: str) -> dict[str, float]:
         assert outcome.exit_code == 0, outcome.message
         generate = outcome.stages["generate"].counts.done
         grade = outcome.stages["grade"].counts.done
+        from itemeval.store import StudyStore, latest_manifest
+
+        compaction = latest_manifest(StudyStore.open(str(folder / "store"))).compaction
         peaks = sorted(sampler.worker_peaks.values(), reverse=True)
         own = sorted(sampler.worker_own_peaks.values(), reverse=True)
         return {
             "path": path_kind,
             "items": items,
+            "models": models,
             "samples": generate,
             "grades": grade,
             "seconds": seconds,
@@ -168,6 +174,9 @@ def sweep(items: int, path_kind: str, driver: str) -> dict[str, float]:
             "workers": len(peaks),
             "worker_peaks": ", ".join(f"{p:.0f}" for p in peaks) or "-",
             "worker_own_peaks": ", ".join(f"{p:.0f}" for p in own) or "-",
+            "compaction_s": compaction.end_seconds if compaction else 0.0,
+            "compaction_total_s": compaction.seconds if compaction else 0.0,
+            "fragments_merged": compaction.fragments_merged if compaction else 0,
         }
 
 
@@ -175,6 +184,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--paths", nargs="+", choices=["local", "ray"], default=["local", "ray"])
+    parser.add_argument("--models", type=int, default=2, choices=range(1, len(MODELS) + 1))
     parser.add_argument(
         "--driver",
         choices=["command", "library"],
@@ -185,13 +195,16 @@ def main() -> None:
     parser.add_argument("--one", nargs=2, metavar=("PATH", "ITEMS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:  # one sweep, in a fresh process: a peak must not include an earlier sweep's
-        print(json.dumps(sweep(int(args.one[1]), args.one[0], args.driver)))
+        print(json.dumps(sweep(int(args.one[1]), args.one[0], args.driver, args.models)))
         return
     results = []
     for kind in args.paths:
         for n in args.items:
             done = subprocess.run(
-                [sys.executable, __file__, "--one", kind, str(n), "--driver", args.driver],
+                [
+                    *(sys.executable, __file__, "--one", kind, str(n)),
+                    *("--driver", args.driver, "--models", str(args.models)),
+                ],
                 capture_output=True,
                 text=True,
             )
@@ -203,14 +216,19 @@ def main() -> None:
                     f"{done.stderr[-4000:]}"
                 )
             results.append(json.loads(lines[-1]))
-    print("peak RSS in MB; 'own' leaves out shared pages (Ray's object store)")
+    print("peak RSS in MB; 'own' leaves out shared pages (Ray's object store); compaction: the")
+    print("seconds the run's end spent compacting (of all its compaction), fragments merged")
     header = ("path", "items", "samples", "seconds", "driver", "own", "workers", "own")
-    print("{:>6} {:>10} {:>10} {:>8} {:>7} {:>7} {:>12} {:>12}".format(*header))
+    header += ("compaction",)
+    print("{:>6} {:>10} {:>10} {:>8} {:>7} {:>7} {:>12} {:>12} {:>20}".format(*header))
     for r in results:
+        compacted = (
+            f"{r['compaction_s']:.0f} ({r['compaction_total_s']:.0f}) s, {r['fragments_merged']:,}"
+        )
         print(
             f"{r['path']:>6} {r['items']:>10,} {r['samples']:>10,} {r['seconds']:>8.0f} "
             f"{r['driver_peak_mb']:>7.0f} {r['driver_own_peak_mb']:>7.0f} "
-            f"{r['worker_peaks']:>12} {r['worker_own_peaks']:>12}"
+            f"{r['worker_peaks']:>12} {r['worker_own_peaks']:>12} {compacted:>20}"
         )
 
 
