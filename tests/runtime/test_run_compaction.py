@@ -222,3 +222,39 @@ def test_an_interrupted_run_records_its_manifest_promptly(tmp_path, monkeypatch)
             _rows(store, table, cid, dedup=False).num_rows
             == _rows(store, table, cid, dedup=True).num_rows
         )
+
+
+def test_judges_read_only_their_rows_of_compacted_solutions(tmp_path, monkeypatch):
+    # The generate run compacts its solutions into one fragment per condition; a judge's grade
+    # shards then read only the row groups holding their cells (here every fragment counts as
+    # large, in row groups of 5 rows) and grade every answer.
+    monkeypatch.setattr("itemeval.store.fragments.ROW_GROUP_ROWS", 5)
+    monkeypatch.setattr("itemeval.store._compact_merge.ROW_GROUP_ROWS", 5)
+    monkeypatch.setattr("itemeval.runtime._shard_reads.WHOLE_FRAGMENT_ROWS", 3)
+    from itemeval.runtime import _shard_reads
+
+    read_rows = _shard_reads._rows_of
+    large: list[int] = []
+
+    def spy(parquet: Any, wanted: pa.Table) -> pa.Table:
+        large.append(parquet.num_row_groups)
+        rows = read_rows(parquet, wanted)
+        assert rows.num_rows == wanted.num_rows  # exactly the shard's cells
+        return rows
+
+    monkeypatch.setattr(_shard_reads, "_rows_of", spy)
+    study = _study(tmp_path, **{"facets.scorer": [], "facets.grader": ["judge"]})
+    generated = run_study(
+        study, RunOptions(no_ray=True, yes=True, quiet=True, stages=("generate",))
+    )
+    assert generated.status == "completed"
+    store = StudyStore.open(study.store_url)
+    for cid in store.condition_ids("solutions"):
+        assert len(store.fragments("solutions", cid)) == 1
+    graded = run_study(study, RunOptions(no_ray=True, yes=True, quiet=True, stages=("grade",)))
+    assert graded.status == "completed", graded.message
+    counts = graded.stages["grade"].counts
+    solutions = store.read("solutions", columns=["status"])
+    ok = int(pc.sum(pc.equal(solutions.column("status"), "ok")).as_py())
+    assert counts.done == ok and counts.planned == ok
+    assert large and min(large) > 1  # compacted fragments of several row groups, read in part
