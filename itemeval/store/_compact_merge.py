@@ -29,9 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from itemeval._util.heap import trim_heap
 from itemeval.storage import Location, unique_name
 from itemeval.store._cells import (
     MERGED_KEY,
+    SPENT_SCHEMA,
     SUPERSEDED_KEY,
     FragmentCost,
     add_spent,
@@ -75,7 +77,6 @@ _DICTIONARY = ("gen_condition_id", "model", "grader", "error_code", "parse_code"
 _ORDINAL = "_ordinal"
 _POSITION = "_position"
 _OK = "_ok"
-_MODEL = "_model"
 
 
 class Stopped(Exception):
@@ -114,77 +115,77 @@ def merge_unit(
     keys = list(stage.keys)
     lean_parts: list[pa.Table] = []
     costs: dict[str, FragmentCost] = {}
-    codes: dict[str, dict[str, int]] = {"gen_condition_id": {}, "model": {}}
+    codes: dict[str, int] = {}
+    every_row = _SpentInOrder(stage)
     for batch in _batches(infos):
         _check_stop(stop)
         for ordinal, info, table in _read(stage, partition, batch, row_columns(stage), infos):
             costs[info.name] = _add_cost(costs.get(info.name), stage, table)
+            every_row.add(table)
             lean_parts.append(_lean(stage, table, ordinal, codes))
     if check is not None:
         check(costs)
     lean = pa.concat_tables(lean_parts)
     del lean_parts
     rows_read = lean.num_rows
-    kept_columns = [_ORDINAL, _POSITION, _MODEL, "usd", "cached", "batch", "cached_input_tokens"]
-    winners = lean.select(kept_columns).take(pa.array(_winners(lean, keys)))
+    winners = lean.select([_ORDINAL, _POSITION]).take(pa.array(_winners(lean, keys)))
     del lean
     ordinal = winners.column(_ORDINAL).to_numpy()
     position = winners.column(_POSITION).to_numpy()
+    del winners
     order = np.lexsort((position, ordinal))  # write order: fragment, then place in it
     ordinal, position = ordinal[order], position[order]
-    # What the dropped rows cost: what every row cost less what the kept rows cost, summed as
-    # a reader of the new fragment sums them (in its order), so that the two add up exactly.
-    kept = _cost_columns(stage, winners.take(pa.array(order)), codes["model"])
-    superseded = _difference(paid_spent(costs), spent_of(stage, kept))
-    del winners, order, kept
-    name = unique_name(suffix=FRAGMENT_SUFFIX)
-    gathered = _Gathered(stage, name, superseded, [info.name for info in infos])
+    del order
     # The winners of each fragment: `position[start:end]` (sorted).
     spans: dict[int, tuple[int, int]] = {}
     if len(ordinal):
         starts = np.flatnonzero(np.r_[True, ordinal[1:] != ordinal[:-1]])
         ends = np.append(starts[1:], len(ordinal))
         spans = {int(ordinal[s]): (int(s), int(e)) for s, e in zip(starts, ends, strict=True)}
-    holding = [infos[o] for o in sorted(spans)]
-    for batch in _batches(holding):
+    # What the dropped rows cost: what every row cost less what the kept rows cost, the latter
+    # summed as a reader of the new fragment sums them (in its order), so the two add up
+    # exactly. Without dropped rows that is every row's cost in order; else the kept rows are
+    # read again (rare: retried errors, repeated cells).
+    kept = every_row
+    if len(ordinal) != rows_read:
+        kept = _SpentInOrder(stage)
+        for batch in _batches([infos[o] for o in sorted(spans)]):
+            _check_stop(stop)
+            for o, _, table in _read(stage, partition, batch, row_columns(stage), infos):
+                wanted = _within(table, position[slice(*spans[o])])
+                kept.add(table.take(pa.array(wanted)))
+    superseded = _difference(paid_spent(costs), kept.table())
+    name = unique_name(suffix=FRAGMENT_SUFFIX)
+    gathered = _Gathered(stage, name, superseded, [info.name for info in infos])
+    for batch in _batches([infos[o] for o in sorted(spans)]):
         _check_stop(stop)
         for o, _, table in _read(stage, partition, batch, list(stage.schema.names), infos):
-            start, end = spans[o]
-            offset = _offset(table)
-            wanted = position[start:end]
-            wanted = wanted[(wanted >= offset) & (wanted < offset + table.num_rows)]
+            wanted = _within(table, position[slice(*spans[o])])
             if len(wanted):
-                gathered.add(table, wanted - offset)
+                gathered.add(table, wanted)
     return gathered.finish(rows_read, costs)
 
 
 # -- pass 1: winners ---------------------------------------------------------------------------
 
 
-def _lean(
-    stage: Stage, table: pa.Table, ordinal: int, codes: dict[str, dict[str, int]]
-) -> pa.Table:
-    """What pass 1 keeps of a batch of a fragment's rows: the keys, what the rule compares,
-    where the row is, and what it cost. Repeating strings (a grades key's condition, the model)
-    become small integers (`codes`: value -> code, shared by the unit's batches). Positions
-    continue across a large fragment's batches (`_offset`)."""
+def _lean(stage: Stage, table: pa.Table, ordinal: int, codes: dict[str, int]) -> pa.Table:
+    """What pass 1 keeps of a batch of a fragment's rows: the keys, what the rule compares and
+    where the row is. A grades key's condition becomes a small integer (`codes`: value ->
+    code, shared by the unit's batches). Positions continue across a large fragment's batches
+    (`_offset`)."""
     n = table.num_rows
     offset = _offset(table)
     columns: dict[str, pa.Array | pa.ChunkedArray] = {}
     for key in stage.keys:
         column = table.column(key)
         if key == "gen_condition_id":
-            column = _coded(column, codes["gen_condition_id"])
+            column = _coded(column, codes)
         columns[key] = column
     columns[_OK] = pc.equal(table.column("status"), "ok")
     columns["written_at"] = table.column("written_at")
     columns[_ORDINAL] = pa.array(np.full(n, ordinal, dtype=np.int32))
     columns[_POSITION] = pa.array(np.arange(offset, offset + n, dtype=np.int64))
-    columns[_MODEL] = _coded(table.column(model_column(stage)), codes["model"])
-    columns["usd"] = table.column("usd")
-    columns["cached"] = table.column("cached")
-    columns["batch"] = pc.equal(table.column("tier"), TIER_BATCH)
-    columns["cached_input_tokens"] = table.column("cached_input_tokens")
     return pa.table(columns)
 
 
@@ -196,18 +197,68 @@ def _coded(column: pa.ChunkedArray, codes: dict[str, int]) -> pa.Array:
     return pa.array(mapping[encoded.indices.to_numpy(zero_copy_only=False)])
 
 
-def _cost_columns(stage: Stage, rows: pa.Table, models: dict[str, int]) -> pa.Table:
-    """`rows` (lean) as what `spent_of` reads: the model by name again."""
-    names = pa.array(sorted(models, key=models.__getitem__), pa.string())
-    return pa.table(
-        {
-            model_column(stage): names.take(rows.column(_MODEL)),
-            "usd": rows.column("usd"),
-            "cached": rows.column("cached"),
-            "batch": rows.column("batch"),
-            "cached_input_tokens": rows.column("cached_input_tokens"),
-        }
-    )
+class _SpentInOrder:
+    """`spent_of` of rows fed a batch at a time, in order: arrow sums a model's values one
+    after the other, so a sum carried on from batch to batch (`np.cumsum` from where it
+    stopped) is, to the last bit, `spent_of` of all the rows read as one table."""
+
+    def __init__(self, stage: Stage):
+        self.stage = stage
+        self.sums: dict[str, list[float | int | None]] = {}  # model -> usd, tokens, batch usd
+
+    def add(self, rows: pa.Table) -> None:
+        if rows.num_rows == 0:
+            return
+        paid = pc.invert(rows.column("cached"))
+        batch = pc.and_(paid, pc.equal(rows.column("tier"), TIER_BATCH))
+        work = pa.table(
+            {
+                "model": rows.column(model_column(self.stage)),
+                "usd": rows.column("usd"),
+                "tokens": pc.if_else(paid, rows.column("cached_input_tokens"), 0),
+                "batch_usd": pc.if_else(batch, rows.column("usd"), 0.0),
+            }
+        )
+        grouped = work.group_by("model", use_threads=False).aggregate(
+            [("usd", "list"), ("tokens", "sum"), ("batch_usd", "list")]
+        )
+        for row, model in enumerate(grouped.column("model").to_pylist()):
+            usd, tokens, batch_usd = self.sums.setdefault(model, [None, None, None])
+            tokens_now = grouped.column("tokens_sum")[row].as_py()
+            self.sums[model] = [
+                _carried(usd, grouped.column("usd_list")[row]),
+                tokens if tokens_now is None else (tokens or 0) + tokens_now,
+                _carried(batch_usd, grouped.column("batch_usd_list")[row]),
+            ]
+
+    def table(self) -> pa.Table:
+        models = sorted(self.sums)
+        values = [self.sums[m] for m in models]
+        return pa.table(
+            {
+                "model": pa.array(models, pa.string()),
+                "usd": pa.array([v[0] for v in values], pa.float64()),
+                "paid_cached_input_tokens": pa.array([v[1] for v in values], pa.int64()),
+                "paid_batch_usd": pa.array([v[2] for v in values], pa.float64()),
+            },
+            schema=SPENT_SCHEMA,
+        )
+
+
+def _carried(start: float | None, values: pa.Scalar) -> float | None:
+    """`start` plus `values` one after the other (nulls skipped, as arrow's sum does)."""
+    present = values.values.drop_null().to_numpy(zero_copy_only=False)
+    if not len(present):
+        return start
+    run = present if start is None else np.r_[float(start), present]
+    return float(np.cumsum(run)[-1])
+
+
+def _within(table: pa.Table, positions: np.ndarray) -> np.ndarray:
+    """Of a fragment's `positions`, those in `table` (a batch of it), as places in `table`."""
+    offset = _offset(table)
+    inside = positions[(positions >= offset) & (positions < offset + table.num_rows)]
+    return inside - offset
 
 
 def _winners(lean: pa.Table, keys: list[str]) -> np.ndarray:
@@ -419,8 +470,12 @@ def _offset(table: pa.Table) -> int:
 
 
 def _check_stop(stop: Callable[[], bool] | None) -> None:
+    """Between batches: stop when asked; hand the batch's freed pages back (arrow's pool and
+    glibc keep them otherwise, and a compaction's peak was twice what it held)."""
     if stop is not None and stop():
         raise Stopped
+    pa.default_memory_pool().release_unused()
+    trim_heap()
 
 
 # -- cells in memory ---------------------------------------------------------------------------
