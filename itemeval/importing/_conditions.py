@@ -54,7 +54,7 @@ def imported_generate(record: GenerateRecord, endpoint: str | None = None) -> Ge
         prompt=prompt,
         config_name=record.config_name,
         params=StatedParams(tuple(sorted(record.params.items()))),  # type: ignore[arg-type]
-        payload=record.native_payload | {"imported": {"tool": record.tool}},
+        payload=record.native_payload | {"imported": record.imported_payload},
     )
 
 

@@ -26,7 +26,14 @@ import pyarrow as pa
 
 from itemeval.importing._items import ImportedItems
 from itemeval.importing._keys import KeySet
-from itemeval.importing._model import GenerateFacts, GradeFacts, Rejection, Sample, SampleBatch
+from itemeval.importing._model import (
+    ID_SEPARATOR,
+    GenerateFacts,
+    GradeFacts,
+    Rejection,
+    Sample,
+    SampleBatch,
+)
 from itemeval.storage import Location
 from itemeval.store import GRADE_SCHEMA, SOLUTION_SCHEMA, TIMESTAMP, StudyStore
 
@@ -206,6 +213,7 @@ class ImportWriter:
                 correct=False,
                 record_id=row["record_id"],
                 choices=row.get("choices"),
+                item_extras={"sourceId": item_id.partition(ID_SEPARATOR)[2]},
             )
             problem = self._item(sample)
             if problem is not None:
