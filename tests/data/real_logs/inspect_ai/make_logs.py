@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from inspect_ai import Task, eval, task
 from inspect_ai.dataset import Sample
@@ -22,11 +24,11 @@ from inspect_ai.solver import generate, multiple_choice
 PAIRS = [(3, 4), (7, 5), (2, 9), (6, 6), (1, 8), (4, 4), (9, 3), (5, 2)]
 
 
-def answerer(first: bool):  # noqa: ANN201
+def answerer(first: bool) -> Callable[..., ModelOutput]:
     """A mock model: right for most questions, wrong where the result is a multiple of 3 (of
     4 for another model) or, for products, of 5 (of 6)."""
 
-    def answer(messages, tools, tool_choice, config) -> ModelOutput:  # noqa: ANN001
+    def answer(messages: list[Any], tools: Any, tool_choice: Any, config: Any) -> ModelOutput:
         last = messages[-1]
         text = str(last.content if isinstance(last.content, str) else last.text)
         found = re.search(r"What is (\d+) ([+*]) (\d+)\?", text)
@@ -81,8 +83,7 @@ def colours() -> Task:
         ("What colour is a ripe tomato?", ["red", "green", "blue", "white"], "A"),
     ]
     samples = [
-        Sample(id=i, input=q, choices=c, target=t)
-        for i, (q, c, t) in enumerate(questions, start=1)
+        Sample(id=i, input=q, choices=c, target=t) for i, (q, c, t) in enumerate(questions, start=1)
     ]
     return Task(dataset=samples, solver=multiple_choice(), scorer=choice())
 
