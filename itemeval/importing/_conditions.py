@@ -111,11 +111,18 @@ def imported_grade(record: GradeRecord) -> GradeCondition:
 
 
 def with_imported(
-    design: Design, store: StudyStore, selectors: Sequence[str], endpoint: str
+    design: Design,
+    store: StudyStore,
+    selectors: Sequence[str],
+    endpoint: str,
+    *,
+    with_grades: bool = False,
 ) -> tuple[Design, set[str]]:
     """`design` with the imported generate conditions that `selectors` name (ids, slugs,
-    prefixes or globs, as `--condition`), and their ids. A selector that names nothing is a
-    `ConfigError`."""
+    prefixes or globs, as `--condition`), and their ids. `with_grades` (a plan that reads: the
+    report, results, analyses) adds first the imported scorers that graded them, so that the
+    source's own grades are the study's headline; a plan that runs never holds them (they are
+    not run again). A selector that names nothing is a `ConfigError`."""
     records = {g.id: g for r in read_imports(store) for g in r.generate}
     if not records:
         raise ConfigError(
@@ -128,8 +135,35 @@ def with_imported(
     chosen = select_conditions(list(records), list(selectors))
     known = {c.id for c in design.generate}
     added = tuple(imported_generate(records[i], endpoint) for i in chosen if i not in known)
-    design = Design(generate=design.generate + added, grade=design.grade, epochs=design.epochs)
+    graders = ()
+    if with_grades:
+        graders = _imported_scorers(store, {c.id for c in added}, {c.id for c in design.grade})
+    design = Design(
+        generate=design.generate + added, grade=graders + design.grade, epochs=design.epochs
+    )
     return design, {c.id for c in added}
+
+
+def _imported_scorers(
+    store: StudyStore, generate: set[str], known: set[str]
+) -> tuple[GradeCondition, ...]:
+    """The imported scorers that graded the imported generate conditions `generate` (the
+    source's own grades), first in the design: the first is the study's headline grader, and
+    the study's own scorers and judges are reported beside it."""
+    if not generate:
+        return ()
+    from itemeval.store import GRADES
+
+    records = {g.id: g for r in read_imports(store) for g in r.grade if g.kind == "scorer"}
+    stored = store.condition_ids(GRADES)
+    chosen = []
+    for grade_id in records:
+        if grade_id in known or grade_id not in stored:
+            continue
+        pairs = store.read_by_condition(GRADES, [grade_id], ["gen_condition_id"])[grade_id]
+        if generate & set(pairs.column("gen_condition_id").unique().to_pylist()):
+            chosen.append(imported_grade(records[grade_id]))
+    return tuple(chosen)
 
 
 def imported_notes(design: Design) -> list[str]:

@@ -35,6 +35,8 @@ from itemeval.store import StudyStore
 
 #: Rejections kept per reason to show (all are counted).
 EXAMPLES_PER_REASON = 3
+#: Reasons that, without a line, reject a whole file (listed in `rejected_files`).
+WHOLE_FILE = ("not_a_record", "invalid_json", "no_aggregate", "unreadable")
 #: What a reader's own checks did not foresee in a damaged file: never a traceback.
 _READ_FAILURES = (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError)
 
@@ -121,7 +123,7 @@ def import_sources(
                 )
             )
         rejected[rejection.reason] += 1
-        if rejection.line is None and rejection.reason in ("not_a_record", "invalid_json"):
+        if rejection.line is None and rejection.reason in WHOLE_FILE:
             result.rejected_files.append(rejection.describe())
         if examples[rejection.reason] < EXAMPLES_PER_REASON:
             examples[rejection.reason] += 1

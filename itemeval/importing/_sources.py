@@ -84,7 +84,7 @@ def discover(sources: list[str]) -> Found:
     for source in sources:
         if not os.path.exists(source):
             raise InputError(Problem("no such file or folder", file=source))
-        paths.extend([source] if os.path.isfile(source) else _walk(source))
+        paths.extend(_with_aggregate(source) if os.path.isfile(source) else _walk(source))
     paths = list(dict.fromkeys(os.path.normpath(p) for p in paths))
     claimed: set[str] = set()
     for folder in helm.helm_folders(paths):
@@ -136,6 +136,16 @@ def _lm_eval_orphan(path: str) -> str:
     except (OSError, ValueError):
         return f"its results file {os.path.basename(results)} is rejected (invalid_json)"
     return f"{os.path.basename(results)} does not list its task"
+
+
+def _with_aggregate(path: str) -> list[str]:
+    """A file named alone; an Every Eval Ever instance file (`<name>_samples.jsonl`) with the
+    aggregate beside it (`<name>.json`), which it is read with."""
+    if path.endswith("_samples.jsonl"):
+        aggregate = path[: -len("_samples.jsonl")] + ".json"
+        if os.path.isfile(aggregate):
+            return [aggregate, path]
+    return [path]
 
 
 def _walk(root: str) -> list[str]:
