@@ -162,6 +162,11 @@ class ImportedItems:
         locks = read_locks(study_root)
         for spool in self._datasets.values():
             spool.handle.close()
+            if spool.count == 0:  # no new item (all held already, or rejected): as pinned
+                pin = None if locks is None else locks.datasets.get(spool.name)
+                if pin is not None:
+                    out[spool.name] = pin.fingerprint
+                continue
             name = spool.name
             location = study_root.join(DATASETS_DIR, name)
             pin = None if locks is None else locks.datasets.get(name)

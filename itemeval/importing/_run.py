@@ -163,6 +163,7 @@ def import_sources(
                 path = paths.get(problem.file)
                 return problem if path is None else replace(problem, file=path)
 
+            before = writer.samples
             for sample in _guarded(unit, sources_of):
                 if isinstance(sample, Sample):
                     problem = writer.add(sample)
@@ -173,8 +174,11 @@ def import_sources(
                         reject(located(problem))
                 else:
                     reject(sample)
+            aggregates = unit.aggregate_only()
+            result.aggregates.extend(aggregates)
+            if writer.samples == before and not aggregates:
+                continue  # nothing read from it (rejected whole): not recorded as imported
             files.extend(sources_of)
-            result.aggregates.extend(unit.aggregate_only())
             if unit.study:
                 study_names.add(unit.study)
             result.files.extend(

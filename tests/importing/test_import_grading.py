@@ -100,9 +100,7 @@ def test_a_new_judge_grades_imported_answers_with_no_generate_call(tmp_path: Pat
         {
             "study": "graded-imports",
             "store": str(store),
-            "datasets": [
-                {"name": DATASET, "path": str(store / "imported/datasets" / DATASET)}
-            ],
+            "datasets": [{"name": DATASET, "path": str(store / "imported/datasets" / DATASET)}],
             "endpoints": {"sim": {"kind": "sim", "base_url": f"{sim_url}/v1"}},
             "models": [{"id": "sim/strong", "endpoint": "sim"}],
             "facets": {

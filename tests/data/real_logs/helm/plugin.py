@@ -4,6 +4,8 @@ splits, and `simple/model1` (which answers with the last word of its prompt) get
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from helm.benchmark.adaptation.adapter_spec import ADAPT_GENERATION, AdapterSpec
 from helm.benchmark.adaptation.common_adapter_specs import get_multiple_choice_joint_adapter_spec
 from helm.benchmark.metrics.common_metric_specs import get_exact_match_metric_specs
@@ -33,7 +35,7 @@ class LastWordScenario(Scenario):
 
     name = "last_word"
     description = "The last word of a short list."
-    tags = ["generation"]
+    tags: ClassVar[list[str]] = ["generation"]
 
     def get_instances(self, output_path: str) -> list[Instance]:
         instances = []
@@ -55,7 +57,7 @@ class OddOneOutScenario(Scenario):
 
     name = "odd_one_out"
     description = "The odd one out of four words."
-    tags = ["multiple_choice"]
+    tags: ClassVar[list[str]] = ["multiple_choice"]
 
     def get_instances(self, output_path: str) -> list[Instance]:
         instances = []
