@@ -118,7 +118,7 @@ def test_two_tasks_with_the_same_ids_never_share_a_row(tmp_path: Path, order: st
     for row in rows:  # each row's item is its own task's sample, with that sample's input
         task = tasks[row["gen_condition_id"]]
         assert row["dataset"] == f"inspect_ai.{task}"
-        source_id = row["item_id"].split("~", 1)[1]
+        source_id = row["item_id"].rpartition("~")[2]
         assert row["input"] == questions[task][source_id], row
     stored = _solutions(store)
     assert len(stored) == len({(r["condition"], r["item_id"], r["epoch"]) for r in stored})
@@ -142,7 +142,7 @@ def test_a_later_import_of_another_task_never_takes_an_earlier_ones_items(tmp_pa
     assert len(answers) == sum(len(q) for q in questions.values())
     for row in rows:
         task = tasks[row["gen_condition_id"]]
-        assert row["input"] == questions[task][row["item_id"].split("~", 1)[1]], row
+        assert row["input"] == questions[task][row["item_id"].rpartition("~")[2]], row
 
 
 def test_lm_eval_multiple_choice_is_choice_of_n_with_its_choices(everything):
