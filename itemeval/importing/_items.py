@@ -43,6 +43,25 @@ class _DatasetSpool:
     assumed_modality: int = 0
 
 
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def item_reference(reference: str, choices: list[str] | None) -> str:
+    """The reference as the item format states it: for an item with choices, the letter of the
+    right choice where the source gives the choice's text or its index (the Every Eval Ever
+    converters write lm-eval's label index, `"1"`); otherwise as stated."""
+    if not choices or len(choices) > len(LETTERS):
+        return reference
+    text = reference.strip()
+    if len(text) == 1 and text in LETTERS[: len(choices)]:
+        return text
+    if text in choices:
+        return LETTERS[choices.index(text)]
+    if text.isdigit() and int(text) < len(choices):
+        return LETTERS[int(text)]
+    return reference
+
+
 def content_key(prompt: str, response: str) -> int:
     """What makes two items with one id the same item."""
     return hash((prompt, response))
@@ -105,7 +124,8 @@ class ImportedItems:
         spool = self.spool(s.dataset)
         folded = s.item_id.casefold()
         id_key = hash(folded)
-        content = content_key(s.input, s.reference)
+        reference = item_reference(s.reference, s.choices)
+        content = content_key(s.input, reference)
         known = spool.items.get(id_key)
         if known is not None:
             if known != content:
@@ -121,7 +141,7 @@ class ImportedItems:
         record: dict[str, Any] = {
             "identifier": s.item_id,
             "prompt": s.input,
-            "response": s.reference,
+            "response": reference,
         }
         if s.difficulty is not None:
             record["difficulty"] = s.difficulty

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from itemeval.importing._items import ImportedItems
+from itemeval.importing._items import ImportedItems, content_key, item_reference
 from itemeval.importing._keys import KeySet
 from itemeval.importing._model import (
     ID_SEPARATOR,
@@ -187,10 +187,11 @@ class ImportWriter:
         spool = self.items.spool(batch.dataset)
         inputs = batch.table.column("input").to_pylist()
         references = batch.table.column("reference").to_pylist()
+        choices = batch.table.column("choices").to_pylist()
         known_items = spool.items
         for index, item_id in enumerate(ids):
             key = hash(item_id.casefold())
-            content = hash((inputs[index], references[index]))
+            content = content_key(inputs[index], item_reference(references[index], choices[index]))
             known = known_items.get(key)
             if known == content:
                 continue

@@ -202,8 +202,16 @@ def test_the_report_pairs_conditions_only_within_one_benchmark(everything):
     assert rows
     for row in rows:  # a pair's conditions share a benchmark's items
         assert datasets[row["first_id"]] & datasets[row["second_id"]], row
-    # two models on one benchmark are compared
+    # two models on one benchmark are compared, whether their answers came from two logs of
+    # one tool or from a raw log and the Every Eval Ever records of another run
     assert any("multiplication" in r["first"] and "multiplication" in r["second"] for r in rows)
+    raw, converted = "example-org-dummy-model", "example-org-dummy-model-b"
+    assert any(
+        r["scope"] == "dataset"
+        and r["dataset"] == "lm_eval.colours"
+        and {r["first"], r["second"]} == {f"{raw}_colours_lm_eval", f"{converted}_colours_lm_eval"}
+        for r in rows
+    )
     report = study.report(str(store.parent / "report"), resamples=200)
     text = Path(report.markdown).read_text()
     for line in text.splitlines():
