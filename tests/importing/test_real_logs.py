@@ -18,7 +18,7 @@ from itemeval import Study
 from itemeval.cli.main import main
 from itemeval.datasets.format import Modality, read_dataset
 from itemeval.errors import ExitCode
-from itemeval.importing import import_sources, read_imports
+from itemeval.importing import import_sources, read_imports, store_plan
 from itemeval.store import StudyStore
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real_logs"
@@ -296,3 +296,21 @@ def test_a_samples_file_without_its_results_is_rejected_with_that_reason(tmp_pat
     assert result.import_id is None and set(result.rejected) == {"no_aggregate"}
     assert result.rejected["no_aggregate"] == 4
     assert all("no results_" in e for e in result.examples)
+
+
+def test_runs_that_differ_only_in_settings_are_told_apart(tmp_path: Path):
+    """The same task and model run twice, once at a stated temperature: two conditions, whose
+    names say the setting that tells them apart (status, the report and the viewer show them)."""
+    log = sorted((INSPECT / "json").glob("*colours*.json"))[0]
+    data = json.loads(log.read_text())
+    data["eval"]["model_generate_config"] = {"temperature": 0.7}
+    (tmp_path / "src").mkdir()
+    shutil.copy(log, tmp_path / "src" / "plain.json")
+    (tmp_path / "src" / "warm.json").write_text(json.dumps(data))
+    result = import_sources(str(tmp_path / "store"), [str(tmp_path / "src")])
+    assert result.rejected == {} and len(result.generate) == 2 and len(result.datasets) == 1
+    slugs = [c.slug for c in store_plan(str(tmp_path / "store")).design.generate]
+    assert sorted(slugs) == [
+        "mockllm-second_colours_inspect_ai_defaults",
+        "mockllm-second_colours_inspect_ai_temperature-0.7",
+    ]
