@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/judge_calibration.py [--studies 500] [--items 300]
                                                      [--gold 120] [--resamples 1000]
-                                                     [--pair-items 2500] [--scenarios ...]
-                                                     [--json]
+                                                     [--pair-items 2500] [--shared-items 100]
+                                                     [--scenarios ...] [--json]
 
 Each simulated study, in-process (no server, no store):
 
@@ -19,7 +19,18 @@ Each simulated study, in-process (no server, no store):
 
 It prints the share of studies whose interval holds the study's true accuracy (the realised
 share of right answers), for the corrected interval and the raw one, the mean absolute error
-of both point estimates, and the measured error rates against the declared ones. Scenario
+of both point estimates, the measured error rates against the declared ones, and how often the
+sensitivity and specificity intervals hold the judge's true rates (the mean over the study's
+right answers of `1 - false fail`, over its wrong ones of `1 - false pass`, each answer's rates
+as the simulator draws them: the declared ones, moved by the length bias where there is one): the
+report's (Wilson at the effective number of answers from the item bootstrap), Wilson counting
+every answer as independent, and the item bootstrap's percentiles.
+
+Scenario `shared-answers`, the demo's shape: six solvers (abilities 0.4-0.85) answer
+`--shared-items` items directly, 3 epochs each (18 answers an item); right answers are the same
+text, and a simulated judge's verdict on the same text of the same item and epoch is one draw,
+so an item's answers err together (as in a real study, where models agreeing give the judge the
+same answer). A verifiable scorer is gold on every answer, as `gold.scorer` is in the demo. Scenario
 `length-bias`: the judge also favours long answers (`judge_length_bias` 0.3) and the second
 epoch's answers are chain-of-thought (long): the judge's error rates differ between answers,
 which the correction (one pair of rates for all answers) does not assume. The corrected
@@ -47,12 +58,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from itemeval.calls import VERDICT
-from itemeval.judging import analyse_pairwise, calibrate, parse_pairwise_verdict
+from itemeval.judging import Calibration, analyse_pairwise, calibrate, parse_pairwise_verdict
+from itemeval.judging._calibration import error_rates
 from itemeval.providers import SimModelSpec, SimSettings
 from itemeval.scoring import parse_structured_verdict
 from itemeval.simulator import Simulator, pairwise_preference, solution_matches
+from itemeval.simulator._engine import judge_error_rates
 
 JUDGE_PROMPT = "Grade the response.\nReference: {target}\nResponse: {solution}"
+
+
+RATE_FORMS = ("items", "answers", "percentile")
 
 
 @dataclass
@@ -63,6 +79,60 @@ class Outcome:
     false_pass: tuple[float, float | None]  # declared, measured
     false_fail: tuple[float, float | None]
     by_form: list[tuple[float, float | None, float | None]]  # (truth, low, high): short, long
+    #: Se and Sp intervals against the declared rates: per form of interval (`RATE_FORMS`:
+    #: Wilson at the effective number of answers from the item bootstrap, which the report
+    #: gives; Wilson counting every answer as independent; the item bootstrap's percentiles),
+    #: per rate (sensitivity, specificity), (low, high)
+    rates: dict[str, list[tuple[float | None, float | None]]] | None = None
+    #: the judge's true sensitivity and specificity over the study's answers: the mean of
+    #: `1 - false fail` over the right answers and of `1 - false pass` over the wrong ones, each
+    #: answer's rates as the simulator draws them (the declared ones, moved by a length bias)
+    true_rates: tuple[float, float] = (float("nan"), float("nan"))
+
+
+def true_rates(truth: np.ndarray, errors: np.ndarray) -> tuple[float, float]:
+    """(sensitivity, specificity) over the answers: `errors` holds each answer's (false pass,
+    false fail) rates."""
+    right = truth == 1
+    return float(np.mean(1 - errors[right, 1])), float(np.mean(1 - errors[~right, 0]))
+
+
+def rate_intervals(
+    result: Calibration,
+    judge: np.ndarray,
+    gold: np.ndarray,
+    cluster: np.ndarray,
+    resamples: int,
+    seed: int,
+) -> dict[str, list[tuple[float | None, float | None]]]:
+    """Se and Sp intervals in each of `RATE_FORMS` (the report's, Wilson over answers, and the
+    item bootstrap's percentiles)."""
+    rates = [result.rates.sensitivity, result.rates.specificity]
+    answers = error_rates(judge, gold)
+    both = ~np.isnan(judge) & ~np.isnan(gold)
+    j, g, c = judge[both], gold[both], cluster[both]
+    clusters = int(cluster.max()) + 1
+    per = [
+        np.bincount(c, weights=w, minlength=clusters) for w in (j * g, g, (1 - j) * (1 - g), 1 - g)
+    ]
+    counts = np.vstack(per).T
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(0, clusters, size=(resamples, clusters))
+    drawn += np.arange(resamples)[:, None] * clusters
+    weights = np.bincount(drawn.ravel(), minlength=resamples * clusters)
+    totals = weights.reshape(resamples, clusters) @ counts
+    with np.errstate(divide="ignore", invalid="ignore"):
+        draws = [totals[:, 0] / totals[:, 1], totals[:, 2] / totals[:, 3]]
+    percentile = []
+    for d in draws:
+        finite = d[np.isfinite(d)]
+        low, high = np.percentile(finite, [2.5, 97.5]) if finite.size else (None, None)
+        percentile.append((low, high))
+    return {
+        "items": [(r.low, r.high) for r in rates],
+        "answers": [(r.low, r.high) for r in (answers.sensitivity, answers.specificity)],
+        "percentile": percentile,
+    }
 
 
 def one_study(index: int, args: argparse.Namespace, length_bias: float) -> Outcome:
@@ -79,7 +149,7 @@ def one_study(index: int, args: argparse.Namespace, length_bias: float) -> Outco
         ),
     }
     sim = Simulator(SimSettings(seed=index, models=models))
-    truth, judge, cluster, form = [], [], [], []
+    truth, judge, cluster, form, errors = [], [], [], [], []
     for item in range(args.items):
         target = str(int(rng.integers(2, 999)))
         for epoch in range(2):
@@ -108,6 +178,7 @@ def one_study(index: int, args: argparse.Namespace, length_bias: float) -> Outco
             judge.append(np.nan if verdict.score is None else float(verdict.score >= 1))
             cluster.append(item)
             form.append(epoch)
+            errors.append(judge_error_rates(models["noisy"], solution))
     truth_a = np.array(truth)
     gold = np.full(truth_a.size, np.nan)
     chosen = rng.choice(truth_a.size, size=min(args.gold, truth_a.size), replace=False)
@@ -122,7 +193,10 @@ def one_study(index: int, args: argparse.Namespace, length_bias: float) -> Outco
         seed=index,
     )
     line = result.groups[0]
+    judge_a, cluster_a = np.array(judge), np.array(cluster, dtype=np.int64)
     return Outcome(
+        true_rates=true_rates(truth_a, np.array(errors)),
+        rates=rate_intervals(result, judge_a, gold, cluster_a, args.resamples, index),
         truth=float(truth_a.mean()),
         raw=(line.raw.value, line.raw.low, line.raw.high),  # type: ignore[arg-type]
         corrected=(line.corrected.value, line.corrected.low, line.corrected.high),
@@ -136,6 +210,68 @@ def one_study(index: int, args: argparse.Namespace, length_bias: float) -> Outco
             )
             for g in (0, 1)
         ],
+    )
+
+
+SHARED_ABILITIES = (0.85, 0.8, 0.65, 0.6, 0.45, 0.4)
+
+
+def shared_study(index: int, args: argparse.Namespace) -> Outcome:
+    """Scenario `shared-answers` (see the module doc): 18 answers an item that err together,
+    a verifiable scorer as gold on every answer."""
+    rng = np.random.default_rng(20_000 + index)
+    false_pass, false_fail = (float(x) for x in rng.uniform(0.02, 0.30, size=2))
+    models = {f"s{i}": SimModelSpec(ability=a) for i, a in enumerate(SHARED_ABILITIES)}
+    models["noisy"] = SimModelSpec(
+        ability=0.5, judge_false_pass=false_pass, judge_false_fail=false_fail
+    )
+    sim = Simulator(SimSettings(seed=index, models=models))
+    truth, judge, cluster, group = [], [], [], []
+    for item in range(args.shared_items):
+        target = str(int(rng.integers(2, 999)))
+        for epoch in range(3):
+            hints = {"item_id": f"s{index}-{item}", "epoch": epoch, "target": target}
+            hints["modality"] = "single-value"
+            for solver in range(len(SHARED_ABILITIES)):
+                messages = [{"role": "user", "content": f"Item {item}: compute it."}]
+                solution = sim.answer(f"sim/s{solver}", messages, hints=hints).text
+                reply = sim.answer(
+                    "sim/noisy",
+                    [
+                        {
+                            "role": "user",
+                            "content": JUDGE_PROMPT.format(target=target, solution=solution),
+                        }
+                    ],
+                    hints=hints | {"role": "judge", "solution": solution},
+                    structured=True,
+                )
+                verdict = parse_structured_verdict(reply.text, min_score=0, max_score=1)
+                truth.append(float(solution_matches(solution, target)))
+                judge.append(np.nan if verdict.score is None else float(verdict.score >= 1))
+                cluster.append(item)
+                group.append(solver)
+    truth_a, judge_a = np.array(truth), np.array(judge)
+    cluster_a = np.array(cluster, dtype=np.int64)
+    result = calibrate(
+        judge_a,
+        truth_a,
+        cluster_a,
+        np.array(group, dtype=np.int64),
+        groups=len(SHARED_ABILITIES),
+        resamples=args.resamples,
+        seed=index,
+    )
+    line = result.groups[0]
+    return Outcome(
+        truth=float(truth_a.mean()),
+        raw=(line.raw.value, line.raw.low, line.raw.high),  # type: ignore[arg-type]
+        corrected=(line.corrected.value, line.corrected.low, line.corrected.high),
+        false_pass=(false_pass, result.rates.false_pass),
+        false_fail=(false_fail, result.rates.false_fail),
+        by_form=[],
+        rates=rate_intervals(result, judge_a, truth_a, cluster_a, args.resamples, index),
+        true_rates=(1 - false_fail, 1 - false_pass),
     )
 
 
@@ -258,6 +394,7 @@ def summarise(outcomes: list[Outcome]) -> dict[str, float]:
                 )
             )
             for g in (0, 1)
+            if all(o.by_form for o in outcomes)
         ],
         "mae_corrected": float(np.mean([abs(o.corrected[0] - o.truth) for o in corrected])),
         "mae_raw": float(np.mean([abs(o.raw[0] - o.truth) for o in outcomes])),
@@ -270,7 +407,25 @@ def summarise(outcomes: list[Outcome]) -> dict[str, float]:
         "mae_false_fail": float(
             np.mean([abs(o.false_fail[1] - o.false_fail[0]) for o in outcomes if o.false_fail[1]])
         ),
-    }
+    } | rate_coverage(outcomes)
+
+
+def rate_coverage(outcomes: list[Outcome]) -> dict[str, float]:
+    """How often each form of Se and Sp interval holds the true rate, and its mean width."""
+    out: dict[str, float] = {}
+    for form in RATE_FORMS:
+        for r, name in enumerate(("sensitivity", "specificity")):
+            hits, widths = [], []
+            for o in outcomes:
+                assert o.rates is not None
+                low, high = o.rates[form][r]
+                true = o.true_rates[r]
+                hits.append(low is not None and high is not None and low <= true <= high)
+                if low is not None and high is not None:
+                    widths.append(high - low)
+            out[f"coverage_{name}_{form}"] = float(np.mean(hits))
+            out[f"width_{name}_{form}"] = float(np.mean(widths))
+    return out
 
 
 def main() -> None:
@@ -280,7 +435,12 @@ def main() -> None:
     parser.add_argument("--gold", type=int, default=120)
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--pair-items", type=int, default=2500)
-    parser.add_argument("--scenarios", nargs="+", default=["declared", "length-bias", "pairwise"])
+    parser.add_argument("--shared-items", type=int, default=100)
+    parser.add_argument(
+        "--scenarios",
+        nargs="+",
+        default=["declared", "length-bias", "shared-answers", "pairwise"],
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     report = {}
@@ -289,6 +449,10 @@ def main() -> None:
         if scenario == "pairwise":
             pairs = [pairwise_study(i, args.pair_items) for i in range(args.studies)]
             report[scenario] = summarise_pairwise(pairs) | {"seconds": time.monotonic() - started}
+            continue
+        if scenario == "shared-answers":
+            outcomes = [shared_study(i, args) for i in range(args.studies)]
+            report[scenario] = summarise(outcomes) | {"seconds": time.monotonic() - started}
             continue
         bias = 0.3 if scenario == "length-bias" else 0.0
         outcomes = [one_study(i, args, bias) for i in range(args.studies)]
@@ -315,6 +479,17 @@ def main() -> None:
             f" corrected interval width {s['mean_width_corrected']:.3f};"
             f" given in {s['corrected_given']} of {s['studies']} studies"
         )
+        for name in ("sensitivity", "specificity"):
+            print(
+                f"  {name} covers the true rate: "
+                + "; ".join(
+                    f"{form} {s[f'coverage_{name}_{form}']:.1%} (width "
+                    f"{s[f'width_{name}_{form}']:.3f})"
+                    for form in RATE_FORMS
+                )
+            )
+        if scenario == "shared-answers":
+            continue
         short, long = s["coverage_corrected_by_epoch"]
         print(
             f"  per epoch (under length-bias: short answers, then long ones): corrected interval"

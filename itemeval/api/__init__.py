@@ -22,7 +22,14 @@ from itemeval.api.datasets import (
     validate_dataset,
 )
 from itemeval.api.limiters import list_limiters, remove_limiters
-from itemeval.api.stores import COMPACT_STAGES, StoreCompaction, compact_store, import_sources
+from itemeval.api.stores import (
+    COMPACT_STAGES,
+    StoreCompaction,
+    SummaryRebuild,
+    compact_store,
+    import_sources,
+    rebuild_store_summaries,
+)
 from itemeval.api.study import Study, write_starter_study
 from itemeval.api.summaries import (
     EstimateSummary,
@@ -54,6 +61,7 @@ __all__ = [
     "StatusSummary",
     "StoreCompaction",
     "Study",
+    "SummaryRebuild",
     "compact_store",
     "convert_dataset",
     "format_leaderboard",
@@ -61,6 +69,7 @@ __all__ = [
     "gate_verdict",
     "import_sources",
     "list_limiters",
+    "rebuild_store_summaries",
     "remove_limiters",
     "validate_dataset",
     "write_starter_study",

@@ -38,6 +38,7 @@ from itemeval.datasets.format import (
     ITEM_ATTRIBUTES,
     Dialect,
     Item,
+    Modality,
     ProblemLog,
     Where,
     is_dataset_directory,
@@ -118,6 +119,16 @@ class ConvertedDataset:
     @property
     def warnings(self) -> list[Problem]:
         return list(self.log.warnings)
+
+    @property
+    def extensions(self) -> list[str]:
+        """The modalities written that are itemeval's extension of the item format
+        (`choiceof6` .. `choiceof26`): readers of the spec v3.3 and commoneval stop at
+        `choiceof5`. Only the spec dialect writes them; the commoneval one refuses them."""
+        return sorted(
+            (m for m in self.by_modality if Modality.parse(m).is_extension),
+            key=lambda m: Modality.parse(m).n_choices or 0,
+        )
 
 
 def validate_dataset(

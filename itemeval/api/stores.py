@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from itemeval.store import STAGES, CompactionResult, StudyStore, compact
+from itemeval.store import STAGES, CompactionResult, StudyStore, compact, rebuild_summaries
 
 if TYPE_CHECKING:
     from itemeval.importing import ImportResult
@@ -35,16 +35,42 @@ def compact_store(
     *,
     stage: str | Sequence[str] | None = None,
     condition: str | Sequence[str] | None = None,
+    full: bool = False,
 ) -> StoreCompaction:
-    """Rewrite the fragments of each partition of the store at `url` into one file holding the
-    best row of each key, then remove exactly the fragments that were read. Safe while runs
+    """Merge the small fragments of each partition of the store at `url` (and those its
+    summary does not cover) into one file holding the best row of each key, write the
+    partition's summary, then remove exactly the fragments that were merged. Safe while runs
     write to and read from the store. `stage`: only these stages (default: solutions and
-    grades); `condition`: only conditions matching these ids, id prefixes, slugs or globs."""
+    grades); `condition`: only conditions matching these ids, id prefixes, slugs or globs;
+    `full`: merge every fragment, large ones too."""
     store = StudyStore.open(url)
     stages = [stage] if isinstance(stage, str) else stage
     conditions = [condition] if isinstance(condition, str) else condition
-    results = compact(store, stages=stages or None, conditions=conditions or None)
+    results = compact(store, stages=stages or None, conditions=conditions or None, full=full)
     return StoreCompaction(store=store.root.url, partitions=results)
+
+
+@dataclass(frozen=True)
+class SummaryRebuild:
+    """What `rebuild_store_summaries` wrote: `(stage, condition id, cells)` per partition."""
+
+    store: str
+    partitions: list[tuple[str, str, int]]
+
+
+def rebuild_store_summaries(
+    url: str,
+    *,
+    stage: str | Sequence[str] | None = None,
+    condition: str | Sequence[str] | None = None,
+) -> SummaryRebuild:
+    """Write each partition's summary again from its rows (`itemeval compact
+    --rebuild-summaries`). Summaries are derived data: no row changes."""
+    store = StudyStore.open(url)
+    stages = [stage] if isinstance(stage, str) else stage
+    conditions = [condition] if isinstance(condition, str) else condition
+    rebuilt = rebuild_summaries(store, stages=stages or None, conditions=conditions or None)
+    return SummaryRebuild(store=store.root.url, partitions=rebuilt)
 
 
 def import_sources(

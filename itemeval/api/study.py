@@ -134,22 +134,26 @@ class Study:
         force: bool = False,
         accept_dataset_change: Sequence[str] = (),
         detect: float | None = None,
-        power: float = 0.8,
-        alpha: float = 0.05,
+        power: float | None = None,
+        alpha: float | None = None,
+        pair: Sequence[str] | None = None,
     ) -> PlanSummary:
         """The grid, the cells and what is still to do. Reads the datasets and the store,
         writes nothing. With `detect` (a difference in accuracy, e.g. 0.03), also the items and
         epochs a paired comparison of two conditions needs to detect it with probability
-        `power` at level `alpha`, and what that design would cost (`PlanSummary.power`;
-        docs/statistics.md)."""
-        if detect is not None:
-            _check_power(detect, power, alpha)
+        `power` (0.8) at level `alpha` (`analysis.alpha`), and what that design would cost
+        (`PlanSummary.power`; docs/statistics.md): for the `pair` of conditions named (one
+        selector: the hardest pair of the conditions it matches), or the hardest realistic
+        pair. `power`, `alpha` and `pair` without `detect` are an error."""
+        _check_power(detect, power, alpha, pair)
         plan = self._plan(store, limit, condition, force=force, accept=accept_dataset_change)
         if detect is None:
             return PlanSummary.of(plan)
         from itemeval.statistics import power_plan_of
 
-        return PlanSummary.of(plan, power_plan_of(plan, detect, power, alpha))
+        power = 0.8 if power is None else power
+        alpha = self.config.analysis.alpha if alpha is None else alpha
+        return PlanSummary.of(plan, power_plan_of(plan, detect, power, alpha, pair))
 
     def estimate(
         self,
@@ -466,6 +470,7 @@ class Study:
         from itemeval.view import ViewOptions, ViewServer
 
         plan = self._plan(store, limit, condition, with_pending=False)
+        _require_stored(plan)
         options = ViewOptions(host=host, port=port, token=token, open_browser=open_browser)
         server = ViewServer(plan, options)
         if block:
@@ -497,25 +502,78 @@ class Study:
             force=force,
             accept_changed=accept,
             with_pending=with_pending,
+            estimate=with_pending,  # a reading command needs no token counts
         )
 
 
+#: Where `write_starter_study` puts the sample dataset, beside the study file.
+STARTER_DATASET = "datasets/arithmetic"
+
+
 def write_starter_study(path: str | os.PathLike[str], *, force: bool = False) -> Path:
-    """Write the commented starter study file (`itemeval init`); refuses to overwrite a file
-    unless `force`."""
+    """Write the commented starter study file (`itemeval init`) and, beside it, the sample
+    dataset it names (`datasets/arithmetic/`; files already there are left alone); refuses to
+    overwrite the study file unless `force`."""
     target = Path(path)
     if target.exists() and not force:
         raise ConfigError(
             Problem("file exists", file=str(target), hint="choose another path or pass --force")
         )
-    text = resources.files("itemeval").joinpath("starter_study.yaml").read_text("utf-8")
+    package = resources.files("itemeval")
+    text = package.joinpath("starter_study.yaml").read_text("utf-8")
     target.parent.mkdir(parents=True, exist_ok=True)
+    sample = package.joinpath("starter_datasets", "arithmetic")
+    folder = target.parent / STARTER_DATASET
+    for part in sample.iterdir():
+        if part.is_file() and not (folder / part.name).exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / part.name).write_bytes(part.read_bytes())
     target.write_text(text, encoding="utf-8")
     return target
 
 
-def _check_power(detect: float, power: float, alpha: float) -> None:
+def _require_stored(plan: Plan) -> None:
+    """A viewer over a store that holds nothing (a mistyped `--store`) is refused."""
+    from itemeval.store import list_manifests
+
+    root = plan.store.root
+    if (
+        list_manifests(plan.store)
+        or root.join("dataset_locks.json").exists()
+        or root.join("imports").exists()
+    ):
+        return
+    raise InputError(
+        Problem(
+            "nothing stored here: no run has written to this store and nothing was imported",
+            file=root.url,
+            hint="check --store (or the study's `store:`); run the study first, or "
+            "`itemeval import` into the store",
+        )
+    )
+
+
+def _check_power(
+    detect: float | None,
+    power: float | None,
+    alpha: float | None,
+    pair: Sequence[str] | None,
+) -> None:
     problems = []
+    if detect is None:
+        for name, value in (("power", power), ("alpha", alpha), ("pair", pair)):
+            if value is not None:
+                problems.append(
+                    Problem(
+                        f"--{name} plans for a difference, and no --detect says which",
+                        field=name,
+                        hint="add --detect DIFF (e.g. --detect 0.03 for 3 points), or drop "
+                        f"--{name}",
+                    )
+                )
+        if problems:
+            raise InputError(problems)
+        return
     if not 0 < detect < 1:
         problems.append(
             Problem(
@@ -524,9 +582,9 @@ def _check_power(detect: float, power: float, alpha: float) -> None:
                 hint="a share between 0 and 1, e.g. 0.03 for 3 points",
             )
         )
-    if not 0 < power < 1:
+    if power is not None and not 0 < power < 1:
         problems.append(Problem(f"{power} is not a probability", field="power", hint="e.g. 0.8"))
-    if not 0 < alpha < 1:
+    if alpha is not None and not 0 < alpha < 1:
         problems.append(Problem(f"{alpha} is not a level", field="alpha", hint="e.g. 0.05"))
     if problems:
         raise InputError(problems)

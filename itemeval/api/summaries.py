@@ -121,6 +121,8 @@ def _power_json(plan: PowerPlan) -> dict[str, Any]:
         "designs": [asdict(r) for r in plan.rows],
         "recommended": asdict(best) if best is not None else None,
         "notes": plan.notes,
+        "assumed": plan.assumed,
+        "warnings": plan.warnings,
     }
 
 

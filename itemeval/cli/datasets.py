@@ -76,8 +76,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=DIALECTS,
         default="spec",
         help="spec: the item spec (default; JSON true/false booleans, ad hoc item attributes "
-        "in attributes files); commoneval: what the commoneval 0.2.1 reader reads "
-        "(singlevalue, ternary Unknown, choices and ad hoc attributes under otherargs)",
+        "in attributes files; choiceof6 .. choiceof26, itemeval's extension, as they are); "
+        "commoneval: what the commoneval 0.2.1 reader reads (singlevalue, ternary Unknown, "
+        "choices and ad hoc attributes under otherargs; refuses choiceof6 and above, which "
+        "that reader cannot read)",
     )
     convert.add_argument("--out", metavar="DIR", required=True, help="dataset directory to write")
     convert.add_argument(
@@ -200,4 +202,11 @@ def run_convert(args: argparse.Namespace) -> int:
         f"{counted(result.items, 'item')} ({modalities}) in "
         f"{counted(len(result.parts), 'part')} to {result.url}"
     )
+    if result.extensions:
+        print(
+            f"note: {', '.join(result.extensions)}: itemeval's extension of the item format "
+            f"(the spec and commoneval 0.2.1 stop at choiceof5); itemeval reads it, other "
+            f"readers of the format may refuse the dataset",
+            file=sys.stderr,
+        )
     return int(ExitCode.OK)

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import argparse
 
-from itemeval.api import COMPACT_STAGES, compact_store
+from itemeval.api import COMPACT_STAGES, compact_store, rebuild_store_summaries
 from itemeval.errors import ExitCode
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "compact",
-        help="merge each store partition's fragments into one deduplicated file",
+        help="merge each store partition's small fragments and update its summary",
         description=(
-            "Rewrite the fragments of each partition into one file holding the best row of "
-            "each key, then remove exactly the fragments that were read. Safe while runs "
-            "write to and read from the store."
+            "Merge each partition's small fragments (and those its summary does not cover) "
+            "into one file holding the best row of each key, write the partition's summary, "
+            "then remove exactly the fragments that were merged. Safe while runs write to "
+            'and read from the store. docs/store.md, "Compaction and summaries".'
         ),
     )
     parser.add_argument("store", metavar="STUDY_ROOT", help="the study's store URL or path")
@@ -33,24 +34,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="X",
         help="only conditions matching X: an id, an id prefix, a slug, or a glob (repeatable)",
     )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="merge every fragment of each partition into one (a generate condition's grades "
+        "each), large ones included",
+    )
+    parser.add_argument(
+        "--rebuild-summaries",
+        action="store_true",
+        help="only write each partition's summary again from its rows (summaries are derived "
+        "data: this never changes a row)",
+    )
     parser.set_defaults(func=run_compact)
 
 
 def run_compact(args: argparse.Namespace) -> int:
-    compaction = compact_store(args.store, stage=args.stage, condition=args.condition)
+    if args.rebuild_summaries:
+        rebuilt = rebuild_store_summaries(args.store, stage=args.stage, condition=args.condition)
+        if not rebuilt.partitions:
+            print(f"nothing to summarise in {rebuilt.store}")
+        for stage, condition_id, cells in rebuilt.partitions:
+            print(f"{stage}/{condition_id}: summary rebuilt ({cells:,} cells)")
+        return int(ExitCode.OK)
+    compaction = compact_store(
+        args.store, stage=args.stage, condition=args.condition, full=args.full
+    )
     if not compaction.partitions:
         print(f"nothing to compact in {compaction.store}")
         return int(ExitCode.OK)
     for result in compaction.partitions:
         if result.fragment_written is None:
-            print(
-                f"{result.stage}/{result.condition_id}: already compact "
-                f"({result.fragments_read} fragment, {result.rows_read} rows)"
-            )
+            print(f"{result.stage}/{result.condition_id}: already compact, summary up to date")
         else:
+            made = len(result.fragments_written)
             print(
                 f"{result.stage}/{result.condition_id}: {result.fragments_read} fragments, "
-                f"{result.rows_read} rows -> 1 fragment, {result.rows_written} rows "
-                f"({result.duplicates_dropped} superseded rows dropped)"
+                f"{result.rows_read} rows -> {made} fragment{'s' if made != 1 else ''}, "
+                f"{result.rows_written} rows ({result.duplicates_dropped} superseded rows "
+                "dropped)"
             )
     return int(ExitCode.OK)

@@ -44,8 +44,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also print the items and epochs a paired comparison of two conditions needs to "
         "detect this difference in accuracy (e.g. 0.03), and what that design would cost",
     )
-    power.add_argument("--power", type=float, default=0.8, help="chance to detect it (0.8)")
-    power.add_argument("--alpha", type=float, default=0.05, help="the test's level (0.05)")
+    power.add_argument(
+        "--pair",
+        nargs="+",
+        metavar="CONDITION",
+        help="with --detect: plan for this pair of generate conditions (ids, slugs, prefixes or "
+        "globs); one glob: the hardest pair of the conditions it matches (default: the hardest "
+        "pair whose observed difference is within twice the difference to detect)",
+    )
+    power.add_argument(
+        "--power", type=float, help="with --detect: the chance to detect it (default 0.8)"
+    )
+    power.add_argument(
+        "--alpha",
+        type=float,
+        help="with --detect: the test's level (default: the study's analysis.alpha, 0.05)",
+    )
     plan.add_argument(
         "--gold-sample",
         type=int,
@@ -72,8 +86,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_init(args: argparse.Namespace) -> int:
     target = write_starter_study(args.path, force=args.force)
+    sample = target.parent / "datasets" / "arithmetic"
     print(
-        f"wrote {target}: edit it, then `itemeval plan {target}` and `itemeval estimate {target}`"
+        f"wrote {target} and its sample dataset {sample}/: edit the study, then "
+        f"`itemeval plan {target}` and `itemeval estimate {target}`"
     )
     return int(ExitCode.OK)
 
@@ -90,7 +106,7 @@ def _selection(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     study = study_from(args)
-    power = {"detect": args.detect, "power": args.power, "alpha": args.alpha}
+    power = {"detect": args.detect, "power": args.power, "alpha": args.alpha, "pair": args.pair}
     plan = study.plan(**_selection(args), **power)
     if args.gold_sample is not None or args.gold_out is not None:
         sample = study.gold_sample(
@@ -137,8 +153,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         )
     )
     for panel in plan.design.panels:
-        members = ", ".join(panel.member_names)
-        print(f"panel {panel.id}: {panel.combine} of {members} (computed from their grades)")
+        print(f"panel {panel.id}: {panel.rule_text} (computed from their grades)")
     print()
     print(
         f"Cells: generate {counted(len(plan.generate), 'condition')} x "
@@ -266,6 +281,7 @@ def render_power(power: PowerPlan, conditions: int) -> str:
         f"  Var(d) = tau^2 + 2 s2_within / epochs = {v.between:.4g} + 2 x {v.within:.4g} / "
         f"epochs" + (f", x {v.deff:.2f} (clusters)" if v.deff > 1 else ""),
         f"  from {v.source}",
+        *(f"  assumed: {line}" for line in power.assumed),
         "",
         table(
             rows,
@@ -281,11 +297,17 @@ def render_power(power: PowerPlan, conditions: int) -> str:
         "",
     ]
     best = power.recommended
-    if best is None:
+    if best is None and power.least_items > power.available_items:
         lines.append(
             f"No design fits: the datasets have {power.available_items:,} items, and however "
             f"many epochs, the items' own differences need at least {power.least_items:,}. "
             "Add items, or plan for a larger difference."
+        )
+    elif best is None:
+        lines.append(
+            f"No design fits: the datasets have {power.available_items:,} items, and with them "
+            f"it would take more than {power.most_epochs} epochs. Add items, or plan for a larger "
+            "difference."
         )
     else:
         cost = f" for {usd(best.usd)}" if best.usd is not None else ""
@@ -294,6 +316,7 @@ def render_power(power: PowerPlan, conditions: int) -> str:
             "extra epoch costs as much as an extra item, so the fewest answers win)."
         )
     lines += power.notes
+    lines += [f"warning: {w}" for w in power.warnings]
     return "\n".join(lines)
 
 

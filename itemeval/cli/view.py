@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from itemeval.cli.options import add_selection, add_study, study_from
-from itemeval.errors import ExitCode
+from itemeval.errors import ExitCode, InputError, Problem
 
 #: `itemeval.view.DEFAULT_PORT`, not imported here: every command would pay for the import.
 DEFAULT_PORT = 8700
@@ -21,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "by side. It follows a run under way. It listens on 127.0.0.1 unless --host names "
         "another address, which then requires a token. See docs/results.md.",
     )
-    add_study(parser)
+    add_study(parser, store_alone=True)
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any)"
     )
@@ -39,6 +40,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
+    if args.study is not None and Path(args.study).is_dir():  # a store folder: read it alone
+        if args.store:
+            raise InputError(
+                Problem(
+                    f"{args.study} is a folder, and --store names a store too",
+                    field="STUDY",
+                    hint="give a study file and --store, or the store folder alone "
+                    "(`itemeval view --store PATH`)",
+                )
+            )
+        args.study, args.store = None, args.study
     study_from(args).view(
         store=args.store,
         limit=args.limit,

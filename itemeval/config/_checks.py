@@ -122,6 +122,7 @@ def cross_check(study: StudyConfig) -> list[Problem]:
                 )
         if len(set(panel.graders)) != len(panel.graders):
             problems.append(Problem("a panel names a grader twice", field=f"panels.{name}.graders"))
+        problems.extend(_panel_rule_problems(study, name))
     if study.gold.scorer is not None and study.gold.scorer not in study.scorers:
         unknown("scorer", study.gold.scorer, study.scorers, "gold.scorer")
     if study.facets.rubric and not study.facets.grader:
@@ -184,6 +185,83 @@ def cross_check(study: StudyConfig) -> list[Problem]:
                 severity="warning",
             )
         )
+    return problems
+
+
+def _panel_rule_problems(study: StudyConfig, name: str) -> list[Problem]:
+    """A panel's rule must say what it does: `tie` only where an even split can happen,
+    `threshold` only for `mean` and `median`, and a threshold for those over pass/fail verdicts
+    (where the rubric's pass score is its maximum, the mean of the verdicts reaches it only when
+    every judge passed: unanimity, not an average)."""
+    panel = study.panels[name]
+    field = f"panels.{name}"
+    members = len(panel.graders)
+    problems: list[Problem] = []
+    if panel.tie is not None and panel.combine == "mean":
+        problems.append(
+            Problem(
+                "`tie` does nothing for `combine: mean`: a mean exactly at the threshold passes",
+                field=f"{field}.tie",
+                hint="remove `tie` (or use `combine: majority` or `median`, where an even number "
+                "of judges can split evenly)",
+            )
+        )
+    elif panel.tie is not None and members % 2:
+        problems.append(
+            Problem(
+                f"`tie` does nothing for a panel of {members} judges: an odd number never "
+                "splits evenly",
+                field=f"{field}.tie",
+                hint="remove `tie`",
+            )
+        )
+    if panel.threshold is not None and panel.combine == "majority":
+        problems.append(
+            Problem(
+                "`threshold` is for `combine: mean` and `median`; a majority passes an answer "
+                "more than half of the judges passed (an even split goes to `tie`)",
+                field=f"{field}.threshold",
+                hint="remove `threshold`, or use `combine: mean` with `threshold: <share of "
+                "judges>` (e.g. 0.5: at least half) over pass/fail verdicts",
+            )
+        )
+    if panel.combine == "majority":
+        return problems
+    for index, rubric_name in enumerate(study.rubrics):
+        try:
+            rubric = study.rubric_template(rubric_name, field=f"facets.rubric[{index}]")
+        except ConfigError:
+            continue  # reported by the template check
+        scale = f"{rubric.min_score:g} to {rubric.max_score:g}"
+        if panel.threshold is None and rubric.pass_score >= rubric.max_score:
+            problems.append(
+                Problem(
+                    f"`combine: {panel.combine}` over pass/fail verdicts needs a `threshold`: "
+                    f"rubric {rubric.name} passes only at its maximum score "
+                    f"({rubric.max_score:g}), so the judges' {panel.combine} would reach it only "
+                    + (
+                        "when every judge passed (unanimity)"
+                        if panel.combine == "mean"
+                        else "when more than half passed (a majority)"
+                    ),
+                    field=f"{field}.combine",
+                    hint="use `combine: majority` (more than half of the judges), or set "
+                    f"`threshold:` on the rubric's scale ({scale}; e.g. "
+                    f"{(rubric.min_score + rubric.max_score) / 2:g}: at least half of the "
+                    "judges passed it)",
+                )
+            )
+        elif panel.threshold is not None and not (
+            rubric.min_score < panel.threshold <= rubric.max_score
+        ):
+            problems.append(
+                Problem(
+                    f"threshold {panel.threshold:g} is outside rubric {rubric.name}'s scale "
+                    f"({scale}): the panel would pass every answer or none",
+                    field=f"{field}.threshold",
+                    hint=f"a score above {rubric.min_score:g} and at most {rubric.max_score:g}",
+                )
+            )
     return problems
 
 

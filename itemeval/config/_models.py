@@ -145,7 +145,17 @@ class Panel(StrictModel):
 
     graders: list[str] = Field(min_length=2)  # judges by their name under `graders:`
     combine: Literal["majority", "mean", "median"] = "majority"
-    tie: Literal["fail", "pass"] = "fail"
+    #: How an even split goes (`majority` and `median` with an even number of judges; refused
+    #: where no split can happen). Unset: `fail`.
+    tie: Literal["fail", "pass"] | None = None
+    #: `mean` and `median`: the combined score at or above which the panel passes (the
+    #: rubric's scale). Unset: the rubric's pass score, which a rubric of pass/fail verdicts
+    #: (pass only at its maximum) does not allow: its mean would pass only unanimous answers.
+    threshold: float | None = None
+
+    @property
+    def tie_rule(self) -> Literal["fail", "pass"]:
+        return self.tie or "fail"
 
 
 class Gold(StrictModel):

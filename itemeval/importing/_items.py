@@ -21,7 +21,7 @@ import numpy as np
 
 from itemeval.datasets import items_to_table, pin_datasets, read_locks
 from itemeval.datasets.adapters import DatasetSource, open_source
-from itemeval.datasets.format import DatasetMeta, Item, Modality, read_dataset
+from itemeval.datasets.format import MAX_CHOICES, DatasetMeta, Item, Modality, read_dataset
 from itemeval.errors import DatasetError
 from itemeval.importing._keys import KeySet
 from itemeval.importing._model import Rejection, Sample
@@ -259,11 +259,10 @@ def _modality(s: Sample) -> str | None:
             return Modality.parse(s.modality).value
         except ValueError:
             pass
-    if s.choices:
-        try:  # choiceofN as far as the item format has it (letters A..)
+    if s.choices:  # choiceofN as far as the item format has it (letters A..)
+        if 2 <= len(s.choices) <= MAX_CHOICES:
             return Modality.for_choices(len(s.choices)).value
-        except ValueError:
-            return None
+        return None
     reference = s.reference.strip().casefold()
     if reference in ("true", "false", "yes", "no"):
         return Modality.BOOLEAN.value

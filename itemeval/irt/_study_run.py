@@ -148,7 +148,9 @@ def run_adaptive(
         last.message = f"{last.message}\n{note}" if last.message else note
         return last
     # every condition (not only the selected ones): the calibrating conditions are read from it
-    plan = make_plan(study, store_url=options.store_url, limit=options.limit, with_pending=False)
+    plan = make_plan(
+        study, store_url=options.store_url, limit=options.limit, with_pending=False, estimate=False
+    )
     ids = plan.items.column("item_id").to_pylist()
     strata = _strata(plan)
     calibrations = {

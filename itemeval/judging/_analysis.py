@@ -83,7 +83,10 @@ def analyse(
     gold_source: str = "",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    clusters: np.ndarray | None = None,
 ) -> JudgeAnalysis:
+    """`clusters`: a cluster code per item (`analysis.cluster_by`), resampled together in every
+    interval; None: each item its own cluster."""
     judges = []
     labels = {g.code: g.label for g in graders}
     for grader in graders:
@@ -92,10 +95,11 @@ def analyse(
         truth = aligned(side.keys, gold_keys, gold)
         calibration = None
         if np.any(~np.isnan(truth) & ~np.isnan(judge)):
+            item = side.item.astype(np.int64)
             calibration = calibrate(
                 judge,
                 truth,
-                side.item.astype(np.int64),
+                item if clusters is None else np.asarray(clusters, dtype=np.int64)[item],
                 side.gen.astype(np.int64),
                 groups=len(groups),
                 resamples=resamples,

@@ -3,7 +3,7 @@
 On the answers that have both a judge verdict and a gold verdict:
 
 * sensitivity `Se = P(judge passes | gold passes)`, specificity `Sp = P(judge fails | gold
-  fails)`, each with a Wilson 95% interval (scipy);
+  fails)`, agreement `P(judge equals gold)`;
 * false pass rate `1 - Sp`, false fail rate `1 - Se`.
 
 On every answer the judge graded (of a generate condition, or all of them):
@@ -15,13 +15,24 @@ On every answer the judge graded (of a generate condition, or all of them):
   `Se + Sp - 1 < 0.05` it is not given;
 * bias of the raw figure: `p - corrected`.
 
-Intervals: a cluster bootstrap over items (every epoch and every condition of an item drawn
-together, the gold answers with them), 2,000 resamples by default: each resample recomputes `p`,
-`Se` and `Sp` and so the corrected accuracy, so the interval carries the uncertainty of the
-error rates as well as that of `p`; the 2.5th and 97.5th percentiles. The raw interval comes from
-the same resamples (it is the judged accuracy's own uncertainty, and says nothing of the judge's
-errors). Se and Sp are pooled over every condition: the correction assumes a judge errs alike
-on every condition's answers.
+Every interval comes from one cluster bootstrap over items, or over the clusters of
+`analysis.cluster_by` (every epoch and every condition of an item drawn together, the gold
+answers with them), 2,000 resamples by default: each resample recomputes `p`, `Se` and `Sp`, and
+so the corrected accuracy, whose interval carries the uncertainty of the error rates as well as
+that of `p` (the 2.5th and 97.5th percentiles). The raw interval comes from the same resamples
+(it is the judged accuracy's own uncertainty, and says nothing of the judge's errors).
+
+A rate (Se, Sp, agreement, gold's accuracy) is a Wilson interval at its effective number of
+answers, `n / deff`: `deff` is the resamples' variance of the rate over the binomial variance
+`r (1 - r) / n` (at least 1), so an item's answers, which share its difficulty and often its
+text, count as what they are worth rather than as independent draws. The Wilson form keeps a
+rate of 0 or 1 (no error seen among the gold answers) from a zero-width interval, which the
+percentiles of the resamples would give; where a rate has no variance of its own, its `deff` is
+the agreement's. `benchmarks/judge_calibration.py` measures the coverage of both forms against
+the simulator's declared error rates (docs/judges.md).
+
+Se and Sp are pooled over every condition: the correction assumes a judge errs alike on every
+condition's answers.
 """
 
 from __future__ import annotations
@@ -40,22 +51,31 @@ _CHUNK = 100  # resamples drawn at a time (bounds memory on many items)
 
 @dataclass(frozen=True)
 class Rate:
-    """A proportion `k / n` with its Wilson 95% interval."""
+    """A proportion `k / n` with its 95% interval: Wilson at the effective number of answers
+    `n / design_effect` (1: the answers counted as independent)."""
 
     k: int
     n: int
     value: float | None
     low: float | None
     high: float | None
+    design_effect: float = 1.0
 
     @classmethod
-    def of(cls, k: int, n: int) -> Rate:
+    def of(cls, k: int, n: int, design_effect: float = 1.0) -> Rate:
         if n == 0:
             return cls(k, n, None, None, None)
-        from scipy import stats  # here: importing scipy.stats costs every command ~0.5 s
+        low, high = wilson(k / n, n / max(1.0, design_effect))
+        return cls(k, n, k / n, low, high, max(1.0, design_effect))
 
-        ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-        return cls(k, n, k / n, float(ci.low), float(ci.high))
+
+def wilson(rate: float, n: float, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval of a proportion `rate` over `n` trials (`n` may be an
+    effective, non-integer count; scipy's `binomtest` takes whole counts only)."""
+    scale = 1.0 + z * z / n
+    centre = (rate + z * z / (2 * n)) / scale
+    half = z * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / scale
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass(frozen=True)
@@ -112,6 +132,7 @@ def rogan_gladen(raw: np.ndarray, se: np.ndarray, sp: np.ndarray) -> np.ndarray:
 
 
 def error_rates(judge: np.ndarray, gold: np.ndarray) -> ErrorRates:
+    """The rates with Wilson intervals that count every answer as independent (no clusters)."""
     both = ~np.isnan(judge) & ~np.isnan(gold)
     j, g = judge[both].astype(bool), gold[both].astype(bool)
     return ErrorRates(
@@ -131,83 +152,133 @@ def calibrate(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
 ) -> Calibration:
-    """`judge`, `gold`: per answer 1.0 / 0.0 / NaN (no verdict); `cluster`: the answer's item
-    (0..items-1, resampled together); `group`: its generate condition (0..groups-1)."""
+    """`judge`, `gold`: per answer 1.0 / 0.0 / NaN (no verdict); `cluster`: the answer's item,
+    or its item's cluster (0..clusters-1, resampled together); `group`: its generate condition
+    (0..groups-1)."""
     judged = ~np.isnan(judge)
-    both = judged & ~np.isnan(gold)
-    items = int(cluster.max()) + 1 if cluster.size else 0
+    has_gold = ~np.isnan(gold)
+    both = judged & has_gold
+    clusters = int(cluster.max()) + 1 if cluster.size else 0
     j = np.nan_to_num(judge)
     g = np.nan_to_num(gold)
 
-    def per_item(weights: np.ndarray) -> np.ndarray:
-        return np.bincount(cluster, weights=weights, minlength=items)
+    def per_cluster(weights: np.ndarray) -> np.ndarray:
+        return np.bincount(cluster, weights=weights, minlength=clusters)
 
-    # Per item: gold counts (pooled), then judged and passed counts per group.
-    tp = per_item((both & (j == 1) & (g == 1)).astype(float))
-    pos = per_item((both & (g == 1)).astype(float))
-    tn = per_item((both & (j == 0) & (g == 0)).astype(float))
-    neg = per_item((both & (g == 0)).astype(float))
+    # Per cluster: gold counts (pooled), then per group the judged, passed, gold-passed and
+    # gold counts.
+    columns = [
+        per_cluster((both & (j == 1) & (g == 1)).astype(float)),  # 0 true passes
+        per_cluster((both & (g == 1)).astype(float)),  # 1 gold passes
+        per_cluster((both & (j == 0) & (g == 0)).astype(float)),  # 2 true fails
+        per_cluster((both & (g == 0)).astype(float)),  # 3 gold fails
+    ]
     keys: list[int | None] = [None, *range(groups)]
-    n_by = []
-    s_by = []
-    for key in keys:
-        mine = judged if key is None else judged & (group == key)
-        n_by.append(per_item(mine.astype(float)))
-        s_by.append(per_item((mine & (j == 1)).astype(float)))
-    counts = np.vstack([tp, pos, tn, neg, *n_by, *s_by]).T  # items x columns
+    k = len(keys)
+    mine_of = [judged if key is None else judged & (group == key) for key in keys]
+    gold_of = [has_gold if key is None else has_gold & (group == key) for key in keys]
+    columns += [per_cluster(m.astype(float)) for m in mine_of]
+    columns += [per_cluster((m & (j == 1)).astype(float)) for m in mine_of]
+    columns += [per_cluster((m & (g == 1)).astype(float)) for m in gold_of]
+    columns += [per_cluster(m.astype(float)) for m in gold_of]
+    counts = np.vstack(columns).T  # clusters x columns
 
-    def estimates(totals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """raw and corrected per key, for rows of column totals."""
+    def estimates(totals: np.ndarray) -> dict[str, np.ndarray]:
+        """Every figure per row of column totals (the rates, then raw, corrected and gold's
+        accuracy per key)."""
         with np.errstate(divide="ignore", invalid="ignore"):
             se = totals[:, 0] / totals[:, 1]
             sp = totals[:, 2] / totals[:, 3]
-            k = len(keys)
+            agreement = (totals[:, 0] + totals[:, 2]) / (totals[:, 1] + totals[:, 3])
             n = totals[:, 4 : 4 + k]
-            s = totals[:, 4 + k : 4 + 2 * k]
-            raw = s / n
-        corrected = rogan_gladen(raw, se[:, None], sp[:, None])
-        return raw, corrected
+            raw = totals[:, 4 + k : 4 + 2 * k] / n
+            gold_rate = totals[:, 4 + 2 * k : 4 + 3 * k] / totals[:, 4 + 3 * k : 4 + 4 * k]
+        return {
+            "se": se,
+            "sp": sp,
+            "agreement": agreement,
+            "raw": raw,
+            "corrected": rogan_gladen(raw, se[:, None], sp[:, None]),
+            "gold": gold_rate,
+        }
 
-    point_raw, point_corrected = estimates(counts.sum(axis=0)[None, :])
+    point = estimates(counts.sum(axis=0)[None, :])
     rng = np.random.default_rng(seed)
-    raws, corrs = [], []
+    chunks: list[dict[str, np.ndarray]] = []
     done = 0
-    while done < resamples and items:
+    while done < resamples and clusters:
         size = min(_CHUNK, resamples - done)
-        # Items drawn with replacement, as counts per item (a multinomial draw, 20x quicker
-        # than `rng.multinomial` over many items).
-        drawn = rng.integers(0, items, size=(size, items)) + np.arange(size)[:, None] * items
-        weights = np.bincount(drawn.ravel(), minlength=size * items).reshape(size, items)
-        raw, corrected = estimates(weights @ counts)
-        raws.append(raw)
-        corrs.append(corrected)
+        # Clusters drawn with replacement, as counts per cluster (a multinomial draw, 20x
+        # quicker than `rng.multinomial` over many clusters).
+        drawn = rng.integers(0, clusters, size=(size, clusters))
+        drawn += np.arange(size)[:, None] * clusters
+        weights = np.bincount(drawn.ravel(), minlength=size * clusters)
+        chunks.append(estimates(weights.reshape(size, clusters) @ counts))
         done += size
-    raw_draws = np.vstack(raws) if raws else np.empty((0, len(keys)))
-    corr_draws = np.vstack(corrs) if corrs else np.empty((0, len(keys)))
+    draws = {
+        name: np.concatenate([c[name] for c in chunks])
+        if chunks
+        else np.empty((0, *point[name].shape[1:]))
+        for name in point
+    }
 
-    rates = error_rates(judge, gold)
+    both_j, both_g = j[both].astype(bool), g[both].astype(bool)
+    agreement_k, agreement_n = int((both_j == both_g).sum()), int(both.sum())
+    agreement_deff = design_effect(agreement_k, agreement_n, draws["agreement"])
+    rates = ErrorRates(
+        sensitivity=_rate(
+            int((both_j & both_g).sum()), int(both_g.sum()), draws["se"], agreement_deff
+        ),
+        specificity=_rate(
+            int((~both_j & ~both_g).sum()), int((~both_g).sum()), draws["sp"], agreement_deff
+        ),
+        agreement=Rate.of(agreement_k, agreement_n, agreement_deff or 1.0),
+    )
     out = []
     for index, key in enumerate(keys):
-        mine = judged if key is None else judged & (group == key)
-        gold_here = ~np.isnan(gold) & (np.ones_like(judged) if key is None else group == key)
-        raw_value = _finite(point_raw[0, index])
-        corrected_value = _finite(point_corrected[0, index])
+        raw_value = _finite(point["raw"][0, index])
+        corrected_value = _finite(point["corrected"][0, index])
+        raw_draws, corr_draws = draws["raw"][:, index], draws["corrected"][:, index]
+        here = gold_of[index]
         out.append(
             Corrected(
                 group=key,
-                judged=int(mine.sum()),
-                raw=_estimate(raw_value, raw_draws[:, index]),
-                corrected=_estimate(corrected_value, corr_draws[:, index]),
+                judged=int(mine_of[index].sum()),
+                raw=_estimate(raw_value, raw_draws),
+                corrected=_estimate(corrected_value, corr_draws),
                 bias=_estimate(
                     None
                     if raw_value is None or corrected_value is None
                     else raw_value - corrected_value,
-                    raw_draws[:, index] - corr_draws[:, index],
+                    raw_draws - corr_draws,
                 ),
-                gold=Rate.of(int((g[gold_here] == 1).sum()), int(gold_here.sum())),
+                gold=_rate(
+                    int((g[here] == 1).sum()),
+                    int(here.sum()),
+                    draws["gold"][:, index],
+                    agreement_deff,
+                ),
             )
         )
     return Calibration(rates, out, resamples, seed)
+
+
+def design_effect(k: int, n: int, draws: np.ndarray) -> float | None:
+    """The resamples' variance of a rate `k / n` over its binomial variance (None where either
+    is 0 or too few resamples are defined)."""
+    finite = draws[np.isfinite(draws)]
+    if n == 0 or k in (0, n) or finite.size < max(10, draws.size // 2):
+        return None
+    rate = k / n
+    spread = float(np.var(finite, ddof=1))
+    return spread / (rate * (1 - rate) / n) if spread > 0 else None
+
+
+def _rate(k: int, n: int, draws: np.ndarray, fallback: float | None) -> Rate:
+    """`k / n` with a Wilson interval at its effective number of answers: its own design effect,
+    else `fallback` (the agreement's), else 1."""
+    deff = design_effect(k, n, draws)
+    return Rate.of(k, n, deff if deff is not None else fallback or 1.0)
 
 
 def _finite(value: float) -> float | None:

@@ -11,6 +11,7 @@
 - `_estimate`: tokens and USD per stage and model, and the confirmation gate
 - `_calibration`, `_usage_rows`: the estimate's corrections learned from reported usage
 - `_item_index`: the plan's item index, cut into part runs for shards
+- `_item_keys`: `analysis.cluster_by` checked against the items while they are read
 
 The public names are `__all__`, imported on first use, so importing one module of the
 package stays light; the modules are private.
@@ -29,6 +30,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
     _design: Design GenerateCondition GradeCondition PanelCondition build_design
     _estimate: Estimate EstimateLine build_estimate gate
     _item_index: PartRun SelectedItems build_item_index
+    _item_keys: CLUSTER_ATTRIBUTES
     """,
     fallback="_plan",
 )

@@ -152,6 +152,27 @@ class PanelCondition:
     combine: str
     tie: str
     payload: dict[str, Any] = field(repr=False)
+    #: `mean` and `median`: the combined score at or above which the panel passes (None: the
+    #: rubric's pass score)
+    threshold: float | None = None
+
+    @property
+    def pass_at(self) -> float:
+        """The combined score at or above which the panel passes (`mean`, `median`)."""
+        return self.rubric.pass_score if self.threshold is None else self.threshold
+
+    @property
+    def rule_text(self) -> str:
+        """The rule in words: `majority of a, b, c`, `mean >= 0.5 of a, b`, ..."""
+        members = ", ".join(self.member_names)
+        if self.combine == "majority":
+            goes = "passes" if self.tie == "pass" else "fails"
+            split = f"; an even split {goes}" if len(self.members) % 2 == 0 else ""
+            return f"majority of {members}{split}"
+        split = ""
+        if self.combine == "median" and len(self.members) % 2 == 0:
+            split = f"; of the two middle scores the {'lower' if self.tie == 'fail' else 'upper'}"
+        return f"{self.combine} >= {self.pass_at:g} of {members}{split}"
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -164,6 +185,8 @@ class PanelCondition:
             "rubric": self.rubric.name,
             "combine": self.combine,
             "tie": self.tie,
+            "threshold": self.threshold,
+            "rule": self.rule_text,
         }
 
 
@@ -428,10 +451,10 @@ def _panels(
                 )
                 for member in panel.graders
             ]
-            payload = {
-                "stage": "grade",
-                "panel": {"members": members, "combine": panel.combine, "tie": panel.tie},
-            }
+            rule: dict[str, Any] = {"combine": panel.combine, "tie": panel.tie_rule}
+            if panel.threshold is not None:  # unset keeps the ids panels had before it existed
+                rule["threshold"] = panel.threshold
+            payload = {"stage": "grade", "panel": {"members": members, **rule}}
             slug = slugify(f"{name}_{rubric.short_name}")
             out.append(
                 PanelCondition(
@@ -442,8 +465,9 @@ def _panels(
                     member_names=tuple(panel.graders),
                     rubric=rubric,
                     combine=panel.combine,
-                    tie=panel.tie,
+                    tie=panel.tie_rule,
                     payload=payload,
+                    threshold=panel.threshold,
                 )
             )
     return tuple(out)

@@ -13,6 +13,7 @@ the study, and prose items need a judge.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,15 +24,26 @@ import pyarrow.compute as pc
 
 from itemeval._util.heap import release_unused_memory, trim_heap
 from itemeval.config import StudyConfig
-from itemeval.datasets import WorkItem, check_pins, items_to_table, pin_datasets, table_to_items
+from itemeval.datasets import WorkItem, check_pins, items_to_table, pin_datasets
 from itemeval.datasets.adapters import DatasetHandle, StudyIds, open_source
-from itemeval.errors import ConfigError, Problem
+from itemeval.errors import ConfigError, Problem, StoreError
 from itemeval.importing._conditions import with_imported
 from itemeval.planning._calibration import Calibration, cache_root_url, calibrate
 from itemeval.planning._design import Design, build_design
 from itemeval.planning._estimate import Estimate, build_estimate, condition_tiers
 from itemeval.planning._item_index import PartRun, SelectedItems, build_item_index, part_runs
-from itemeval.planning._tokens import TokenTables, token_tables
+from itemeval.planning._item_keys import ItemKeys
+from itemeval.planning._item_scan import (
+    SCAN_BATCH,
+    DatasetScan,
+    check_unique_across,
+    merge_tables,
+    scan_from_tables,
+    scan_items,
+    snapshot_batches,
+    write_tables,
+)
+from itemeval.planning._tokens import TokenTables
 from itemeval.providers.money import Pricing, output_token_bound
 from itemeval.providers.types import SamplingParams
 from itemeval.store import (
@@ -40,13 +52,11 @@ from itemeval.store import (
     StudyStore,
     pending_generate,
     pending_grade,
-    read_items_part,
     read_snapshot_info,
     repeated_judge_cells,
     write_items_snapshot,
 )
 
-SCAN_BATCH = 5_000
 #: A run's plan keeps the items it read (as snapshot tables) up to this size, so that
 #: `commit_plan` writes the snapshot without reading and validating the dataset a second time;
 #: a larger dataset is read again there (memory stays flat at a million items).
@@ -69,6 +79,8 @@ class DatasetPlan:
     #: Every item read by `make_plan(keep_items=True)`, as snapshot tables (`ITEM_SCHEMA`), for
     #: `commit_plan`; None when the dataset has a snapshot or was too large to keep.
     kept: list[pa.Table] | None = field(default=None, repr=False)
+    #: The planning pass over it, for `commit_plan` to keep its item tables.
+    scan: DatasetScan | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -141,11 +153,14 @@ def make_plan(
     accept_changed: Sequence[str] = (),
     with_pending: bool = True,
     keep_items: bool = False,
+    estimate: bool = True,
 ) -> Plan:
     """Read datasets, pins, store and prices; build the grid, pending sets and estimate.
 
     `keep_items`: a run that will commit the plan keeps the items it read (up to
-    `KEPT_ITEMS_BYTES`) so that the items snapshot is written without a second scan."""
+    `KEPT_ITEMS_BYTES`) so that the items snapshot is written without a second scan.
+    `estimate=False`: a reading command's plan (status, report, export): no token counts, no
+    estimate (`Plan.estimate` empty, `Plan.tokens` None)."""
     pricing = Pricing.load(study.pricing_path)
     design = build_design(study)
     root_url = store_url or study.store_url
@@ -166,60 +181,20 @@ def make_plan(
         DatasetPlan(h, h.fingerprint(), read_snapshot_info(store, h.name, h.fingerprint()))
         for h in handles
     ]
-    id_chunks: list[pa.Array] = []  # the selected ids, batch by batch (the index's only
-    # per-item column read from the items: the others follow from each dataset's count)
-    ids = StudyIds()
-    kept_bytes = 0
-
-    def keep_for_commit(plan: DatasetPlan, batch: list[WorkItem]) -> None:
-        nonlocal kept_bytes
-        if plan.kept is None:
-            return
-        table = items_to_table(batch)
-        kept_bytes += table.nbytes
-        if kept_bytes > KEPT_ITEMS_BYTES:  # too large to hold: commit_plan reads it again
-            for other in datasets:
-                other.kept = None
-            return
-        plan.kept.append(table)
-
-    def selected_batches() -> Iterator[list[WorkItem]]:
-        for number, plan in enumerate(datasets, 1):
-            last = number == len(datasets)
-            if keep_items and plan.snapshot is None and kept_bytes <= KEPT_ITEMS_BYTES:
-                plan.kept = []
-            for batch in ids.track(plan.name, _dataset_batches(plan), last=last):
-                keep_for_commit(plan, batch)
-                start = plan.items
-                plan.items += len(batch)
-                if _large_scan(datasets):  # the free pages of the batches before
-                    trim_heap()
-                for item in batch:
-                    plan.modalities[item.modality or "unknown"] += 1
-                keep = batch if per_dataset is None else batch[: max(0, per_dataset - start)]
-                if not keep:
-                    continue
-                plan.selected += len(keep)
-                id_chunks.append(pa.array([item.id for item in keep], pa.string()))
-                yield keep
-
-    # One pass over every item: validation, unique ids, modalities, and token counts of the
-    # selected ones. Pending sets need the selected ids, so they come after, from the index.
-    tables = token_tables(design, selected_batches())
-    # The scan's transients (every item parsed, validated, rendered) are garbage now: after a
-    # large scan, hand their pages back before the pending sets and the estimate (at a million
-    # items the planning peak fell from 368 to 337 MB).
-    if _large_scan(datasets):
-        release_unused_memory()
+    item_keys = ItemKeys(study)  # analysis.cluster_by, checked before anything is paid
+    scans = _scan_datasets(
+        design, datasets, per_dataset, item_keys, estimate=estimate, keep=keep_items
+    )
     selections = [SelectedItems(d.name, d.fingerprint, d.selected) for d in datasets]
-    items = build_item_index(selections, id_chunks)  # empties `id_chunks`
-    tables.settle()
+    items = build_item_index(selections, [scan.ids for scan in scans])
+    tables = merge_tables(scans, design) if estimate else None
     # The id and token chunks just merged: their pages too (~35 MB at a million items).
     if _large_scan(datasets):
         release_unused_memory()
-    if items.num_rows:
+    if tables is not None and items.num_rows:
         tables.item_ids = _item_ids(items)
     _check_prose_has_judge(study, datasets)
+    key_warnings = item_keys.check()
 
     pending_gen = pending_gr = calibration = None
     if with_pending:
@@ -227,19 +202,23 @@ def make_plan(
         if imported:
             kept = {k: v for k, v in pending_gen.masks.items() if k not in imported}
             pending_gen = CellMasks(pending_gen.item_ids, pending_gen.epochs, kept)
-        calibration = _calibrate(study, design, tables, store, force)
-    estimate = build_estimate(
-        design,
-        tables,
-        pricing,
-        pending_generate=pending_gen,
-        pending_grade=pending_gr,
-        calibration=calibration,
-        self_hosted=self_hosted_models(study, design),
-        tiers=condition_tiers(design, study.endpoints),
-        repeated_grade=_repeated(store, design, pending_gr, force),
-    )
-    warnings = [w for d in datasets for w in d.handle.warnings]
+        if tables is not None:
+            calibration = _calibrate(study, design, tables, store, force)
+    if tables is None:  # a reading command: no estimate
+        estimate = Estimate(items=items.num_rows, epochs=design.epochs)
+    else:
+        estimate = build_estimate(
+            design,
+            tables,
+            pricing,
+            pending_generate=pending_gen,
+            pending_grade=pending_gr,
+            calibration=calibration,
+            self_hosted=self_hosted_models(study, design),
+            tiers=condition_tiers(design, study.endpoints),
+            repeated_grade=_repeated(store, design, pending_gr, force),
+        )
+    warnings = [w for d in datasets for w in d.handle.warnings] + key_warnings
     return Plan(
         study=study,
         design=design,
@@ -384,6 +363,11 @@ def commit_plan(plan: Plan) -> None:
             dataset.snapshot = write_items_snapshot(
                 plan.store, dataset.name, dataset.fingerprint, batches
             )
+        if dataset.scan is not None and dataset.snapshot is not None:
+            # What the next plan reads instead of every item (derived: losing it costs time).
+            with contextlib.suppress(OSError, StoreError):
+                write_tables(plan.design, dataset.snapshot, dataset.scan)
+            dataset.scan = None
 
 
 def _reread(handle: DatasetHandle) -> Iterator[pa.Table]:
@@ -395,16 +379,81 @@ def _reread(handle: DatasetHandle) -> Iterator[pa.Table]:
         trim_heap()
 
 
-def _dataset_batches(plan: DatasetPlan) -> Iterator[list[WorkItem]]:
-    """A dataset's items: from its snapshot when the store has one (fast, already validated;
-    read part by part), else from the source through its adapter (validating every item)."""
-    if plan.snapshot is None:
-        yield from plan.handle.iter_batches(SCAN_BATCH)
-        return
-    for index in range(plan.snapshot.parts):
-        table = read_items_part(plan.snapshot, index)
-        for offset in range(0, table.num_rows, SCAN_BATCH):
-            yield table_to_items(table.slice(offset, SCAN_BATCH))
+def _scan_datasets(
+    design: Design,
+    datasets: list[DatasetPlan],
+    per_dataset: int | None,
+    item_keys: ItemKeys,
+    *,
+    estimate: bool,
+    keep: bool,
+) -> list[DatasetScan]:
+    """Each dataset's pass (`_item_scan`): from its snapshot's item tables when it has them,
+    else item by item. Keeps what `commit_plan` needs (the items read, up to
+    `KEPT_ITEMS_BYTES`; the scans, to keep their tables)."""
+    ids = StudyIds()
+    kept_bytes = 0
+    scans: list[DatasetScan] = []
+    several = len(datasets) > 1
+
+    def keep_for_commit(plan: DatasetPlan, batch: list[WorkItem]) -> None:
+        nonlocal kept_bytes
+        if _large_scan(datasets):  # the free pages of the batches before
+            trim_heap()
+        if plan.kept is None:
+            return
+        table = items_to_table(batch)
+        kept_bytes += table.nbytes
+        if kept_bytes > KEPT_ITEMS_BYTES:  # too large to hold: commit_plan reads it again
+            for other in datasets:
+                other.kept = None
+            return
+        plan.kept.append(table)
+
+    for number, plan in enumerate(datasets, 1):
+        scan = None
+        if plan.snapshot is not None:
+            rows = plan.snapshot.rows
+            selected = rows if per_dataset is None else min(per_dataset, rows)
+            scan = scan_from_tables(
+                design,
+                plan.snapshot,
+                selected,
+                estimate=estimate,
+                need_keys=item_keys.wanted is not None,
+            )
+        if scan is None:
+            if keep and plan.snapshot is None and kept_bytes <= KEPT_ITEMS_BYTES:
+                plan.kept = []
+            batches = (
+                snapshot_batches(plan.snapshot)
+                if plan.snapshot is not None
+                else plan.handle.iter_batches(SCAN_BATCH)
+            )
+            scan = scan_items(
+                design,
+                plan.name,
+                batches,
+                per_dataset,
+                ids,
+                last=number == len(datasets),
+                estimate=estimate,
+                keep_every=several,
+                on_batch=lambda batch, plan=plan: keep_for_commit(plan, batch),
+            )
+            if _large_scan(datasets):  # the scan's transients are garbage now
+                release_unused_memory()
+        item_keys.see_counts(scan.key_counts)
+        plan.items = scan.items
+        plan.selected = len(scan.ids)
+        plan.modalities = scan.modalities
+        plan.scan = scan
+        scans.append(scan)
+    if any(scan.from_tables for scan in scans):
+        check_unique_across([(d.name, scan) for d, scan in zip(datasets, scans, strict=True)])
+    for scan in scans:
+        scan.every_id = None
+    return scans
 
 
 def _check_prose_has_judge(study: StudyConfig, datasets: list[DatasetPlan]) -> None:

@@ -15,13 +15,16 @@ prices them and `calibration.py` corrects them from reported usage.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import difflib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 
 from itemeval.datasets import WorkItem
+from itemeval.errors import ConfigError, Problem, TemplateFieldError
 from itemeval.planning._calibration import Priors
 from itemeval.planning._design import Design, GenerateCondition
 from itemeval.providers.types import SamplingParams
@@ -160,7 +163,7 @@ def token_tables(design: Design, batches: Iterable[list[WorkItem]]) -> TokenTabl
         for shape, cond in shapes.items():
             expected = [expected_tokens(cond.prompt, item, cond.params) for item in batch]
             tables.generate[shape].add(
-                input=[message_tokens(cond.prompt.render_prompt(item)) for item in batch],
+                input=_rendered(cond.prompt, cond.prompt.render_prompt, batch, "facets.prompt"),
                 output=[total for total, _ in expected],
                 visible=[visible for _, visible in expected],
             )
@@ -168,7 +171,45 @@ def token_tables(design: Design, batches: Iterable[list[WorkItem]]) -> TokenTabl
             assert judge.rubric is not None
             # The rubric without the response; the judged answer's tokens are added per
             # generate condition (prior or calibrated) when the estimate is built.
+            rubric = judge.rubric
             tables.judge[judge.id].add(
-                input=[message_tokens(judge.rubric.render_rubric(item, "")) for item in batch]
+                input=_rendered(
+                    rubric, partial(rubric.render_rubric, response=""), batch, "facets.rubric"
+                )
             )
     return tables
+
+
+def _rendered(
+    template: Template,
+    render: Callable[[WorkItem], Iterable[dict[str, str]]],
+    batch: list[WorkItem],
+    field: str,
+) -> list[int]:
+    """The tokens of each item's rendered messages; a placeholder an item does not have (a
+    misspelled `{{ metadata.key }}`) is a `ConfigError` naming the template, the item and the
+    nearest name, before anything is sent."""
+    try:
+        return [message_tokens(render(item)) for item in batch]
+    except TemplateFieldError as error:
+        item = next(i for i in batch if _fails(render, i))
+        close = difflib.get_close_matches(error.name, error.available, n=1, cutoff=0.6)
+        hint = f"did you mean {{{{ {close[0]} }}}}? " if close else ""
+        raise ConfigError(
+            Problem(
+                f"template {template.name} names {{{{ {error.name} }}}}, which item {item.id} "
+                "does not have",
+                file=template.source,
+                field=field,
+                hint=f"{hint}the item's fields: {', '.join(error.available[:30])} (every item "
+                "a run selects must have the metadata keys its templates name)",
+            )
+        ) from None
+
+
+def _fails(render: Callable[[WorkItem], object], item: WorkItem) -> bool:
+    try:
+        render(item)
+    except TemplateFieldError:
+        return True
+    return False

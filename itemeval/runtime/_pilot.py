@@ -28,7 +28,9 @@ def pilot_items(study: StudyConfig, options: RunOptions) -> int:
     share = float(options.pilot or 0)
     if share >= 1:
         return int(share)
-    plan = make_plan(study, store_url=options.store_url, limit=options.limit, with_pending=False)
+    plan = make_plan(
+        study, store_url=options.store_url, limit=options.limit, with_pending=False, estimate=False
+    )
     largest = max((d.selected for d in plan.datasets), default=1)
     return max(1, math.ceil(share * largest))
 

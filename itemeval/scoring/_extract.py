@@ -16,6 +16,8 @@ _NUMBER = re.compile(r"[-+]?\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 _TRIM = " \t\r\n\"'`*_.。,;:!()[]{}"
 _UNKNOWN = re.compile(r"\b(?:i\s+don'?t\s+know|i\s+do\s+not\s+know|unknown|not\s+sure|unsure)\b")
 _BOOL = re.compile(r"\b(true|false|yes|no)\b")
+# after the pronoun "I": a word on the same line, or an apostrophe ("I'm", "I’d")
+_PRONOUN_AFTER = re.compile(r"[ \t]+[A-Za-z]|['\u2019]")
 
 
 def answer_span(text: str) -> str:
@@ -25,23 +27,42 @@ def answer_span(text: str) -> str:
     return span.strip().strip(_TRIM).strip()
 
 
-def extract_choice(span: str, count: int) -> str | None:
+def extract_choice(span: str, count: int, *, pronoun_i: bool = True) -> str | None:
+    """The letter among the first `count` that `span` answers, or None. With nine choices or
+    more the letters include "I": `pronoun_i` reads "I think ..." as the pronoun, never as the
+    choice (off only where `multiple_choice` reads a non-choice item, whose grades predate it)."""
     letters = LETTERS[:count]
     stripped = span.strip().strip(_TRIM)
     if len(stripped) == 1 and stripped.upper() in letters:
         return stripped.upper()
+    skip_i = pronoun_i and "I" in letters
     # "B) Paris", "The answer is (C)", "Option D": case-insensitive, anchored on a cue
     for pattern in (
         rf"^\(?([{letters}])\)?[.):]?(?:\s|$)",
         rf"\b(?:answer|option|choice)\s*(?:is)?\s*:?\s*\(?([{letters}])\)?(?:\W|$)",
         rf"\(([{letters}])\)",
     ):
-        match = re.search(pattern, stripped, flags=re.IGNORECASE)
-        if match:
-            return match.group(1).upper()
+        for match in re.finditer(pattern, stripped, flags=re.IGNORECASE):
+            if not (skip_i and _is_pronoun(stripped, match)):
+                return match.group(1).upper()
     # A lone capital letter, never the article "a" (lower case) in prose
-    match = re.search(rf"\b([{letters}])\b(?![''])", stripped)
-    return match.group(1) if match else None
+    for match in re.finditer(rf"\b([{letters}])\b(?![''])", stripped):
+        if not (skip_i and _is_pronoun(stripped, match)):
+            return match.group(1)
+    return None
+
+
+def choice_count(modality: str | None) -> int:
+    """N of `choiceofN` (the answer kind is "choice")."""
+    return int((modality or "").removeprefix("choiceof"))
+
+
+def _is_pronoun(text: str, match: re.Match[str]) -> bool:
+    """Is the letter matched the word "I" ("I think", "I'd say"), not a choice ("I.", "(I)")?"""
+    start, end = match.span(1)
+    if text[start].upper() != "I" or (start and text[start - 1] == "("):
+        return False
+    return _PRONOUN_AFTER.match(text, end) is not None
 
 
 def extract_boolean(span: str, *, ternary: bool = False) -> str | None:
@@ -78,7 +99,7 @@ def extract_answer(text: str, modality: str | None, target: str | None) -> str |
     span = answer_span(text)
     kind = answer_kind(modality, target)
     if kind == "choice":
-        return extract_choice(span, int((modality or "choiceof5").removeprefix("choiceof")))
+        return extract_choice(span, choice_count(modality))
     if kind in ("boolean", "ternary"):
         return extract_boolean(span, ternary=kind == "ternary")
     if kind == "number":

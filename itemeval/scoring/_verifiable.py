@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from itemeval.scoring._extract import (
     answer_span,
+    choice_count,
     extract_answer,
     extract_boolean,
     extract_choice,
@@ -61,11 +62,11 @@ def multiple_choice(text: str, target: str, modality: str | None = None) -> Scor
     if kind in ("boolean", "ternary"):
         extracted = extract_boolean(span, ternary=kind == "ternary")
         wanted = extract_boolean(target, ternary=kind == "ternary") or target
-    else:
-        count = (
-            int(modality.removeprefix("choiceof")) if modality and "choiceof" in modality else 10
-        )
-        extracted = extract_choice(span, count)
+    elif kind == "choice":
+        extracted = extract_choice(span, choice_count(modality))
+        wanted = target.strip().upper()
+    else:  # an item of another modality with a letter for a target: A to J, as always
+        extracted = extract_choice(span, 10, pronoun_i=False)
         wanted = target.strip().upper()
     ok = extracted is not None and extracted == wanted
     return Score(float(ok), ok, extracted)

@@ -7,8 +7,10 @@ kind `sim` without `base_url`; it is `itemeval.providers.SimProvider`, named her
 The public names are `__all__`, imported on first use (the server's aiohttp only when it
 starts); the modules are private: `_model` (the answer model: difficulty, p(correct)),
 `_answers` and `_engine` (replies, judge outputs, latency, faults), `_server` and `_wire` (the
-HTTP server and its wire formats), `_batches`, `_openai_batches`, `_anthropic_batches` (the batch
-APIs), `_prompt_cache`, `_limits` (the server's rate limits), `_stats` (`/_sim/stats`).
+HTTP server and its wire formats), `_structured`, `_schema_values` and `_regex_strings`
+(structured output: what a request asks for, a value of its schema), `_batches`,
+`_openai_batches`, `_anthropic_batches` (the batch APIs), `_prompt_cache`, `_limits` (the
+server's rate limits), `_stats` (`/_sim/stats`).
 """
 
 from __future__ import annotations

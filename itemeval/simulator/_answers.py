@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import string
 from dataclasses import dataclass
 
 from itemeval.simulator._model import stable_unit
 
-LETTERS = "ABCDEFGHIJ"
-_OPTION_LINE = re.compile(r"(?m)^\s*\(?([A-J])[).:]\s+\S")
+#: Option letters: `choiceofN` answers with one of the first N (N up to 26).
+LETTERS = string.ascii_uppercase
+_OPTION_LINE = re.compile(r"(?m)^\s*\(?([A-Z])[).:]\s+\S")
 _TRUE_FALSE = re.compile(r"\b(true\s*(?:or|/)\s*false|false\s*(?:or|/)\s*true)\b", re.I)
 _ANSWER_LINE = re.compile(r"ANSWER\s*:", re.I)
 _NUMBER_WORDS = re.compile(r"\b(how many|how much|number|calculate|compute|sum|total)\b", re.I)

@@ -67,7 +67,6 @@ class SimReply:
     retry_after_s: float = 0.0
     message: str = ""
     reasoning_summary: str = ""  # what a provider that shows thinking (Anthropic) would show
-    tool: str | None = None  # structured output asked on the wire: the schema's (tool's) name
 
 
 def count_tokens(text: str) -> int:

@@ -1,12 +1,14 @@
 """`itemeval sim-server`: the simulator behind the OpenAI, Anthropic and Gemini wire formats.
 
 Live routes: `POST /v1/chat/completions`, `GET /v1/models` (OpenAI), `POST /v1/messages`
-(Anthropic), `POST /v1beta/models/{model}:generateContent` (Gemini). Batch routes: OpenAI Files
-and Batches (`openai_batches.py`), Anthropic Message Batches (`anthropic_batches.py`). For tests
-and benchmarks: `GET /_sim/stats` (`stats.py`; `?window_s=60` adds the most admitted requests
-and tokens in any window of that length, `?arrivals=1` the arrival times themselves) and
-`POST /_sim/reset`. Hints travel as an extra `itemeval_sim` body field (our clients add it for
-endpoints of kind `sim`; official SDKs do not, and still get plausible answers).
+(Anthropic), `POST /v1beta/models/{model}:generateContent` and the same under `/v1` (Gemini).
+A request asking for structured output gets a value of its schema (`structured.py`). Batch
+routes: OpenAI Files and Batches (`openai_batches.py`), Anthropic Message Batches
+(`anthropic_batches.py`). For tests and benchmarks: `GET /_sim/stats` (`stats.py`;
+`?window_s=60` adds the most admitted requests and tokens in any window of that length,
+`?arrivals=1` the arrival times themselves) and `POST /_sim/reset`. Hints travel as an extra
+`itemeval_sim` body field (our clients add it for endpoints of kind `sim`; official SDKs do not,
+and still get plausible answers).
 
 Like a real provider it enforces its own per-minute limits on the live routes, and when asked a
 limit on requests in flight (`limits.py`: 429 with `retry-after` / `retry-after-ms`, and the
@@ -41,6 +43,7 @@ from itemeval.simulator._model import model_name
 from itemeval.simulator._openai_batches import OpenAIBatches
 from itemeval.simulator._prompt_cache import NO_CACHE, CacheUsage, PromptCache
 from itemeval.simulator._stats import ServerStats
+from itemeval.simulator._structured import structure
 from itemeval.simulator._wire import ANTHROPIC, GEMINI, JSON_TYPE, OPENAI, Call, Wire
 
 __all__ = ["RunningServer", "ServerLimits", "SimServer", "start_server"]
@@ -80,7 +83,9 @@ class SimServer:
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/messages", self._anthropic)
+        # Gemini under both API versions (the google-genai SDK's `api_version`).
         app.router.add_post("/v1beta/models/{model:.+}", self._gemini)
+        app.router.add_post("/v1/models/{model:.+}", self._gemini)
         self.openai_batches.add_routes(app)
         self.anthropic_batches.add_routes(app)
         app.router.add_get("/_sim/stats", self._stats)
@@ -121,9 +126,10 @@ class SimServer:
                 max_tokens=call.max_tokens,
                 reasoning_effort=call.reasoning_effort,
                 thinking_budget=call.thinking_budget,
-                structured=call.structured is not None,
+                structured=call.output is not None,
             )
-            reply.tool = call.structured
+            if call.output is not None:
+                reply = self._structure(reply, call)
             tokens = reply.usage.input_tokens + reply.usage.output_tokens or input_tokens(
                 call.messages
             )
@@ -162,7 +168,7 @@ class SimServer:
             # `self.stats`, not `stats`: the latency may have spanned a reset.
             self.stats.answered(call.model, wire.route, reply.usage, cache)
             serial = next(self._ids)
-            payload = wire.success(call.model, reply, serial, cache)
+            payload = wire.success(call.model, reply, serial, cache, call=call)
             headers[wire.request_id_header] = f"req_sim{serial:010d}"
             return web.Response(
                 body=json.dumps(payload, ensure_ascii=False).encode(),
@@ -171,6 +177,18 @@ class SimServer:
             )
         finally:
             self.stats.in_flight -= 1  # `self.stats`: a reset may have replaced it meanwhile
+
+    def _structure(self, reply: SimReply, call: Call) -> SimReply:
+        assert call.output is not None
+        return structure(
+            reply,
+            call.output,
+            model=call.model,
+            messages=call.messages,
+            hints=call.hints,
+            max_tokens=call.max_tokens,
+            seed=self.simulator.settings.seed,
+        )
 
     def _prompt_cache(self, wire: Wire, call: Call, reply: SimReply) -> CacheUsage:
         if reply.usage.input_tokens < self._min_cacheable and not call.breakpoints:
@@ -217,9 +235,10 @@ class SimServer:
             max_tokens=call.max_tokens,
             reasoning_effort=call.reasoning_effort,
             thinking_budget=call.thinking_budget,
-            structured=call.structured is not None,
+            structured=call.output is not None,
         )
-        reply.tool = call.structured
+        if call.output is not None:
+            reply = self._structure(reply, call)
         if reply.kind == "unknown_model":
             stats.errored += 1
             return BatchAnswer(404, wire.error_body(404, "not_found", reply.message), request_id)
@@ -231,7 +250,7 @@ class SimServer:
         stats.ok += 1
         stats.ok_by_model[call.model] = stats.ok_by_model.get(call.model, 0) + 1
         stats.usage.add(reply.usage, cache)
-        payload = wire.success(call.model, reply, serial, cache, batch=True)
+        payload = wire.success(call.model, reply, serial, cache, batch=True, call=call)
         return BatchAnswer(200, payload, request_id, call.model)
 
     # ---------------------------------------------------------------- the rest

@@ -1,8 +1,9 @@
 """The three wire formats of the sim-server: request bodies in, answers and errors out.
 
 `OPENAI` (chat completions), `ANTHROPIC` (messages) and `GEMINI` (generateContent) each parse a
-request body into a `Call`, and write a `SimReply` the way that provider does, including how it
-reports prompt caching and hidden reasoning:
+request body into a `Call`, and write a `SimReply` the way that provider does: a structured
+reply (`structured.py`) as its tool call when the request forced one, and prompt caching and
+hidden reasoning as it reports them:
 
 * OpenAI: cached prompt tokens in `usage.prompt_tokens_details.cached_tokens` (part of
   `prompt_tokens`); reasoning in `completion_tokens_details.reasoning_tokens` (part of
@@ -38,6 +39,14 @@ from itemeval.simulator._prompt_cache import (
     anthropic_breakpoints,
 )
 from itemeval.simulator._stats import ROUTE_ANTHROPIC, ROUTE_GEMINI, ROUTE_OPENAI
+from itemeval.simulator._structured import (
+    Output,
+    anthropic_output,
+    gemini_field,
+    gemini_output,
+    openai_output,
+    tool_arguments,
+)
 
 JSON_TYPE = "application/json"
 #: Anthropic's smallest thinking budget.
@@ -56,9 +65,9 @@ class Call:
     thinking_budget: int | None = None
     breakpoints: int = 0  # Anthropic cache_control markers (the top-level one included)
     cache_control: Any = None  # Anthropic's top-level (automatic) cache_control
-    #: structured output asked: the schema's name (OpenAI `response_format`, Anthropic's forced
-    #: tool, Gemini's `responseSchema`), else None
-    structured: str | None = None
+    #: the structured output asked for (`structured.py`), else None
+    output: Output | None = None
+    show_thinking: bool = False  # Gemini's includeThoughts: thought parts in the reply
 
 
 class Wire:
@@ -73,8 +82,16 @@ class Wire:
         raise NotImplementedError
 
     def success(
-        self, model: str, reply: SimReply, serial: int, cache: CacheUsage, *, batch: bool = False
+        self,
+        model: str,
+        reply: SimReply,
+        serial: int,
+        cache: CacheUsage,
+        *,
+        batch: bool = False,
+        call: Call | None = None,
     ) -> dict[str, Any]:
+        """The body of an answer; `call` says how it was asked (a tool call, shown thinking)."""
         raise NotImplementedError
 
     def error_body(self, status: int, kind: str, message: str) -> dict[str, Any]:
@@ -134,13 +151,31 @@ class OpenAIWire(Wire):
             hints=body.get("itemeval_sim"),
             max_tokens=body.get("max_completion_tokens") or body.get("max_tokens"),
             reasoning_effort=body.get("reasoning_effort"),
-            structured=_openai_schema(body.get("response_format")),
+            output=openai_output(body),
         )
 
     def success(
-        self, model: str, reply: SimReply, serial: int, cache: CacheUsage, *, batch: bool = False
+        self,
+        model: str,
+        reply: SimReply,
+        serial: int,
+        cache: CacheUsage,
+        *,
+        batch: bool = False,
+        call: Call | None = None,
     ) -> dict[str, Any]:
         usage = reply.usage
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
+        finish = reply.finish_reason
+        output = call.output if call else None
+        if output and output.form == "tool" and tool_arguments(reply.text) is not None:
+            function = {"name": output.name, "arguments": reply.text}
+            message["content"] = None
+            message["tool_calls"] = [
+                {"id": f"call_sim{serial}", "type": "function", "function": function}
+            ]
+            if finish == "stop" and not output.named:
+                finish = "tool_calls"
         return {
             "id": f"chatcmpl-sim{serial}",
             "object": "chat.completion",
@@ -149,9 +184,9 @@ class OpenAIWire(Wire):
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": reply.text, "refusal": None},
+                    "message": message,
                     "logprobs": None,
-                    "finish_reason": reply.finish_reason,
+                    "finish_reason": finish,
                 }
             ],
             "usage": {
@@ -198,7 +233,9 @@ class AnthropicWire(Wire):
             messages.insert(0, {"role": "system", "content": system})
         thinking = body.get("thinking") or {}
         budget = None
-        if thinking.get("type") == "enabled":
+        if thinking.get("type") == "adaptive":
+            budget = -1  # on, the model decides how much (as Gemini's dynamic budget)
+        elif thinking.get("type") == "enabled":
             budget = thinking.get("budget_tokens")
             if not isinstance(budget, int) or budget < MIN_THINKING_BUDGET:
                 raise ValueError(
@@ -216,7 +253,7 @@ class AnthropicWire(Wire):
             thinking_budget=budget,
             breakpoints=anthropic_breakpoints(messages, top_level),
             cache_control=top_level,
-            structured=_anthropic_tool(body, budget),
+            output=anthropic_output(body, thinking=budget is not None),
         )
 
     def prompt_cache(
@@ -228,7 +265,14 @@ class AnthropicWire(Wire):
         return cache.explicit(scope, call.messages, call.cache_control, min_tokens)
 
     def success(
-        self, model: str, reply: SimReply, serial: int, cache: CacheUsage, *, batch: bool = False
+        self,
+        model: str,
+        reply: SimReply,
+        serial: int,
+        cache: CacheUsage,
+        *,
+        batch: bool = False,
+        call: Call | None = None,
     ) -> dict[str, Any]:
         usage = reply.usage
         content: list[dict[str, Any]] = []
@@ -240,12 +284,13 @@ class AnthropicWire(Wire):
                     "signature": _signature(reply.reasoning_summary),
                 }
             )
-        tool_input = _object(reply.text) if reply.tool else None
+        output = call.output if call else None
+        tool_input = tool_arguments(reply.text) if output and output.form == "tool" else None
         stop = self._STOP.get(reply.finish_reason, reply.finish_reason)
-        if tool_input is not None:
-            tool = {"type": "tool_use", "id": f"toolu_sim{serial}", "name": reply.tool}
+        if output and tool_input is not None:
+            tool = {"type": "tool_use", "id": f"toolu_sim{serial}", "name": output.name}
             content.append(tool | {"input": tool_input})
-            stop = "tool_use"
+            stop = "tool_use" if stop == "end_turn" else stop
         else:
             content.append({"type": "text", "text": reply.text})
         return {
@@ -278,37 +323,6 @@ class AnthropicWire(Wire):
         return limiter.anthropic_headers()
 
 
-def _openai_schema(response_format: Any) -> str | None:
-    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
-        return None
-    schema = response_format.get("json_schema")
-    if not isinstance(schema, dict) or not isinstance(schema.get("schema"), dict):
-        raise ValueError("response_format.json_schema: `name` and `schema` are required")
-    return str(schema.get("name") or "response")
-
-
-def _anthropic_tool(body: dict[str, Any], thinking_budget: int | None) -> str | None:
-    """The forced tool's name (structured output), as Anthropic checks it."""
-    choice = body.get("tool_choice")
-    if not isinstance(choice, dict) or choice.get("type") != "tool":
-        return None
-    name = choice.get("name")
-    tools = body.get("tools") or []
-    if not any(isinstance(t, dict) and t.get("name") == name for t in tools):
-        raise ValueError(f"tool_choice: no tool named {name!r} in `tools`")
-    if thinking_budget is not None:
-        raise ValueError("Thinking may not be enabled when tool_choice forces tool use.")
-    return str(name)
-
-
-def _object(text: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _signature(text: str) -> str:
     """An opaque, stable stand-in for the signature Anthropic puts on thinking blocks."""
     return base64.b64encode(hashlib.blake2b(text.encode(), digest_size=48).digest()).decode()
@@ -331,25 +345,36 @@ class GeminiWire(Wire):
     _FINISH: ClassVar[dict[str, Any]] = {"stop": "STOP", "length": "MAX_TOKENS"}
 
     def parse(self, body: Any, model: str | None = None) -> Call:
+        # Fields in either spelling (camelCase or snake_case), as Gemini's JSON reader takes both.
         messages: list[dict[str, Any]] = []
-        system = body.get("systemInstruction")
+        system = gemini_field(body, "systemInstruction")
         if system:
             messages.append({"role": "system", "content": system.get("parts", [])})
         for content in body["contents"]:
             messages.append({"role": content.get("role", "user"), "content": content["parts"]})
-        config = body.get("generationConfig") or {}
-        thinking = config.get("thinkingConfig") or {}
+        config = gemini_field(body, "generationConfig") or {}
+        thinking = gemini_field(config, "thinkingConfig") or {}
+        level = gemini_field(thinking, "thinkingLevel")
         return Call(
             (model or "").removeprefix("models/"),
             messages,
             hints=body.get("itemeval_sim"),
-            max_tokens=config.get("maxOutputTokens"),
-            thinking_budget=thinking.get("thinkingBudget"),
-            structured="response" if config.get("responseSchema") else None,
+            max_tokens=_integer(gemini_field(config, "maxOutputTokens")),
+            reasoning_effort=str(level).lower() if level else None,
+            thinking_budget=_integer(gemini_field(thinking, "thinkingBudget")),
+            output=gemini_output(body, config),
+            show_thinking=bool(gemini_field(thinking, "includeThoughts")),
         )
 
     def success(
-        self, model: str, reply: SimReply, serial: int, cache: CacheUsage, *, batch: bool = False
+        self,
+        model: str,
+        reply: SimReply,
+        serial: int,
+        cache: CacheUsage,
+        *,
+        batch: bool = False,
+        call: Call | None = None,
     ) -> dict[str, Any]:
         usage = reply.usage
         metadata = {
@@ -360,10 +385,19 @@ class GeminiWire(Wire):
         }
         if cache.read:  # Gemini sends the field only when something was cached
             metadata["cachedContentTokenCount"] = cache.read
+        parts: list[dict[str, Any]] = []
+        if call and call.show_thinking and usage.reasoning_tokens:
+            parts.append({"text": reply.reasoning_summary, "thought": True})
+        output = call.output if call else None
+        arguments = tool_arguments(reply.text) if output and output.form == "tool" else None
+        if output and arguments is not None:
+            parts.append({"functionCall": {"name": output.name, "args": arguments}})
+        else:
+            parts.append({"text": reply.text})
         return {
             "candidates": [
                 {
-                    "content": {"parts": [{"text": reply.text}], "role": "model"},
+                    "content": {"parts": parts, "role": "model"},
                     "finishReason": self._FINISH.get(reply.finish_reason, "OTHER"),
                     "index": 0,
                 }
@@ -377,6 +411,11 @@ class GeminiWire(Wire):
         return {
             "error": {"code": status, "message": message, "status": self._STATUS.get(kind, kind)}
         }
+
+
+def _integer(value: Any) -> int | None:
+    """An integer field (Gemini's JSON may carry int64 as a string)."""
+    return None if value is None else int(value)
 
 
 OPENAI = OpenAIWire()

@@ -15,10 +15,14 @@ alpha detects a true difference delta with probability `power` when
 Each extra epoch costs as much as an extra item, and n x k = z^2 (k tau^2 + 2 s2_within) / delta^2
 grows with k: one epoch is cheapest whenever the datasets have enough items.
 
-`DesignVariance.from_pairs` learns tau^2 and s2_within from stored results (the median over the
-pairs of conditions compared); `DesignVariance.default()` is the stated conservative default when
-nothing is stored: both accuracies at 0.5, no correlation between conditions (Var(d) = 0.5), and
-epochs that add nothing.
+`DesignVariance.from_pairs` learns tau^2 and s2_within from stored results (one pair of
+conditions, or the median over several); `DesignVariance.default()` is the stated conservative
+default when nothing is stored: both accuracies at 0.5, no correlation between conditions
+(Var(d) = 0.5), and epochs that add nothing.
+
+A plan no study could carry out is flagged (`PowerPlan.warnings`): more answers per condition
+than `LARGEST_BENCHMARK` (an item's epochs are not worth more than items), or a cheapest design
+dearer than the study's budget.
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ import numpy as np
 DEFAULT_POWER = 0.8
 DEFAULT_ALPHA = 0.05
 EPOCH_CHOICES = (1, 2, 3, 5, 10)
+#: More items than this is flagged: benchmarks are smaller (the large ones hold tens of
+#: thousands of items), so such a plan asks for a difference no study can see.
+LARGEST_BENCHMARK = 1_000_000
+#: The fewest epochs that fit the datasets' items is offered as a design up to this many.
+MOST_EPOCHS = 100
 
 
 @dataclass(frozen=True)
@@ -112,6 +121,12 @@ class PowerPlan:
     notes: list[str] = field(default_factory=list)
     #: items needed however many epochs (tau^2 alone): no design with fewer items can work
     least_items: int = 0
+    #: what the plan assumed, in words (the pair of conditions and its figures)
+    assumed: list[str] = field(default_factory=list)
+    #: answers no study could act on (more items than benchmarks have; over the budget)
+    warnings: list[str] = field(default_factory=list)
+    #: the most epochs a design may have (`MOST_EPOCHS`)
+    most_epochs: int = MOST_EPOCHS
 
     @property
     def recommended(self) -> PlanRow | None:
@@ -164,14 +179,14 @@ def power_plan(
     room = available_items / scale - variance.between
     if variance.within > 0 and room > 0:
         fewest = math.ceil(2 * variance.within / room)
-        if fewest > max(choices):
+        if max(choices) < fewest <= MOST_EPOCHS:
             choices.append(fewest)
     rows = []
     for k in choices:
         n = items_needed(detect, variance, k, power, alpha)
         usd = usd_per_item_epoch * n * k if usd_per_item_epoch is not None else None
         rows.append(PlanRow(k, n, n * k, usd, n <= available_items))
-    return PowerPlan(
+    result = PowerPlan(
         detect,
         power,
         alpha,
@@ -181,3 +196,28 @@ def power_plan(
         usd_per_item_epoch,
         least_items=least,
     )
+    fewest = min(r.answers_per_condition for r in rows)
+    if fewest > LARGEST_BENCHMARK:
+        result.warnings.append(
+            f"every design needs more than {LARGEST_BENCHMARK:,} answers per condition (at one "
+            f"epoch, {min(rows, key=lambda r: r.epochs).items:,} items), more than benchmarks "
+            "have items (the large ones "
+            f"hold tens of thousands): a difference of {detect:g} is beyond what a study can "
+            "see here; plan for a larger one"
+        )
+    return result
+
+
+def flag_budget(plan: PowerPlan, caps: dict[str, float | None]) -> None:
+    """Warn when the cheapest design (the recommended one, else the fewest answers) costs more
+    than a cap of the study's budget (`budget.max_usd`, ...)."""
+    best = plan.recommended or min(plan.rows, key=lambda r: (r.answers_per_condition, r.epochs))
+    if best.usd is None:
+        return
+    for name, cap in caps.items():
+        if cap is not None and best.usd > cap:
+            plan.warnings.append(
+                f"the cheapest design ({best.items:,} items x {best.epochs} epoch(s)) costs "
+                f"${best.usd:,.2f}, more than {name} (${cap:,.2f}): a run would stop at the cap "
+                "before it has the answers"
+            )

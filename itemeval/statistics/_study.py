@@ -18,10 +18,10 @@ import pyarrow.compute as pc
 from itemeval.errors import ConfigError, Problem
 from itemeval.export._table.cells import StudyCells, read_cells
 from itemeval.export._table.fetch import ItemFetcher
-from itemeval.planning import Plan
+from itemeval.planning import CLUSTER_ATTRIBUTES, Plan
 from itemeval.statistics._families import Clusters, Options, StudyStatistics, study_statistics
 
-ATTRIBUTES = ("dataset", "grading_scheme", "modality", "task_prompt", "difficulty")
+ATTRIBUTES = CLUSTER_ATTRIBUTES
 
 
 def analysis_options(plan: Plan, resamples: int | None = None, seed: int | None = None) -> Options:
@@ -56,7 +56,8 @@ def item_clusters(plan: Plan, by: str) -> Clusters:
                 f"no item has {by!r} (an item attribute or a metadata key)",
                 file=str(plan.study.path) if plan.study.path else None,
                 field="analysis.cluster_by",
-                hint=f"one of {', '.join(ATTRIBUTES)}, or a key every item's metadata holds",
+                hint=f"one of {', '.join(ATTRIBUTES)}, or a key of the items' metadata (items "
+                "without it are each a cluster of their own)",
             )
         )
     encoded = pc.dictionary_encode(pa.array(keys, type=pa.string()))

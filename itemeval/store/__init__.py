@@ -17,7 +17,8 @@ store and the benchmarks import directly. The other modules are private, one per
 * `_identical` pending judge cells that repeat another's request (sent once per run)
 * `_selection` `--condition` selections
 * `_status`    counts per condition for `itemeval status`
-* `_compact`   rewrite a partition into one fragment, safely while others read and write
+* `_compact`   merge a partition's small fragments, safely while others read and write
+* `_summary`   partition summaries: a partition's cells (one row per key) kept beside it
 * `_cache`     the content-keyed response cache
 * `_manifest`  `manifests/<run_id>.json`
 
@@ -40,7 +41,7 @@ from itemeval.store._cache import (
     legacy_cache_key,
     request_hashes,
 )
-from itemeval.store._compact import CompactionResult, compact
+from itemeval.store._compact import CompactionResult, compact, rebuild_summaries
 from itemeval.store._current_solutions import SolutionIndex, solution_index
 from itemeval.store._dedup import best_row_indices, keys_present
 from itemeval.store._identical import IdenticalCells, repeated_judge_cells
@@ -71,7 +72,7 @@ from itemeval.store._manifest import (
     write_manifest_start,
 )
 from itemeval.store._pending import CellMasks, pending_generate, pending_grade
-from itemeval.store._positions import ItemLookup
+from itemeval.store._positions import ItemLookup, string_hashes
 from itemeval.store._schemas import (
     GRADE_SCHEMA,
     RESPONSE_SCHEMA,
@@ -141,12 +142,14 @@ __all__ = [
     "read_items_part",
     "read_manifest",
     "read_snapshot_info",
+    "rebuild_summaries",
     "repeated_judge_cells",
     "request_hashes",
     "runs_spend",
     "select_conditions",
     "solution_index",
     "status_counts",
+    "string_hashes",
     "text_hash",
     "write_items_snapshot",
     "write_manifest_end",

@@ -143,6 +143,7 @@ def read_partitions(
     *,
     fragment_names: bool = False,
     reduce: FragmentReducer | None = None,
+    on_read: Callable[[str, pa.Table], None] | None = None,
 ) -> dict[str, pa.Table]:
     """Every row of every fragment of each partition, `columns` only, plus `FRAGMENT_ORDINAL`
     (and `FRAGMENT_NAME` with `fragment_names`: where each row lives, for readers that come
@@ -164,6 +165,9 @@ def read_partitions(
     pass gets another pass. A pass during which the marker did not change is complete: any
     compaction deleting during it wrote its new file before the pass listed, so it is listed.
     Passes after the first read only files they have not read.
+
+    `on_read(fragment name, table)` sees each fragment's table as read, before `reduce`, with
+    the file's metadata in its schema (what a compaction noted there).
     """
     names = _checked_columns(schema, columns)
     read: dict[str, dict[str, pa.Table]] = {key: {} for key in partitions}
@@ -172,7 +176,9 @@ def read_partitions(
         # A fragment that is no longer listed was compacted: its rows are in a newer file.
         read[key] = {n: t for n, t in read[key].items() if n in still}
 
-    for key, name, table in _consistent_reads(partitions, schema, names, reduce, listed):
+    for key, name, table in _consistent_reads(
+        partitions, schema, names, reduce, listed, on_read=on_read
+    ):
         read[key][name] = table
     empty = pa.schema([schema.field(c) for c in names]).empty_table()
     if reduce is not None:
@@ -246,6 +252,7 @@ def _consistent_reads(
     reduce: FragmentReducer | None,
     listed: Callable[[str, set[str]], None] | None = None,
     skip: Container[str] = (),
+    on_read: Callable[[str, pa.Table], None] | None = None,
 ) -> Iterator[tuple[str, str, pa.Table]]:
     """`(partition key, fragment name, reduced table)` for each fragment not in `skip`,
     partition by partition in name order, in the passes `read_partitions` describes. After each
@@ -264,7 +271,7 @@ def _consistent_reads(
         ]
         again: set[str] = set()
         for (key, info), table in zip(
-            jobs, _read_many(partitions, jobs, schema, names, reduce), strict=True
+            jobs, _read_many(partitions, jobs, schema, names, reduce, on_read), strict=True
         ):
             if table is None:
                 again.add(key)  # compacted away since it was listed
@@ -331,6 +338,7 @@ def _read_many(
     schema: pa.Schema,
     columns: list[str],
     reduce: FragmentReducer | None = None,
+    on_read: Callable[[str, pa.Table], None] | None = None,
 ) -> Iterator[pa.Table | None]:
     """Read each job's fragment (reduced by `reduce`), in the jobs' order; None for a fragment
     that vanished since it was listed."""
@@ -351,6 +359,8 @@ def _read_many(
 
     def one(job: tuple[str, FragmentInfo]) -> pa.Table | None:
         table = read_one(job)
+        if table is not None and on_read is not None:
+            on_read(job[1].name, table)
         return table if table is None or reduce is None else reduce(table)
 
     def read_one(job: tuple[str, FragmentInfo]) -> pa.Table | None:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import functools
 import re
 
+from itemeval.datasets.format import CHOICE_LETTERS
 from itemeval.ids import content_hash
 
 _NUMBER = re.compile(r"^[-+]?\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?$")
 
-LETTERS = "ABCDEFGHIJ"
+#: The letters of `choiceofN` answers (the first N of A-Z).
+LETTERS = CHOICE_LETTERS
 
 
 def is_numeric_target(target: str | None) -> bool:
@@ -26,7 +28,8 @@ def is_numeric_target(target: str | None) -> bool:
 
 
 def choice_letters(modality: str | None) -> str:
-    """`A, B, C` for `choiceof3`; empty for other modalities."""
+    """`A, B, C` for `choiceof3` (every letter, up to `A, B, ..., Z` for `choiceof26`); empty
+    for other modalities."""
     if modality and modality.startswith("choiceof"):
         count = int(modality.removeprefix("choiceof"))
         return ", ".join(LETTERS[:count])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from importlib import resources
 from pathlib import Path
 
@@ -66,6 +65,9 @@ def test_the_starter_has_the_examples_we_expect():
         "name-gsm8k",
         "openai:",
         "scorer-[auto]",
+        "panels:",
+        "gold:",
+        "analysis:",
         "study_max_usd-200",
         "location-~/.cache/itemeval",
     ]
@@ -76,7 +78,6 @@ def test_the_starter_has_the_examples_we_expect():
 def test_each_commented_example_works_uncommented(block, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # `~/.cache/itemeval` lands here
-    shutil.copytree(REPO / "configs" / "datasets" / "arithmetic", tmp_path / "datasets/arithmetic")
     data = tmp_path / "data" / "gsm8k" / "test.jsonl"
     data.parent.mkdir(parents=True)
     data.write_text("".join(json.dumps(row) + "\n" for row in GSM8K_STYLE))
@@ -91,3 +92,29 @@ def test_each_commented_example_works_uncommented(block, tmp_path, monkeypatch, 
     out = capsys.readouterr().out
     if "gsm8k" in FIRST_LINES[EXAMPLES.index(block)]:
         assert "arithmetic 20/33, gsm8k 2/2" in out  # the mapped file was read
+
+
+def test_init_writes_the_dataset_it_names_beside_the_study(tmp_path, monkeypatch, capsys):
+    """In an empty folder, `init` then `plan` works: the sample dataset is written beside the
+    new file (the same items as the repository's), and files already there are left alone."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "sub/study.yaml"]) == 0
+    assert "sub/datasets/arithmetic/" in capsys.readouterr().out
+    written = sorted(p.name for p in (tmp_path / "sub/datasets/arithmetic").iterdir())
+    shipped = REPO / "configs" / "datasets" / "arithmetic"
+    assert written == sorted(p.name for p in shipped.iterdir())
+    for name in written:
+        assert (tmp_path / "sub/datasets/arithmetic" / name).read_bytes() == (
+            shipped / name
+        ).read_bytes()
+    assert main(["plan", "sub/study.yaml"]) == 0, capsys.readouterr().err
+    assert "arithmetic 20/33" in capsys.readouterr().out
+    mine = tmp_path / "sub/datasets/arithmetic/arithmetic.jsonl"
+    mine.write_text("my own items\n")
+    assert main(["init", "sub/study.yaml", "--force"]) == 0
+    assert mine.read_text() == "my own items\n"
+
+
+def test_the_starter_shows_panels_gold_and_analysis_commented():
+    for key in ("# panels:", "# gold:", "# analysis:", "#     threshold: 0.5", "#   cluster_by:"):
+        assert key in STARTER, key

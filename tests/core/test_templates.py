@@ -42,7 +42,13 @@ def test_rendering_is_brace_safe_and_task_prompt_is_system_message():
 @pytest.mark.parametrize(
     ("modality", "target", "phrase"),
     [
-        ("choiceof3", "B", "one of A, B, C"),
+        ("choiceof3", "B", "one of A, B, C)."),
+        ("choiceof10", "J", "one of A, B, C, D, E, F, G, H, I, J)."),
+        (
+            "choiceof26",
+            "Z",
+            "one of A, B, C, D, E, F, G, H, I, J, K, L, M, N, O, P, Q, R, S, T, U, V, W, X, Y, Z).",
+        ),
         ("boolean", "True", "True or False only"),
         ("ternary", "False", "I don't know"),
         ("single-value", "12", "number"),
@@ -70,6 +76,12 @@ def test_answer_texts_are_those_of_the_answer_kind(modality, target):
         letters,
     )
     assert answer_formats.answer_texts(modality, target) == expected
+
+
+def test_chain_of_thought_asks_for_a_letter_up_to_the_last_choice():
+    template = load_template("builtin:cot", "prompt")
+    content = template.render_prompt(item(modality="choiceof10", target="J"))[-1]["content"]
+    assert "the letter of the correct choice (one of A, B, C, D, E, F, G, H, I, J)" in content
 
 
 def test_answer_texts_of_a_choice_item_do_not_read_its_target():

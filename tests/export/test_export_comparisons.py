@@ -6,19 +6,22 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pyarrow.compute as pc
 import pytest
 import yaml
-from export_studies import Run
+from export_studies import Run, write_study
 
 from itemeval.cli.main import main
-from itemeval.config import study_from_mapping
+from itemeval.config import load_study, study_from_mapping
 from itemeval.errors import ConfigError, ExitCode
 from itemeval.export import ExportOptions, export_study
 from itemeval.export._report.data import report_data
 from itemeval.export._report.markdown import report_markdown
 from itemeval.export._report.summary import Bootstrap
+from itemeval.export._table.cells import read_cells
 from itemeval.planning import make_plan
+from itemeval.statistics import items_needed
 from itemeval.statistics._study import plan_statistics
 from itemeval.statistics._tables import comparisons_table, components_table
 
@@ -84,12 +87,13 @@ def test_plan_detect_and_status_answer_from_the_store(demo_run: Run, capsys, tmp
     assert main(["plan", study, "--detect", "0.1"]) == 0
     out = capsys.readouterr().out
     assert "Power: to detect a difference of 0.1" in out
-    assert "from the store: 15 pairs of conditions" in out
+    assert "assumed: the hardest realistic pair: of the " in out
     assert re.search(r"^Needed: [\d,]+ items x \d+ epoch\(s\) for \$", out, flags=re.MULTILINE)
     assert main(["plan", study, "--detect", "0.1", "--json"]) == 0
     power = json.loads(capsys.readouterr().out)["power"]
     best = power["recommended"]
     assert best["fits"] and best["usd"] > 0 and power["variance"]["between"] > 0
+    assert power["assumed"] and not power["warnings"]
     # nothing stored: the stated conservative default
     empty = str(tmp_path / "empty")
     assert main(["plan", study, "--detect", "0.03", "--store", empty]) == 0
@@ -101,6 +105,82 @@ def test_plan_detect_and_status_answer_from_the_store(demo_run: Run, capsys, tmp
     assert "Which differences are real (paired tests, Holm-adjusted p < 0.05)" in out
     assert main(["status", study, "--no-differences"]) == 0
     assert "Which differences are real" not in capsys.readouterr().out
+
+
+def test_plan_detect_plans_for_the_pair_that_matters(demo_run: Run, capsys):
+    """The default plans for the hardest pair within twice the difference (not the median of
+    every pair, which pairs 30 points apart pull down); --pair names a pair or a family; the
+    plan says which it took, and an absurd answer is flagged."""
+    from itemeval.statistics._planning import pair_variances
+
+    plan = demo_run.plan()
+    pairs = pair_variances(read_cells(plan)).pairs
+    close = [p for p in pairs if abs(p.difference) <= 2 * 0.06]
+    hardest = max(close, key=lambda p: p.one_epoch)
+    median = float(np.median([p.one_epoch for p in pairs]))
+    assert hardest.one_epoch > median  # the median would plan too few items for it
+    study = str(demo_run.study_path)
+
+    def planned(*args: str) -> dict:
+        assert main(["plan", study, "--detect", "0.06", "--json", *args]) == 0
+        return json.loads(capsys.readouterr().out)["power"]
+
+    default = planned()
+    assert f"{hardest.first} vs {hardest.second}" in default["assumed"][0]
+    one_epoch = next(r for r in default["designs"] if r["epochs"] == 1)
+    assert one_epoch["items"] == items_needed(0.06, hardest.variance)
+    named = planned("--pair", "strong_direct*", "strong_cot*")
+    assert named["assumed"][0].startswith("the pair named: strong_direct_default vs strong_cot")
+    family = planned("--pair", "weak_*")  # one glob: every pair of what it matches (one here)
+    assert "weak_direct_default vs weak_cot_default" in family["assumed"][0]
+    across = planned("--pair", "strong*", "weak*")  # each of the first against each of the second
+    assert across["assumed"][0].startswith("the hardest of the 4 pairs --pair names")
+    assert main(["plan", study, "--detect", "0.06", "--pair", "nothing*"]) == 2
+    assert "--pair 'nothing*' matches no generate condition" in capsys.readouterr().err
+
+    assert main(["plan", study, "--detect", "0.0001"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: every design needs more than 1,000,000 answers per condition" in out
+    assert main(["plan", study, "--detect", "0.0001", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["power"]["warnings"]
+
+
+@pytest.mark.parametrize("flags", [["--power", "0.9"], ["--alpha", "0.01"], ["--pair", "a"]])
+def test_power_options_without_detect_are_errors(demo_run: Run, capsys, flags):
+    assert main(["plan", str(demo_run.study_path), *flags]) == int(ExitCode.BAD_INPUT)
+    err = capsys.readouterr().err
+    assert f"{flags[0]} plans for a difference, and no --detect says which" in err
+
+
+def test_a_plan_over_the_budget_is_flagged(demo_run: Run, tmp_path, capsys):
+    path = write_study(tmp_path, yaml.safe_load(demo_run.study_path.read_text()))
+    data = yaml.safe_load(path.read_text())
+    data["budget"] = {"policy": "full", "max_usd": 0.0001}
+    path.write_text(yaml.safe_dump(data))
+    assert main(["plan", str(path), "--detect", "0.06"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"warning: the cheapest design .* more than budget\.max_usd", out)
+
+
+def test_cluster_by_a_typo_is_refused_at_plan_before_anything_is_paid(demo_run: Run, tmp_path):
+    """`cluster_by: contnent` passes the schema; planning reads every item and refuses it with
+    the key the items have, so `run` stops before its first call: no row, no manifest."""
+    data = yaml.safe_load(demo_run.study_path.read_text())
+    folder = tmp_path / "typo"
+    path = write_study(folder, data | {"store": str(folder / "store"), "analysis": {}})
+    text = path.read_text() + "analysis:\n  cluster_by: contnent\n"
+    path.write_text(text.replace("analysis: {}\n", ""))
+    with pytest.raises(ConfigError) as error:
+        make_plan(load_study(path))
+    problem = error.value.problems[0]
+    assert problem.field == "analysis.cluster_by" and "did you mean 'continent'?" in problem.hint
+    assert "items without the key are each a cluster of their own" in problem.hint
+    assert main(["run", str(path), "--no-ray", "--yes", "--quiet"]) == int(ExitCode.BAD_INPUT)
+    assert not (folder / "store").exists()
+    # a key only some items have is a warning, not an error
+    path.write_text(text.replace("contnent", "continent").replace("analysis: {}\n", ""))
+    plan = make_plan(load_study(path), with_pending=False)
+    assert any("have no 'continent'" in str(w) for w in plan.warnings)
 
 
 def test_cluster_by_widens_the_leaderboard_intervals_too(demo_run: Run):

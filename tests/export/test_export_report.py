@@ -4,12 +4,14 @@ nothing answered right)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from export_studies import Run, read_parquet, run
+import yaml
+from export_studies import DEMO, Run, read_parquet, run
 
 from itemeval.export import ExportOptions, export_study, report_data, write_report
 from itemeval.export._stats import cohen_kappa
@@ -185,3 +187,51 @@ def test_a_study_with_nothing_graded_still_reports(tmp_path: Path):
     assert not report.data.leaderboard.conditions[0].accuracy
     assert report.data.costs[0].per_correct is None
     assert report.data.graded == 0 and report.data.solutions == 4
+
+
+SCRIPT = "<script>alert('item')</script>"
+IMAGE = "<img src=x onerror=alert('answer')>"
+LINK = "[click](javascript:alert('link'))"
+
+
+def test_report_md_shows_item_and_answer_markup_as_text(tmp_path: Path):
+    """Items whose text holds a `<script>`, an `<img onerror>` and a `javascript:` link, and
+    whose targets (so the models' right answers) hold an `<img onerror>`: rendered by a
+    CommonMark renderer that passes HTML through (as many Markdown viewers do), report.md
+    holds no tag and no link from them, only their text."""
+    from markdown_it import MarkdownIt
+
+    folder = tmp_path / "data" / "unsafe"
+    folder.mkdir(parents=True)
+    rows = [
+        {
+            "identifier": f"unsafe.{i}",
+            "modality": "single-value",
+            "prompt": prompt,
+            "response": response,
+        }
+        for i, (prompt, response) in enumerate(
+            [
+                (f"What is 2 + 2? {SCRIPT}", IMAGE),
+                (f"Say {IMAGE} back. {LINK}", IMAGE),
+                ("What is *1* + `1` [x]?", "2 <b>bold</b>"),
+            ]
+        )
+    ]
+    (folder / "unsafe.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "unsafe.yaml").write_text(
+        "identifier: unsafe\ntitle: Unsafe\nmetadataVersion: '3.3'\nhasPart:\n- unsafe.jsonl\n"
+    )
+    data = yaml.safe_load(yaml.safe_dump(DEMO))
+    data["datasets"] = [{"name": "unsafe", "path": str(folder)}]
+    data["facets"]["grader"], data["graders"] = [], {}
+    data["facets"].pop("rubric")
+    data["endpoints"]["sim"]["sim"] = {}
+    result = run(tmp_path / "study", data)
+    write_report(result.plan(), str(tmp_path / "out"))
+    markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "&lt;script&gt;" in markdown and "&lt;img src=x onerror" in markdown
+    page = MarkdownIt("commonmark").render(markdown)
+    assert "<script" not in page and "<img" not in page and "<b>" not in page
+    assert 'href="javascript' not in page and "<em>1</em>" not in page
+    assert "&lt;img src=x onerror=alert('answer')&gt;" in page  # shown, as text

@@ -8,6 +8,7 @@ import json
 import math
 import re
 import statistics
+import string
 from typing import Any
 
 import pytest
@@ -110,6 +111,24 @@ def test_letters_booleans_numbers_and_phrases_take_the_asked_form() -> None:
     assert right == {"Paris"} and wrong and "Paris" not in " ".join(wrong)
     right, wrong = wrong_and_right(None, "A) red\nB) blue\nPick one.", "B")
     assert wrong == {"A"}  # two options detected from the prompt
+
+
+TEN_PROMPT = "Which one?\n" + "\n".join(f"{c}. option {c.lower()}" for c in "ABCDEFGHIJ")
+
+
+def test_choices_beyond_five_take_letters_up_to_the_last_one() -> None:
+    right, wrong = wrong_and_right("choiceof10", TEN_PROMPT, "J")
+    assert right == {"J"} and wrong == set("ABCDEFGHI")
+    # no modality hint (a plain OpenAI-compatible call): ten options read from the prompt
+    right, wrong = wrong_and_right(None, TEN_PROMPT, "I")
+    assert right == {"I"} and wrong == set("ABCDEFGHJ")
+    many = "Pick:\n" + "\n".join(f"({c}) option {c.lower()}" for c in string.ascii_uppercase)
+    right, wrong = wrong_and_right("choiceof26", many, "Z")
+    assert right == {"Z"} and len(wrong) > 15 and wrong <= set(string.ascii_uppercase[:25])
+    # without a target either, the guesses range over the ten options
+    sim = Simulator()
+    guesses = {ask(sim, "sim/medium", TEN_PROMPT + f"\n#{i}") for i in range(300)}
+    assert guesses == set("ABCDEFGHIJ")
 
 
 def test_answer_line_and_prose() -> None:

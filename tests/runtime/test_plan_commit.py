@@ -99,3 +99,41 @@ def test_the_item_index_names_the_snapshot_part_of_each_item(tmp_path, monkeypat
         assert row["fingerprint"] == dataset.fingerprint
         part = read_items_part(dataset.snapshot, row["part"], ["item_id"])
         assert row["item_id"] in part.column("item_id").to_pylist()
+
+
+def test_a_committed_plan_keeps_item_tables_the_next_plan_reads_instead_of_items(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+):
+    """After a commit, planning reads the snapshot's ids and the item tables beside it: no item
+    is parsed or rendered, and the estimate is the same to the digit."""
+    study, _ = _study_with_own_copies(tmp_path, "study")
+    first = make_plan(study, keep_items=True)
+    commit_plan(first)
+    again = make_plan(study)  # tables not yet there for a dataset too? they are: commit wrote them
+    assert all(d.scan is None or d.scan.from_tables for d in again.datasets)
+
+    def no_items(*args, **kwargs):
+        raise AssertionError("an item was read item by item")
+
+    monkeypatch.setattr(planning, "snapshot_batches", no_items)
+    fast = make_plan(study)
+    assert [line.__dict__ for line in fast.estimate.lines] == [
+        line.__dict__ for line in first.estimate.lines
+    ]
+    assert fast.items.equals(first.items)
+    assert [d.modalities for d in fast.datasets] == [d.modalities for d in first.datasets]
+    # A reading command's plan: no estimate, the same items.
+    reading = make_plan(study, with_pending=False, estimate=False)
+    assert reading.items.equals(first.items) and reading.tokens is None
+    # A new prompt shape has no table yet: that plan reads the items again, and agrees.
+    monkeypatch.undo()
+    for dataset in fast.datasets:
+        assert dataset.snapshot is not None
+        for table in dataset.snapshot.location.fs.glob(
+            dataset.snapshot.location.path + "/_tables-*"
+        ):
+            dataset.snapshot.location.fs.rm(table)
+    slow = make_plan(study)
+    assert [line.__dict__ for line in slow.estimate.lines] == [
+        line.__dict__ for line in first.estimate.lines
+    ]

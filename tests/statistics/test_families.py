@@ -15,7 +15,7 @@ from itemeval.statistics import (
     rankings_table,
     study_statistics,
 )
-from itemeval.statistics._planning import store_variance
+from itemeval.statistics._planning import pair_variances
 
 
 def test_families_scopes_metrics_and_tables():
@@ -55,13 +55,15 @@ def test_families_scopes_metrics_and_tables():
     assert all(c["between_item_share"] > 0.5 for c in mean_score)
 
 
-def test_store_variance_matches_the_pairs():
+def test_a_pairs_variance_matches_its_answers():
     rng = np.random.default_rng(1)
     items, epochs, k = 400, 3, 2
     p = rng.uniform(0.2, 0.9, items)[:, None, None]
     answers = (rng.uniform(size=(items, epochs, k)) < p).astype(np.float64)
-    variance = store_variance(study_cells(answers, judge=False))
-    assert variance is not None and variance.pairs == 1
+    stored = pair_variances(study_cells(answers, judge=False))
+    assert stored is not None and len(stored.pairs) == 1
+    variance = stored.pairs[0].variance
+    assert variance.pairs == 1
     item_means = answers.mean(axis=1)
     observed = np.var(item_means[:, 0] - item_means[:, 1], ddof=1)
     # the same p for both: the per-item difference is all epoch noise, tau^2 near 0

@@ -96,6 +96,62 @@ BAD = {
     ),
 }
 
+TWO_JUDGES = {
+    "graders.judge-b": {"model": "sim/medium", "endpoint": "sim", "max_tokens": 300},
+    "facets.grader": ["judge", "judge-b"],
+}
+THREE_JUDGES = {
+    **TWO_JUDGES,
+    "graders.judge-c": {"model": "sim/weak", "endpoint": "sim", "max_tokens": 300},
+    "facets.grader": ["judge", "judge-b", "judge-c"],
+}
+
+
+def panel(judges: dict[str, object], **rule: object) -> dict[str, object]:
+    """A study with a panel `jury` of the judges in `judges` and the rule given."""
+    graders = judges["facets.grader"]
+    return variant(**judges, panels={"jury": {"graders": graders, **rule}})
+
+
+# A panel's rule must say what it does (docs/judges.md#panels).
+BAD |= {
+    "mean of pass/fail verdicts without a threshold (unanimity)": (
+        panel(TWO_JUDGES, combine="mean"),
+        "panels.jury.combine",
+        "use `combine: majority`",
+    ),
+    "median of pass/fail verdicts without a threshold": (
+        panel(THREE_JUDGES, combine="median"),
+        "panels.jury.combine",
+        "threshold",
+    ),
+    "tie for a mean": (
+        panel(TWO_JUDGES, combine="mean", threshold=0.5, tie="pass"),
+        "panels.jury.tie",
+        "remove `tie`",
+    ),
+    "tie for an odd panel": (
+        panel(THREE_JUDGES, combine="majority", tie="fail"),
+        "panels.jury.tie",
+        "remove `tie`",
+    ),
+    "threshold for a majority": (
+        panel(TWO_JUDGES, combine="majority", threshold=0.5),
+        "panels.jury.threshold",
+        "combine: mean",
+    ),
+    "threshold outside the rubric's scale": (
+        panel(TWO_JUDGES, combine="mean", threshold=2),
+        "panels.jury.threshold",
+        "at most 1",
+    ),
+    "cluster_by names a key no item has": (
+        variant(analysis={"cluster_by": "modalty"}),
+        "analysis.cluster_by",
+        "did you mean 'modality'?",
+    ),
+}
+
 
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_invalid_study_exits_2_with_field_and_hint(case, tmp_path, capsys, monkeypatch):
@@ -111,6 +167,45 @@ def test_invalid_study_exits_2_with_field_and_hint(case, tmp_path, capsys, monke
     if hint:
         assert hint in err, err
     assert _tree(tmp_path) == before  # nothing written
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"combine": "mean", "threshold": 0.5},
+        {"combine": "median", "threshold": 1},
+        {"combine": "majority", "tie": "pass"},
+    ],
+)
+def test_panel_rules_that_say_what_they_do_are_accepted(rule, tmp_path, capsys):
+    path = write_study(tmp_path, panel(TWO_JUDGES, **rule))
+    assert main(["plan", str(path)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    line = next(text for text in out.splitlines() if text.startswith("panel "))
+    if rule["combine"] == "majority":
+        assert "majority of judge, judge-b; an even split passes" in line
+    else:
+        assert f"{rule['combine']} >= {rule['threshold']:g} of judge, judge-b" in line
+
+
+def test_a_template_naming_metadata_no_item_has_is_refused_at_plan(tmp_path, capsys):
+    """`{{ metadata.continnent }}` in a prompt: planning renders every selected item, so `plan`
+    refuses it (exit 2) naming the template, the item and the key the items have."""
+    data = variant(
+        **{
+            "datasets": [{"name": "capitals", "path": "datasets/capitals-short"}],
+            "facets.prompt": ["meta"],
+        }
+    )
+    path = write_study(tmp_path, data)
+    (tmp_path / "prompts" / "meta.txt").write_text("{{ input }} ({{ metadata.continnent }})\n")
+    before = _tree(tmp_path)
+    assert main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "field 'facets.prompt'" in err and "meta.txt" in err
+    assert "which item capitals-short.001 does not have" in err
+    assert "did you mean {{ metadata.continent }}?" in err
+    assert _tree(tmp_path) == before
 
 
 def test_invalid_yaml_names_the_line(tmp_path, capsys):

@@ -182,3 +182,34 @@ def test_compacted_partition_in_small_row_groups_is_the_same(  # type: ignore[no
     for name in ("correct_by_grade", "graded_by_grade", "errors", "parse_failures", "disagree"):
         assert np.array_equal(getattr(before, name), getattr(after, name)), name
     assert after.cells.grades.num_rows == before.cells.grades.num_rows
+
+
+def test_view_reads_a_store_folder_and_refuses_an_empty_store(  # type: ignore[no-untyped-def]
+    study_plan: Plan, tmp_path, capsys
+) -> None:
+    """`itemeval view FOLDER` reads the store folder as `--store` does (it gets as far as the
+    port, taken here so that the command returns); a folder that holds no store, or a --store
+    that names nothing stored, is bad input (exit 2) and nothing is created."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = str(taken.getsockname()[1])
+    store = study_plan.store.root.url.removeprefix("file://")
+    try:
+        assert main(["view", store, "--port", port, "--no-open"]) == 2
+        assert f"127.0.0.1:{port}" in capsys.readouterr().err
+        assert main(["view", "--store", store, "--port", port, "--no-open"]) == 2
+        assert f"127.0.0.1:{port}" in capsys.readouterr().err
+    finally:
+        taken.close()
+    assert main(["view", str(tmp_path), "--no-open"]) == 2
+    assert "no itemeval store here" in capsys.readouterr().err
+    missing = tmp_path / "missing"
+    study = str(study_plan.study.path)
+    assert main(["view", study, "--store", str(missing), "--no-open"]) == 2
+    err = capsys.readouterr().err
+    assert "nothing stored here" in err and "--store" in err
+    assert main(["view", "--store", str(missing), "--no-open"]) == 2
+    assert not missing.exists()
+    assert main(["view", store, "--store", store, "--no-open"]) == 2
+    assert "--store names a store too" in capsys.readouterr().err

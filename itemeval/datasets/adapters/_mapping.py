@@ -30,7 +30,8 @@ from pydantic import (
 
 from itemeval import render
 from itemeval._util.yaml_lines import safe_load
-from itemeval.datasets.format import ITEM_ATTRIBUTES, Modality
+from itemeval.datasets.format import ITEM_ATTRIBUTES, MAX_CHOICES, MIN_CHOICES, Modality
+from itemeval.datasets.format._modality import CHOICE_SPAN
 from itemeval.errors import ConfigError, Problem
 from itemeval.storage import resolve
 
@@ -80,8 +81,11 @@ class ChoicesSpec(BaseModel):
     def _one_source(self) -> ChoicesSpec:
         if (self.columns is None) == (self.column is None):
             raise ValueError("give either `columns` (one per choice) or `column` (a list column)")
-        if self.columns is not None and not 2 <= len(self.columns) <= 5:
-            raise ValueError("`columns` must name 2 to 5 choice columns (choiceof2..choiceof5)")
+        if self.columns is not None and not MIN_CHOICES <= len(self.columns) <= MAX_CHOICES:
+            raise ValueError(
+                f"`columns` must name {MIN_CHOICES} to {MAX_CHOICES} choice columns "
+                f"({CHOICE_SPAN}), found {len(self.columns)}"
+            )
         return self
 
 

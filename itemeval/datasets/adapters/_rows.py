@@ -26,7 +26,13 @@ from itemeval.datasets.adapters._mapping import (
 )
 from itemeval.datasets.format import Item, Where, parse_item
 from itemeval.datasets.format._attributes import read_fraction, read_identifier
-from itemeval.datasets.format._modality import LETTERS, Modality
+from itemeval.datasets.format._modality import (
+    CHOICE_RANGE,
+    LETTERS,
+    MAX_CHOICES,
+    MIN_CHOICES,
+    Modality,
+)
 from itemeval.errors import Problem
 
 _UNSAFE_ID_CHARACTERS = re.compile(r"[^A-Za-z0-9._~-]+")
@@ -397,13 +403,9 @@ class RowMapper:
                     labels.append(LETTERS[position % len(LETTERS)])
         if len(problems) > before:
             return None, None
-        if not 2 <= len(texts) <= len(LETTERS):
+        if not MIN_CHOICES <= len(texts) <= MAX_CHOICES:
             problems.append(
-                where.error(
-                    f"{len(texts)} choices; the spec's choiceofN modalities allow "
-                    f"2 to {len(LETTERS)}",
-                    field="mapping.choices",
-                )
+                where.error(f"{len(texts)} choices; {CHOICE_RANGE}", field="mapping.choices")
             )
             return None, None
         letter = self._answer_letter(target, labels, texts, where, problems)

@@ -27,14 +27,24 @@ from itemeval.datasets.format._directory import (
 )
 from itemeval.datasets.format._findings import ProblemLog, Where
 from itemeval.datasets.format._item import ITEM_ATTRIBUTES, Item, parse_item
-from itemeval.datasets.format._modality import Modality
+from itemeval.datasets.format._modality import (
+    CHOICE_LETTERS,
+    MAX_CHOICES,
+    MIN_CHOICES,
+    SPEC_MAX_CHOICES,
+    Modality,
+)
 from itemeval.datasets.format._records import iter_records
 from itemeval.datasets.format._writer import write_dataset
 
 __all__ = [
     "ATTRIBUTES_SUFFIX",
+    "CHOICE_LETTERS",
     "DEFAULT_ITEMS_PER_PART",
     "ITEM_ATTRIBUTES",
+    "MAX_CHOICES",
+    "MIN_CHOICES",
+    "SPEC_MAX_CHOICES",
     "DatasetMeta",
     "DatasetReader",
     "DatasetReport",

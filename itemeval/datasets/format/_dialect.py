@@ -8,6 +8,9 @@ disagree in places. itemeval reads both; it writes one of them:
 * boolean response: JSON `true` / `false` in both;
 * ternary response: "True", "False", "I don't know" (spec) or "True", "False", "Unknown";
 * multiple choice: the letter; commoneval also needs the choices, under `otherargs.choices`;
+  `choiceof6` .. `choiceof26` are itemeval's extension: the spec dialect writes them as they
+  are, the commoneval dialect refuses them (commoneval 0.2.1's `Dataset.read_items` raises
+  "'choiceof10' is not a valid Modality" and reads none of the dataset's items);
 * ad hoc item attributes: an attributes file beside the part (spec, `attribute_files.py`) or
   under `otherargs` in the item (commoneval);
 * dataset attributes: as read, ad hoc ones kept (spec), or the reader's fields only, under their
@@ -16,8 +19,8 @@ disagree in places. itemeval reads both; it writes one of them:
 The reader builds each item with `BooleanItem`, `TernaryItem`, `ClosedSetItem` or
 `OpenEndedItem` and a dataset with `Dataset(**yaml)`, so the `commoneval` dialect also refuses
 what those constructors would (an identifier with `~`, a `created` date in the future, a list
-of languages, a multiple-choice item whose choices cannot be found) with a problem that names
-the item and the attribute, before anything is written.
+of languages, a multiple-choice item whose choices cannot be found, more than five choices) with
+a problem that names the item and the attribute, before anything is written.
 """
 
 from __future__ import annotations
@@ -32,7 +35,13 @@ from itemeval.datasets.format._attribute_files import ATTRIBUTES_KEY
 from itemeval.datasets.format._dataset import DATASET_ATTRIBUTES, DatasetMeta
 from itemeval.datasets.format._findings import Where
 from itemeval.datasets.format._item import OTHERARGS, Item
-from itemeval.datasets.format._modality import DONT_KNOW, LETTERS, READER_SPELLINGS, Modality
+from itemeval.datasets.format._modality import (
+    DONT_KNOW,
+    LETTERS,
+    READER_SPELLINGS,
+    SPEC_MAX_CHOICES,
+    Modality,
+)
 from itemeval.errors import Problem
 
 
@@ -70,7 +79,7 @@ _READER_DATASET_FIELDS = (
 )
 _READER_DATASET_REQUIRED = ("created", "creator", "description", "source", "subject")
 # lettered choices in a prompt, one a line: "A. text", "A) text", "(A) text", "A: text"
-_CHOICE_LINE = re.compile(r"^\s*\(?([A-E])[.):]\)?\s+(\S.*?)\s*$")
+_CHOICE_LINE = re.compile(r"^\s*\(?([A-Z])[.):]\)?\s+(\S.*?)\s*$")
 
 
 @dataclass
@@ -144,6 +153,18 @@ def _reader_item(item: Item, where: Where) -> tuple[ItemRecord | None, list[Prob
                 hint="rename the item (a mapping's sanitize_ids: true does it), or write the spec",
             )
         )
+    if item.modality.is_extension:
+        problems.append(
+            where.error(
+                f"{item.modality.value} is itemeval's extension of the item format: the "
+                f"commoneval 0.2.1 reader knows choiceof2 .. choiceof{SPEC_MAX_CHOICES} only, and "
+                f"one {item.modality.value} item makes it read none of the dataset",
+                field="modality",
+                hint="write the spec dialect (--dialect spec; itemeval reads it), or leave the "
+                f"items with more than {SPEC_MAX_CHOICES} choices out of the source",
+            )
+        )
+        return None, problems
     record: dict[str, Any] = {
         "identifier": item.identifier,
         "modality": _READER_MODALITY.get(item.modality, item.modality.value),

@@ -132,7 +132,7 @@ def response_error(modality: Modality, response: str, prompt: str) -> str | None
     """What is wrong with `response` (or a cloze prompt) for `modality`, or None."""
     labels = LABELS[modality]
     if labels is not None and response not in labels:
-        allowed = ", ".join(f'"{label}"' for label in labels)
+        allowed = allowed_responses(labels)
         if modality.n_choices and len(response.strip()) == 1 and response.strip().isalpha():
             return f"letter {response!r} is outside {modality.value}: expected one of {allowed}"
         return f"expected one of {allowed} for {modality.value}, found {response!r}"
@@ -370,8 +370,15 @@ def read_response(
     return None
 
 
+def allowed_responses(labels: tuple[str, ...]) -> str:
+    """`"A", "B", "C"`; a long run of letters as its ends (`"A" to "J"`)."""
+    if len(labels) > 5:
+        return f'"{labels[0]}" to "{labels[-1]}"'
+    return ", ".join(f'"{label}"' for label in labels)
+
+
 def _expected(modality: Modality, found: str) -> str:
-    allowed = ", ".join(f'"{label}"' for label in modality.labels or ())
+    allowed = allowed_responses(modality.labels or ())
     if not allowed:
         return f"expected text for {modality.value}, found {found}"
     return f"expected one of {allowed} for {modality.value}, found {found}"

@@ -108,13 +108,16 @@ JUDGE_METHOD = [
     "both give one); every number below is on the answers that have a gold verdict, except the "
     "raw and corrected accuracies, which are on every answer the judge graded.",
     "Sensitivity: the share of gold passes the judge passed; specificity: the share of gold "
-    "fails it failed (Wilson 95% intervals). False pass = 1 - specificity, false fail = "
-    "1 - sensitivity.",
+    "fails it failed. False pass = 1 - specificity, false fail = 1 - sensitivity. Their 95% "
+    "intervals are Wilson intervals at the effective number of answers that the cluster "
+    "bootstrap below finds (an item's answers, which often share their text and the judge's "
+    "verdict, count as what they are worth, not as independent answers).",
     "Corrected accuracy (Rogan-Gladen): (raw + specificity - 1) / (sensitivity + specificity - "
-    "1), clipped to [0, 1]; its 95% interval is a cluster bootstrap over items that redraws the "
-    "gold answers too, so it carries the uncertainty of the error rates. Raw - corrected: how "
-    "far the judge's own figure is off.",
-    "Panels: verdicts combined from the members' stored grades (no model calls). Error "
+    "1), clipped to [0, 1]; its 95% interval is a cluster bootstrap over items (or the clusters "
+    "of analysis.cluster_by) that redraws the gold answers too, so it carries the uncertainty of "
+    "the error rates. Raw - corrected: how far the judge's own figure is off.",
+    "Panels: verdicts combined from the members' stored grades (no model calls); an answer a "
+    "member failed to parse has no panel verdict and counts as the panel's parse failure. Error "
     "correlation: Pearson correlation of two members' error indicators on answers with gold; "
     "effective independent judges: m / (1 + (m - 1) r) with r the mean error correlation.",
 ]

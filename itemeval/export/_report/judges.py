@@ -46,14 +46,14 @@ def with_panels(cells: StudyCells, design: Design) -> StudyCells:
                 id=panel.id,
                 slug=panel.slug,
                 kind="panel",
-                grader=f"{panel.name} ({panel.combine} of {', '.join(panel.member_names)})",
+                grader=f"{panel.name} ({panel.rule_text})",
                 grader_model=None,
                 rubric=rubric.name,
                 pass_score=rubric.pass_score,
                 max_score=rubric.max_score,
             )
         )
-        rule = PanelRule(panel.combine, panel.tie, rubric.pass_score)  # type: ignore[arg-type]
+        rule = PanelRule(panel.combine, panel.tie, panel.pass_at)  # type: ignore[arg-type]
         members = [codes[m] for m in panel.members]
         rows = panel_grades(cells.grades, members, code, rule, shape_of(cells))
         parts.append(rows.select(cells.grades.schema.names).cast(cells.grades.schema))
@@ -62,9 +62,15 @@ def with_panels(cells: StudyCells, design: Design) -> StudyCells:
 
 
 def judge_analysis(
-    cells: StudyCells, plan: Plan, *, resamples: int = 2000, seed: int = 20240917
+    cells: StudyCells,
+    plan: Plan,
+    *,
+    resamples: int = 2000,
+    seed: int = 20240917,
+    clusters: np.ndarray | None = None,
 ) -> JudgeAnalysis | None:
-    """Every judge and panel of the cells against the study's gold (None without judges)."""
+    """Every judge and panel of the cells against the study's gold (None without judges);
+    `clusters`: `analysis.cluster_by`'s code per item of the cells, resampled together."""
     facets = cells.facets
     codes = {g.id: i for i, g in enumerate(facets.grade)}
     members = {p.id: tuple(codes.get(m, -1) for m in p.members) for p in plan.design.panels}
@@ -116,6 +122,7 @@ def judge_analysis(
         gold_source="; ".join(sources),
         resamples=resamples,
         seed=seed,
+        clusters=clusters,
     )
     return dataclasses.replace(result, notes=notes)
 
@@ -169,4 +176,10 @@ def study_judges(
     if not [c for c in plan.design.judges if c.pairwise is None]:
         return None
     cells = with_panels(read_cells(plan), plan.design)
-    return judge_analysis(cells, plan, resamples=resamples, seed=seed)
+    clusters = None
+    by = plan.study.analysis.cluster_by
+    if by and cells.grades.num_rows:  # every interval over clusters, as the report's
+        from itemeval.statistics import item_clusters
+
+        clusters = item_clusters(plan, by).codes
+    return judge_analysis(cells, plan, resamples=resamples, seed=seed, clusters=clusters)

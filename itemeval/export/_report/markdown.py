@@ -1,6 +1,16 @@
-"""The report as Markdown: the same sections and numbers as the HTML page, without the plots."""
+"""The report as Markdown: the same sections and numbers as the HTML page, without the plots.
+
+Text from outside the report's own code (items' text and ids, answers, names other tools gave)
+must never act as markup in a viewer that renders the HTML Markdown allows: every table cell
+and every line of such text has `&`, `<` and `>` written as entities (`md_html`), and the cells
+of item and answer columns (`OUTSIDE_COLUMNS`) have Markdown's inline marks escaped too
+(`md_text`), so a `<script>`, an `<img onerror>`, a link or an image in them is shown as text.
+"""
 
 from __future__ import annotations
+
+import html
+import re
 
 from itemeval.export._report import tables as t
 from itemeval.export._report.data import ReportData
@@ -20,8 +30,27 @@ def irt_markdown(data: ReportData) -> list[str]:
     return out
 
 
+#: Table columns whose cells are items' or answers' own text: Markdown escaped as well as HTML.
+OUTSIDE_COLUMNS = frozenset({"item", "input", "target", "answer", "response"})
+_INLINE_MARKS = re.compile(r"([\\`*_\[\]~])")
+
+
+def md_html(text: str) -> str:
+    """`text` with `&`, `<` and `>` as entities: shown as written, never parsed as HTML."""
+    return html.escape(text, quote=False)
+
+
+def md_text(text: str) -> str:
+    """Outside text for a Markdown line or cell: HTML escaped (`md_html`) and Markdown's inline
+    marks (emphasis, code, links and images, strike-through, the backslash) escaped."""
+    return md_html(_INLINE_MARKS.sub(r"\\\1", text))
+
+
 def md_table(table: t.TextTable) -> str:
-    def cell(text: str) -> str:
+    outside = {i for i, h in enumerate(table.header) if h in OUTSIDE_COLUMNS}
+
+    def cell(text: str, column: int = -1) -> str:
+        text = md_text(text) if column in outside else md_html(text)
         return text.replace("|", "\\|").replace("\n", " ")
 
     align = ["---:" if i in table.numeric else "---" for i in range(len(table.header))]
@@ -29,7 +58,7 @@ def md_table(table: t.TextTable) -> str:
         "| " + " | ".join(cell(h) for h in table.header) + " |",
         "| " + " | ".join(align) + " |",
     ]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table.rows]
+    lines += ["| " + " | ".join(cell(c, i) for i, c in enumerate(row)) + " |" for row in table.rows]
     return "\n".join(lines)
 
 
@@ -61,17 +90,17 @@ def differences_markdown(data: ReportData) -> list[str]:
 def report_markdown(data: ReportData) -> str:
     out: list[str] = [f"# itemeval report: {data.study}", ""]
     if data.description:
-        out += [" ".join(data.description.split()), ""]
+        out += [md_html(" ".join(data.description.split())), ""]
     out += [f"Generated {data.generated_at} by itemeval {data.version}. {t.provenance(data)}.", ""]
     out += ["| | | |", "| --- | --- | --- |"]
     out += [
-        f"| {label} | {value.replace('|', '/')} | {detail.replace('|', '/')} |"
+        f"| {label} | {md_html(value.replace('|', '/'))} | {md_html(detail.replace('|', '/'))} |"
         for label, value, detail in t.overview(data)
     ]
 
     out += ["", "## Leaderboard", "", t.headline_note(data), ""]
     if data.imported:
-        out += ["Imported conditions:", ""] + [f"- {note}" for note in data.imported] + [""]
+        out += ["Imported conditions:", ""] + [f"- {md_html(n)}" for n in data.imported] + [""]
     if not data.graded:
         out += [t.NOTHING_GRADED, ""]
     out += [md_table(t.condition_table(data))]

@@ -133,14 +133,16 @@ def test_answer_not_among_the_choices(tmp_path):
 
 
 def test_too_many_choices(tmp_path):
-    put_jsonl(str(tmp_path / "c.jsonl"), [{"q": "?", "ch": list("abcdef"), "key": "A"}])
+    put_jsonl(
+        str(tmp_path / "c.jsonl"), [{"q": "?", "ch": [f"c{i}" for i in range(27)], "key": "A"}]
+    )
     text = error_text(
         DatasetSource(
             path=str(tmp_path / "c.jsonl"),
             mapping={"input": "q", "choices": {"column": "ch"}, "target": "key"},
         )
     )
-    assert "field 'mapping.choices'" in text and "6 choices" in text and "2 to 5" in text
+    assert "field 'mapping.choices'" in text and "27 choices" in text and "2 to 26" in text
 
 
 def test_target_pattern_without_a_match(tmp_path):
@@ -230,7 +232,8 @@ def test_study_ids_scale_to_many_items():
     [
         ({"id": "x", "id_template": "y", "input": "q"}, "`id` or `id_template`, not both"),
         ({"input": "q", "targt": "a"}, "unknown field"),
-        ({"input": "q", "choices": ["A"]}, "2 to 5"),
+        ({"input": "q", "choices": ["A"]}, "2 to 26 choice columns"),
+        ({"input": "q", "choices": [f"c{i}" for i in range(27)]}, "found 27"),
         ({"input_template": "{{ q }}", "choices": ["A", "B"]}, "{{ _choices }}"),
         ({"input": "q", "modality": "multiple-choice"}, "unknown modality"),
         ({"input": "q", "target_pattern": "(a)(b)"}, "at most one group"),

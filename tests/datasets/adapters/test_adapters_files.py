@@ -87,6 +87,41 @@ def test_nested_json_choices_with_digit_labels_and_varying_counts(root_url):
     assert items[0].input == "Pick two\nA. one\nB. two\nC. three"
 
 
+def test_ten_options_become_choiceof10(root_url):
+    """MMLU-Pro's layout: a list of ten option strings and a 0-based answer index; and the same
+    ten options as ten columns with an answer letter."""
+    options = [f"option {i}" for i in range(10)]
+    put_jsonl(
+        root_url + "/pro.jsonl",
+        [
+            {"question_id": 7, "question": "Which?", "options": options, "answer_index": 9},
+            {"question_id": 8, "question": "And?", "options": options[:6], "answer_index": 5},
+        ],
+    )
+    mapping = {
+        "id_template": "pro.{{ question_id }}",
+        "input": "question",
+        "choices": {"column": "options", "answer": "index"},
+        "target": "answer_index",
+    }
+    _, items = read(DatasetSource(path=root_url + "/pro.jsonl", mapping=mapping))
+    assert [(i.id, i.modality, i.target) for i in items] == [
+        ("pro.7", "choiceof10", "J"),
+        ("pro.8", "choiceof6", "F"),
+    ]
+    assert items[0].input.endswith("\nI. option 8\nJ. option 9")
+    assert items[0].metadata["choices"] == options
+
+    columns = list("ABCDEFGHIJ")
+    put(
+        root_url + "/wide.csv",
+        ",".join(["q", *columns, "key"]) + "\n" + ",".join(["Which?", *options, "i"]) + "\n",
+    )
+    mapping = {"input": "q", "choices": columns, "target": "key"}
+    _, (item,) = read(DatasetSource(path=root_url + "/wide.csv", mapping=mapping))
+    assert (item.modality, item.target) == ("choiceof10", "I")
+
+
 def test_target_pattern_and_support(root_url):
     """GSM8K's layout: the gold value after #### on the last line of the worked answer."""
     put_jsonl(

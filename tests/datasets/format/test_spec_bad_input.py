@@ -101,7 +101,31 @@ CASES = [
             "item 'um'",
             "field 'modality'",
             "unknown modality 'multiple-choice'",
-            "choiceof4",
+            "choiceof2 .. choiceof26",
+        ],
+    ),
+    (
+        "choiceof1",
+        {"demo.jsonl": jsonl([item("one", modality="choiceof1", response="A")])},
+        {},
+        ["demo.jsonl:1", "item 'one'", "field 'modality'", "'choiceof1'", "from 2 to 26"],
+    ),
+    (
+        "choiceof27",
+        {"demo.jsonl": jsonl([item("many", modality="choiceof27", response="A")])},
+        {},
+        ["demo.jsonl:1", "item 'many'", "field 'modality'", "'choiceof27'", "A to Z"],
+    ),
+    (
+        "letter-outside-choiceof10",
+        {"demo.jsonl": jsonl([item("mc10", modality="choiceof10", response="K")])},
+        {},
+        [
+            "demo.jsonl:1",
+            "item 'mc10'",
+            "field 'response'",
+            "'K' is outside choiceof10",
+            '"A" to "J"',
         ],
     ),
     (

@@ -259,6 +259,8 @@ def _variants():
         "boolean": "True",
         "choiceof2": "B",
         "choiceof5": "E",
+        "choiceof10": "J",
+        "choiceof26": "Z",
         "ternary": "I don't know",
         "cloze": "4",
         "single-value": "42",
@@ -278,6 +280,10 @@ def _variants():
         {"prompt": 3},
         {"prompt": "no blank here"},
         {"response": "b"},
+        {"response": "j"},
+        {"response": "K"},
+        {"modality": "choiceof27"},
+        {"modality": "choiceof1"},
         {"response": " True"},
         {"response": True},
         {"response": "unknown"},
@@ -335,6 +341,7 @@ def test_the_canonical_path_reads_what_the_lenient_reader_reads():
         if item is not None:
             assert item.to_dict() == lenient.to_dict(), raw
     # every canonical variant takes the short path: per modality, itself and seven changes it
-    # stays canonical under (64); a prompt without a blank outside cloze (7); and "b", " True"
-    # and "unknown" as the response of the four open-set modalities (12)
-    assert taken == 64 + 7 + 12
+    # stays canonical under (80); a prompt without a blank outside cloze (9); "b", "j", "K",
+    # " True" and "unknown" as the response of the four open-set modalities (20); and "K" as
+    # the response of choiceof26 (1)
+    assert taken == 80 + 9 + 20 + 1

@@ -1,0 +1,229 @@
+"""Commands a user re-runs, over stores of 1M to 20M rows, beside DuckDB's scan of the same files.
+
+    .venv/bin/python benchmarks/big_store.py --rows 1000000                 # ~5 minutes
+    .venv/bin/python benchmarks/big_store.py --rows 1000000 10000000 20000000 --dir /tmp/big
+
+A store of N rows is N / 8 items x 4 simulated models (`sim/strong`, `sim/medium`, `sim/weak`,
+`sim/reasoner`, the in-process simulator) x 2 stages (a solution and an `auto` grade each), made
+by `itemeval run` itself. Each command then runs as a user runs it, a subprocess timed from start
+to exit, with the peak resident set of every process it starts (sampled from /proc every 50 ms):
+
+* `status`, `plan`, a no-op re-run (`run --yes`: nothing is pending), `report`, `analyze irt`,
+  `export` (the long table) and the viewer's first page (`view`, then a GET of `/` until it
+  answers);
+* an export after 1% more rows (a second dataset of N / 800 items, added to the study and run),
+  against the first export's time;
+* DuckDB over the same files, in the same run: a `group by` of the solutions and a `count(*)` of
+  the grades (`read_parquet` with hive partitioning), in a subprocess like the rest.
+
+`--dir` keeps the stores (a store already made there is measured again, not rebuilt).
+`--commands` picks the commands. Results go to stdout and, with `--json FILE`, to a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from generated_data import write_dataset  # noqa: E402
+from whole_command import Tree, command_env  # noqa: E402
+
+MODELS = ("strong", "medium", "weak", "reasoner")
+ROWS_PER_ITEM = 2 * len(MODELS)
+COMMANDS = ("duckdb", "status", "plan", "rerun", "report", "irt", "view", "export", "export+1%")
+
+DUCKDB_SCAN = """
+import sys, duckdb
+root = sys.argv[1]
+con = duckdb.connect()
+con.execute("SET threads = 2")
+con.sql(f\"\"\"SELECT condition_id, status, count(*), sum(usd), sum(input_tokens)
+  FROM read_parquet('{root}/solutions/*/*.parquet', hive_partitioning = true)
+  GROUP BY ALL\"\"\").fetchall()
+con.sql(f\"\"\"SELECT count(*) FROM read_parquet('{root}/grades/*/*.parquet',
+  hive_partitioning = true)\"\"\").fetchall()
+"""
+
+
+def write_study(folder: Path, extra_dataset: bool = False) -> Path:
+    datasets = [{"name": "big", "path": str(folder / "big")}]
+    if extra_dataset:
+        datasets.append({"name": "more", "path": str(folder / "more")})
+    study = {
+        "study": "big",
+        "store": str(folder / "store"),
+        "datasets": datasets,
+        "endpoints": {"sim": {"kind": "sim", "max_concurrency": 1024}},
+        "models": [{"id": f"sim/{m}", "endpoint": "sim"} for m in MODELS],
+        "facets": {"scorer": ["auto"]},
+        "cache": {"location": str(folder / "cache")},
+        "budget": {"policy": "full"},
+    }
+    path = folder / ("study-more.yaml" if extra_dataset else "study.yaml")
+    path.write_text(yaml.safe_dump(study))
+    return path
+
+
+def timed(command: list[str], cwd: Path, marker: str, *, until: Any = None) -> dict[str, Any]:
+    """Run `command`; wall time to exit (or until `until()` returns true, then stop it) and the
+    peak RSS of its process tree."""
+    env = command_env(marker)
+    before = frozenset(int(e) for e in os.listdir("/proc") if e.isdigit())
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    tree = Tree(proc.pid, marker=marker, foreign=before)
+    tree.start()
+    if until is None:
+        out, err = proc.communicate(timeout=4 * 3600)
+    else:
+        while not until():
+            if proc.poll() is not None:
+                raise SystemExit(f"{command} exited early: {proc.stderr.read()[-2000:]}")
+            time.sleep(0.02)
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+    wall = time.perf_counter() - started
+    tree.stop()
+    if until is None and proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}):\n{err[-3000:]}")
+    return {"s": round(wall, 2), "mb": round(tree.peak_rss / 2**20), "out": out[-2000:]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def page_answers(url: str) -> Any:
+    def check() -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return bool(response.status == 200 and response.read())
+        except OSError:
+            return False
+
+    return check
+
+
+def build(folder: Path, items: int) -> dict[str, Any] | None:
+    """The store of `items` items, made by `itemeval run` (None when `folder` holds it)."""
+    done = folder / "built.json"
+    if done.exists():
+        return None
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    write_dataset(folder / "big", items, kind="mixed")
+    study = write_study(folder)
+    it = [sys.executable, "-m", "itemeval"]
+    made = timed([*it, "run", str(study), "--yes", "--quiet"], folder, str(folder))
+    done.write_text(json.dumps(made))
+    return made
+
+
+def measure(folder: Path, items: int, commands: list[str]) -> dict[str, Any]:
+    it = [sys.executable, "-m", "itemeval"]
+    study = folder / "study.yaml"
+    marker = str(folder)
+    out: dict[str, Any] = {}
+    store = folder / "store"
+    fragments = sum(1 for _ in store.glob("*/*/*.parquet"))
+    out["fragments"] = fragments
+    for name in commands:
+        if name == "duckdb":
+            out[name] = timed([sys.executable, "-c", DUCKDB_SCAN, str(store)], folder, marker)
+        elif name == "status":
+            out[name] = timed([*it, "status", str(study)], folder, marker)
+        elif name == "plan":
+            out[name] = timed([*it, "plan", str(study)], folder, marker)
+        elif name == "rerun":
+            out[name] = timed([*it, "run", str(study), "--yes", "--quiet"], folder, marker)
+        elif name == "report":
+            out[name] = timed(
+                [*it, "report", str(study), "--out", str(folder / "report")], folder, marker
+            )
+        elif name == "irt":
+            out[name] = timed(
+                [*it, "analyze", "irt", str(study), "--no-write"], folder, marker
+            )
+        elif name == "export":
+            shutil.rmtree(folder / "export", ignore_errors=True)
+            out[name] = timed(
+                [*it, "export", str(study), "--out", str(folder / "export")], folder, marker
+            )
+        elif name == "view":
+            port = free_port()
+            out[name] = timed(
+                [*it, "view", str(study), "--port", str(port), "--no-open"],
+                folder,
+                marker,
+                until=page_answers(f"http://127.0.0.1:{port}/"),
+            )
+        elif name == "export+1%":
+            more = folder / "more"
+            if not more.exists():
+                write_dataset(more, max(items // 100, 1), kind="mixed")
+            bigger = write_study(folder, extra_dataset=True)
+            out["run+1%"] = timed([*it, "run", str(bigger), "--yes", "--quiet"], folder, marker)
+            out[name] = timed(
+                [*it, "export", str(bigger), "--out", str(folder / "export")], folder, marker
+            )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000])
+    parser.add_argument("--dir", type=Path, help="keep the stores here (reused when present)")
+    parser.add_argument("--commands", nargs="+", default=list(COMMANDS), choices=COMMANDS)
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    args = parser.parse_args()
+    keep = args.dir
+    tmp = None
+    if keep is None:
+        tmp = tempfile.TemporaryDirectory(prefix="itemeval-big-")
+        keep = Path(tmp.name)
+    results: dict[str, Any] = {}
+    try:
+        for rows in args.rows:
+            items = rows // ROWS_PER_ITEM
+            folder = keep / f"rows-{rows}"
+            made = build(folder, items)
+            figures = measure(folder, items, args.commands)
+            if made is not None:
+                figures["build"] = made
+            results[str(rows)] = figures
+            load = os.getloadavg()[0]
+            print(f"{rows:,} rows ({items:,} items x {len(MODELS)} models x 2 stages), "
+                  f"{figures['fragments']:,} fragments, load {load:.1f}")
+            for name, value in figures.items():
+                if isinstance(value, dict):
+                    print(f"  {name:>10}: {value['s']:8.2f} s  {value['mb']:6,} MB")
+            if args.json:
+                args.json.write_text(json.dumps(results, indent=1))
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,394 @@
+"""Partition summaries: what the re-run commands need, kept beside each partition's fragments.
+
+A partition's summary (`<partition>/_summary.parquet`) is its **cells**: one row per logical key
+(the store's best row of the key), holding the small columns every command reads (status, codes,
+scores, tokens, dollars, the answer's 64-bit text hash) and where the row lives (`fragment`,
+`position`), plus, in the file's metadata, the fragments it covers (name and row count) and what
+every physical row of them cost (`spent`, per model: superseded rows included). It is written by
+compaction and by `compact --rebuild-summaries`, never by a run's shards.
+
+A summary is derived data, never the source of truth:
+
+* it describes exactly the fragments it names; a reader lists the partition, reads the summary,
+  and reads in full only the fragments the summary does not name (a fragment written after it,
+  or one whose writer died before a compaction summarised it), merging their rows into the
+  summary's cells by the store's rule (`ok` beats `error`, then the later `written_at`, then the
+  later fragment). The result is the same as a read of every row, digit for digit;
+* a summary naming a fragment that is no longer listed (a compaction deleted it after this
+  reader read the summary) is stale: the reader reads the summary again, and after a few tries
+  every row (`read_partitions`, which is consistent beside compaction);
+* `ITEMEVAL_SUMMARIES=off` makes every reader ignore summaries and read every row: the check
+  that both ways give the same output.
+
+What physical rows cost is kept too (`spent`): `usd_spent` in `itemeval status` counts superseded
+rows, what the study paid. A fragment written by compaction keeps, in its own metadata, what the
+rows it dropped cost (`itemeval.superseded`), so a read of every row still counts them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from itemeval.errors import Problem, StoreError
+from itemeval.storage import Location
+from itemeval.store._cells import (
+    GROUP_SUMS,
+    RULE_COLUMNS,
+    SPENT_SCHEMA,
+    FragmentCost,
+    add_spent,
+    best_cells,
+    cell_groups,
+    cells_schema,
+    fragment_cost,
+    group_columns,
+    groups_from_json,
+    groups_to_json,
+    merge_cells,
+    paid_spent,
+    replaces_any,
+    row_columns,
+    rows_to_cells,
+    spent_from_json,
+    spent_to_json,
+)
+from itemeval.store._layout import GRADES, Stage
+from itemeval.store.fragments import (
+    FRAGMENT_NAME,
+    FragmentInfo,
+    list_fragments,
+    open_parquet,
+    read_fragments,
+    read_partitions,
+)
+
+SUMMARY_FILE = "_summary.parquet"
+SUMMARY_VERSION = 1
+#: The metadata key of a summary.
+SUMMARY_KEY = b"itemeval.summary"
+#: Set to `off` (or `0`, `no`, `false`) to make every reader ignore summaries.
+SUMMARIES_ENV = "ITEMEVAL_SUMMARIES"
+_STALE_TRIES = 4  # summaries read again before a reader falls back to every row
+
+
+def summaries_enabled() -> bool:
+    return os.environ.get(SUMMARIES_ENV, "on").strip().lower() not in ("off", "0", "no", "false")
+
+
+# -- the summary file --------------------------------------------------------------------------
+
+
+@dataclass
+class PartitionSummary:
+    """A partition's cells, the fragments they cover (name -> physical rows) and what those
+    fragments' physical rows cost."""
+
+    stage: Stage
+    cells: pa.Table
+    fragments: dict[str, int]
+    spent: pa.Table = field(default_factory=SPENT_SCHEMA.empty_table)
+    groups: pa.Table | None = None  # `cell_groups` of the cells, as written (read back only)
+
+    @property
+    def rows(self) -> int:
+        """Physical rows of the covered fragments."""
+        return sum(self.fragments.values())
+
+
+def encode_summary(summary: PartitionSummary) -> bytes:
+    meta = {
+        "version": SUMMARY_VERSION,
+        "stage": summary.stage.name,
+        "fragments": summary.fragments,
+        "spent": spent_to_json(summary.spent),
+        "groups": groups_to_json(cell_groups(summary.stage, summary.cells)),
+    }
+    cells = summary.cells.select(cells_schema(summary.stage).names)
+    cells = cells.replace_schema_metadata({SUMMARY_KEY: json.dumps(meta).encode()})
+    sink = io.BytesIO()
+    # Row groups of one generate condition at most (grades): readers of one pair skip the rest.
+    pq.write_table(cells, sink, compression="zstd", row_group_size=1 << 17, write_statistics=True)
+    return sink.getvalue()
+
+
+def write_summary(partition: Location, summary: PartitionSummary) -> None:
+    partition.join(SUMMARY_FILE).write_atomic(encode_summary(summary))
+
+
+def read_summary(
+    partition: Location,
+    stage: Stage,
+    columns: Sequence[str] | None = None,
+    *,
+    generate: Collection[str] | None = None,
+) -> PartitionSummary | None:
+    """The partition's summary, `columns` of its cells only (None: all; an empty list: none,
+    only the footer is read), for grades only the rows of the `generate` conditions when given
+    (row groups are one condition's); None when the partition has none. A summary that cannot
+    be read is ignored: it is derived data, and the rows are read instead."""
+    location = partition.join(SUMMARY_FILE)
+    try:
+        if columns is not None and not columns:
+            footer = _read_footer(location)
+            return _summary_of(stage, footer.schema.to_arrow_schema().metadata, None)
+        if location.is_local:
+            parquet = open_parquet(location.path)
+        else:
+            parquet = pq.ParquetFile(location.fs.open(location.path, "rb"), pre_buffer=True)
+        chosen = list(columns) if columns is not None else None
+        if generate is not None and stage.name == GRADES.name:
+            groups = _row_groups_of(parquet, set(generate))
+            table = parquet.read_row_groups(groups, columns=chosen)
+            table = (
+                table.filter(
+                    pc.is_in(
+                        table.column("gen_condition_id"), pa.array(list(generate), pa.string())
+                    )
+                )
+                if "gen_condition_id" in table.column_names
+                else table
+            )
+        else:
+            table = parquet.read(columns=chosen)
+        return _summary_of(stage, parquet.schema_arrow.metadata, table)
+    except FileNotFoundError:
+        return None
+    except (KeyError, ValueError, TypeError, pa.ArrowException, OSError):
+        return None
+
+
+def _read_footer(location: Location) -> pq.FileMetaData:
+    if location.is_local:
+        return pq.read_metadata(location.path)
+    with location.fs.open(location.path, "rb") as handle:
+        return pq.read_metadata(handle)
+
+
+def _row_groups_of(parquet: pq.ParquetFile, generate: set[str]) -> list[int]:
+    """The row groups that may hold a row of the `generate` conditions (by their statistics)."""
+    meta = parquet.metadata
+    column = parquet.schema_arrow.get_field_index("gen_condition_id")
+    chosen = []
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            chosen.append(g)
+            continue
+        low, high = str(stats.min), str(stats.max)
+        if any(low <= cid <= high for cid in generate):
+            chosen.append(g)
+    return chosen
+
+
+def _summary_of(
+    stage: Stage, metadata: Mapping[bytes, bytes] | None, table: pa.Table | None
+) -> PartitionSummary | None:
+    meta = json.loads((metadata or {})[SUMMARY_KEY])
+    if meta.get("version") != SUMMARY_VERSION or meta.get("stage") != stage.name:
+        return None
+    cells = cells_schema(stage).empty_table() if table is None else table
+    return PartitionSummary(
+        stage,
+        cells.replace_schema_metadata(None),
+        {str(k): int(v) for k, v in meta["fragments"].items()},
+        spent_from_json(meta.get("spent", [])),
+        groups_from_json(stage, meta.get("groups", [])),
+    )
+
+
+def remove_summary(partition: Location) -> None:
+    partition.join(SUMMARY_FILE).delete(missing_ok=True)
+
+
+# -- reading cells -----------------------------------------------------------------------------
+
+
+@dataclass
+class PartitionCells:
+    """What a reader of one partition gets: its cells (one row per key), what its physical rows
+    cost, and how they were read (for tests and benchmarks: the rows read in full)."""
+
+    cells: pa.Table
+    spent: pa.Table
+    fragments: int = 0  # fragments in the partition
+    read_in_full: int = 0  # fragments whose rows were read (not covered by a summary)
+    summary_used: bool = False
+
+
+def read_cells(
+    stage: Stage,
+    partition: Location,
+    columns: Sequence[str] | None = None,
+    *,
+    generate: Collection[str] | None = None,
+) -> PartitionCells:
+    """The partition's cells, `columns` of them (None: all), from its summary and the fragments
+    the summary does not cover (see the module doc); of grades, only those of the `generate`
+    conditions when given."""
+    schema = cells_schema(stage)
+    wanted = list(columns) if columns is not None else list(schema.names)
+    unknown = [c for c in wanted if c not in schema.names]
+    if unknown:
+        raise StoreError(Problem(f"no such cell column(s) {unknown}; columns are {schema.names}"))
+    needed = list(dict.fromkeys([*stage.keys, *RULE_COLUMNS, *wanted]))
+    only = generate if stage.name == GRADES.name else None
+    if summaries_enabled():
+        for _ in range(_STALE_TRIES):
+            summary = read_summary(partition, stage, needed, generate=only)
+            if summary is None:
+                break
+            listed = list_fragments(partition)
+            if not set(summary.fragments) <= {info.name for info in listed}:
+                continue  # compacted since: read the newer summary
+            newer = [info for info in listed if info.name not in summary.fragments]
+            read = _read_rows(stage, partition, newer)
+            if read is None:
+                continue  # a newer fragment was compacted away meanwhile
+            rows, costs = read
+            if replaces_any(costs, summary.fragments):
+                break  # a compaction died after its fragment: count from every row
+            rows = _only(rows.select(needed), only)
+            cells = merge_cells(stage, summary.cells, rows)
+            return PartitionCells(
+                cells.select(wanted),
+                add_spent(summary.spent, paid_spent(costs)),
+                fragments=len(listed),
+                read_in_full=len(newer),
+                summary_used=True,
+            )
+    return _every_row(stage, partition, needed, wanted, only)
+
+
+def _only(cells: pa.Table, generate: Collection[str] | None) -> pa.Table:
+    if generate is None or cells.num_rows == 0:
+        return cells
+    return cells.filter(
+        pc.is_in(cells.column("gen_condition_id"), pa.array(list(generate), pa.string()))
+    )
+
+
+@dataclass
+class PartitionGroups:
+    """A partition's cells counted by `group_columns` (`cell_groups`), and what its physical
+    rows cost."""
+
+    groups: pa.Table
+    spent: pa.Table
+    fragments: int = 0
+    read_in_full: int = 0
+    summary_used: bool = False
+
+
+def read_groups(
+    stage: Stage, partition: Location, *, generate: Collection[str] | None = None
+) -> PartitionGroups:
+    """The partition's cells counted (see `PartitionGroups`): from the summary's footer alone
+    when it covers every fragment, else from the cells (`read_cells`)."""
+    only = generate if stage.name == GRADES.name else None
+    if summaries_enabled():
+        for _ in range(_STALE_TRIES):
+            summary = read_summary(partition, stage, [])
+            if summary is None or summary.groups is None:
+                break
+            listed = list_fragments(partition)
+            names = {info.name for info in listed}
+            if not set(summary.fragments) <= names:
+                continue
+            if len(names) != len(summary.fragments):
+                break  # newer fragments: count the merged cells
+            return PartitionGroups(
+                _only(summary.groups, only),
+                summary.spent,
+                fragments=len(listed),
+                summary_used=True,
+            )
+    read = read_cells(stage, partition, group_columns(stage) + list(GROUP_SUMS), generate=only)
+    return PartitionGroups(
+        cell_groups(stage, read.cells),
+        read.spent,
+        fragments=read.fragments,
+        read_in_full=read.read_in_full,
+        summary_used=read.summary_used,
+    )
+
+
+def _every_row(
+    stage: Stage,
+    partition: Location,
+    needed: list[str],
+    wanted: list[str],
+    only: Collection[str] | None = None,
+) -> PartitionCells:
+    """The cells of every row of the partition (no summary), consistent beside compaction."""
+    table, spent, read = _all_rows(stage, partition)
+    names = table.column(FRAGMENT_NAME).cast(pa.string())
+    cells = _only(rows_to_cells(stage, table, names).select(needed), only)
+    return PartitionCells(
+        best_cells(stage, cells).select(wanted),
+        spent,
+        fragments=read,
+        read_in_full=read,
+    )
+
+
+def _all_rows(stage: Stage, partition: Location) -> tuple[pa.Table, pa.Table, int]:
+    """Every row of the partition (`row_columns` and `FRAGMENT_NAME`), what its physical rows
+    cost (`paid_spent`), and how many fragments were read."""
+    notes: dict[str, FragmentCost] = {}
+
+    def note(name: str, table: pa.Table) -> None:
+        notes[name] = fragment_cost(stage, table)
+
+    tables = read_partitions(
+        {"": partition}, stage.schema, row_columns(stage), fragment_names=True, on_read=note
+    )
+    table = tables[""]
+    read = set(pc.unique(table.column(FRAGMENT_NAME).cast(pa.string())).to_pylist())
+    return table, paid_spent({n: c for n, c in notes.items() if n in read}), len(read)
+
+
+def _read_rows(
+    stage: Stage, partition: Location, fragments: Sequence[FragmentInfo]
+) -> tuple[pa.Table, dict[str, FragmentCost]] | None:
+    """The cells rows (not deduplicated) of exactly `fragments` and what each cost; None when
+    one of them vanished since it was listed."""
+    if not fragments:
+        return cells_schema(stage).empty_table(), {}
+    tables = read_fragments(partition, fragments, stage.schema, row_columns(stage))
+    if any(t is None for t in tables):
+        return None
+    parts = [rows_to_cells(stage, t, info.name) for t, info in zip(tables, fragments, strict=True)]
+    costs = {
+        info.name: fragment_cost(stage, t)
+        for t, info in zip(tables, fragments, strict=True)
+        if t is not None
+    }
+    return pa.concat_tables(parts), costs
+
+
+def summarise_partition(stage: Stage, partition: Location) -> PartitionSummary:
+    """A summary of the partition as it is now, made from every row (`compact
+    --rebuild-summaries`); it covers the fragments it read."""
+    table, spent, _ = _all_rows(stage, partition)
+    names = table.column(FRAGMENT_NAME).cast(pa.string())
+    cells = best_cells(stage, rows_to_cells(stage, table, names))
+    counts = pc.value_counts(names)
+    fragments = {
+        str(v): int(c)
+        for v, c in zip(
+            counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True
+        )
+    }
+    return PartitionSummary(stage, cells, fragments, spent)
+
+
+def covered_rows(summaries: Mapping[str, PartitionSummary]) -> int:
+    return sum(s.rows for s in summaries.values())
