@@ -16,7 +16,7 @@ import pytest
 
 from itemeval import Study
 from itemeval.cli.main import main
-from itemeval.datasets.format import Modality, read_dataset
+from itemeval.datasets.format import read_dataset
 from itemeval.errors import ExitCode
 from itemeval.importing import import_sources, read_imports, store_plan
 from itemeval.store import StudyStore
@@ -160,13 +160,9 @@ def test_lm_eval_multiple_choice_is_choice_of_n_with_its_choices(everything):
         assert item.modality.value == "choiceof4"
         assert item.extras["choices"] == doc["choices"]
         assert item.response == "ABCD"[doc["label"]]
-    # seven options: choiceof7 where the item format has it, else free text with the letter
+    # seven options: choiceof7
     seven = list(read_dataset(str(store / "imported/datasets/lm_eval.next_letter")).iter_items())
-    try:
-        expected = Modality.for_choices(7).value
-    except ValueError:
-        expected = "short-prose"
-    assert {i.modality.value for i in seven} == {expected}
+    assert {i.modality.value for i in seven} == {"choiceof7"}
     assert all(len(i.extras["choices"]) == 7 and i.response in "ABCDEFG" for i in seven)
 
 
