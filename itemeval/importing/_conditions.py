@@ -164,9 +164,8 @@ def with_imported(
     graders = ()
     if with_grades:
         graders = _imported_scorers(store, {c.id for c in added}, {c.id for c in design.grade})
-    design = Design(
-        generate=design.generate + added, grade=graders + design.grade, epochs=design.epochs
-    )
+    generate = tuple(distinct_slugs([*design.generate, *added]))  # natives keep their slugs
+    design = Design(generate=generate, grade=graders + design.grade, epochs=design.epochs)
     return design, {c.id for c in added}
 
 

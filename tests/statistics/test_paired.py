@@ -139,3 +139,13 @@ def test_units_that_share_no_item_are_never_paired():
     pair = family.pairs[0]
     assert pair.clusters == 10 and pair.adjusted == pair.p_value == mcnemar_exact(8, 0)
     assert family.estimates.tolist() == [1.0, 0.2, 0.0]  # every unit keeps its own estimate
+
+
+def test_a_family_of_units_on_other_items_says_so():
+    from itemeval.statistics import verdict
+
+    unit, cluster = np.repeat([0, 1], 5), np.arange(10)  # no item in common
+    family = compare(
+        Tallies.from_rows(["a", "b"], unit, cluster, np.ones(10), binary=True), resamples=50
+    )
+    assert family.pairs == [] and "no two units share an item" in verdict(family)
