@@ -59,13 +59,14 @@ def imported_generate(record: GenerateRecord, endpoint: str | None = None) -> Ge
 
 
 def distinct_slugs(conditions: Sequence[GenerateCondition]) -> list[GenerateCondition]:
-    """`conditions` with no two sharing a slug: imported conditions of one tool, task and model
-    that differ in what the source stated (generation settings, the prompt) are named by the
-    settings that tell them apart (`..._temperature-0.7`), else by their id's hash. Status, the
-    report and the viewer show slugs."""
+    """`conditions` with no two imported ones sharing a slug: imported conditions of one tool,
+    task and model that differ in what the source stated (generation settings, the prompt) are
+    named by the settings that tell them apart (`..._temperature-0.7`), else by their id's hash.
+    Status, the report and the viewer show slugs."""
     by_slug: dict[str, list[GenerateCondition]] = {}
-    for c in conditions:
-        by_slug.setdefault(c.slug, []).append(c)
+    for c in conditions:  # a native condition keeps its slug (and an imported one beside it
+        if "imported" in c.payload:  # with the same slug: the report says they match)
+            by_slug.setdefault(c.slug, []).append(c)
     renamed: dict[str, str] = {}
     for slug, group in by_slug.items():
         if len(group) < 2:
@@ -73,13 +74,11 @@ def distinct_slugs(conditions: Sequence[GenerateCondition]) -> list[GenerateCond
         stated = [c.params.as_dict() for c in group]
         names = set().union(*stated)
         differ = sorted(n for n in names if len({repr(p.get(n)) for p in stated}) > 1)
-        imported = [(c, p) for c, p in zip(group, stated, strict=True) if "imported" in c.payload]
-        for c, params in imported:  # a native condition keeps its slug
+        for c, params in zip(group, stated, strict=True):
             tag = "-".join(f"{n}-{params[n]}" for n in differ if params.get(n) is not None)
             renamed[c.id] = slugify(f"{slug}_{tag or 'defaults'}") if differ else slug
-        final = [renamed.get(c.id, c.slug) for c in group]
-        if len(set(final)) < len(group):  # the settings do not tell them apart: the hash does
-            for c, _ in imported:
+        if len({renamed[c.id] for c in group}) < len(group):  # the settings do not tell
+            for c in group:
                 renamed[c.id] = f"{renamed[c.id]}_{c.id.rsplit('--', 1)[1][:6]}"
     return [replace(c, slug=renamed[c.id]) if c.id in renamed else c for c in conditions]
 
