@@ -1,4 +1,5 @@
-"""`itemeval analyze irt STUDY`: item response theory on the study's store (docs/irt.md).
+"""`itemeval analyze irt STUDY` (or `--store URL` alone): item response theory on the study's
+store, or on a store read without a study file (docs/irt.md).
 
 Thin: arguments to `Study.irt`, its result to text (or `--json`).
 """
@@ -28,8 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "item's difficulty and discrimination with standard errors, held-out log-likelihood, "
         "and the items that look broken. Writes <store>/analysis/irt/. See docs/irt.md.",
     )
-    add_study(irt)
-    irt.add_argument("--store", metavar="URL", help="store root (overrides the study's)")
+    add_study(irt, store_alone=True)
+    irt.add_argument(
+        "--store",
+        metavar="URL",
+        help="store root (overrides the study's; without STUDY: read this store alone, e.g. "
+        "one `itemeval import` filled)",
+    )
     irt.add_argument(
         "--with",
         dest="with_stores",

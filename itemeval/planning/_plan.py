@@ -168,7 +168,10 @@ def make_plan(
     store = StudyStore.open(root_url, storage.for_url(root_url))
     imported: set[str] = set()
     if study.imported:  # answers another tool produced: graded here, never generated
-        design, imported = with_imported(design, store, study.imported, study.models[0].endpoint)
+        endpoint = study.models[0].endpoint  # a plan that reads adds the source's own grades
+        design, imported = with_imported(
+            design, store, study.imported, endpoint, with_grades=not with_pending
+        )
     design = design.select(condition)
     per_dataset = selection_limit(study, limit)
 

@@ -10,6 +10,8 @@ For units A and B, over the clusters both have graded answers in (`Tallies`):
   around d by sqrt(G / (G - 1)) t_(G-1) / z for the G clusters it rests on
   (`small_sample_factors`: 1.5% at 116 clusters, 44% at 6, where a bootstrap of few clusters is
   too narrow);
+* no comparison at all when the two share no cluster (conditions on two benchmarks' items):
+  such a pair is left out of the family's pairs and of the adjustment;
 * a p-value: the exact McNemar test when each cluster is one item with one binary answer per
   unit (b = items A got right and B wrong, c = the reverse; p = P(|X - n/2| >= |b - n/2|) for
   X ~ Binomial(b + c, 1/2)); otherwise a paired t-test on clusters with a cluster-robust standard
@@ -201,7 +203,9 @@ def compare(
     pair_lows, pair_highs = _widen(values[:, 0] - values[:, 1], pair_lows, pair_highs, factors)
     p_values = _t_p_values(tests)
     comparisons = []
-    for i, (a, b) in enumerate(pairs_index):
+    compared = [i for i, test in enumerate(tests) if test.common > 0]
+    for i in compared:  # units that share no cluster (two benchmarks' items) are no pair
+        a, b = pairs_index[i]
         va, vb = float(values[i, 0]), float(values[i, 1])
         test = tests[i]
         comparisons.append(
@@ -222,6 +226,7 @@ def compare(
                 discordant=test.discordant,
             )
         )
+    p_values = p_values[compared]
     adjusted = adjust(p_values, adjustment) if len(p_values) else []
     comparisons = [_with_adjusted(c, float(q)) for c, q in zip(comparisons, adjusted, strict=True)]
     by_pair = {(c.first, c.second): c.adjusted for c in comparisons}
