@@ -363,8 +363,15 @@ def commit_plan(plan: Plan) -> None:
             dataset.snapshot = write_items_snapshot(
                 plan.store, dataset.name, dataset.fingerprint, batches
             )
+    keep_item_tables(plan)
+
+
+def keep_item_tables(plan: Plan) -> None:
+    """Write the item tables the plan's pass made beside the datasets' snapshots (what the next
+    plan reads instead of every item); a run with nothing to do keeps them too. Derived data:
+    a failed write costs the next plan time, nothing else."""
+    for dataset in plan.datasets:
         if dataset.scan is not None and dataset.snapshot is not None:
-            # What the next plan reads instead of every item (derived: losing it costs time).
             with contextlib.suppress(OSError, StoreError):
                 write_tables(plan.design, dataset.snapshot, dataset.scan)
             dataset.scan = None
