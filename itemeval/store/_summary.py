@@ -1,6 +1,6 @@
 """Partition summaries: what the re-run commands need, kept beside each partition's fragments.
 
-A partition's summary (`<partition>/_summary.parquet`) is its **cells**: one row per logical key
+A partition's summary (`<partition>/_summary`) is its **cells**: one row per logical key
 (the store's best row of the key), holding the small columns every command reads (status, codes,
 scores, tokens, dollars, the answer's 64-bit text hash) and where the row lives (`fragment`,
 `position`), plus, in the file's metadata, the fragments it covers (name and row count) and what
@@ -72,7 +72,9 @@ from itemeval.store.fragments import (
     read_partitions,
 )
 
-SUMMARY_FILE = "_summary.parquet"
+#: A parquet file named without `.parquet`: other tools' globs of a partition's fragments
+#: (`solutions/*/*.parquet`: DuckDB reads `_`-names, pyarrow skips them) never take it for one.
+SUMMARY_FILE = "_summary"
 SUMMARY_VERSION = 1
 #: The metadata key of a summary.
 SUMMARY_KEY = b"itemeval.summary"
