@@ -22,7 +22,7 @@ from itemeval._util.lazy import lazy_exports
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     """
-    _fit: HeldOut IrtFit fit_irt held_out_loglik standardize
+    _fit: HeldOut IrtFit fit_irt held_out_loglik negative_discrimination_p standardize
     _analysis: ANALYSIS_DIR FLAG_Q HELD_OUT_ITEMS MIN_CONDITIONS ConditionAbility IrtResult
         ItemParameters analyze_irt discrimination_q item_flag study_responses
     _adaptive: FLOOR MIN_CALIBRATION WEIGHT Adaptive Bank Estimate choose

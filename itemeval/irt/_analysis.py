@@ -36,7 +36,14 @@ import pyarrow.parquet as pq
 from itemeval import __version__
 from itemeval.errors import InputError, Problem
 from itemeval.ids import content_hash
-from itemeval.irt._fit import Z95, HeldOut, IrtFit, fit_irt, held_out_loglik
+from itemeval.irt._fit import (
+    Z95,
+    HeldOut,
+    IrtFit,
+    fit_irt,
+    held_out_loglik,
+    negative_discrimination_p,
+)
 from itemeval.planning import Plan
 from itemeval.storage import Location, resolve
 
@@ -109,8 +116,8 @@ class ItemParameters:
     intercept: float = float("nan")  # 2PL d: P(right) = sigmoid(a theta + d)
     intercept_se: float = float("nan")
     difficulty_1pl_se: float = float("nan")
-    discrimination_p: float = float("nan")  # one-sided: "a is not below 0"
-    discrimination_q: float = float("nan")  # Benjamini-Hochberg over the items tested
+    discrimination_z: float = float("nan")  # score test of a = 0 (below -1.96: a < 0 at 2.5%)
+    discrimination_q: float = float("nan")  # its one-sided p, Benjamini-Hochberg adjusted
     input: str | None = None
     target: str | None = None
 
@@ -419,18 +426,20 @@ def item_flag(correct: int, trials: int, discrimination_q: float) -> str | None:
     return None
 
 
-def discrimination_q(two: IrtFit, correct: np.ndarray, trials: np.ndarray) -> np.ndarray:
-    """Per item, the Benjamini-Hochberg adjusted one-sided p-value of "the discrimination is not
-    below 0" (Wald, joint SE), over the items some but not all answers got right (NaN
-    elsewhere: they say nothing about the discrimination)."""
+def discrimination_q(
+    two: IrtFit, correct: np.ndarray, trials: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per item, the score test's z of "the 2PL discrimination is below 0" (on the 2PL's
+    abilities, `negative_discrimination_p`) and its Benjamini-Hochberg adjusted p-value over the
+    items tested (NaN where an item has no spread: it says nothing about its discrimination)."""
     from scipy.stats import false_discovery_control
 
-    k, n = correct.sum(0), trials.sum(0)
-    tested = (k > 0) & (k < n)
-    q = np.full(len(k), np.nan)
+    z, p = negative_discrimination_p(two.theta, correct, trials)
+    tested = ~np.isnan(p)
+    q = np.full(len(p), np.nan)
     if tested.any():
-        q[tested] = false_discovery_control(two.a_p[tested], method="bh")
-    return q
+        q[tested] = false_discovery_control(p[tested], method="bh")
+    return z, q
 
 
 def _items(
@@ -443,8 +452,7 @@ def _items(
 ) -> list[ItemParameters]:
     k = correct.sum(0).astype(np.int64)
     n = trials.sum(0).astype(np.int64)
-    q = discrimination_q(two, correct, trials)
-    p = two.a_p
+    z, q = discrimination_q(two, correct, trials)
     defined = two.b_defined
     ids = keys.column("item_id").to_pylist()
     flags = [item_flag(int(k[j]), int(n[j]), float(q[j])) for j in range(len(ids))]
@@ -460,7 +468,6 @@ def _items(
     ):
         flag = flags[j]
         words = text.get(item_id) if flag else None
-        tested = not np.isnan(q[j])
         out.append(
             ItemParameters(
                 dataset=dataset,
@@ -479,7 +486,7 @@ def _items(
                 intercept=float(two.d[j]),
                 intercept_se=float(two.d_se[j]),
                 difficulty_1pl_se=float(one.b_se[j]),
-                discrimination_p=float(p[j]) if tested else float("nan"),
+                discrimination_z=float(z[j]),
                 discrimination_q=float(q[j]),
             )
         )
