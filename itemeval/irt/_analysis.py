@@ -36,14 +36,8 @@ import pyarrow.parquet as pq
 from itemeval import __version__
 from itemeval.errors import InputError, Problem
 from itemeval.ids import content_hash
-from itemeval.irt._fit import (
-    Z95,
-    HeldOut,
-    IrtFit,
-    fit_irt,
-    held_out_loglik,
-    negative_discrimination_p,
-)
+from itemeval.irt._fit import Z95, HeldOut, IrtFit, fit_irt, held_out_loglik
+from itemeval.irt._flags import FLAG_Q, discrimination_q, item_flag
 from itemeval.planning import Plan
 from itemeval.storage import Location, resolve
 
@@ -59,9 +53,6 @@ FIT_FILE = "fit.json"
 #: per condition to fit two parameters, and the ability scale is set by the conditions (the
 #: adaptive bank's `MIN_CALIBRATION` is the same number, measured in benchmarks/adaptive.py).
 MIN_CONDITIONS = 3
-#: An item is flagged for negative discrimination when the Benjamini-Hochberg adjusted p-value
-#: of "its 2PL discrimination is not below 0" is at most this (over the items tested).
-FLAG_Q = 0.05
 #: The model choice is computed on at most this many items (a random sample; seed 0).
 HELD_OUT_ITEMS = 5_000
 
@@ -409,37 +400,6 @@ def _conditions(
         )
     out.sort(key=lambda c: -c.ability)
     return out
-
-
-def item_flag(correct: int, trials: int, discrimination_q: float) -> str | None:
-    """Why an item looks broken, if it does: no answer right, every answer right, or a 2PL
-    discrimination significantly below 0 (`discrimination_q`, adjusted over the items, at most
-    `FLAG_Q`)."""
-    if trials == 0:
-        return None
-    if correct == 0:
-        return "none right"
-    if correct == trials:
-        return "all right"
-    if discrimination_q <= FLAG_Q:
-        return "negative discrimination"
-    return None
-
-
-def discrimination_q(
-    two: IrtFit, correct: np.ndarray, trials: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per item, the score test's z of "the 2PL discrimination is below 0" (on the 2PL's
-    abilities, `negative_discrimination_p`) and its Benjamini-Hochberg adjusted p-value over the
-    items tested (NaN where an item has no spread: it says nothing about its discrimination)."""
-    from scipy.stats import false_discovery_control
-
-    z, p = negative_discrimination_p(two.theta, correct, trials)
-    tested = ~np.isnan(p)
-    q = np.full(len(p), np.nan)
-    if tested.any():
-        q[tested] = false_discovery_control(p[tested], method="bh")
-    return z, q
 
 
 def _items(

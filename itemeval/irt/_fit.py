@@ -1,4 +1,4 @@
-"""1PL and 2PL item response models fitted by joint maximum a posteriori (numpy + scipy).
+"""1PL and 2PL item response models fitted by joint maximum a posteriori (numpy).
 
 The data are two matrices of the same shape, conditions x items: `correct` (right answers) and
 `trials` (graded answers; several epochs of an item count as a binomial, 0 where a condition has
@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtr
 
 MODELS = ("1pl", "2pl")
 MAX_STEP = 1.0  # the largest change of one parameter in one Newton step
@@ -91,29 +90,6 @@ def standardize(theta: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.ndar
     jacobian = (np.eye(count) - 1.0 / count) / sd - np.outer(z, z) / ((count - 1) * sd)
     var = np.einsum("ij,jk,ik->i", jacobian, cov, jacobian)
     return z, np.sqrt(np.maximum(var, 0.0))
-
-
-def negative_discrimination_p(
-    theta: np.ndarray, correct: np.ndarray, trials: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per item, the score test of "discrimination 0" against "below 0" in the 2PL with the
-    abilities `theta` held: z = sum_c (k_ci - n_ci p_i) theta_c / sqrt(p_i (1 - p_i) sum_c
-    n_ci (theta_c - mean_i theta)^2), p_i the item's right share (the intercept's estimate under
-    the null), mean_i weighted by n_ci. It is the Cochran-Armitage trend test of the item's right
-    answers over the abilities: calibrated at a = 0 whatever the prior, with no fit per item
-    and no trouble where a fit separates. Returns (z, one-sided p); NaN where the item has no
-    spread (all right, none right, or one condition)."""
-    k = np.asarray(correct, dtype=np.float64)
-    n = np.asarray(trials, dtype=np.float64)
-    total = n.sum(0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = k.sum(0) / total
-        mean = theta @ n / total
-        spread = (theta * theta) @ n - total * mean * mean
-        score = theta @ k - share * (theta @ n)
-        z = score / np.sqrt(share * (1 - share) * spread)
-    z = np.where(np.isfinite(z) & (spread > 1e-12) & (share > 0) & (share < 1), z, np.nan)
-    return z, ndtr(z)
 
 
 def _softplus_sigmoid(logit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

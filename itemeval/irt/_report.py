@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from itemeval.errors import InputError
-from itemeval.irt._analysis import FLAG_Q, ItemParameters, analyze_irt
+from itemeval.irt._analysis import ItemParameters, analyze_irt
+from itemeval.irt._flags import FLAG_Q
 from itemeval.planning import Plan
 
 if TYPE_CHECKING:
