@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pyarrow as pa
@@ -135,7 +136,9 @@ class IrtResult:
         return [i for i in self.items if i.flag]
 
     def to_json(self) -> dict[str, object]:
-        return {
+        """As JSON allows: a number that is not finite (a difficulty not defined, an item not
+        tested) is null."""
+        payload = {
             "study": self.study,
             "grader": self.grader,
             "stores": self.stores,
@@ -148,6 +151,17 @@ class IrtResult:
             "seconds": round(self.seconds, 3),
             "written": self.written,
         }
+        return cast(dict[str, object], _finite(payload))
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def item_hashes(inputs: Sequence[str], targets: Sequence[str]) -> list[str]:

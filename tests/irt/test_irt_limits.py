@@ -255,6 +255,18 @@ def test_a_key_error_shows_with_its_standard_errors_in_the_command_and_the_repor
     planted = keys[0][1]
     line = next(x for x in out.splitlines() if planted in x and "negative discrimination" in x)
     assert line.count("(") >= 2  # the discrimination's and the intercept's SE
+    # --json is strict JSON (a difficulty not defined, an item not tested: null, never NaN)
+    import json
+
+    argv = ["analyze", "irt", str(path), "--with", str(tmp_path / "other"), "--no-write"]
+    assert main([*argv, "--json"]) == ExitCode.OK
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} in --json output")
+
+    payload = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert [i["item_id"] for i in payload["flagged"]] == [planted]
+    assert payload["chosen"] in ("1pl", "2pl") and payload["held_out"]["reason"]
     # the same item in the report's table
     result = analyze_irt(plan, with_stores=[str(tmp_path / "other")], write=False)
     flagged = [i for i in result.items if i.flag == "negative discrimination"]
