@@ -12,7 +12,7 @@ Files written (each wholly or not at all), with the store and condition each row
 * `responses.parquet`  source store, condition, dataset, item, item hash, correct, trials
 * `conditions.parquet` source store, condition, model, prompt, standardized ability of the chosen
                        model with its SE and interval, both models' abilities
-* `items.parquet`      dataset, item, item hash, 2PL intercept, discrimination (p, q) and
+* `items.parquet`      dataset, item, item hash, 2PL intercept, discrimination (its test z, q) and
                        difficulty (where defined) with SEs, 1PL difficulty, counts, flag
 * `fit.json`           grader, stores, the model chosen and why, held-out log-likelihoods, time,
                        `itemeval` version
