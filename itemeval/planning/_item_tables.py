@@ -8,9 +8,10 @@ run keeps them beside the items snapshot when it commits its plan:
     items/<dataset>/<fingerprint16>/_tables-<key>
 
 (parquet files without the `.parquet` suffix, so that no glob of the snapshot's parts, ours
-or another tool's, takes them for items), one file per solver shape (`input`, `output`, `visible` per item), per rubric (`input`) and one
-for the modality of every item (`modality`, with the names in the file's metadata); `key` hashes
-what the counts depend on and `TABLES_VERSION`. A file covers the dataset's first `rows` items
+or another tool's, takes them for items), one file per solver shape (`input`, `output`,
+`visible` per item), per rubric (`input`) and one for the modality of every item (`modality`,
+with the names and key counts in the file's metadata); `key` hashes what the counts depend on
+and `TABLES_VERSION`. A file covers the dataset's first `rows` items
 (a `--limit` run counts only those). They are derived data: a missing, short or unreadable file
 is computed again from the items, and `plan` only reads them (a run writes them).
 """
