@@ -110,6 +110,50 @@ def cluster_weights(rng: np.random.Generator, clusters: int, rows: int) -> np.nd
     return counted.reshape(rows, clusters).astype(np.float64)
 
 
+@dataclass
+class _Resampler:
+    """Cluster-bootstrap weights over the rows of `base` (a row per cluster: each unit's sums,
+    then its counts). Clusters with the same row are interchangeable in every sum, so when few
+    rows are distinct (scores of 0 or 1 and a few epochs: at most a few dozen patterns,
+    whatever the number of items) a resample is how many draws land on each distinct row, a
+    multinomial over them: the same distribution as drawing clusters, at O(patterns) a
+    resample instead of O(clusters). Otherwise clusters are drawn (`cluster_weights`)."""
+
+    rng: np.random.Generator
+    rows: np.ndarray  # (distinct rows or clusters, 2 * units)
+    clusters: int
+    shares: np.ndarray | None  # per distinct row: its clusters / all (None: clusters drawn)
+    of_cluster: np.ndarray | None  # per cluster: its distinct row
+
+    @classmethod
+    def of(cls, base: np.ndarray, rng: np.random.Generator) -> _Resampler:
+        n = base.shape[0]
+        distinct, of_cluster, counts = np.unique(
+            base, axis=0, return_inverse=True, return_counts=True
+        )
+        if len(distinct) * 4 > n:  # mostly distinct: draw the clusters themselves
+            return cls(rng, base, n, None, None)
+        return cls(rng, distinct, n, counts / n, of_cluster.reshape(-1))
+
+    @property
+    def width(self) -> int:
+        return self.rows.shape[0]
+
+    def weights(self, rows: int) -> np.ndarray:
+        """(rows, width): how often each row is drawn in each of `rows` resamples."""
+        if self.shares is None:
+            return cluster_weights(self.rng, self.clusters, rows)
+        return self.rng.multinomial(self.clusters, self.shares, size=rows).astype(np.float64)
+
+    def inside(self, clusters: np.ndarray) -> np.ndarray:
+        """Which rows stand for `clusters` (cluster indices): a mask, or the indices."""
+        if self.of_cluster is None:
+            return clusters
+        mask = np.zeros(self.width, dtype=bool)
+        mask[self.of_cluster[clusters]] = True
+        return mask
+
+
 def compare(
     tallies: Tallies,
     *,
@@ -157,20 +201,20 @@ def compare(
     group_means = [np.full((resamples, len(units)), np.nan) for _, units in groups]
     if n > 0:
         rng = np.random.default_rng(seed)
-        chunk = max(1, _CHUNK_CELLS // max(1, n))
+        resample = _Resampler.of(base, rng)
+        chunk = max(1, _CHUNK_CELLS // max(1, resample.width))
         for start in range(0, resamples, chunk):
             rows = min(chunk, resamples - start)
-            weights = cluster_weights(rng, n, rows)
-            weighted = weights @ base
+            weights = resample.weights(rows)
+            weighted = weights @ resample.rows
             with np.errstate(invalid="ignore", divide="ignore"):
                 means[start : start + rows] = weighted[:, :k] / weighted[:, k:]
                 for (where, units), out in zip(groups, group_means, strict=True):
                     if not units:
                         continue
-                    part = np.concatenate(
-                        [tallies.sums[where][:, units], tallies.counts[where][:, units]], axis=1
-                    )
-                    summed = weights[:, where] @ part
+                    inside = resample.inside(where)
+                    columns = [*units, *(k + u for u in units)]
+                    summed = weights[:, inside] @ resample.rows[inside][:, columns]
                     width = len(units)
                     out[start : start + rows] = summed[:, :width] / summed[:, width:]
     tail = (1.0 - confidence) / 2
