@@ -201,3 +201,25 @@ def test_snapshot_and_restore_carry_the_schedule() -> None:
     copy = RateBucket(1200, 60_000, clock=clock)
     copy.restore(bucket.snapshot())
     assert copy.grant(4, 400) == bucket.grant(4, 400)
+
+
+def test_a_limit_nobody_declared_is_found_from_a_429_without_a_hint() -> None:
+    bucket, clock = make(None)
+    for _ in range(200):  # 20 a second, unpaced, for 10 s
+        assert bucket.grant(2).at_s == ()
+        clock.advance(0.1)
+    bucket.report_429(retry_after_s=0.5)  # a hint: its call waits; nothing is paced
+    assert not bucket.limited and bucket.state().found_per_minute is None
+    bucket.report_429(None)  # none: the rate granted until now, halved, paces every caller
+    found = bucket.state().found_per_minute / 60
+    assert found == pytest.approx(20, rel=0.05)
+    assert bucket.limited and bucket.state().rate_factor == pytest.approx(0.5)
+    clock.advance(1.0)  # the default pause
+    assert len(bucket.grant(64).at_s) == pytest.approx(0.25 * found / 2, abs=1)
+    for _ in range(30):  # successes: additive increase, past the rate found (probing)
+        clock.advance(1.0)
+        bucket.report_ok(5)
+    assert bucket.send_rates[0] * bucket.state().rate_factor > 20
+    copy = RateBucket(None, clock=clock)
+    copy.restore(bucket.snapshot())
+    assert copy.state().found_per_minute == bucket.state().found_per_minute

@@ -64,13 +64,18 @@ class BucketState:
     granted_requests: int
     granted_tokens: int
     rate_limited: int
+    #: The requests per minute found from 429s on an endpoint that declared none (None: none
+    #: found yet, or a declared limit).
+    found_per_minute: float | None = None
 
 
 class RateBucket:
     """The send schedule of one endpoint over requests and tokens per minute, granting permits
     in batches, each for its own moment; adaptive on 429s.
 
-    `requests_per_minute` / `tokens_per_minute` of None mean "no limit on that dimension".
+    `requests_per_minute` / `tokens_per_minute` of None mean "no limit on that dimension"; with
+    `adaptive` (the default) a requests limit nobody declared is found from the 429s that carry
+    no hint of their own: the rate the bucket was granting then, halved, and AIMD from there.
     `restarted`: a bucket that replaces one that may have booked permits others still hold (a
     limiter actor restarted, a limiter file that could not be read): it books nothing in its
     first `horizon_s`. `clock` is injectable for tests (seconds, monotonic).
@@ -91,6 +96,7 @@ class RateBucket:
         max_pause_s: float = 300.0,
         default_pause_s: float = 1.0,
         restarted: bool = False,
+        adaptive: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ):
         if not 0 < window_s <= 60:
@@ -115,6 +121,10 @@ class RateBucket:
         self._granted_requests = 0
         self._granted_tokens = 0
         self._rate_limited = 0
+        self._adaptive = adaptive and not self._req.limited
+        self._found = 0.0  # requests a second found from 429s (0: none)
+        self._seen_rate = 0.0  # requests granted a second, a moving average (adaptive only)
+        self._seen_at = now
 
     @classmethod
     def for_limits(
@@ -151,6 +161,8 @@ class RateBucket:
         if not self.limited:
             if now < self._paused_until:
                 return Grant(0, 0, self._paused_until - now)
+            if self._adaptive:
+                self._observe(now, requests)
             return Grant(requests, tokens, 0.0)
         factor = self._factor
         req, tok = self._req, self._tok
@@ -171,6 +183,8 @@ class RateBucket:
                 tok.book(moment, per_request, factor)
             at.append(moment - now)
         count = len(at)
+        if self._adaptive and not req.limited:
+            self._observe(now, count)
         granted_tokens = tokens if count == requests else math.ceil(per_request * count)
         self._granted_requests += count
         self._granted_tokens += granted_tokens
@@ -196,15 +210,26 @@ class RateBucket:
         now = self._clock()
         if now < self._paused_until:
             return
-        if self._factor < 1.0:
+        # A declared limit is climbed back to; a found one is probed past (additive increase).
+        ceiling = math.inf if self._found else 1.0
+        if self._factor < ceiling:
             elapsed = now - max(self._last_recovery, self._paused_until)
-            self._set_factor(min(1.0, self._factor + self._recovery * max(0.0, elapsed)), now)
+            factor = min(ceiling, self._factor + self._recovery * max(0.0, elapsed))
+            self._set_factor(factor, now)
         self._last_recovery = now
 
     def report_429(self, retry_after_s: float | None = None) -> None:
-        """A provider said 429: pause all grants, empty the bucket, decrease the rate."""
+        """A provider said 429: pause all grants, empty the bucket, decrease the rate.
+
+        On an endpoint that declared no requests limit and has not shown one yet, a 429 with a
+        hint of its own (`retry_after_s`) only makes its call wait that long; one without starts
+        pacing every caller at half the rate granted until then."""
         now = self._clock()
         self._rate_limited += 1
+        if self._adaptive and not self._found:
+            if retry_after_s is not None:
+                return
+            self._find_rate(now)
         pause = self._default_pause if retry_after_s is None else retry_after_s
         pause = min(max(0.0, pause), self._max_pause)
         self._paused_until = max(self._paused_until, now + pause)
@@ -236,6 +261,7 @@ class RateBucket:
             granted_requests=self._granted_requests,
             granted_tokens=self._granted_tokens,
             rate_limited=self._rate_limited,
+            found_per_minute=self._found * 60 if self._found else None,
         )
 
     def snapshot(self) -> list[float]:
@@ -251,6 +277,9 @@ class RateBucket:
             self._granted_requests,
             self._granted_tokens,
             self._rate_limited,
+            self._found,
+            self._seen_rate,
+            self._seen_at,
         ]
 
     def restore(self, values: list[float]) -> None:
@@ -264,12 +293,35 @@ class RateBucket:
             granted_requests,
             granted_tokens,
             rate_limited,
+            self._found,
+            self._seen_rate,
+            self._seen_at,
         ) = values
+        if self._adaptive and self._found:
+            tat = self._req.tat
+            self._req = _Dimension(self._found, 1.0, self._found, 1.0)
+            self._req.tat = tat
         self._granted_requests = int(granted_requests)
         self._granted_tokens = int(granted_tokens)
         self._rate_limited = int(rate_limited)
 
     # ---------------------------------------------------------------- internals
+
+    def _observe(self, now: float, count: int) -> None:
+        """The rate of grants, averaged over about `SEEN_RATE_S` (an exponential average)."""
+        decay = math.exp(-max(0.0, now - self._seen_at) / SEEN_RATE_S)
+        self._seen_rate = self._seen_rate * decay + count / SEEN_RATE_S
+        self._seen_at = now
+
+    def _find_rate(self, now: float) -> None:
+        """The first 429 without a hint: the rate granted until now becomes the requests limit
+        (`report_429` then halves it)."""
+        self._observe(now, 0)
+        self._found = max(MIN_FOUND_PER_S, self._seen_rate)
+        self._req = _Dimension(self._found, 1.0, self._found, 1.0)
+        self._req.tat = now
+        self._factor = 1.0
+        self._last_decrease = -math.inf
 
     def _set_factor(self, factor: float, now: float) -> None:
         for dimension in (self._req, self._tok):
@@ -286,6 +338,10 @@ class RateBucket:
         return moment
 
 
+#: The rate of grants is averaged over about this long (the rate a first 429 finds).
+SEEN_RATE_S = 2.0
+#: The least requests a second a limit found from 429s starts at.
+MIN_FOUND_PER_S = 0.1
 #: A tokens-per-minute bucket holds this share of a window's tokens.
 TOKEN_CAPACITY_SHARE = 0.02
 #: A requests-per-minute limit is held over the shortest whole number of windows whose share of

@@ -48,6 +48,9 @@ from itemeval.providers.limits._ratebucket import Grant, RateBucket
 
 log = logging.getLogger("itemeval.limits")
 
+#: The moment of a permit granted without a schedule (a source with no limit to keep yet).
+FREE = 0.0
+
 
 @runtime_checkable
 class PermitSource(Protocol):
@@ -138,7 +141,7 @@ class RateLimiter:
         slots: SlotSource | None = None,
         batch: int = 256,
         horizon_s: float = 0.1,
-        late_s: float = 0.02,
+        late_s: float = 0.04,
         max_wait_s: float = 1.0,
         poll_interval_s: float = 0.025,
         source_timeout_s: float = 120.0,
@@ -245,6 +248,8 @@ class RateLimiter:
             moment = self._serve_now(tokens) if not self._waiters else None
             if moment is None:
                 moment = await self._wait_for_permit(tokens, first=retry)
+            if moment == FREE:
+                return
             delay = moment - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -286,7 +291,7 @@ class RateLimiter:
         crowd into a window with those of the permits booked after them."""
         cutoff = time.monotonic() - self._late_s
         pool = self._pool
-        while pool and pool[0][0] < cutoff:
+        while pool and FREE < pool[0][0] < cutoff:
             _, tokens = pool.popleft()
             self._pool_tokens = max(0, self._pool_tokens - int(tokens))
             self.lapsed += 1
@@ -404,8 +409,10 @@ class RateLimiter:
                 # this process can tell (the same instant for a source in this process).
                 received = time.monotonic()
                 share = grant.tokens / grant.requests
-                moments = grant.at_s or (0.0,) * grant.requests
-                self._pool.extend([received + offset, share] for offset in moments)
+                if grant.at_s:
+                    self._pool.extend([received + offset, share] for offset in grant.at_s)
+                else:  # no schedule (no limit found yet): for any moment, never lapsing
+                    self._pool.extend([FREE, share] for _ in range(grant.requests))
                 self._pool_tokens += grant.tokens
                 self._wake()
             if self._waiters and grant.requests < want:
