@@ -162,9 +162,7 @@ def measure(folder: Path, items: int, commands: list[str]) -> dict[str, Any]:
                 [*it, "report", str(study), "--out", str(folder / "report")], folder, marker
             )
         elif name == "irt":
-            out[name] = timed(
-                [*it, "analyze", "irt", str(study), "--no-write"], folder, marker
-            )
+            out[name] = timed([*it, "analyze", "irt", str(study), "--no-write"], folder, marker)
         elif name == "export":
             shutil.rmtree(folder / "export", ignore_errors=True)
             out[name] = timed(
@@ -213,8 +211,10 @@ def main() -> None:
                 figures["build"] = made
             results[str(rows)] = figures
             load = os.getloadavg()[0]
-            print(f"{rows:,} rows ({items:,} items x {len(MODELS)} models x 2 stages), "
-                  f"{figures['fragments']:,} fragments, load {load:.1f}")
+            print(
+                f"{rows:,} rows ({items:,} items x {len(MODELS)} models x 2 stages), "
+                f"{figures['fragments']:,} fragments, load {load:.1f}"
+            )
             for name, value in figures.items():
                 if isinstance(value, dict):
                     print(f"  {name:>10}: {value['s']:8.2f} s  {value['mb']:6,} MB")

@@ -49,6 +49,7 @@ BENCHMARKS = [
     ("two runs holding one endpoint's limits", ["shared_limits.py"]),
     ("identical calls within a run, cache on S3", ["identical_calls.py", "--runs", "2"]),
     ("importing results", ["import_throughput.py", "--records", "250000"]),
+    ("the real tools' logs imported, scores against the tools' own", ["import_real.py"]),
     ("the viewer on a big store", ["viewer.py", "--compact"]),
     ("statistics: speed over 1,000,000 grades", ["stat_speed.py"]),
     (

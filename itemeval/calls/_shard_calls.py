@@ -33,6 +33,7 @@ from datetime import datetime
 
 from itemeval.calls._hedging import Hedges, RaceResult, ShardTail, race
 from itemeval.calls._journal import ResponseJournal
+from itemeval.calls._overbilling import OverBilling, WorstUsage
 from itemeval.calls._rows import Call, response_row
 from itemeval.calls._spend import SpendAccount
 from itemeval.errors import Interrupted
@@ -99,6 +100,7 @@ class ShardCalls:
         self.journal = journal
         self._reuse_since = reuse_since
         self._hedges: dict[tuple[str, str], Hedges] = {}  # per endpoint and model
+        self.over_billing = OverBilling()  # replies that billed more than their reservation
 
     async def run(
         self,
@@ -271,7 +273,13 @@ class ShardCalls:
         charged its worst case; under a cap every attempt in flight or abandoned is covered by a
         reservation first, so the call never costs more than it reserved."""
         capped = self.account.capped
-        bound = worst_case_usd(price, settings, request) if capped else None
+        model = target.model
+        changes = self.over_billing.changes(model)
+        bound = (
+            worst_case_usd(price, settings, request, self.over_billing.worst(model))
+            if capped
+            else None
+        )
         if capped and (bound is None or not await self.account.reserve(bound)):
             if tail is not None:
                 tail.not_sent()
@@ -295,7 +303,30 @@ class ShardCalls:
             reserved += bound
             return True
 
+        def outdated() -> bool:
+            return self.over_billing.changes(model) != changes
+
+        async def top_up() -> bool:
+            # A reply of this model billed more than its reservation while this call waited:
+            # cover the worst usage seen before sending (each attempt still held at the old
+            # worst case), or do not send.
+            nonlocal bound, reserved, changes
+            assert bound is not None
+            changes = self.over_billing.changes(model)
+            larger = worst_case_usd(price, settings, request, self.over_billing.worst(model))
+            if larger is None or larger <= bound:
+                return True
+            extra = (larger - bound) * max(1, meter.covered - charged_attempts)
+            # Now or not at all: waiting could wait on the calls this one holds a slot from.
+            if not await self.account.try_reserve(extra):
+                return False
+            reserved += extra
+            bound = larger
+            return True
+
         meter = AttemptMeter(reserve_retry if capped else None)
+        if capped:
+            meter.outdated, meter.top_up = outdated, top_up
         token = ATTEMPTS.set(meter)
         clock = tail.sent(index) if tail is not None else None
         hedge_granted = False
@@ -325,6 +356,8 @@ class ShardCalls:
                 tail.hedges.observe(time.monotonic() - sent_at)
         finally:
             ATTEMPTS.reset(token)
+            if capped and raced is not None and price is not None:
+                self._watch_bills(price, settings, request, model, raced)
             usd = self._charge(price, settings, request, bound, meter, raced)
             self.account.settle(reserved, usd - charged, calls=1)
             if hedge_granted:
@@ -334,6 +367,8 @@ class ShardCalls:
                     tail.hedges.give_back()  # never left the limiter: not one of max_share
             if tail is not None and clock is not None:
                 tail.ended(index)
+        if meter.refused and meter.sent == 0:
+            return None  # never sent (its larger reservation did not fit): the cell stays pending
         if meter.refused and outcome is not None:
             outcome.not_sent += 1  # a retry did not fit: the cap is reached
         result = _with_hedge(result, raced, usd)
@@ -341,6 +376,23 @@ class ShardCalls:
         if result.ok and self.journal is not None:
             self.journal.add(target.group, response_row(call, model=target.model))
         return call
+
+    def _watch_bills(
+        self,
+        price: ModelPrice,
+        settings: EndpointSettings,
+        request: ModelRequest,
+        model: str,
+        raced: RaceResult,
+    ) -> None:
+        """Record a reply (or a hedge's loser) that billed more than the request's bounds."""
+        output = output_token_bound(settings, request.params, price.max_output_tokens)
+        if output is None:
+            return
+        inputs = input_token_bound(request.messages)
+        for reply in (raced.result, raced.loser):
+            if reply is not None:
+                self.over_billing.observe(model, reply.usage, inputs, output)
 
     @staticmethod
     def _charge(
@@ -379,17 +431,24 @@ def _with_hedge(result: ModelResult, raced: RaceResult, usd: float) -> ModelResu
 
 
 def worst_case_usd(
-    price: ModelPrice | None, settings: EndpointSettings, request: ModelRequest
+    price: ModelPrice | None,
+    settings: EndpointSettings,
+    request: ModelRequest,
+    worst: WorstUsage | None = None,
 ) -> float | None:
     """The most a call can cost, or None when it cannot be priced: a model without a price, or
     unbounded output (the plan refuses both under a cap, `planning.check_cap_bounds`; a call
-    that still met one under a cap would not be sent)."""
+    that still met one under a cap would not be sent). `worst`: the most the model's replies
+    billed beyond their bounds so far (`overbilling.py`)."""
     if price is None:
         return None
     output = output_token_bound(settings, request.params, price.max_output_tokens)
     if output is None:
         return None
-    return price.worst_case(input_token_bound(request.messages), output)
+    inputs = input_token_bound(request.messages)
+    if worst is not None:
+        inputs, output = worst.input_bound(inputs), worst.output_bound(output)
+    return price.worst_case(inputs, output)
 
 
 async def _complete(provider: Provider, request: ModelRequest) -> ModelResult:

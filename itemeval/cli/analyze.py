@@ -1,4 +1,5 @@
-"""`itemeval analyze irt STUDY`: item response theory on the study's store (docs/irt.md).
+"""`itemeval analyze irt STUDY` (or `--store URL` alone): item response theory on the study's
+store, or on a store read without a study file (docs/irt.md).
 
 Thin: arguments to `Study.irt`, its result to text (or `--json`).
 """
@@ -24,12 +25,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "irt",
         help="fit 1PL and 2PL item response models; flag suspicious items",
         description="Fit 1PL and 2PL item response models to the headline grader's results "
-        "(epochs as binomial counts): each condition's ability with a 95%% interval, each "
-        "item's difficulty and discrimination with standard errors, held-out log-likelihood, "
-        "and the items that look broken. Writes <store>/analysis/irt/. See docs/irt.md.",
+        "(epochs as binomial counts), choose one by 5-fold held-out log-likelihood, and print "
+        "each condition's ability with a 95%% interval (the items' estimation error included), "
+        "and the items whose discrimination is significantly below 0 (Benjamini-Hochberg) "
+        "with standard errors. Needs at least 3 conditions with graded answers. Writes "
+        "<store>/analysis/irt/. See docs/irt.md.",
     )
-    add_study(irt)
-    irt.add_argument("--store", metavar="URL", help="store root (overrides the study's)")
+    add_study(irt, store_alone=True)
+    irt.add_argument(
+        "--store",
+        metavar="URL",
+        help="store root (overrides the study's; without STUDY: read this store alone, e.g. "
+        "one `itemeval import` filled)",
+    )
     irt.add_argument(
         "--with",
         dest="with_stores",
@@ -61,7 +69,13 @@ def _num(value: float, digits: int = 2) -> str:
     return "n/a" if not math.isfinite(value) else f"{value:.{digits}f}"
 
 
+def _se(value: float, se: float) -> str:
+    return f"{_num(value)} ({_num(se)})"
+
+
 def cmd_irt(args: argparse.Namespace) -> int:
+    from itemeval.irt import FLAG_Q, q_text
+
     result = study_from(args).irt(
         store=args.store,
         limit=args.limit,
@@ -76,28 +90,46 @@ def cmd_irt(args: argparse.Namespace) -> int:
         f"IRT of {result.study}: {len(result.conditions)} conditions x {len(result.items):,} "
         f"items, grader {result.grader}, fitted in {result.seconds:.1f} s"
     )
-    print("\nAbility (2PL, 95% interval; the scale is the fit's: 0 = the conditions' centre)\n")
+    held = result.held_out
+    if held is not None:
+        h = held.per_answer
+        print(
+            f"\nModel: {result.chosen.upper()}, because {held.reason}.\nHeld-out "
+            f"log-likelihood per answer ({held.folds}-fold over {held.cells:,} condition x item "
+            f"cells, {held.answers:,} answers): accuracy only {h['base']:.4f}, 1PL "
+            f"{h['1pl']:.4f}, 2PL {h['2pl']:.4f} (higher is better)"
+        )
+    print(
+        f"\nAbility ({result.chosen.upper()}; in standard deviations of these conditions, 0 = "
+        "their mean; 95% interval with the items' estimation error; both models' abilities "
+        "side by side)\n"
+    )
     rows = [
         [
             c.slug,
             c.model,
             _num(c.ability),
             f"[{_num(c.low)}, {_num(c.high)}]",
+            _num(c.ability_1pl),
+            _num(c.ability_2pl),
             _num(c.accuracy, 3),
             f"{c.items:,}",
             "" if c.store == result.stores[0] else c.store,
         ]
         for c in result.conditions
     ]
-    header = ["condition", "model", "ability", "95% interval", "accuracy", "items", "store"]
-    print(table(rows, header, {2, 4, 5}))
-    if result.held_out is not None:
-        h = result.held_out.per_answer
-        print(
-            f"\nHeld-out log-likelihood per answer ({result.held_out.answers:,} answers left "
-            f"out): accuracy only {h['base']:.4f}, 1PL {h['1pl']:.4f}, 2PL {h['2pl']:.4f} "
-            "(higher is better)"
-        )
+    header = [
+        "condition",
+        "model",
+        "ability",
+        "95% interval",
+        "1PL",
+        "2PL",
+        "accuracy",
+        "items",
+        "store",
+    ]
+    print(table(rows, header, {2, 4, 5, 6, 7}))
     flagged = result.flagged
     counts: dict[str, int] = {}
     for item in flagged:
@@ -105,23 +137,29 @@ def cmd_irt(args: argparse.Namespace) -> int:
     print(
         f"\nSuspicious items: {len(flagged):,}"
         + (" (" + ", ".join(f"{k} {v:,}" for k, v in counts.items()) + ")" if counts else "")
+        + f"; negative discrimination: the 2PL discrimination below 0 at Benjamini-Hochberg "
+        f"q <= {FLAG_Q} over the items"
     )
-    shown = sorted(flagged, key=lambda i: (i.flag != "negative discrimination", i.discrimination))
+    shown = sorted(
+        flagged,
+        key=lambda i: (i.flag != "negative discrimination", i.discrimination_q, i.discrimination),
+    )
     rows = [
         [
             i.dataset,
             i.item_id,
             i.flag or "",
             f"{i.correct}/{i.trials}",
-            _num(i.discrimination),
-            _num(i.difficulty),
+            _se(i.discrimination, i.discrimination_se),
+            q_text(i.discrimination_q),
+            _se(i.intercept, i.intercept_se),
             (i.input or "")[:60].replace("\n", " "),
         ]
         for i in shown[:MAX_PRINTED]
     ]
     if rows:
-        header = ["dataset", "item", "flag", "right", "discrim.", "difficulty", "input"]
-        print(table(rows, header, {3, 4, 5}))
+        header = ["dataset", "item", "flag", "right", "discrim. (SE)", "q", "intercept (SE)"]
+        print(table(rows, [*header, "input"], {3, 4, 5, 6}))
         if len(flagged) > MAX_PRINTED:
             print(f"... and {len(flagged) - MAX_PRINTED:,} more")
     if result.written:

@@ -81,6 +81,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"Rejected {counted(total, 'record')}: {by}")
         for example in result.examples:
             print(f"  {example}")
+        unlisted = [f for f in result.rejected_files if f not in result.examples]
+        for rejected in unlisted:  # every file not read is named, not only the first few
+            print(f"  {rejected}")
     else:
         print("Rejected 0 records")
     return int(ExitCode.OK)

@@ -56,6 +56,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         help="requests in flight at once; an arrival beyond it gets a 429 (counted apart)",
     )
+    group.add_argument(
+        "--overreport-input", type=int, default=0, help="tokens added to every reported input"
+    )
+    group.add_argument(
+        "--overreport-output",
+        type=int,
+        default=0,
+        help="tokens added to every reported output (billed beyond max_tokens)",
+    )
     group = parser.add_argument_group("injected faults (probability per request)")
     group.add_argument("--fault-429", type=float, default=0.0, help="429 with Retry-After")
     group.add_argument("--fault-500", type=float, default=0.0, help="500 server error")
@@ -178,7 +187,16 @@ def build_settings(args: argparse.Namespace) -> tuple[Any, Any]:
         raise ConfigError(Problem("must be positive", field="--burst-s"))
     if args.max_concurrency is not None and args.max_concurrency < 1:
         raise ConfigError(Problem("must be at least 1", field="--max-concurrency"))
-    limits = ServerLimits(args.rpm, args.tpm, args.burst_s, args.max_concurrency)
+    if args.overreport_input < 0 or args.overreport_output < 0:
+        raise ConfigError(Problem("must be 0 or more", field="--overreport-output"))
+    limits = ServerLimits(
+        args.rpm,
+        args.tpm,
+        args.burst_s,
+        args.max_concurrency,
+        overreport_input=args.overreport_input,
+        overreport_output=args.overreport_output,
+    )
     return settings, limits
 
 

@@ -44,11 +44,7 @@ from itemeval.export._table.cells import (
     GRADE_CELL_COLUMNS,
     SOLUTION_CELL_COLUMNS,
     StudyCells,
-    grade_cells,
-    located_rows,
     read_cells,
-    solution_cells,
-    with_validity,
 )
 from itemeval.export._table.columns import LONG_COLUMNS, LONG_TABLE_SCHEMA
 from itemeval.export._table.conditions import (
@@ -104,19 +100,15 @@ __all__ = [
     "export_study",
     "fmt_proportion",
     "format_leaderboard",
-    "grade_cells",
     "leaderboard_text",
     "locate_logical_rows",
-    "located_rows",
     "parse_formats",
     "plain_columns",
     "primary_grader",
     "read_cells",
     "report_data",
-    "solution_cells",
     "study_judges",
     "study_pairwise",
-    "with_validity",
     "write_gold_sample",
     "write_report",
 ]

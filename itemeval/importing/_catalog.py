@@ -46,8 +46,15 @@ class GenerateRecord(_Model):
     prompt_name: str
     prompt_text: str | None = None
     config_name: str = "imported"
+    #: the task or scenario the source ran (None: records that do not state one)
+    task: str | None = None
     #: the payload a native condition with the same model, params and prompt would hash
     native_payload: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def imported_payload(self) -> dict[str, Any]:
+        """What marks the condition as imported in its payload (its tool, and task)."""
+        return {"tool": self.tool} | ({"task": self.task} if self.task is not None else {})
 
     @classmethod
     def of(cls, facts: GenerateFacts) -> GenerateRecord:
@@ -62,6 +69,7 @@ class GenerateRecord(_Model):
             prompt_name=facts.prompt_name,
             prompt_text=facts.prompt_text,
             config_name=facts.config_name,
+            task=facts.task,
             native_payload=facts.native_payload(),
         )
 

@@ -5,12 +5,12 @@ study file: planning adds the selected imported generate conditions to its desig
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from itemeval.datasets import WorkItem
 from itemeval.errors import ConfigError, Problem
-from itemeval.ids import sha256_hex
+from itemeval.ids import sha256_hex, slugify
 from itemeval.importing._catalog import GenerateRecord, GradeRecord, read_imports
 from itemeval.planning import Design, GenerateCondition, GradeCondition
 from itemeval.providers.types import SamplingParams
@@ -54,8 +54,33 @@ def imported_generate(record: GenerateRecord, endpoint: str | None = None) -> Ge
         prompt=prompt,
         config_name=record.config_name,
         params=StatedParams(tuple(sorted(record.params.items()))),  # type: ignore[arg-type]
-        payload=record.native_payload | {"imported": {"tool": record.tool}},
+        payload=record.native_payload | {"imported": record.imported_payload},
     )
+
+
+def distinct_slugs(conditions: Sequence[GenerateCondition]) -> list[GenerateCondition]:
+    """`conditions` with no two imported ones sharing a slug: imported conditions of one tool,
+    task and model that differ in what the source stated (generation settings, the prompt) are
+    named by the settings that tell them apart (`..._temperature-0.7`), else by their id's hash.
+    Status, the report and the viewer show slugs."""
+    by_slug: dict[str, list[GenerateCondition]] = {}
+    for c in conditions:  # a native condition keeps its slug (and an imported one beside it
+        if "imported" in c.payload:  # with the same slug: the report says they match)
+            by_slug.setdefault(c.slug, []).append(c)
+    renamed: dict[str, str] = {}
+    for slug, group in by_slug.items():
+        if len(group) < 2:
+            continue
+        stated = [c.params.as_dict() for c in group]
+        names = set().union(*stated)
+        differ = sorted(n for n in names if len({repr(p.get(n)) for p in stated}) > 1)
+        for c, params in zip(group, stated, strict=True):
+            tag = "-".join(f"{n}-{params[n]}" for n in differ if params.get(n) is not None)
+            renamed[c.id] = slugify(f"{slug}_{tag or 'defaults'}") if differ else slug
+        if len({renamed[c.id] for c in group}) < len(group):  # the settings do not tell
+            for c in group:
+                renamed[c.id] = f"{renamed[c.id]}_{c.id.rsplit('--', 1)[1][:6]}"
+    return [replace(c, slug=renamed[c.id]) if c.id in renamed else c for c in conditions]
 
 
 def _renderable(text: str | None) -> str:
@@ -111,11 +136,18 @@ def imported_grade(record: GradeRecord) -> GradeCondition:
 
 
 def with_imported(
-    design: Design, store: StudyStore, selectors: Sequence[str], endpoint: str
+    design: Design,
+    store: StudyStore,
+    selectors: Sequence[str],
+    endpoint: str,
+    *,
+    with_grades: bool = False,
 ) -> tuple[Design, set[str]]:
     """`design` with the imported generate conditions that `selectors` name (ids, slugs,
-    prefixes or globs, as `--condition`), and their ids. A selector that names nothing is a
-    `ConfigError`."""
+    prefixes or globs, as `--condition`), and their ids. `with_grades` (a plan that reads: the
+    report, results, analyses) adds first the imported scorers that graded them, so that the
+    source's own grades are the study's headline; a plan that runs never holds them (they are
+    not run again). A selector that names nothing is a `ConfigError`."""
     records = {g.id: g for r in read_imports(store) for g in r.generate}
     if not records:
         raise ConfigError(
@@ -128,8 +160,34 @@ def with_imported(
     chosen = select_conditions(list(records), list(selectors))
     known = {c.id for c in design.generate}
     added = tuple(imported_generate(records[i], endpoint) for i in chosen if i not in known)
-    design = Design(generate=design.generate + added, grade=design.grade, epochs=design.epochs)
+    graders = ()
+    if with_grades:
+        graders = _imported_scorers(store, {c.id for c in added}, {c.id for c in design.grade})
+    generate = tuple(distinct_slugs([*design.generate, *added]))  # natives keep their slugs
+    design = Design(generate=generate, grade=graders + design.grade, epochs=design.epochs)
     return design, {c.id for c in added}
+
+
+def _imported_scorers(
+    store: StudyStore, generate: set[str], known: set[str]
+) -> tuple[GradeCondition, ...]:
+    """The imported scorers that graded the imported generate conditions `generate` (the
+    source's own grades), first in the design: the first is the study's headline grader, and
+    the study's own scorers and judges are reported beside it."""
+    if not generate:
+        return ()
+    from itemeval.store import GRADES
+
+    records = {g.id: g for r in read_imports(store) for g in r.grade if g.kind == "scorer"}
+    stored = store.condition_ids(GRADES)
+    chosen = []
+    for grade_id in records:
+        if grade_id in known or grade_id not in stored:
+            continue
+        pairs = store.read_by_condition(GRADES, [grade_id], ["gen_condition_id"])[grade_id]
+        if generate & set(pairs.column("gen_condition_id").unique().to_pylist()):
+            chosen.append(imported_grade(records[grade_id]))
+    return tuple(chosen)
 
 
 def imported_notes(design: Design) -> list[str]:

@@ -4,8 +4,11 @@ A source is a record file or a folder of them. Each aggregate record (`<uuid>.js
 produced the answers (model, generation config, the library that ran the evaluation) and how
 they were graded (one entry of `evaluation_results` per metric); its instance records
 (`<uuid>_samples.jsonl`, named by `detailed_evaluation_results`) hold one graded answer per line.
-An instance file without an aggregate is read from its rows alone (model id and evaluation
-name). Lines are read one at a time: memory does not grow with the file.
+An instance file is read only with its aggregate: without one (missing, or not readable) its rows
+cannot say which library ran them, with what settings, nor how it counts epochs, so the file is
+rejected (`no_aggregate`). Lines are read one at a time: memory does not grow with the file.
+Records of other libraries are keyed by their benchmark: a dataset `<library>.<dataset name>`,
+item ids qualified by it (`_model.qualified_id`).
 
 Records that itemeval itself exported (`eval_library.name == "itemeval"`, or `0.2.0` records
 whose metadata names itemeval's condition ids) keep their facets: model name, prompt, model
@@ -29,6 +32,8 @@ from itemeval.importing._model import (
     Rejection,
     Sample,
     SourceFile,
+    benchmark_dataset,
+    qualified_id,
 )
 
 _loads = json.loads
@@ -58,6 +63,7 @@ def units(paths: list[str]) -> tuple[list[EeeUnit], list[Rejection]]:
     """Pair the aggregate records and instance files among `paths` (files already listed)."""
     aggregates: dict[str, EeeUnit] = {}
     rejected: list[Rejection] = []
+    damaged: dict[str, str] = {}  # an aggregate that cannot be read -> why
     jsonl = [p for p in paths if p.endswith(".jsonl")]
     for path in sorted(p for p in paths if p.endswith(".json")):
         try:
@@ -65,17 +71,35 @@ def units(paths: list[str]) -> tuple[list[EeeUnit], list[Rejection]]:
                 record = _loads(handle.read())
         except (OSError, ValueError) as exc:
             rejected.append(Rejection("invalid_json", path, None, str(exc)[:200]))
+            damaged[path] = "invalid_json"
             continue
         if not is_eee_aggregate(record):
             rejected.append(Rejection("not_a_record", path, None, "no evaluation_results"))
+            continue
+        try:
+            read_aggregate_record(record)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            detail = f"{type(exc).__name__}: {exc}"[:160]
+            rejected.append(Rejection("schema_violation", path, None, detail))
+            damaged[path] = "schema_violation"
             continue
         aggregates[path] = EeeUnit(path, _samples_of(path, record))
     claimed = {u.samples for u in aggregates.values() if u.samples}
     found = list(aggregates.values())
     for path in sorted(jsonl):
         if path not in claimed:
-            found.append(EeeUnit(None, path))
+            rejected.append(Rejection("no_aggregate", path, None, _orphan_detail(path, damaged)))
     return found, rejected
+
+
+def _orphan_detail(path: str, damaged: dict[str, str]) -> str:
+    """Why an instance file has no aggregate: the one beside it (`<uuid>.json` for
+    `<uuid>_samples.jsonl`) is damaged, or none names it."""
+    stem = path[: -len(".jsonl")]
+    for candidate in (stem.removesuffix("_samples") + ".json", stem + ".json"):
+        if candidate in damaged:
+            return f"its aggregate {os.path.basename(candidate)} is rejected ({damaged[candidate]})"
+    return "no aggregate record names it: import it with its aggregate"
 
 
 def _samples_of(path: str, record: dict[str, Any]) -> str | None:
@@ -124,7 +148,10 @@ class AggregateFacts:
 
 def read_aggregate(path: str) -> AggregateFacts:
     with open(path, "rb") as handle:
-        record = _loads(handle.read())
+        return read_aggregate_record(_loads(handle.read()))
+
+
+def read_aggregate_record(record: dict[str, Any]) -> AggregateFacts:
     version = str(record.get("schema_version", ""))
     library = record.get("eval_library") or {}
     info = record["model_info"]
@@ -195,6 +222,11 @@ def _generate_facts(facts: AggregateFacts, result: dict[str, Any]) -> GenerateFa
     elif args.get("top_k") is not None:
         params["top_k"] = args["top_k"]
     prompt = args.get("prompt_template")
+    data = result.get("source_data") or {}
+    task = None
+    if not facts.itemeval:
+        named = data.get("dataset_name") if isinstance(data, dict) else None
+        task = str(named or result.get("evaluation_name") or "evaluation")
     slug = None
     gen_id = details.get("gen_condition_id") if facts.itemeval else None
     if isinstance(gen_id, str) and "--" in gen_id:
@@ -214,6 +246,7 @@ def _generate_facts(facts: AggregateFacts, result: dict[str, Any]) -> GenerateFa
         if facts.itemeval
         else "imported",
         slug=slug,
+        task=task,
     )
 
 
@@ -359,11 +392,19 @@ def _sample(
         epoch = int(metadata["epoch"])
         if not itemeval and gen.tool == "inspect_ai":
             epoch -= 1  # inspect counts epochs from 1
+    item_id = str(sample_id)
+    extras: dict[str, Any] = {}
+    if itemeval:
+        dataset = slugify(dataset)
+    else:  # keyed by its benchmark
+        dataset = benchmark_dataset(gen.tool, dataset)
+        item_id, extras = qualified_id(dataset, item_id), {"sourceId": item_id}
     sample = Sample(
         gen=gen,
         grade=grade,
-        dataset=slugify(dataset),
-        item_id=str(sample_id),
+        dataset=dataset,
+        item_id=item_id,
+        item_extras=extras,
         epoch=max(epoch, 0),
         input=raw,
         reference=str(reference),

@@ -13,9 +13,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from itemeval.ids import slugify
 from itemeval.importing._eee import VERSIONS, AggregateFacts, line_sample
-from itemeval.importing._model import GenerateFacts, GradeFacts, Rejection, Sample, SampleBatch
+from itemeval.importing._model import (
+    ID_SEPARATOR,
+    GenerateFacts,
+    GradeFacts,
+    Rejection,
+    Sample,
+    SampleBatch,
+    benchmark_dataset,
+)
 
 #: Bytes of a file parsed at a time by the fast path (whole lines).
 CHUNK_BYTES = 16 << 20
@@ -210,9 +217,13 @@ def _parse_chunk(
         epoch = epochs
         if gen.tool == "inspect_ai":
             epoch = pc.max_element_wise(pc.subtract(epochs, 1), 0)
-        dataset = facts.dataset or (names.filter(rows)[0].as_py() if len(names) else None)
+        named = facts.dataset or (names.filter(rows)[0].as_py() if len(names) else None)
+        dataset = benchmark_dataset(gen.tool, str(named or "imported"))  # keyed by benchmark
+        item_id = pc.binary_join_element_wise(
+            pa.repeat(pa.scalar(dataset), len(sample_id)), sample_id, ID_SEPARATOR
+        )
         columns = [
-            sample_id,
+            item_id,
             epoch,
             raw,
             reference,
@@ -229,7 +240,5 @@ def _parse_chunk(
             pc.struct_field(item, "choices"),
         ]
         batch = pa.Table.from_arrays(columns, schema=BATCH_SCHEMA).filter(rows)
-        batches.append(
-            SampleBatch(gen, grade, slugify(str(dataset or "imported")), file_sha256, batch)
-        )
+        batches.append(SampleBatch(gen, grade, dataset, file_sha256, batch))
     return batches

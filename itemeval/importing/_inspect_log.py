@@ -1,18 +1,21 @@
 """inspect_ai logs as samples to import: a `.json` log or a `.eval` archive (a zip of
-`header.json` and `samples/*.json`); one sample per sample, epoch and scorer (`C`/`I`, booleans
-and numbers are scores). The fields are those the Every Eval Ever converter takes
-(docs/importing.md)."""
+`header.json` and `samples/*.json`, each member compressed with Zstandard by inspect_ai 0.3.2xx,
+with Deflate by older versions); one sample per sample, epoch and scorer (`C`/`I`, booleans and
+numbers are scores). The fields are those the Every Eval Ever converter takes
+(docs/importing.md). Each task is a dataset of its own (`inspect_ai.<task>`).
+
+A damaged archive, header or log is one rejection naming the file; a damaged member (a sample)
+one naming the member: the rest of the log is read."""
 
 from __future__ import annotations
 
 import json
 import os
-import zipfile
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from itemeval.ids import slugify
 from itemeval.importing._eee import sha256_file
 from itemeval.importing._model import (
     GenerateFacts,
@@ -20,8 +23,49 @@ from itemeval.importing._model import (
     Rejection,
     Sample,
     SourceFile,
+    benchmark_dataset,
+    qualified_id,
     stated_params,
 )
+
+TOOL = "inspect_ai"
+
+
+def _zipfile() -> Any:
+    """zipfile with Zstandard (method 93): the standard library's from Python 3.14, else
+    backports.zstd's (the same module; docs/decisions/0041-zstandard-logs.md)."""
+    if sys.version_info >= (3, 14):
+        import zipfile
+    else:
+        from backports.zstd import zipfile
+    return zipfile
+
+
+def _member_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged member raises: a bad CRC or header, bad Deflate or Zstandard
+    data, bad UTF-8, I/O."""
+    import zlib
+
+    if sys.version_info >= (3, 14):
+        from compression.zstd import ZstdError
+    else:
+        from backports.zstd import ZstdError
+    return (*_READ_ERRORS, _zipfile().BadZipFile, zlib.error, ZstdError)
+
+
+class _Damaged(Exception):
+    """A file that cannot be read as a log: its rejection."""
+
+    def __init__(self, rejection: Rejection) -> None:
+        self.rejection = rejection
+
+
+#: What reading a damaged file or member raises (zip, Zstandard, Deflate, JSON, I/O).
+_READ_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, EOFError, KeyError)
+
+
+def _what(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:160]
 
 
 @dataclass
@@ -31,41 +75,85 @@ class InspectLog:
     path: str
     study: str | None = None
     _files: list[SourceFile] | None = None
+    _read_samples: bool = False
+    _header_cache: dict[str, Any] | None = None
+    _json_samples: list[Any] | None = None  # a `.json` log's samples, read with its header
+
+    @property
+    def archive(self) -> bool:
+        return self.path.endswith(".eval")
 
     def _header(self) -> dict[str, Any]:
-        if self.path.endswith(".eval"):
-            with zipfile.ZipFile(self.path) as archive:
-                return dict(json.loads(archive.read("header.json")))
-        with open(self.path, encoding="utf-8") as handle:
-            return dict(json.load(handle))
+        """The log's header (`_Damaged` when it cannot be read)."""
+        if self._header_cache is not None:
+            return self._header_cache
+        zipfile = _zipfile()
+        try:
+            if self.archive:
+                with zipfile.ZipFile(self.path) as archive:
+                    header = json.loads(archive.read("header.json"))
+            else:
+                with open(self.path, encoding="utf-8") as handle:
+                    header = json.load(handle)
+                if isinstance(header, dict):
+                    self._json_samples = header.pop("samples", None) or []
+        except zipfile.BadZipFile as exc:
+            raise _Damaged(Rejection("unreadable", self.path, None, f"not a zip: {exc}")) from None
+        except json.JSONDecodeError as exc:
+            where = "header.json: " if self.archive else ""
+            raise _Damaged(Rejection("invalid_json", self.path, None, where + str(exc))) from None
+        except _member_errors() as exc:
+            where = "member header.json: " if self.archive else ""
+            raise _Damaged(Rejection("unreadable", self.path, None, where + _what(exc))) from None
+        if not isinstance(header, dict) or not isinstance(header.get("eval"), dict):
+            raise _Damaged(Rejection("schema_violation", self.path, None, "no eval header"))
+        self._header_cache = header
+        return header
 
-    def _samples(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        if self.path.endswith(".eval"):
+    def _samples(self) -> Iterator[tuple[str, dict[str, Any]] | Rejection]:
+        if self.archive:
+            zipfile, errors = _zipfile(), _member_errors()
             with zipfile.ZipFile(self.path) as archive:
-                for name in sorted(archive.namelist()):
-                    if name.startswith("samples/") and name.endswith(".json"):
-                        yield name, json.loads(archive.read(name))
+                for name in sorted(set(archive.namelist())):  # a member rewritten: once
+                    if not (name.startswith("samples/") and name.endswith(".json")):
+                        continue
+                    try:
+                        sample = json.loads(archive.read(name))
+                    except json.JSONDecodeError as exc:
+                        yield Rejection("invalid_json", self.path, None, f"member {name}: {exc}")
+                        continue
+                    except errors as exc:
+                        where = f"member {name}: {_what(exc)}"
+                        yield Rejection("unreadable", self.path, None, where)
+                        continue
+                    yield name, sample
             return
-        with open(self.path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        for index, sample in enumerate(data.get("samples") or []):
+        samples, self._json_samples = self._json_samples or [], None  # read by `_header`
+        for index, sample in enumerate(samples):
             yield f"samples[{index}]", sample
 
     def source_files(self) -> list[SourceFile]:
         if self._files is None:
-            header = self._header()
-            packages = (header.get("eval") or {}).get("packages") or {}
-            version = packages.get("inspect_ai")
-            self._files = [SourceFile(self.path, "inspect_ai", version, sha256_file(self.path))]
+            try:
+                packages = (self._header().get("eval") or {}).get("packages") or {}
+            except _Damaged:
+                packages = {}
+            version = packages.get("inspect_ai") if isinstance(packages, dict) else None
+            self._files = [SourceFile(self.path, TOOL, version, sha256_file(self.path))]
         return self._files
 
     def samples(self) -> Iterator[Sample | Rejection]:
-        header = self._header()
+        try:
+            header = self._header()
+        except _Damaged as damaged:
+            yield damaged.rejection
+            return
         spec = header.get("eval") or {}
         model = str(spec.get("model") or "unknown")
         config = spec.get("model_generate_config") or {}
+        task = str(spec.get("task") or "task")
         gen = GenerateFacts(
-            tool="inspect_ai",
+            tool=TOOL,
             model_id=model,
             model_name=model,
             params=stated_params(
@@ -78,20 +166,31 @@ class InspectLog:
                     "reasoning_effort": config.get("reasoning_effort"),
                 }
             ),
-            prompt_name=f"inspect_ai:{spec.get('task') or 'task'}",
+            prompt_name=f"inspect_ai:{task}",
             prompt_text=None,
+            task=task,
         )
-        dataset = slugify(str(spec.get("task_display_name") or spec.get("task") or "inspect"))
+        dataset = benchmark_dataset(TOOL, task)
         grades: dict[str, GradeFacts] = {}
-        for where, sample in self._samples():
-            yield from _inspect_samples(sample, gen, dataset, grades, self.path, where)
+        for found in self._samples():
+            if isinstance(found, Rejection):
+                yield found
+                continue
+            where, sample = found
+            self._read_samples = True
+            try:
+                produced = list(_inspect_samples(sample, gen, dataset, grades, self.path, where))
+            except (KeyError, TypeError, AttributeError, ValueError) as exc:
+                yield Rejection("schema_violation", self.path, None, f"{where}: {_what(exc)}")
+                continue
+            yield from produced
 
     def aggregate_only(self) -> list[dict[str, Any]]:
-        header = self._header()
-        if any(True for _ in self._samples()):
+        """The scores of a log without samples (read after `samples`)."""
+        if self._read_samples or self._header_cache is None:
             return []
         out = []
-        for score in (header.get("results") or {}).get("scores") or []:
+        for score in (self._header_cache.get("results") or {}).get("scores") or []:
             for name, metric in (score.get("metrics") or {}).items():
                 out.append(
                     {
@@ -113,7 +212,10 @@ def _inspect_samples(
     where: str,
 ) -> Iterator[Sample | Rejection]:
     record = f"{os.path.basename(path)}:{where}"
-    if sample.get("id") is None:
+    if not isinstance(sample, dict):
+        yield Rejection("schema_violation", path, None, f"{where}: not an object")
+        return
+    if sample.get("id") is None or str(sample.get("id")) == "":
         yield Rejection("bad_sample_id", path, None, where)
         return
     text = _inspect_input(sample.get("input"))
@@ -133,7 +235,12 @@ def _inspect_samples(
     stop = choices[0].get("stop_reason") if choices else None
     usage = output.get("usage") or {}
     scores = sample.get("scores") or {}
-    if not scores:
+    try:
+        epoch = max(int(sample.get("epoch") or 1) - 1, 0)  # inspect counts epochs from 1
+    except (TypeError, ValueError):
+        yield Rejection("schema_violation", path, None, f"{where}: epoch {sample.get('epoch')!r}")
+        return
+    if not isinstance(scores, dict) or not scores:
         yield Rejection("missing_score", path, None, where)
         return
     for scorer, score in scores.items():
@@ -147,8 +254,8 @@ def _inspect_samples(
             gen=gen,
             grade=grade,
             dataset=dataset,
-            item_id=str(sample["id"]),
-            epoch=max(int(sample.get("epoch") or 1) - 1, 0),
+            item_id=qualified_id(dataset, str(sample["id"])),
+            epoch=epoch,
             input=text,
             reference=str(target),
             answer=answer,
@@ -156,6 +263,7 @@ def _inspect_samples(
             correct=value >= 1.0,
             record_id=record,
             choices=[str(c) for c in sample_choices] if sample_choices else None,
+            item_extras={"sourceId": str(sample["id"])},
             finish_reason=stop,
             input_tokens=int(usage.get("input_tokens") or 0),
             output_tokens=int(usage.get("output_tokens") or 0),
@@ -218,8 +326,11 @@ def _inspect_value(value: Any) -> float | None:
 def is_inspect_json(path: str) -> bool:
     if not path.endswith(".json"):
         return False
-    with open(path, "rb") as handle:
-        head = handle.read(4096)
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
     return (
         b'"eval"' in head
         and (b'"version"' in head or b'"status"' in head)

@@ -1,8 +1,13 @@
 """lm-eval results as samples to import: a `results_<date>.json` and, per task,
 `samples_<task>_<date>.jsonl` beside it; one sample per line and per metric the line holds
-(`doc_id` the sample id, `target` the reference, the first filtered response the answer;
-multiple-choice lines answer with the choice of highest log-likelihood). The fields are those the
-Every Eval Ever converter takes (docs/importing.md)."""
+(`doc_id` the sample id, `target` the reference, the first filtered response the answer). A
+multiple-choice line is a `choiceofN` item: its continuations are the choices, the target's
+letter the reference, the letter of the choice of highest log-likelihood the answer. Each task
+is a dataset of its own (`lm_eval.<task>`). The fields are those the Every Eval Ever converter
+takes (docs/importing.md).
+
+A samples file is read only with its results file (which names the model and the task's
+settings): beside a results file that is missing or damaged it is rejected (`no_aggregate`)."""
 
 from __future__ import annotations
 
@@ -13,7 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from itemeval.ids import slugify
 from itemeval.importing._eee import sha256_file
 from itemeval.importing._model import (
     GenerateFacts,
@@ -21,8 +25,15 @@ from itemeval.importing._model import (
     Rejection,
     Sample,
     SourceFile,
+    benchmark_dataset,
+    qualified_id,
     stated_params,
 )
+
+TOOL = "lm_eval"
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+#: `samples_<task>_<date>.jsonl`, the date as lm-eval writes it (also in `results_<date>.json`)
+SAMPLES_NAME = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d.-]+)\.jsonl$")
 
 
 @dataclass
@@ -35,17 +46,24 @@ class LmEvalRun:
     _data: dict[str, Any] | None = None
 
     def data(self) -> dict[str, Any]:
+        """The results file (OSError or ValueError when it cannot be read as one)."""
         if self._data is None:
             with open(self.results, encoding="utf-8") as handle:
-                self._data = json.load(handle)
+                data = json.load(handle)
+            if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+                raise ValueError("no `results` object")
+            self._data = data
         return self._data
+
+    @property
+    def stamp(self) -> str:
+        return os.path.basename(self.results)[len("results_") : -len(".json")]
 
     def samples_files(self) -> dict[str, str]:
         folder = os.path.dirname(self.results)
-        stamp = os.path.basename(self.results)[len("results_") : -len(".json")]
         out = {}
         for task in self.data().get("results", {}):
-            path = os.path.join(folder, f"samples_{task}_{stamp}.jsonl")
+            path = os.path.join(folder, f"samples_{task}_{self.stamp}.jsonl")
             if os.path.isfile(path):
                 out[task] = path
         return out
@@ -59,10 +77,7 @@ class LmEvalRun:
 
     def _facts(self, task: str) -> GenerateFacts:
         data = self.data()
-        config = data.get("config") or {}
-        args = str(config.get("model_args") or "")
-        found = re.search(r"pretrained=([^,]+)", args)
-        model = found.group(1) if found else str(data.get("model_name") or "unknown")
+        model = _model(data)
         task_config = (data.get("configs") or {}).get(task) or {}
         kwargs = task_config.get("generation_kwargs") or {}
         params = {
@@ -81,6 +96,7 @@ class LmEvalRun:
             params=stated_params(params | {"num_fewshot": shots}),
             prompt_name=f"lm_eval:{task}",
             prompt_text=prompt if isinstance(prompt, str) else None,
+            task=task,
         )
 
     def samples(self) -> Iterator[Sample | Rejection]:
@@ -96,7 +112,16 @@ class LmEvalRun:
                     except ValueError as exc:
                         yield Rejection("invalid_json", path, number, str(exc)[:120])
                         continue
-                    yield from _lm_eval_samples(row, task, gen, grades, path, number)
+                    if not isinstance(row, dict):
+                        yield Rejection("schema_violation", path, number, "not an object")
+                        continue
+                    try:
+                        found = list(_lm_eval_samples(row, task, gen, grades, path, number))
+                    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+                        detail = f"{type(exc).__name__}: {exc}"[:160]
+                        yield Rejection("schema_violation", path, number, detail)
+                        continue
+                    yield from found
 
     def aggregate_only(self) -> list[dict[str, Any]]:
         with_samples = set(self.samples_files())
@@ -137,22 +162,25 @@ def _lm_eval_samples(
     if not prompt.strip():
         yield Rejection("missing_input", path, number)
         return
-    choices = None
     responses = row.get("filtered_resps") or row.get("resps") or []
     continuations = [r.get("arg_1") for r in requests]
+    choices = None
     if len(requests) > 1 and all(isinstance(c, str) for c in continuations):
         choices = [str(c).strip() for c in continuations]
         scores = [_loglikelihood(r) for r in responses]
-        best = max(range(len(scores)), key=lambda i: scores[i]) if scores else 0
-        answer = choices[best] if choices else ""
+        best = max(range(len(scores)), key=lambda i: scores[i]) if scores else None
+        target = _choice_index(row["target"], choices)
+        if target is None:
+            yield Rejection("missing_reference", path, number, f"target {row['target']!r}")
+            return
+        lettered = len(choices) <= len(LETTERS)
+        reference = LETTERS[target] if lettered else choices[target]
+        answer = "" if best is None else (LETTERS[best] if lettered else choices[best])
     else:
         first = responses[0] if responses else ""
         answer = str(first[0] if isinstance(first, list) and first else first)
-    target = row["target"]
-    if isinstance(target, int) and choices and 0 <= target < len(choices):
-        reference = choices[target]
-    else:
-        reference = str(target)
+        reference = str(row["target"])
+    dataset = benchmark_dataset(TOOL, task)
     metrics = row.get("metrics") or [k for k in row if isinstance(row[k], (int, float))]
     filt = str(row.get("filter") or "none")
     produced = False
@@ -168,8 +196,8 @@ def _lm_eval_samples(
         yield Sample(
             gen=gen,
             grade=grade,
-            dataset=slugify(task),
-            item_id=str(row["doc_id"]),
+            dataset=dataset,
+            item_id=qualified_id(dataset, str(row["doc_id"])),
             epoch=0,
             input=prompt,
             reference=reference,
@@ -178,10 +206,42 @@ def _lm_eval_samples(
             correct=float(value) >= 1.0,
             record_id=f"{os.path.basename(path)}:{number}",
             choices=choices,
-            item_extras={"lm_eval_doc_hash": row.get("doc_hash")} if row.get("doc_hash") else {},
+            item_extras={"sourceId": str(row["doc_id"])}
+            | ({"lm_eval_doc_hash": row["doc_hash"]} if row.get("doc_hash") else {}),
         )
     if not produced:
         yield Rejection("missing_score", path, number, "no numeric metric on the line")
+
+
+def _model(data: dict[str, Any]) -> str:
+    """The model a results file names: `pretrained=` (or `model=`, `engine=`) of its model
+    arguments (a string or, from 0.4.10, a mapping), else the model type (`dummy`, `hf`);
+    `model_name` is not read: without `pretrained` lm-eval fills it with a random name."""
+    config = data.get("config") or {}
+    args = config.get("model_args")
+    if isinstance(args, dict):
+        for key in ("pretrained", "model", "engine"):
+            if args.get(key):
+                return str(args[key])
+    elif isinstance(args, str):
+        found = re.search(r"(?:^|,)\s*(?:pretrained|model|engine)=([^,]+)", args)
+        if found:
+            return found.group(1).strip()
+    return str(config.get("model") or "unknown")
+
+
+def _choice_index(target: Any, choices: list[str]) -> int | None:
+    """The index of the right choice: lm-eval writes it as a number or its digits, or (for
+    tasks whose target is the text) the choice itself."""
+    if isinstance(target, bool):
+        return None
+    if isinstance(target, int) or (isinstance(target, str) and target.strip().isdigit()):
+        index = int(target)
+        return index if 0 <= index < len(choices) else None
+    if isinstance(target, list) and len(target) == 1:
+        return _choice_index(target[0], choices)
+    text = str(target).strip()
+    return choices.index(text) if text in choices else None
 
 
 def _loglikelihood(response: Any) -> float:
@@ -196,3 +256,9 @@ def _loglikelihood(response: Any) -> float:
 
 def is_lm_eval_results(path: str) -> bool:
     return os.path.basename(path).startswith("results_") and path.endswith(".json")
+
+
+def samples_stamp(path: str) -> str | None:
+    """The date of an lm-eval samples file (`samples_<task>_<date>.jsonl`), else None."""
+    found = SAMPLES_NAME.match(os.path.basename(path))
+    return found.group("stamp") if found else None

@@ -9,6 +9,11 @@ A sample's `GenerateFacts` and `GradeFacts` say what the source states about how
 produced and graded; the imported conditions' ids are derived from exactly that content
 (`generate_payload`, `grade_payload`), marked as imported so that they never equal a native
 condition's id (a native run never silently reuses an import: docs/importing.md).
+
+Items of other tools are keyed by their benchmark as well as their id: each benchmark (tool,
+task or scenario, split) is a dataset of its own (`benchmark_dataset`), and an item's stored id
+is its source id qualified by that dataset (`qualified_id`). Row keys hold an item id only, so
+two tasks whose samples are both numbered 1..10 would otherwise share their rows.
 """
 
 from __future__ import annotations
@@ -33,7 +38,24 @@ REASONS: dict[str, str] = {
     "invalid_item": "the item cannot be written in the item format (id, prompt, reference)",
     "no_aggregate": "an instance file without its aggregate record",
     "not_a_record": "a JSON file that is none of the formats read",
+    "unreadable": "the file or an archive member cannot be read (damaged, truncated)",
 }
+
+#: Between an imported item's dataset and its id in the item id (never in a dataset name).
+ID_SEPARATOR = "~"
+
+
+def benchmark_dataset(tool: str, task: str, split: str | None = None) -> str:
+    """The dataset of one source benchmark: `<tool>.<task>` (`.<split>` where a run holds
+    several splits), slugified."""
+    parts = [tool, task] + ([split] if split else [])
+    return ".".join(slugify(p) for p in parts)
+
+
+def qualified_id(dataset: str, sample_id: str) -> str:
+    """The stored id of an imported item: `<dataset>~<source id>`, unique across the store's
+    datasets (a dataset name never holds `~`)."""
+    return f"{dataset}{ID_SEPARATOR}{sample_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +80,7 @@ class GenerateFacts:
     prompt_text: str | None
     config_name: str = "imported"
     slug: str | None = None  # a slug the source states (itemeval's own records)
+    task: str | None = None  # the task or scenario run (part of the condition's name and id)
 
     @property
     def params_dict(self) -> dict[str, Any]:
@@ -77,11 +100,20 @@ class GenerateFacts:
         }
 
     def payload(self) -> dict[str, Any]:
-        return self.native_payload() | {"imported": {"tool": self.tool}}
+        imported: dict[str, Any] = {"tool": self.tool}
+        if self.task is not None:
+            imported["task"] = self.task
+        return self.native_payload() | {"imported": imported}
+
+    @property
+    def default_slug(self) -> str:
+        """`<model>_<task>_<tool>`: what status, the report and the viewer show."""
+        parts = [self.model_name] + ([self.task] if self.task else []) + [self.tool]
+        return slugify("_".join(parts))
 
     @property
     def id(self) -> str:
-        return condition_id(self.slug or slugify(f"{self.model_name}_{self.tool}"), self.payload())
+        return condition_id(self.slug or self.default_slug, self.payload())
 
 
 @dataclass(frozen=True, slots=True)

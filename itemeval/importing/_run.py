@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +35,40 @@ from itemeval.store import StudyStore
 
 #: Rejections kept per reason to show (all are counted).
 EXAMPLES_PER_REASON = 3
+#: Reasons that, without a line, reject a whole file (listed in `rejected_files`).
+WHOLE_FILE = ("not_a_record", "invalid_json", "no_aggregate", "unreadable")
+#: What a reader's own checks did not foresee in a damaged file: never a traceback.
+_READ_FAILURES = (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError)
+
+
+def _what(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:160]
+
+
+def _unit_path(unit: Any) -> str:
+    return str(
+        getattr(unit, "path", None)
+        or getattr(unit, "results", None)
+        or getattr(unit, "folder", None)
+        or getattr(getattr(unit, "unit", None), "aggregate", None)
+        or "?"
+    )
+
+
+def _guarded(unit: Any, files: list[Any]) -> Iterator[Sample | SampleBatch | Rejection]:
+    """The unit's samples; a failure its reader did not name (a damaged file it met half way)
+    ends the unit with a rejection naming its file instead of a traceback."""
+    samples = iter(unit.samples())
+    while True:
+        try:
+            sample = next(samples)
+        except StopIteration:
+            return
+        except _READ_FAILURES as exc:
+            path = files[0].path if files else _unit_path(unit)
+            yield Rejection("unreadable", path, None, f"{_what(exc)}; the rest of it is not read")
+            return
+        yield sample
 
 
 @dataclass
@@ -89,7 +123,7 @@ def import_sources(
                 )
             )
         rejected[rejection.reason] += 1
-        if rejection.line is None and rejection.reason in ("not_a_record", "invalid_json"):
+        if rejection.line is None and rejection.reason in WHOLE_FILE:
             result.rejected_files.append(rejection.describe())
         if examples[rejection.reason] < EXAMPLES_PER_REASON:
             examples[rejection.reason] += 1
@@ -100,7 +134,11 @@ def import_sources(
     known = {f.sha256 for record in read_imports(store) for f in record.files}
     units = []
     for unit in found.units:
-        sources_of = unit.source_files()
+        try:
+            sources_of = unit.source_files()
+        except OSError as exc:
+            reject(Rejection("unreadable", _unit_path(unit), None, _what(exc)))
+            continue
         if sources_of and all(s.sha256 in known for s in sources_of):
             result.skipped.extend(s.path for s in sources_of)
             continue
@@ -125,7 +163,8 @@ def import_sources(
                 path = paths.get(problem.file)
                 return problem if path is None else replace(problem, file=path)
 
-            for sample in unit.samples():
+            before = writer.samples
+            for sample in _guarded(unit, sources_of):
                 if isinstance(sample, Sample):
                     problem = writer.add(sample)
                     if problem is not None:
@@ -135,8 +174,11 @@ def import_sources(
                         reject(located(problem))
                 else:
                     reject(sample)
+            aggregates = unit.aggregate_only()
+            result.aggregates.extend(aggregates)
+            if writer.samples == before and not aggregates:
+                continue  # nothing read from it (rejected whole): not recorded as imported
             files.extend(sources_of)
-            result.aggregates.extend(unit.aggregate_only())
             if unit.study:
                 study_names.add(unit.study)
             result.files.extend(

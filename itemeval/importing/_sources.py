@@ -84,7 +84,7 @@ def discover(sources: list[str]) -> Found:
     for source in sources:
         if not os.path.exists(source):
             raise InputError(Problem("no such file or folder", file=source))
-        paths.extend([source] if os.path.isfile(source) else _walk(source))
+        paths.extend(_with_aggregate(source) if os.path.isfile(source) else _walk(source))
     paths = list(dict.fromkeys(os.path.normpath(p) for p in paths))
     claimed: set[str] = set()
     for folder in helm.helm_folders(paths):
@@ -104,6 +104,10 @@ def discover(sources: list[str]) -> Found:
                 continue
             found.units.append(run)
             claimed |= {path, *samples.values()}
+    for path in paths:  # lm-eval samples files that no readable results file claimed
+        if path not in claimed and lm_eval.samples_stamp(path) is not None:
+            found.rejected.append(Rejection("no_aggregate", path, None, _lm_eval_orphan(path)))
+            claimed.add(path)
         elif inspect_log.is_inspect_json(path):
             found.units.append(inspect_log.InspectLog(path))
             claimed.add(path)
@@ -120,6 +124,28 @@ def discover(sources: list[str]) -> Found:
             source.study = _study_of(unit.aggregate)
         found.units.append(source)
     return found
+
+
+def _lm_eval_orphan(path: str) -> str:
+    """Why an lm-eval samples file has no results file to be read with."""
+    results = os.path.join(os.path.dirname(path), f"results_{lm_eval.samples_stamp(path)}.json")
+    if not os.path.isfile(results):
+        return f"no {os.path.basename(results)} beside it: import it with its results file"
+    try:
+        lm_eval.LmEvalRun(results).data()
+    except (OSError, ValueError):
+        return f"its results file {os.path.basename(results)} is rejected (invalid_json)"
+    return f"{os.path.basename(results)} does not list its task"
+
+
+def _with_aggregate(path: str) -> list[str]:
+    """A file named alone; an Every Eval Ever instance file (`<name>_samples.jsonl`) with the
+    aggregate beside it (`<name>.json`), which it is read with."""
+    if path.endswith("_samples.jsonl"):
+        aggregate = path[: -len("_samples.jsonl")] + ".json"
+        if os.path.isfile(aggregate):
+            return [aggregate, path]
+    return [path]
 
 
 def _walk(root: str) -> list[str]:

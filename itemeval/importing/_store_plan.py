@@ -28,7 +28,7 @@ from itemeval.datasets.adapters import DatasetSource
 from itemeval.errors import InputError, Problem
 from itemeval.ids import slugify
 from itemeval.importing._catalog import ImportRecord, read_imports
-from itemeval.importing._conditions import imported_generate, imported_grade
+from itemeval.importing._conditions import distinct_slugs, imported_generate, imported_grade
 from itemeval.planning import (
     DatasetPlan,
     Design,
@@ -114,7 +114,7 @@ def store_plan(
         c for c in grade.values() if c.kind == "scorer"
     ]
     design = Design(
-        generate=tuple(generate.values()),
+        generate=tuple(distinct_slugs(list(generate.values()))),
         grade=tuple(ordered_grade),
         epochs=_epochs(store, list(generate), imports),
     ).select(condition)

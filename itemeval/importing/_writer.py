@@ -24,9 +24,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from itemeval.importing._items import ImportedItems
+from itemeval.importing._items import ImportedItems, content_key, item_reference
 from itemeval.importing._keys import KeySet
-from itemeval.importing._model import GenerateFacts, GradeFacts, Rejection, Sample, SampleBatch
+from itemeval.importing._model import (
+    ID_SEPARATOR,
+    GenerateFacts,
+    GradeFacts,
+    Rejection,
+    Sample,
+    SampleBatch,
+)
 from itemeval.storage import Location
 from itemeval.store import GRADE_SCHEMA, SOLUTION_SCHEMA, TIMESTAMP, StudyStore
 
@@ -180,10 +187,11 @@ class ImportWriter:
         spool = self.items.spool(batch.dataset)
         inputs = batch.table.column("input").to_pylist()
         references = batch.table.column("reference").to_pylist()
+        choices = batch.table.column("choices").to_pylist()
         known_items = spool.items
         for index, item_id in enumerate(ids):
             key = hash(item_id.casefold())
-            content = hash((inputs[index], references[index]))
+            content = content_key(inputs[index], item_reference(references[index], choices[index]))
             known = known_items.get(key)
             if known == content:
                 continue
@@ -206,6 +214,7 @@ class ImportWriter:
                 correct=False,
                 record_id=row["record_id"],
                 choices=row.get("choices"),
+                item_extras={"sourceId": item_id.partition(ID_SEPARATOR)[2]},
             )
             problem = self._item(sample)
             if problem is not None:

@@ -4,10 +4,13 @@ The public names are `__all__` below, imported on first use (numpy and the store
 only when a name is used); the modules are private:
 
 * `_fit`       1PL and 2PL models by joint MAP (numpy): abilities, difficulties,
-               discriminations, standard errors, held-out log-likelihood
+               discriminations, standard errors from the joint information, the model choice
+               by K-fold held-out log-likelihood
+* `_flags`     which items look broken: counts, and the score test of a negative
+               discrimination with Benjamini-Hochberg over the items
 * `_analysis`  `analyze_irt(plan)`: the store's results as a conditions x items binomial matrix
                (other stores' responses matched by dataset, id and content hash), the fits, the
-               flagged items, the files under `<store>/analysis/irt/`
+               model chosen, the flagged items, the files under `<store>/analysis/irt/`
 * `_report`    the report's IRT section (suspicious items next to their text) and its adaptive
                predictions
 * `_adaptive`  the adaptive estimator on a calibrated bank (shards, ability, predicted accuracy)
@@ -21,11 +24,12 @@ from itemeval._util.lazy import lazy_exports
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     """
-    _fit: HeldOut IrtFit fit_irt held_out_loglik
-    _analysis: ANALYSIS_DIR HELD_OUT_ITEMS NEAR_ZERO ConditionAbility IrtResult ItemParameters
-        analyze_irt item_flag study_responses
+    _fit: HeldOut IrtFit fit_irt held_out_loglik standardize
+    _flags: FLAG_Q discrimination_q item_flag negative_discrimination_p
+    _analysis: ANALYSIS_DIR HELD_OUT_ITEMS MIN_CONDITIONS ConditionAbility IrtResult
+        ItemParameters analyze_irt study_responses
     _adaptive: FLOOR MIN_CALIBRATION WEIGHT Adaptive Bank Estimate choose
-    _report: IrtSection adaptive_rows irt_section
+    _report: IrtSection adaptive_rows irt_section q_text
     _study_run: adaptive_costs read_adaptive render_adaptive_costs run_adaptive
     """,
 )

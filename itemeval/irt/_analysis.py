@@ -1,5 +1,6 @@
 """`analyze_irt(plan)`: the store's results as a conditions x items matrix, 1PL and 2PL fitted,
-suspicious items flagged, and everything written under `<store>/analysis/irt/`.
+one of them chosen by cross-validation, suspicious items flagged, and everything written under
+`<store>/analysis/irt/`. Fewer than `MIN_CONDITIONS` conditions with graded answers: refused.
 
 The data are the final grades of the headline grader (the report's `cells`), one binomial per
 condition and item (correct answers out of graded epochs). Other stores add their conditions
@@ -9,21 +10,24 @@ its dataset, identifier and content hash (of its input and target) agree.
 Files written (each wholly or not at all), with the store and condition each row came from:
 
 * `responses.parquet`  source store, condition, dataset, item, item hash, correct, trials
-* `conditions.parquet` source store, condition, model, prompt, ability, its SE and interval
-* `items.parquet`      dataset, item, item hash, 2PL difficulty and discrimination with SEs,
-                       1PL difficulty, counts, flag
-* `fit.json`           grader, stores, held-out log-likelihoods, time, `itemeval` version
+* `conditions.parquet` source store, condition, model, prompt, standardized ability of the chosen
+                       model with its SE and interval, both models' abilities
+* `items.parquet`      dataset, item, item hash, 2PL intercept, discrimination (its test z, q) and
+                       difficulty (where defined) with SEs, 1PL difficulty, counts, flag
+* `fit.json`           grader, stores, the model chosen and why, held-out log-likelihoods, time,
+                       `itemeval` version
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +37,8 @@ import pyarrow.parquet as pq
 from itemeval import __version__
 from itemeval.errors import InputError, Problem
 from itemeval.ids import content_hash
-from itemeval.irt._fit import HeldOut, IrtFit, fit_irt, held_out_loglik
+from itemeval.irt._fit import Z95, HeldOut, IrtFit, fit_irt, held_out_loglik
+from itemeval.irt._flags import FLAG_Q, discrimination_q, item_flag
 from itemeval.planning import Plan
 from itemeval.storage import Location, resolve
 
@@ -45,11 +50,12 @@ RESPONSES_FILE = "responses.parquet"
 CONDITIONS_FILE = "conditions.parquet"
 ITEMS_FILE = "items.parquet"
 FIT_FILE = "fit.json"
-#: A 2PL discrimination below this is "near zero": the item hardly separates strong from weak.
-NEAR_ZERO = 0.25
-#: Held-out figures are computed on at most this many items (a random sample; seed 0).
+#: Fewer conditions with graded answers and `analyze irt` refuses: a 2PL item has one answer
+#: per condition to fit two parameters, and the ability scale is set by the conditions (the
+#: adaptive bank's `MIN_CALIBRATION` is the same number, measured in benchmarks/adaptive.py).
+MIN_CONDITIONS = 3
+#: The model choice is computed on at most this many items (a random sample; seed 0).
 HELD_OUT_ITEMS = 5_000
-Z95 = 1.959963984540054
 
 RESPONSES_SCHEMA = pa.schema(
     [
@@ -74,12 +80,16 @@ class ConditionAbility:
     slug: str
     model: str
     prompt: str
-    ability: float  # 2PL theta
-    se: float
+    ability: float  # the chosen model's, in SDs of the fitted conditions (0: their mean)
+    se: float  # the items' estimation error included (joint information)
     low: float
     high: float
     accuracy: float  # observed, over the items it answered
     items: int  # items with at least one graded answer
+    theta: float  # the chosen model's ability on the fit's own scale (the items' scale)
+    theta_se: float
+    ability_1pl: float  # both models' standardized abilities
+    ability_2pl: float
 
 
 @dataclass(frozen=True)
@@ -89,12 +99,17 @@ class ItemParameters:
     item_hash: str
     correct: int
     trials: int
-    difficulty: float  # 2PL b
+    difficulty: float  # 2PL b = -d / a where a is clearly above 0, else NaN (`b_defined`)
     difficulty_se: float
     discrimination: float  # 2PL a
     discrimination_se: float
     difficulty_1pl: float
-    flag: str | None  # "none right" | "all right" | "negative discrimination" | "near-zero ..."
+    flag: str | None  # "none right" | "all right" | "negative discrimination"
+    intercept: float = float("nan")  # 2PL d: P(right) = sigmoid(a theta + d)
+    intercept_se: float = float("nan")
+    difficulty_1pl_se: float = float("nan")
+    discrimination_z: float = float("nan")  # score test of a = 0 (below -1.96: a < 0 at 2.5%)
+    discrimination_q: float = float("nan")  # its one-sided p, Benjamini-Hochberg adjusted
     input: str | None = None
     target: str | None = None
 
@@ -110,17 +125,20 @@ class IrtResult:
     stores: list[str]  # the study's store first
     conditions: list[ConditionAbility]
     items: list[ItemParameters]
-    held_out: HeldOut | None
+    held_out: HeldOut | None  # the model choice (None: not compared, the 2PL reported)
     loglik: dict[str, float]  # model -> log-likelihood of all the data
     seconds: float
     written: str | None  # URL of the analysis folder
+    chosen: str = "2pl"  # the model whose abilities are reported
 
     @property
     def flagged(self) -> list[ItemParameters]:
         return [i for i in self.items if i.flag]
 
     def to_json(self) -> dict[str, object]:
-        return {
+        """As JSON allows: a number that is not finite (a difficulty not defined, an item not
+        tested) is null."""
+        payload = {
             "study": self.study,
             "grader": self.grader,
             "stores": self.stores,
@@ -128,10 +146,22 @@ class IrtResult:
             "flagged": [asdict(i) for i in self.flagged],
             "items": len(self.items),
             "held_out": asdict(self.held_out) if self.held_out else None,
+            "chosen": self.chosen,
             "loglik": self.loglik,
             "seconds": round(self.seconds, 3),
             "written": self.written,
         }
+        return cast(dict[str, object], _finite(payload))
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def item_hashes(inputs: Sequence[str], targets: Sequence[str]) -> list[str]:
@@ -287,18 +317,30 @@ def analyze_irt(
     trials = np.zeros(shape, np.float32)
     np.add.at(correct, (row, col), responses.column("correct").to_numpy())
     np.add.at(trials, (row, col), responses.column("trials").to_numpy())
-    if shape[0] < 2 or shape[1] < 1:
+    # A condition none of whose answers matched an item is no condition of the fit.
+    live = trials.sum(1) > 0
+    correct, trials = correct[live], trials[live]
+    new_row = np.cumsum(live) - 1
+    condition_of = {key: int(new_row[r]) for key, r in condition_of.items() if live[r]}
+    answered = int(live.sum())
+    if answered < MIN_CONDITIONS or shape[1] < 1:
         raise InputError(
             Problem(
-                f"{shape[0]} condition(s) with graded answers: IRT needs at least 2",
-                field="--with",
-                hint="run more conditions, or add stores that answered the same items",
+                f"{answered} condition(s) with graded answers: item response theory needs at "
+                f"least {MIN_CONDITIONS} (with fewer, each item's discrimination rests on one "
+                "or two answers and the ability scale on as many points)",
+                field="conditions",
+                hint="run more conditions (models or prompts), or add stores that answered the "
+                "same items with --with",
             )
         )
     one = fit_irt(correct, trials, "1pl")
     two = fit_irt(correct, trials, "2pl", start=one)
     check = _held_out(correct, trials) if held_out else None
-    conditions = _conditions(responses, condition_of, two, correct, trials)
+    chosen = check.chosen if check is not None else "2pl"
+    conditions = _conditions(
+        responses, condition_of, {"1pl": one, "2pl": two}, chosen, correct, trials
+    )
     items = _items(item_keys, two, one, correct, trials, text)
     result = IrtResult(
         study=plan.study.study,
@@ -310,6 +352,7 @@ def analyze_irt(
         loglik={"1pl": one.loglik, "2pl": two.loglik},
         seconds=0.0,
         written=None,
+        chosen=chosen,
     )
     written = _write(plan, result, responses) if write else None
     return IrtResult(
@@ -328,22 +371,27 @@ def _held_out(correct: np.ndarray, trials: np.ndarray) -> HeldOut:
 def _conditions(
     responses: pa.Table,
     condition_of: dict[tuple[str, str], int],
-    fit: IrtFit,
+    fits: dict[str, IrtFit],
+    chosen: str,
     correct: np.ndarray,
     trials: np.ndarray,
 ) -> list[ConditionAbility]:
+    """Abilities of the chosen model as standard scores among the conditions (identified
+    whichever way the latent scale is stretched), their SEs from the joint information."""
     first: dict[tuple[str, str], tuple[str, str, str]] = {}
     names = ("store", "condition", "slug", "model", "prompt")
     for store, condition, slug, model, prompt in zip(
         *(responses.column(c).to_pylist() for c in names), strict=True
     ):
         first.setdefault((store, condition), (slug, model, prompt))
+    z = {m: f.standardized() for m, f in fits.items()}
+    fit = fits[chosen]
     out = []
     for key, r in condition_of.items():
         if key not in first:
             continue
         slug, model, prompt = first[key]
-        theta, se = float(fit.theta[r]), float(fit.theta_se[r])
+        ability, se = float(z[chosen][0][r]), float(z[chosen][1][r])
         n = float(trials[r].sum())
         out.append(
             ConditionAbility(
@@ -352,31 +400,20 @@ def _conditions(
                 slug=slug,
                 model=model,
                 prompt=prompt,
-                ability=theta,
+                ability=ability,
                 se=se,
-                low=theta - Z95 * se,
-                high=theta + Z95 * se,
+                low=ability - Z95 * se,
+                high=ability + Z95 * se,
                 accuracy=float(correct[r].sum()) / n if n else float("nan"),
                 items=int((trials[r] > 0).sum()),
+                theta=float(fit.theta[r]),
+                theta_se=float(fit.theta_se[r]),
+                ability_1pl=float(z["1pl"][0][r]),
+                ability_2pl=float(z["2pl"][0][r]),
             )
         )
     out.sort(key=lambda c: -c.ability)
     return out
-
-
-def item_flag(correct: int, trials: int, discrimination: float) -> str | None:
-    """Why an item looks broken, if it does."""
-    if trials == 0:
-        return None
-    if correct == 0:
-        return "none right"
-    if correct == trials:
-        return "all right"
-    if discrimination < 0:
-        return "negative discrimination"
-    if discrimination < NEAR_ZERO:
-        return "near-zero discrimination"
-    return None
 
 
 def _items(
@@ -389,8 +426,10 @@ def _items(
 ) -> list[ItemParameters]:
     k = correct.sum(0).astype(np.int64)
     n = trials.sum(0).astype(np.int64)
+    z, q = discrimination_q(two, correct, trials)
+    defined = two.b_defined
     ids = keys.column("item_id").to_pylist()
-    flags = [item_flag(int(k[j]), int(n[j]), float(two.a[j])) for j in range(len(ids))]
+    flags = [item_flag(int(k[j]), int(n[j]), float(q[j])) for j in range(len(ids))]
     text = text_of([i for i, f in zip(ids, flags, strict=True) if f])
     out = []
     for j, (dataset, item_id, item_hash) in enumerate(
@@ -410,14 +449,19 @@ def _items(
                 item_hash=item_hash,
                 correct=int(k[j]),
                 trials=int(n[j]),
-                difficulty=float(two.b[j]),
-                difficulty_se=float(two.b_se[j]),
+                difficulty=float(two.b[j]) if defined[j] else float("nan"),
+                difficulty_se=float(two.b_se[j]) if defined[j] else float("nan"),
                 discrimination=float(two.a[j]),
                 discrimination_se=float(two.a_se[j]),
                 difficulty_1pl=float(one.b[j]),
                 flag=flag,
                 input=words[0] if words else None,
                 target=words[1] if words else None,
+                intercept=float(two.d[j]),
+                intercept_se=float(two.d_se[j]),
+                difficulty_1pl_se=float(one.b_se[j]),
+                discrimination_z=float(z[j]),
+                discrimination_q=float(q[j]),
             )
         )
     return out
@@ -444,8 +488,10 @@ def _write(plan: Plan, result: IrtResult, responses: pa.Table) -> str:
         "grader": result.grader,
         "stores": result.stores,
         "models": ["1pl", "2pl"],
+        "chosen": result.chosen,
         "priors": {"theta": "N(0,1)", "a": "N(1,1)", "d": "N(0,3^2)"},
         "held_out": asdict(result.held_out) if result.held_out else None,
+        "flag": f"negative discrimination: Benjamini-Hochberg q <= {FLAG_Q}",
         "loglik": result.loglik,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "itemeval": __version__,

@@ -1,8 +1,8 @@
 """The report's IRT part: items an item response model finds suspicious, next to their text.
 
-`irt_section(plan)` fits the study's own store (nothing written) when it has at least
-`MIN_CONDITIONS` conditions with graded answers, and returns an `IrtSection` the report's
-difficulty section renders with `flagged_rows`.
+`irt_section(plan)` fits the study's own store (nothing written; `analyze_irt` refuses fewer
+than `MIN_CONDITIONS` conditions with graded answers, and the section says so), and returns an
+`IrtSection` the report's difficulty section renders with `flagged_rows`.
 """
 
 from __future__ import annotations
@@ -13,16 +13,15 @@ from typing import TYPE_CHECKING
 
 from itemeval.errors import InputError
 from itemeval.irt._analysis import ItemParameters, analyze_irt
+from itemeval.irt._flags import FLAG_Q
 from itemeval.planning import Plan
 
 if TYPE_CHECKING:
     from itemeval.export import StudyCells
 
-#: Fewer conditions than this and discriminations mean little: the section says so.
-MIN_CONDITIONS = 3
 #: Flagged items listed in the report (the rest are counted).
 MAX_LISTED = 30
-FLAG_ORDER = ("negative discrimination", "near-zero discrimination", "none right", "all right")
+FLAG_ORDER = ("negative discrimination", "none right", "all right")
 
 HEADER = [
     "dataset",
@@ -30,16 +29,19 @@ HEADER = [
     "flag",
     "right / answers",
     "discrimination (SE)",
-    "difficulty (SE)",
+    "q",
+    "intercept (SE)",
     "input",
     "target",
 ]
-NUMERIC = {3, 4, 5}
+NUMERIC = {3, 4, 5, 6}
 NOTE = (
     "A 2PL item response model fitted to the headline grader's results (docs/irt.md). "
-    "Negative or near-zero discrimination: strong conditions do no better than weak ones, "
-    "often a wrong target or an ambiguous question. Items every answer got right, or none, "
-    "tell conditions apart not at all."
+    "Negative discrimination: weaker conditions get the item right more often than stronger "
+    "ones, beyond chance (the discrimination is below 0 by a one-sided test on its standard "
+    f"error, Benjamini-Hochberg adjusted over the items: q <= {FLAG_Q}); often a wrong target "
+    "or an ambiguous question. The intercept is the log-odds of a right answer at ability 0. "
+    "Items every answer got right, or none, tell conditions apart not at all."
 )
 
 
@@ -58,24 +60,14 @@ def irt_section(plan: Plan, cells: StudyCells | None = None) -> IrtSection:
         result = analyze_irt(plan, write=False, held_out=False, cells=cells)
     except InputError as exc:
         return IrtSection(0, 0, {}, [], note=str(exc.problems[0].message))
-    conditions = sum(1 for c in result.conditions if c.items)
-    if conditions < MIN_CONDITIONS:
-        return IrtSection(
-            conditions,
-            len(result.items),
-            {},
-            [],
-            note=f"{conditions} conditions: too few for item response theory (at least "
-            f"{MIN_CONDITIONS})",
-        )
     flagged = result.flagged
     counts = {f: sum(1 for i in flagged if i.flag == f) for f in FLAG_ORDER}
     ordered = sorted(
-        (i for i in flagged if "discrimination" in (i.flag or "")),
-        key=lambda i: i.discrimination,
+        (i for i in flagged if i.flag == "negative discrimination"),
+        key=lambda i: (i.discrimination_q, i.discrimination),
     )
     return IrtSection(
-        conditions=conditions,
+        conditions=len(result.conditions),
         items=len(result.items),
         counts={k: v for k, v in counts.items() if v},
         flagged=ordered[:MAX_LISTED],
@@ -126,6 +118,13 @@ def _se(value: float, se: float) -> str:
     return f"{value:.2f} ({se:.2f})" if math.isfinite(se) else f"{value:.2f}"
 
 
+def q_text(q: float) -> str:
+    """An adjusted p-value as the flags table prints it."""
+    if not math.isfinite(q):
+        return "n/a"
+    return "<0.0001" if q < 1e-4 else f"{q:.4f}"
+
+
 def flagged_rows(section: IrtSection, shorten: object) -> list[list[str]]:
     """Rows under `HEADER` (`shorten(text, limit)` trims the item's text)."""
     cut = shorten  # the report's own trimming
@@ -136,7 +135,8 @@ def flagged_rows(section: IrtSection, shorten: object) -> list[list[str]]:
             i.flag or "",
             f"{i.correct:,} / {i.trials:,}",
             _se(i.discrimination, i.discrimination_se),
-            _se(i.difficulty, i.difficulty_se),
+            q_text(i.discrimination_q),
+            _se(i.intercept, i.intercept_se),
             cut(i.input),  # type: ignore[operator]
             cut(i.target, 60),  # type: ignore[operator]
         ]

@@ -26,7 +26,8 @@ from itemeval._util.lazy import lazy_exports
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     """
-    _plan: DatasetPlan Plan check_cap_bounds commit_plan make_plan refresh_estimate restrict_plan
+    _plan: DatasetPlan Plan check_cap_bounds commit_plan keep_item_tables make_plan refresh_estimate
+        restrict_plan
     _design: Design GenerateCondition GradeCondition PanelCondition build_design
     _estimate: Estimate EstimateLine build_estimate gate
     _item_index: PartRun SelectedItems build_item_index

@@ -46,6 +46,7 @@ from itemeval.planning._usage_rows import (
     Source,
     UsageRows,
     cache_only,
+    covers_selection,
     empty_visible,
     judge_prior_input,
     let_go,
@@ -185,9 +186,13 @@ def calibrate(
     # One condition at a time: its rows are read, reduced to a few numbers per row and let go.
     rows: dict[str, UsageRows] = {}
     visible: list[pa.Table] = []  # a judge's input covers the judged solution's visible tokens
+    cells = len(priors.item_ids) * design.epochs
     for cond in generate:
         stored = store_rows(store, SOLUTIONS, cond.id, [*CELL, *USAGE, "cached"])
-        extra = cache_only(cache.rows(groups[cond.id]), stored)
+        if covers_selection(stored, lookup, design.epochs, cells):
+            extra = cache_only(None, stored)
+        else:
+            extra = cache_only(cache.rows(groups[cond.id]), stored)
         prior_in, _, _ = priors.generate[cond.id]
         rows[cond.id] = UsageRows.of(stored, extra, lookup, per_item=prior_in)
         if judges:
@@ -198,7 +203,10 @@ def calibrate(
     visible = []
     for judge in judges:
         stored = store_rows(store, GRADES, judge.id, ["gen_condition_id", *CELL, *USAGE, "cached"])
-        extra = cache_only(cache.rows(groups[judge.id]), stored.select([*CELL, *USAGE]))
+        if covers_selection(stored, lookup, design.epochs, cells * len(generate)):
+            extra = cache_only(None, stored)
+        else:
+            extra = cache_only(cache.rows(groups[judge.id]), stored.select([*CELL, *USAGE]))
         base = priors.judge_input[judge.id]
         prior_in = judge_prior_input(stored, visible_by_cell, lookup, base)
         rows[judge.id] = UsageRows.of(stored, extra, lookup, per_stored_row=prior_in)

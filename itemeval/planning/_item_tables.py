@@ -5,11 +5,13 @@ estimate's prior, `_tokens.py`), and reads every item to count modalities. Both 
 the items (the snapshot's fingerprint) and on the template and output-length parameters, so a
 run keeps them beside the items snapshot when it commits its plan:
 
-    items/<dataset>/<fingerprint16>/_tables-<key>.parquet
+    items/<dataset>/<fingerprint16>/_tables-<key>
 
-one file per solver shape (`input`, `output`, `visible` per item), per rubric (`input`) and one
-for the modality of every item (`modality`, with the names in the file's metadata); `key` hashes
-what the counts depend on and `TABLES_VERSION`. A file covers the dataset's first `rows` items
+(parquet files without the `.parquet` suffix, so that no glob of the snapshot's parts, ours
+or another tool's, takes them for items), one file per solver shape (`input`, `output`,
+`visible` per item), per rubric (`input`) and one for the modality of every item (`modality`,
+with the names and key counts in the file's metadata); `key` hashes what the counts depend on
+and `TABLES_VERSION`. A file covers the dataset's first `rows` items
 (a `--limit` run counts only those). They are derived data: a missing, short or unreadable file
 is computed again from the items, and `plan` only reads them (a run writes them).
 """
@@ -40,7 +42,7 @@ def table_key(*parts: object) -> str:
 
 
 def _location(snapshot: SnapshotInfo, key: str) -> Location:
-    return snapshot.location.join(f"{_PREFIX}{key}.parquet")
+    return snapshot.location.join(f"{_PREFIX}{key}")
 
 
 def read_item_table(

@@ -168,7 +168,10 @@ def make_plan(
     store = StudyStore.open(root_url, storage.for_url(root_url))
     imported: set[str] = set()
     if study.imported:  # answers another tool produced: graded here, never generated
-        design, imported = with_imported(design, store, study.imported, study.models[0].endpoint)
+        endpoint = study.models[0].endpoint  # a plan that reads adds the source's own grades
+        design, imported = with_imported(
+            design, store, study.imported, endpoint, with_grades=not with_pending
+        )
     design = design.select(condition)
     per_dataset = selection_limit(study, limit)
 
@@ -360,8 +363,15 @@ def commit_plan(plan: Plan) -> None:
             dataset.snapshot = write_items_snapshot(
                 plan.store, dataset.name, dataset.fingerprint, batches
             )
+    keep_item_tables(plan)
+
+
+def keep_item_tables(plan: Plan) -> None:
+    """Write the item tables the plan's pass made beside the datasets' snapshots (what the next
+    plan reads instead of every item); a run with nothing to do keeps them too. Derived data:
+    a failed write costs the next plan time, nothing else."""
+    for dataset in plan.datasets:
         if dataset.scan is not None and dataset.snapshot is not None:
-            # What the next plan reads instead of every item (derived: losing it costs time).
             with contextlib.suppress(OSError, StoreError):
                 write_tables(plan.design, dataset.snapshot, dataset.scan)
             dataset.scan = None

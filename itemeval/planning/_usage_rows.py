@@ -28,6 +28,7 @@ from itemeval.store import (
     StudyStore,
     keys_present,
     partition_dir,
+    read_partition_cells,
 )
 from itemeval.store.fragments import read_partitions
 
@@ -157,16 +158,30 @@ class UsageRows:
 def store_rows(
     store: StudyStore, stage: str, condition_id: str, columns: Sequence[str]
 ) -> pa.Table:
-    """The usage of every stored cell's row of one condition (its best row: ok before error).
-    Error rows count when the provider reported usage: an empty or filtered answer was billed,
-    and its retry will be too."""
-    read = store.read_by_condition(stage, [condition_id], columns, ordered=False)
-    table = read.get(condition_id)
-    if table is None:  # nothing stored yet
-        if stage == GRADES:
+    """The usage of every stored cell's row of one condition (its best row: ok before error),
+    from the partition's cells (its summary and the fragments it does not cover). Error rows
+    count when the provider reported usage: an empty or filtered answer was billed, and its
+    retry will be too."""
+    stage_of = store.stage(stage)
+    table = read_partition_cells(stage_of, store.partition(stage_of, condition_id), columns).cells
+    if table.num_rows == 0:  # nothing stored yet
+        if stage_of.name == GRADES.name:
             return empty_grade_rows()
         return empty_rows().append_column("cached", pa.array([], pa.bool_()))
     return with_usage(table)
+
+
+def covers_selection(stored: pa.Table, lookup: ItemLookup, epochs: int, cells: int) -> bool:
+    """Whether `stored` (usage rows of one condition) holds a row for each of its `cells` in
+    the selection: then the response cache has nothing the calibration would use (its rows of
+    cells the store does not hold are other studies' items or epochs, which count only while
+    this study's own rows are too few), and is not read."""
+    if stored.num_rows < cells:
+        return False
+    pos = lookup.positions(stored.column("item_id"))
+    epoch = stored.column("epoch").to_numpy()
+    # One row per key (cell, or grade and cell): counting those inside counts the cells held.
+    return int(((pos >= 0) & (epoch < epochs)).sum()) >= cells
 
 
 class CacheReader:

@@ -48,12 +48,14 @@ class AttemptDeadline:
         self._meter: AttemptMeter | None = None
 
     async def __aenter__(self) -> None:
+        meter = self._meter = ATTEMPTS.get()
+        if meter is not None:
+            if meter.outdated is not None:
+                await meter.before_send()  # raises NotSent: its larger worst case did not fit
+            meter.attempt_sent()
         sent = ATTEMPT_SENT.get()
         if sent is not None:
             sent()
-        meter = self._meter = ATTEMPTS.get()
-        if meter is not None:
-            meter.attempt_sent()
         if self._seconds is not None:
             self._scope = asyncio.timeout(self._seconds)
             await self._scope.__aenter__()

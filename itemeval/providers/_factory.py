@@ -42,10 +42,9 @@ _WIRES: dict[str, type[HttpProvider]] = {
 }
 
 
-def make_bucket(settings: EndpointSettings) -> RateBucket | None:
-    """The authoritative bucket for an endpoint's limits, or None when it has none."""
-    if settings.requests_per_minute is None and settings.tokens_per_minute is None:
-        return None
+def make_bucket(settings: EndpointSettings) -> RateBucket:
+    """The authoritative bucket for an endpoint's limits (without a declared requests limit,
+    one found from its 429s)."""
     return RateBucket(settings.requests_per_minute, settings.tokens_per_minute)
 
 
@@ -57,16 +56,13 @@ def make_limiter(
     slot_source: SlotSource | None = None,
 ) -> RateLimiter:
     """This process's limiter for the endpoint: rate permits from the source (a process-local
-    bucket without one), and concurrency leased from `slot_source` (the endpoint's pool shared
+    bucket without one; an endpoint that declares no requests limit finds one from its 429s,
+    so it draws permits too), and concurrency leased from `slot_source` (the endpoint's pool shared
     by every worker and driver) or, without one, `max_concurrency` slots of its own."""
-    rate_limited = settings.requests_per_minute is not None or (
-        settings.tokens_per_minute is not None
-    )
     if permit_source is None:
-        bucket = make_bucket(settings)
-        permit_source = LocalPermitSource(bucket) if bucket is not None else None
+        permit_source = LocalPermitSource(make_bucket(settings))
     return RateLimiter(
-        permit_source if rate_limited else None,
+        permit_source,
         max_concurrency=max_concurrency or settings.max_concurrency,
         track_tokens=settings.tokens_per_minute is not None,
         slots=slot_source,

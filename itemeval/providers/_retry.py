@@ -1,16 +1,21 @@
 """Retries: tenacity around each attempt, `Retry-After` and rate-limit reset headers honoured.
 
 An attempt either returns a final `ModelResult` (success, or a failure that retrying cannot fix)
-or raises `TransientFailure` (429, 5xx, timeout, connection error). `run_with_retries` retries
+or raises `TransientFailure` (429, 5xx, timeout, connection error). `RetryPolicy.run` retries
 those with full-jitter exponential backoff, never sooner than the provider's `Retry-After`, for at
-most `max_attempts` attempts, and turns the last transient failure into a result. Nothing raises
-out of it except cancellation.
+most `max_attempts` attempts, and turns the last transient failure into a result. A 429 is not
+one of those attempts: the endpoint's limiter paces what follows it (it paused every caller and
+slowed the shared schedule), so a rate-limited call waits the provider's hint (or up to
+`backoff_initial_s`) and goes on until it is answered or the run stops; a slow gateway makes a
+run slow, never failed. Only a hint longer than `max_retry_after_s` ends it. Nothing raises out
+of it except cancellation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import random
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -21,13 +26,13 @@ from tenacity import (
     AsyncRetrying,
     RetryCallState,
     retry_if_exception_type,
-    stop_after_attempt,
+    stop_any,
     wait_random_exponential,
 )
 
 from itemeval.errors import TransientFailure
-from itemeval.providers.money import ATTEMPTS
-from itemeval.providers.types import ModelResult
+from itemeval.providers.money import ATTEMPTS, NotSent
+from itemeval.providers.types import ErrorCode, ModelResult
 
 
 def finish(result: ModelResult, attempts: int, latency_ms: float) -> ModelResult:
@@ -58,21 +63,35 @@ class RetryPolicy:
         self.max_attempts = max_attempts
         self.max_retry_after_s = max_retry_after_s
         self._jitter = wait_random_exponential(multiplier=backoff_initial_s, max=backoff_max_s)
+        self._rate_limited_jitter_s = backoff_initial_s
         # Copied per retried call (`AsyncRetrying` keeps its iteration state on the object).
         self._template = AsyncRetrying(
             sleep=asyncio.sleep,
-            stop=stop_after_attempt(max_attempts) | self._retry_after_too_long,
+            stop=stop_any(self._out_of_attempts, self._retry_after_too_long),
             wait=self._wait,
             retry=retry_if_exception_type(TransientFailure),
             reraise=True,
         )
 
     def _wait(self, state: RetryCallState) -> float:
-        delay = self._jitter(state)
         failure = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(failure, TransientFailure) and failure.code == ErrorCode.RATE_LIMITED:
+            # The limiter paces what follows a 429: a short jitter, or the provider's hint.
+            delay = random.uniform(0.0, self._rate_limited_jitter_s)
+        else:
+            delay = self._jitter(state)
         if isinstance(failure, TransientFailure) and failure.retry_after_s is not None:
             delay = max(delay, failure.retry_after_s)
         return delay
+
+    def _out_of_attempts(self, state: RetryCallState) -> bool:
+        """`max_attempts` attempts that were not rate-limited (429s do not count)."""
+        failure = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(failure, TransientFailure) and failure.code == ErrorCode.RATE_LIMITED:
+            return False
+        counted = getattr(state, "counted_attempts", 0) + 1
+        state.counted_attempts = counted  # type: ignore[attr-defined]
+        return counted >= self.max_attempts
 
     def _retry_after_too_long(self, state: RetryCallState) -> bool:
         failure = state.outcome.exception() if state.outcome is not None else None
@@ -95,13 +114,19 @@ class RetryPolicy:
         try:
             result = await attempt()
             attempts = 1
+        except NotSent as unsent:  # its larger reservation did not fit: never sent
+            return finish(unsent.result, 0, (time.perf_counter() - started) * 1000.0)
         except TransientFailure as first:
             meter = ATTEMPTS.get()
             if meter is not None and meter.capped:
                 attempt = meter.guard(attempt)
-            result, attempts = await self._retry(first, attempt)
-            if meter is not None and result is meter.refusal_result:
-                attempts -= 1  # the retry that did not fit was never sent
+            try:
+                result, attempts = await self._retry(first, attempt)
+                if meter is not None and result is meter.refusal_result:
+                    attempts -= 1  # the retry that did not fit was never sent
+            except NotSent:  # a retry's larger reservation did not fit
+                assert meter is not None
+                result, attempts = meter.refusal(), meter.sent
         return finish(result, attempts, (time.perf_counter() - started) * 1000.0)
 
     async def _retry(
@@ -166,23 +191,43 @@ def _parse_reset(text: str, now_epoch: float) -> float | None:
     return max(0.0, moment.timestamp() - now_epoch)
 
 
+#: What a gateway puts before the headers it passes on from the provider behind it (LiteLLM's
+#: proxy sends the upstream `retry-after` as `llm_provider-retry-after`).
+GATEWAY_PREFIXES = ("", "llm_provider-")
+
+
 def retry_after_from_headers(
     headers: Mapping[str, str], now_epoch: float | None = None
 ) -> float | None:
     """How long the provider asks us to wait, in seconds, or None when it does not say.
 
     `retry-after-ms`, then `retry-after` (seconds or an HTTP date); without those, the reset time
-    of each rate-limit dimension that is exhausted (remaining 0), else the soonest reset given.
-    `headers` must be case-insensitive (aiohttp's are) or lower-case.
+    of each rate-limit dimension that is exhausted (remaining 0), else the soonest reset given
+    (`x-ratelimit-reset-requests` / `-tokens` as `1s`, `6m0s`, `20ms`; Anthropic's as RFC 3339
+    times). Each is read as sent and as a gateway passes it on (`llm_provider-retry-after`, ...);
+    the gateway's own hint first. `headers` must be case-insensitive (aiohttp's are) or
+    lower-case.
     """
     now = time.time() if now_epoch is None else now_epoch
-    value = headers.get("retry-after-ms")
+    for prefix in GATEWAY_PREFIXES:
+        wait = _explicit_wait(headers, prefix, now)
+        if wait is not None:
+            return wait
+    for prefix in GATEWAY_PREFIXES:
+        wait = _reset_wait(headers, prefix, now)
+        if wait is not None:
+            return wait
+    return None
+
+
+def _explicit_wait(headers: Mapping[str, str], prefix: str, now: float) -> float | None:
+    value = headers.get(f"{prefix}retry-after-ms")
     if value is not None:
         try:
             return max(0.0, float(value) / 1000.0)
         except ValueError:
             pass
-    value = headers.get("retry-after")
+    value = headers.get(f"{prefix}retry-after")
     if value is not None:
         try:
             return max(0.0, float(value))
@@ -191,17 +236,21 @@ def retry_after_from_headers(
                 return max(0.0, parsedate_to_datetime(value).timestamp() - now)
             except (TypeError, ValueError, IndexError):
                 pass
+    return None
+
+
+def _reset_wait(headers: Mapping[str, str], prefix: str, now: float) -> float | None:
     exhausted: list[float] = []
     any_reset: list[float] = []
     for remaining_name, reset_name in _RESET_HEADERS:
-        reset_text = headers.get(reset_name)
+        reset_text = headers.get(prefix + reset_name)
         if reset_text is None:
             continue
         reset = _parse_reset(reset_text, now)
         if reset is None or not math.isfinite(reset):
             continue
         any_reset.append(reset)
-        if (headers.get(remaining_name) or "").strip() == "0":
+        if (headers.get(prefix + remaining_name) or "").strip() == "0":
             exhausted.append(reset)
     if exhausted:
         return max(exhausted)

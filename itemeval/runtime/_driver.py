@@ -35,7 +35,15 @@ from itemeval.batch import BatchTier, open_batches_of
 from itemeval.calls import Allowance, LedgerState, run_allowance, study_spent
 from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode, StoreFailedMidRun
-from itemeval.planning import Plan, check_cap_bounds, commit_plan, gate, make_plan, restrict_plan
+from itemeval.planning import (
+    Plan,
+    check_cap_bounds,
+    commit_plan,
+    gate,
+    keep_item_tables,
+    make_plan,
+    restrict_plan,
+)
 from itemeval.providers import EndpointProbe
 from itemeval.runtime._compaction import RunCompaction
 from itemeval.runtime._context import RunContext
@@ -185,6 +193,7 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
     stages = options.stages
     store_url = plan.store.root.url
     if not _has_work(plan, stages) and not open_batches_of(plan, stages):
+        keep_item_tables(plan)  # the next plan reads them instead of every item
         return RunOutcome(
             "nothing_to_do",
             ExitCode.OK,

@@ -23,6 +23,10 @@ class ServerLimits:
     burst_s: float = 1.0
     #: Requests in flight at once; an arrival beyond it is refused with a 429 (None: no limit).
     max_concurrency: int | None = None
+    #: Tokens added to every live answer's reported (and billed) input and output: a backend
+    #: that bills more than the request allows (output over max_tokens; input over its bytes).
+    overreport_input: int = 0
+    overreport_output: int = 0
 
 
 class Bucket:

@@ -24,6 +24,7 @@ The live handler is written for throughput (several thousand requests/s on one c
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import math
@@ -165,6 +166,12 @@ class SimServer:
             # After the latency, as a provider writes its cache entry when it has processed the
             # prompt: identical requests already in flight miss it.
             cache = self._prompt_cache(wire, call, reply)
+            if self.limits.overreport_input or self.limits.overreport_output:
+                reply.usage = dataclasses.replace(
+                    reply.usage,
+                    input_tokens=reply.usage.input_tokens + self.limits.overreport_input,
+                    output_tokens=reply.usage.output_tokens + self.limits.overreport_output,
+                )
             # `self.stats`, not `stats`: the latency may have spanned a reset.
             self.stats.answered(call.model, wire.route, reply.usage, cache)
             serial = next(self._ids)

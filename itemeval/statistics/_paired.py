@@ -10,6 +10,8 @@ For units A and B, over the clusters both have graded answers in (`Tallies`):
   around d by sqrt(G / (G - 1)) t_(G-1) / z for the G clusters it rests on
   (`small_sample_factors`: 1.5% at 116 clusters, 44% at 6, where a bootstrap of few clusters is
   too narrow);
+* no comparison at all when the two share no cluster (conditions on two benchmarks' items):
+  such a pair is left out of the family's pairs and of the adjustment;
 * a p-value: the exact McNemar test when each cluster is one item with one binary answer per
   unit (b = items A got right and B wrong, c = the reverse; p = P(|X - n/2| >= |b - n/2|) for
   X ~ Binomial(b + c, 1/2)); otherwise a paired t-test on clusters with a cluster-robust standard
@@ -108,6 +110,50 @@ def cluster_weights(rng: np.random.Generator, clusters: int, rows: int) -> np.nd
     return counted.reshape(rows, clusters).astype(np.float64)
 
 
+@dataclass
+class _Resampler:
+    """Cluster-bootstrap weights over the rows of `base` (a row per cluster: each unit's sums,
+    then its counts). Clusters with the same row are interchangeable in every sum, so when few
+    rows are distinct (scores of 0 or 1 and a few epochs: at most a few dozen patterns,
+    whatever the number of items) a resample is how many draws land on each distinct row, a
+    multinomial over them: the same distribution as drawing clusters, at O(patterns) a
+    resample instead of O(clusters). Otherwise clusters are drawn (`cluster_weights`)."""
+
+    rng: np.random.Generator
+    rows: np.ndarray  # (distinct rows or clusters, 2 * units)
+    clusters: int
+    shares: np.ndarray | None  # per distinct row: its clusters / all (None: clusters drawn)
+    of_cluster: np.ndarray | None  # per cluster: its distinct row
+
+    @classmethod
+    def of(cls, base: np.ndarray, rng: np.random.Generator) -> _Resampler:
+        n = base.shape[0]
+        distinct, of_cluster, counts = np.unique(
+            base, axis=0, return_inverse=True, return_counts=True
+        )
+        if len(distinct) * 4 > n:  # mostly distinct: draw the clusters themselves
+            return cls(rng, base, n, None, None)
+        return cls(rng, distinct, n, counts / n, of_cluster.reshape(-1))
+
+    @property
+    def width(self) -> int:
+        return self.rows.shape[0]
+
+    def weights(self, rows: int) -> np.ndarray:
+        """(rows, width): how often each row is drawn in each of `rows` resamples."""
+        if self.shares is None:
+            return cluster_weights(self.rng, self.clusters, rows)
+        return self.rng.multinomial(self.clusters, self.shares, size=rows).astype(np.float64)
+
+    def inside(self, clusters: np.ndarray) -> np.ndarray:
+        """Which rows stand for `clusters` (cluster indices): a mask, or the indices."""
+        if self.of_cluster is None:
+            return clusters
+        mask = np.zeros(self.width, dtype=bool)
+        mask[self.of_cluster[clusters]] = True
+        return mask
+
+
 def compare(
     tallies: Tallies,
     *,
@@ -155,20 +201,20 @@ def compare(
     group_means = [np.full((resamples, len(units)), np.nan) for _, units in groups]
     if n > 0:
         rng = np.random.default_rng(seed)
-        chunk = max(1, _CHUNK_CELLS // max(1, n))
+        resample = _Resampler.of(base, rng)
+        chunk = max(1, _CHUNK_CELLS // max(1, resample.width))
         for start in range(0, resamples, chunk):
             rows = min(chunk, resamples - start)
-            weights = cluster_weights(rng, n, rows)
-            weighted = weights @ base
+            weights = resample.weights(rows)
+            weighted = weights @ resample.rows
             with np.errstate(invalid="ignore", divide="ignore"):
                 means[start : start + rows] = weighted[:, :k] / weighted[:, k:]
                 for (where, units), out in zip(groups, group_means, strict=True):
                     if not units:
                         continue
-                    part = np.concatenate(
-                        [tallies.sums[where][:, units], tallies.counts[where][:, units]], axis=1
-                    )
-                    summed = weights[:, where] @ part
+                    inside = resample.inside(where)
+                    columns = [*units, *(k + u for u in units)]
+                    summed = weights[:, inside] @ resample.rows[inside][:, columns]
                     width = len(units)
                     out[start : start + rows] = summed[:, :width] / summed[:, width:]
     tail = (1.0 - confidence) / 2
@@ -201,7 +247,9 @@ def compare(
     pair_lows, pair_highs = _widen(values[:, 0] - values[:, 1], pair_lows, pair_highs, factors)
     p_values = _t_p_values(tests)
     comparisons = []
-    for i, (a, b) in enumerate(pairs_index):
+    compared = [i for i, test in enumerate(tests) if test.common > 0]
+    for i in compared:  # units that share no cluster (two benchmarks' items) are no pair
+        a, b = pairs_index[i]
         va, vb = float(values[i, 0]), float(values[i, 1])
         test = tests[i]
         comparisons.append(
@@ -222,6 +270,7 @@ def compare(
                 discordant=test.discordant,
             )
         )
+    p_values = p_values[compared]
     adjusted = adjust(p_values, adjustment) if len(p_values) else []
     comparisons = [_with_adjusted(c, float(q)) for c, q in zip(comparisons, adjusted, strict=True)]
     by_pair = {(c.first, c.second): c.adjusted for c in comparisons}

@@ -32,6 +32,8 @@ def verdict(family: Family, short_names: dict[str, str] | None = None) -> str:
     method = ADJUSTMENTS.get(family.adjustment, family.adjustment)
     level = f"paired tests, {method}-adjusted p < {family.alpha:g}"
     if total == 0:
+        if int((family.answers > 0).sum()) >= 2:  # graded, but never on the same items
+            return "Nothing to compare: no two units share an item (each on other items)."
         return "Nothing to compare: fewer than two units with graded answers."
     if len(real) == total:
         return f"Which differences are real ({level}): all {total} pairs differ."

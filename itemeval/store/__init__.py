@@ -89,6 +89,9 @@ from itemeval.store._schemas import (
 )
 from itemeval.store._selection import select_conditions
 from itemeval.store._status import ConditionStatus, status_counts
+from itemeval.store._summary import PartitionCells, PartitionGroups, summaries_enabled
+from itemeval.store._summary import read_cells as read_partition_cells
+from itemeval.store._summary import read_groups as read_partition_groups
 
 __all__ = [
     "GRADES",
@@ -116,6 +119,8 @@ __all__ = [
     "IdenticalCells",
     "ItemLookup",
     "LegacyLookup",
+    "PartitionCells",
+    "PartitionGroups",
     "ResponseCache",
     "RunManifest",
     "RunsSpend",
@@ -143,6 +148,8 @@ __all__ = [
     "read_item_ids",
     "read_items_part",
     "read_manifest",
+    "read_partition_cells",
+    "read_partition_groups",
     "read_snapshot_info",
     "rebuild_summaries",
     "repeated_judge_cells",
@@ -152,6 +159,7 @@ __all__ = [
     "solution_index",
     "status_counts",
     "string_hashes",
+    "summaries_enabled",
     "text_hash",
     "write_items_snapshot",
     "write_manifest_end",

@@ -86,8 +86,8 @@ def repeated_judge_cells(
     judge_ids: Sequence[str],
 ) -> CellMasks:
     """The pending judge cells (keyed `(grade, generate)`) whose request an earlier pending
-    cell asks too, from the solutions stored now: one scan of each generate condition with
-    pending judge cells (its `text_hash` column), 8 bytes a cell per such condition."""
+    cell asks too, from the solutions stored now: the cells of each generate condition with
+    pending judge cells (their text keys), 8 bytes a cell per such condition."""
     identical = IdenticalCells(pending, list(judge_ids))
     wanted = [gen for gen in dict.fromkeys(gen_condition_ids) if identical.wants(gen)]
     if len(wanted) < 2 or not pending.num_rows:

@@ -15,11 +15,10 @@ become the cells of a shard only when the shard is dispatched (`cells(key, start
   cell), so grade shards can name the fragment a worker reads.
 
 `force=True` selects every cell (for grades: every `ok` solution). Rows of items or epochs
-outside the request are ignored. The two pending sets stream the store (`StudyStore.scan`),
-only its key, status and hash columns, and fold the rows into per-cell arrays as they come:
-what they hold is a few bytes per cell (masks; a 64-bit key per current solution only where a
-grade names the cell), not the rows, so their memory follows the run's cells and a batch, not
-the store's size.
+outside the request are ignored. The pending sets read the partitions' cells (`_summary`: a
+partition's summary and the fragments it does not cover, the best row of each key, only the
+key, status and hash columns), one partition at a time, and keep a few bytes per cell
+(masks; a 64-bit key per current solution), not the rows.
 """
 
 from __future__ import annotations
@@ -32,11 +31,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.errors import InputError, Problem
-from itemeval.store._content_keys import hash_keys
 from itemeval.store._layout import GRADES, SOLUTIONS, StudyStore
 from itemeval.store._positions import ItemLookup
 from itemeval.store._schemas import STATUS_OK
-from itemeval.store.fragments import FRAGMENT_ORDINAL
+from itemeval.store._summary import read_cells
 
 #: `CellMasks.to_table()` of generate masks (keyed by condition id).
 GENERATE_CELL_SCHEMA = pa.schema(
@@ -157,32 +155,6 @@ def ok_rows(table: pa.Table) -> pa.Table:
     return ok.drop_columns(["status"])
 
 
-_GEN_CONDITION = pa.dictionary(pa.int32(), pa.string())
-
-
-def _keyed(table: pa.Table, column: str) -> pa.Table:
-    at = table.schema.get_field_index(column)
-    return table.set_column(at, column, pa.array(hash_keys(table.column(at)), pa.uint64()))
-
-
-def _ok_rows_keyed(table: pa.Table) -> pa.Table:
-    """A solutions fragment's `ok` rows, `text_hash` as a `hash_keys` key."""
-    return _keyed(ok_rows(table), "text_hash")
-
-
-def _ok_grade_cells(table: pa.Table) -> pa.Table:
-    """A grades fragment's `ok` rows, `gen_condition_id` dictionary-encoded."""
-    ok = ok_rows(table)
-    at = ok.schema.get_field_index("gen_condition_id")
-    return ok.set_column(at, "gen_condition_id", ok.column(at).cast(_GEN_CONDITION))
-
-
-def _ok_grade_rows(table: pa.Table) -> pa.Table:
-    """A grades fragment's `ok` rows, `gen_condition_id` dictionary-encoded and
-    `solution_hash` as a `hash_keys` key."""
-    return _keyed(_ok_grade_cells(table), "solution_hash")
-
-
 def cell_positions(
     table: pa.Table, items: ItemLookup, epochs: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -212,12 +184,15 @@ def pending_generate(
     for cid in dict.fromkeys(condition_ids):
         pending = np.ones(n * epochs, dtype=bool)
         if lookup is not None:
-            # Streamed: a cell with an `ok` row is done, however often the row is seen.
-            for ok in store.scan(SOLUTIONS, cid, ["item_id", "epoch", "status"], reduce=ok_rows):
-                _, positions = cell_positions(ok, lookup, epochs)
-                pending[positions] = False
+            cells = read_cells(SOLUTIONS, store.partition(SOLUTIONS, cid), _KEYS_OK).cells
+            ok = cells.filter(cells.column("ok"))
+            _, positions = cell_positions(ok, lookup, epochs)
+            pending[positions] = False
         masks[cid] = pending.reshape(n, epochs)
     return CellMasks(items, epochs, masks)
+
+
+_KEYS_OK = ["item_id", "epoch", "ok"]
 
 
 def pending_grade(
@@ -234,32 +209,32 @@ def pending_grade(
     given (keyed `(grade_condition_id, gen_condition_id)`). `unique_ids` as for
     `pending_generate`.
 
-    Both stages are streamed (`StudyStore.scan`), never held as rows: first which cells some
-    `ok` grade names (a bit per cell), and which grades fragments hold rows of which generate
-    condition; then one generate condition at a time, its solutions folded into a bit per cell
-    (is there an `ok` one) and, for the named cells only, the current solution's 64-bit key,
-    and its grades read again (only the fragments that hold some), each clearing its cell if it
-    graded that solution. So at most one condition's keys are held, whatever the number of
-    models, and a first run's grade stage (no grade stored yet) holds masks and the id lookup,
-    not a key per cell. Grades fragments hold one generate condition each unless compacted;
-    a compacted one is read once per condition."""
+    Read from the partitions' cells (their summaries and the fragments they do not cover), one
+    generate condition at a time: its current `ok` solutions' text keys (8 bytes a cell), then
+    each grade condition's cells of that condition only (a summary's row groups are one
+    generate condition's), each clearing its cell when its best row is `ok` and graded the
+    current solution."""
     items = _checked(item_ids, epochs, unique_ids)
     n = len(items)
     gens = list(dict.fromkeys(gen_condition_ids))
     grade_ids = list(dict.fromkeys(grade_condition_ids))
     lookup = ItemLookup(items)
-    named = {gen: np.zeros(n * epochs, dtype=bool) for gen in gens}
-    where = (
-        {} if force else {gid: _mark_graded(store, gid, named, lookup, epochs) for gid in grade_ids}
-    )
     masks: dict[Hashable, np.ndarray] = {}
     for gen in gens:
-        solutions = current_solution_keys(store, gen, lookup, epochs, watch=_watch(named.pop(gen)))
+        solutions = current_solution_keys(store, gen, lookup, epochs)
         for gid in grade_ids:
             pending = solutions.present.copy()
-            fragments = where.get(gid)
-            if fragments is not None and fragments.holds(gen) and len(solutions.keys):
-                _clear_graded_cells(store, gid, gen, fragments, solutions, pending, lookup, epochs)
+            if not force and len(solutions.keys):
+                graded = read_cells(
+                    GRADES,
+                    store.partition(GRADES, gid),
+                    ["item_id", "epoch", "ok", "solution_hash"],
+                    generate=[gen],
+                ).cells
+                graded = graded.filter(graded.column("ok"))
+                rows, positions = cell_positions(graded, lookup, epochs)
+                keys = graded.column("solution_hash").to_numpy()[rows]
+                pending[positions[solutions.is_current(positions, keys)]] = False
             masks[(gid, gen)] = pending.reshape(n, epochs)
         del solutions  # before the next condition's keys are made
     ordered = {(gid, gen): masks[(gid, gen)] for gid in grade_ids for gen in gens}
@@ -267,259 +242,37 @@ def pending_grade(
 
 
 @dataclass
-class GradeFragments:
-    """Which fragments of a grades partition hold `ok` rows of which generate condition (for
-    the selected cells), as one scan saw them."""
-
-    seen: set[str]  # every fragment that scan read
-    holding: dict[str, set[str]]  # generate condition -> the fragments holding some of its rows
-
-    def holds(self, gen: str) -> bool:
-        return bool(self.holding.get(gen))
-
-    def without(self, gen: str) -> set[str]:
-        """Fragments seen that hold no row of `gen` (a later scan for `gen` may skip them;
-        fragments it did not see, written or compacted since, are read)."""
-        return self.seen - self.holding.get(gen, set())
-
-
-#: Above this share of a condition's cells named by grades, every cell keeps its key: the
-#: sorted positions (8 bytes each) and their look-ups would cost more than they save.
-DENSE_WATCH = 0.5
-
-
-def _mark_graded(
-    store: StudyStore,
-    grade_condition_id: str,
-    named: dict[str, np.ndarray],
-    items: ItemLookup,
-    epochs: int,
-) -> GradeFragments | None:
-    """Mark in `named` (per generate condition, a bit per cell) the cells an `ok` grade row of
-    `grade_condition_id` names; which fragments hold them (None: no fragment does)."""
-    listed: list[str] = []
-    holding: dict[str, set[int]] = {}
-    columns = ["gen_condition_id", "item_id", "epoch", "status"]
-    scan = store.scan(
-        GRADES, grade_condition_id, columns, reduce=_ok_grade_cells, fragment_names=listed
-    )
-    for graded in scan:
-        rows, positions = cell_positions(graded, items, epochs)
-        if not len(rows):
-            continue
-        gen_of_row = graded.column("gen_condition_id").take(pa.array(rows))
-        fragment_of_row = graded.column(FRAGMENT_ORDINAL).to_numpy()[rows]
-        for gen, cells in named.items():
-            mine = pc.equal(gen_of_row, gen).to_numpy(zero_copy_only=False)
-            if mine.any():
-                cells[positions[mine]] = True
-                holding.setdefault(gen, set()).update(np.unique(fragment_of_row[mine]).tolist())
-    if not holding:
-        return None
-    return GradeFragments(
-        seen=set(listed),
-        holding={gen: {listed[o] for o in ordinals} for gen, ordinals in holding.items()},
-    )
-
-
-def _watch(named: np.ndarray) -> np.ndarray | None:
-    """The sorted positions of the named cells (None: so many that every cell keeps its key)."""
-    if int(named.sum()) > DENSE_WATCH * len(named):
-        return None
-    return np.flatnonzero(named)
-
-
-@dataclass
 class SolutionKeys:
     """One generate condition's current `ok` solution per cell (by cell position): whether
-    there is one, and for the watched cells the `hash_keys` key of its text."""
+    there is one, and the `hash_keys` key of its text."""
 
     present: np.ndarray  # bool[cells]
-    #: sorted cell positions whose key is kept (`keys` aligned with them); None: every cell
-    watched: np.ndarray | None
-    keys: np.ndarray  # uint64, 0 where not present; empty when no watched cell has one
+    keys: np.ndarray  # uint64[cells], 0 where not present; empty when none is
 
     def is_current(self, positions: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """Whether each of `keys` is the key of the current solution at its position (False
-        where there is none, or where the position is not watched: no key is known there)."""
+        where there is none)."""
         if not len(self.keys):
             return np.zeros(len(positions), dtype=bool)
-        if self.watched is None:
-            return self.present[positions] & (self.keys[positions] == keys)
-        slots = np.minimum(np.searchsorted(self.watched, positions), len(self.watched) - 1)
-        known = self.watched[slots] == positions
-        return known & self.present[positions] & (self.keys[slots] == keys)
+        return self.present[positions] & (self.keys[positions] == keys)
 
 
 def current_solution_keys(
-    store: StudyStore,
-    gen_condition_id: str,
-    items: pa.Array | ItemLookup,
-    epochs: int,
-    *,
-    watch: np.ndarray | None = None,
+    store: StudyStore, gen_condition_id: str, items: pa.Array | ItemLookup, epochs: int
 ) -> SolutionKeys:
-    """Fold one generate condition's `ok` rows, streamed, into whether each cell has one and
-    the key of the current one at the `watch`ed cells (sorted unique positions; None: every
-    cell): the store's rule among `ok` rows (the later `written_at`, then the later fragment),
-    as `deduplicate` would choose. A row seen twice (compaction during the scan) is the same
-    row and changes nothing."""
+    """Whether each cell of one generate condition has an `ok` solution, and the key of its
+    text: the partition's cells (the store's rule: an `ok` row beats an error, then the later
+    `written_at`, then the later fragment)."""
     lookup = items if isinstance(items, ItemLookup) else ItemLookup(items)
-    if watch is None:
-        return _every_cells_keys(store, gen_condition_id, lookup, epochs)
+    cells = read_cells(
+        SOLUTIONS, store.partition(SOLUTIONS, gen_condition_id), [*_KEYS_OK, "text_hash"]
+    ).cells
+    ok = cells.filter(cells.column("ok"))
+    rows, positions = cell_positions(ok, lookup, epochs)
     present = np.zeros(len(lookup) * epochs, dtype=bool)
-    keys = _fold_by_rule(store, gen_condition_id, lookup, epochs, watch, present)
-    return SolutionKeys(present, watch, keys)
-
-
-def _fold_by_rule(
-    store: StudyStore,
-    gen_condition_id: str,
-    lookup: ItemLookup,
-    epochs: int,
-    watch: np.ndarray | None,
-    present: np.ndarray | None,
-) -> np.ndarray:
-    """The current solution's key at each `watch`ed cell (None: every cell) by the store's rule
-    (empty when none has one), marking in `present` (if given) every cell with an `ok` row."""
-    current = CurrentFold(len(lookup) * epochs if watch is None else len(watch))
-    columns = ["item_id", "epoch", "status", "text_hash", "written_at"]
-    for ok in store.scan(SOLUTIONS, gen_condition_id, columns, reduce=_ok_rows_keyed):
-        rows, positions = cell_positions(ok, lookup, epochs)
-        if present is not None:
-            present[positions] = True
-        if watch is not None:
-            rows, positions = _watched(watch, rows, positions)
-        if len(rows):
-            written = ok.column("written_at").cast(pa.int64()).to_numpy()[rows]
-            current.add(positions, written, ok.column("text_hash").to_numpy()[rows])
-    return current.keys
-
-
-#: Above this share of a condition's cells with several `ok` rows (a forced run made them all
-#: again, say), `_every_cells_keys` folds every cell by the rule at once: watching that many
-#: (their positions, and a key and a `written_at` each) would cost more than it saves.
-SEVERAL_SHARE = 0.25
-
-
-def _every_cells_keys(
-    store: StudyStore, gen_condition_id: str, lookup: ItemLookup, epochs: int
-) -> SolutionKeys:
-    """`current_solution_keys` of every cell, in a key and a byte a cell: a cell with one `ok`
-    row (nearly every cell) has that row's key; the few with two or more (a solution made
-    again, a row seen twice while the partition was compacted) are decided by the store's rule
-    in a second scan that watches only them. Folding every cell by the rule at once held a
-    `written_at` a cell more (8 MB a million cells, at the grade stage's peak)."""
-    cells = len(lookup) * epochs
-    rows_of = np.zeros(cells, dtype=np.uint8)  # `ok` rows seen of each cell, counted up to 2
-    keys = np.zeros(cells, dtype=np.uint64)
-    columns = ["item_id", "epoch", "status", "text_hash"]
-    for ok in store.scan(SOLUTIONS, gen_condition_id, columns, reduce=_ok_rows_keyed):
-        rows, positions = cell_positions(ok, lookup, epochs)
-        if not len(rows):
-            continue
-        keys[positions] = ok.column("text_hash").to_numpy()[rows]  # right where seen once
-        seen, times = np.unique(positions, return_counts=True)
-        rows_of[seen] = np.minimum(rows_of[seen] + np.minimum(times, 2), 2)
-    several = np.flatnonzero(rows_of > 1)
-    present = rows_of > 0
-    del rows_of
-    if len(several) > SEVERAL_SHARE * cells:
-        del keys, several  # before the fold's own arrays are made
-        return SolutionKeys(
-            present, None, _fold_by_rule(store, gen_condition_id, lookup, epochs, None, None)
-        )
-    if len(several):
-        decided = _fold_by_rule(store, gen_condition_id, lookup, epochs, several, None)
-        # No key (the cells' rows gone since the first scan): none is current, so they are
-        # graded again, never matched against a row the first scan happened to see last.
-        keys[several] = decided if len(decided) else 0
-    return SolutionKeys(present, None, keys if present.any() else np.zeros(0, np.uint64))
-
-
-class CurrentFold:
-    """Per slot (a cell, or a watched cell), the current `ok` solution of the rows folded so
-    far: its `written_at`, its `hash_keys` key and, when given, its fragment's ordinal. Rows
-    come in fragment order; the store's rule decides: the later `written_at`, then the later
-    fragment. The arrays are made when a first row comes (8 bytes a slot each)."""
-
-    def __init__(self, slots: int) -> None:
-        self.slots = slots
-        self.keys = np.zeros(0, dtype=np.uint64)
-        self.newest = np.zeros(0, dtype=np.int64)
-        self.fragments = np.zeros(0, dtype=np.int32)
-
-    def add(
-        self,
-        slots: np.ndarray,
-        written: np.ndarray,
-        keys: np.ndarray,
-        fragments: np.ndarray | None = None,
-    ) -> None:
-        if not len(self.keys):
-            self.keys = np.zeros(self.slots, dtype=np.uint64)
-            self.newest = np.full(self.slots, np.iinfo(np.int64).min, dtype=np.int64)
-            if fragments is not None:
-                self.fragments = np.zeros(self.slots, dtype=np.int32)
-        # The last row of each slot in (slot, written_at, row order): within a batch, fragments
-        # come in name order, so a tie goes to the later fragment as the rule says.
-        order = np.lexsort((np.arange(len(slots)), written, slots))
-        slots, written, keys = slots[order], written[order], keys[order]
-        last = np.ones(len(slots), dtype=bool)
-        last[:-1] = slots[1:] != slots[:-1]
-        slots, written, keys = slots[last], written[last], keys[last]
-        # Against earlier batches (earlier fragments): ties go to this one.
-        newer = written >= self.newest[slots]
-        at = slots[newer]
-        self.newest[at] = written[newer]
-        self.keys[at] = keys[newer]
-        if fragments is not None:
-            self.fragments[at] = fragments[order][last][newer]
-
-
-def _watched(
-    watch: np.ndarray, rows: np.ndarray, positions: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The rows at watched positions, and their slots in `watch`."""
-    if not len(watch):
-        return rows[:0], positions[:0]
-    at = np.minimum(np.searchsorted(watch, positions), len(watch) - 1)
-    hit = watch[at] == positions
-    return rows[hit], at[hit]
-
-
-def _clear_graded_cells(
-    store: StudyStore,
-    grade_condition_id: str,
-    gen: str,
-    fragments: GradeFragments,
-    current: SolutionKeys,
-    pending: np.ndarray,
-    items: ItemLookup,
-    epochs: int,
-) -> None:
-    """Mark done the cells of `gen` that an `ok` grade of `grade_condition_id` graded with the
-    current solution, reading only the fragments that may hold such grades."""
-    columns = ["gen_condition_id", "item_id", "epoch", "solution_hash", "status"]
-    skip = fragments.without(gen)
-    for graded in store.scan(GRADES, grade_condition_id, columns, reduce=_ok_grade_rows, skip=skip):
-        _clear_graded(graded, gen, current, pending, items, epochs)
-
-
-def _clear_graded(
-    graded: pa.Table,
-    gen: str,
-    current: SolutionKeys,
-    pending: np.ndarray,
-    items: ItemLookup,
-    epochs: int,
-) -> None:
-    """Mark done the cells of `gen` in `graded` (`ok` grade rows) whose solution hash is the
-    current solution's."""
-    mine = pc.equal(graded.column("gen_condition_id"), gen)
-    graded = graded.filter(mine)
-    rows, positions = cell_positions(graded, items, epochs)
     if not len(rows):
-        return
-    grade_keys = graded.column("solution_hash").to_numpy()[rows]
-    pending[positions[current.is_current(positions, grade_keys)]] = False
+        return SolutionKeys(present, np.zeros(0, dtype=np.uint64))
+    keys = np.zeros(len(present), dtype=np.uint64)
+    keys[positions] = ok.column("text_hash").to_numpy()[rows]
+    present[positions] = True
+    return SolutionKeys(present, keys)

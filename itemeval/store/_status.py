@@ -1,8 +1,10 @@
-"""Status counts per condition (what `itemeval status` prints), from the deduplicated rows.
+"""Status counts per condition (what `itemeval status` prints), from the partitions' summaries.
 
-One parallel read of the small columns, one dedup and one `group_by` per partition; the Python
-loop runs over the handful of groups, never over rows. `usd_spent` also counts superseded rows
-(an error that was retried, a duplicate from a re-run): it is what the study paid, while `usd`
+Each partition's cells counted by status, codes, cache and tier (`_summary.read_groups`): from
+the summary's footer alone when it covers every fragment, else from its cells merged with the
+fragments it does not cover. The Python loop runs over the handful of groups, never over rows.
+`usd_spent` also counts superseded rows (an error that was retried, a duplicate from a re-run;
+compaction keeps their cost in the fragment it writes): it is what the study paid, while `usd`
 is what its current logical rows cost.
 
 Prompt caching: `cached_input_tokens` sums the input tokens providers served from their prompt
@@ -27,12 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.providers.money import Pricing
-from itemeval.store._dedup import deduplicate
 from itemeval.store._layout import Stage, StudyStore
-from itemeval.store._schemas import STATUS_ERROR, STATUS_OK, TIER_BATCH
-from itemeval.store.fragments import read_partitions
-
-_SUMMED = ("input_tokens", "output_tokens", "cached_input_tokens", "usd")
+from itemeval.store._summary import read_groups
 
 
 @dataclass(slots=True)
@@ -96,67 +94,54 @@ def status_counts(
     pricing: Pricing | None = None,
 ) -> list[ConditionStatus]:
     """One `ConditionStatus` per condition id (all stored ones when None), in the given order;
-    with `pricing`, what prompt caching saved."""
+    with `pricing`, what prompt caching and the batch tier saved. Read from each partition's
+    summary and the fragments it does not cover (`read_groups`)."""
     stage = store.stage(stage)
     if condition_ids is None:
         condition_ids = store.condition_ids(stage)
     conditions = list(dict.fromkeys(condition_ids))
-    group_keys = ["status", "error_code", "cached", "tier"]
-    if "parse_ok" in stage.schema.names:
-        group_keys.append("parse_ok")
-    model = "model" if "model" in stage.schema.names else "grader"
-    columns = list(dict.fromkeys([*stage.keys, *group_keys, *_SUMMED, model, "written_at"]))
-    partitions = {cid: store.partition(stage, cid) for cid in conditions}
-    tables = read_partitions(partitions, stage.schema, columns)
     out = []
     for cid in conditions:
-        table = tables[cid]
+        read = read_groups(stage, store.partition(stage, cid))
         wanted = expected.get(cid) if isinstance(expected, Mapping) else expected
         status = ConditionStatus(stage.name, cid, expected=wanted)
-        status.usd_spent = float(pc.sum(table.column("usd")).as_py() or 0.0)
+        spent = read.spent
+        status.usd_spent = float(pc.sum(spent.column("usd")).as_py() or 0.0)
         if pricing is not None:
-            status.prompt_cache_saved_usd = _saved(table, model, pricing)
-            status.batch_saved_usd = _batch_saved(table, model, pricing)
-        logical = deduplicate(table, stage.keys)
-        groups = logical.group_by(group_keys).aggregate(
-            [(name, "sum") for name in _SUMMED] + [("status", "count")]
-        )
-        for row in groups.to_pylist():
+            status.prompt_cache_saved_usd = _saved(spent, pricing)
+            status.batch_saved_usd = _batch_saved(spent, pricing)
+        for row in read.groups.to_pylist():
             _fold(status, row)
         out.append(status)
     return out
 
 
 def _fold(status: ConditionStatus, group: Mapping[str, Any]) -> None:
-    count = int(group["status_count"])
+    count = int(group["cells"])
     status.rows += count
-    if group["status"] == STATUS_OK:
+    if group["ok"]:
         status.done += count
         if group.get("parse_ok") is False:
             status.parse_failures += count
-    elif group["status"] == STATUS_ERROR:
+    else:
         code = group["error_code"] or "unknown"
         status.errors[code] = status.errors.get(code, 0) + count
     if group["cached"]:
         status.cached += count
-    if group["tier"] == TIER_BATCH:
+    if group["batch"]:
         status.batch += count
-    status.input_tokens += int(group["input_tokens_sum"] or 0)
-    status.output_tokens += int(group["output_tokens_sum"] or 0)
-    status.cached_input_tokens += int(group["cached_input_tokens_sum"] or 0)
-    status.usd += float(group["usd_sum"] or 0.0)
+    status.input_tokens += int(group["input_tokens"] or 0)
+    status.output_tokens += int(group["output_tokens"] or 0)
+    status.cached_input_tokens += int(group["cached_input_tokens"] or 0)
+    status.usd += float(group["usd"] or 0.0)
 
 
-def _saved(table: pa.Table, model: str, pricing: Pricing) -> float:
+def _saved(spent: pa.Table, pricing: Pricing) -> float:
     """What prompt-cache reads saved on the paid physical rows, per model's prices."""
-    paid = table.filter(pc.invert(table.column("cached")))
-    if paid.num_rows == 0:
-        return 0.0
-    sums = paid.group_by(model).aggregate([("cached_input_tokens", "sum")])
     saved = 0.0
     for name, tokens in zip(
-        sums.column(model).to_pylist(),
-        sums.column("cached_input_tokens_sum").to_pylist(),
+        spent.column("model").to_pylist(),
+        spent.column("paid_cached_input_tokens").to_pylist(),
         strict=True,
     ):
         price = pricing.price(name) if name else None
@@ -165,17 +150,11 @@ def _saved(table: pa.Table, model: str, pricing: Pricing) -> float:
     return saved
 
 
-def _batch_saved(table: pa.Table, model: str, pricing: Pricing) -> float:
+def _batch_saved(spent: pa.Table, pricing: Pricing) -> float:
     """What the batch price saved on the paid batch rows, per model's batch share."""
-    paid = table.filter(
-        pc.and_(pc.invert(table.column("cached")), pc.equal(table.column("tier"), TIER_BATCH))
-    )
-    if paid.num_rows == 0:
-        return 0.0
-    sums = paid.group_by(model).aggregate([("usd", "sum")])
     saved = 0.0
     for name, usd in zip(
-        sums.column(model).to_pylist(), sums.column("usd_sum").to_pylist(), strict=True
+        spent.column("model").to_pylist(), spent.column("paid_batch_usd").to_pylist(), strict=True
     ):
         price = pricing.price(name) if name else None
         share = price.batch_share if price is not None else None

@@ -1,6 +1,6 @@
 """Partition summaries: what the re-run commands need, kept beside each partition's fragments.
 
-A partition's summary (`<partition>/_summary.parquet`) is its **cells**: one row per logical key
+A partition's summary (`<partition>/_summary`) is its **cells**: one row per logical key
 (the store's best row of the key), holding the small columns every command reads (status, codes,
 scores, tokens, dollars, the answer's 64-bit text hash) and where the row lives (`fragment`,
 `position`), plus, in the file's metadata, the fragments it covers (name and row count) and what
@@ -28,11 +28,13 @@ rows it dropped cost (`itemeval.superseded`), so a read of every row still count
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -70,7 +72,9 @@ from itemeval.store.fragments import (
     read_partitions,
 )
 
-SUMMARY_FILE = "_summary.parquet"
+#: A parquet file named without `.parquet`: other tools' globs of a partition's fragments
+#: (`solutions/*/*.parquet`: DuckDB reads `_`-names, pyarrow skips them) never take it for one.
+SUMMARY_FILE = "_summary"
 SUMMARY_VERSION = 1
 #: The metadata key of a summary.
 SUMMARY_KEY = b"itemeval.summary"
@@ -114,13 +118,74 @@ def encode_summary(summary: PartitionSummary) -> bytes:
     cells = summary.cells.select(cells_schema(summary.stage).names)
     cells = cells.replace_schema_metadata({SUMMARY_KEY: json.dumps(meta).encode()})
     sink = io.BytesIO()
-    # Row groups of one generate condition at most (grades): readers of one pair skip the rest.
-    pq.write_table(cells, sink, compression="zstd", row_group_size=1 << 17, write_statistics=True)
+    with pq.ParquetWriter(sink, cells.schema, compression="zstd", write_statistics=True) as out:
+        # Row groups of one generate condition at most (grades, sorted by it): a reader of
+        # one condition's cells skips the rest.
+        for part in _by_generate_condition(summary.stage, cells):
+            out.write_table(part, row_group_size=_SUMMARY_ROW_GROUP)
     return sink.getvalue()
+
+
+_SUMMARY_ROW_GROUP = 1 << 17
+
+
+def _by_generate_condition(stage: Stage, cells: pa.Table) -> list[pa.Table]:
+    if stage.name != GRADES.name or cells.num_rows == 0:
+        return [cells]
+    gens = cells.column("gen_condition_id")
+    starts = [0]
+    changes = pc.not_equal(gens.slice(1), gens.slice(0, cells.num_rows - 1))
+    starts += [int(i) + 1 for i in np.flatnonzero(changes.to_numpy(zero_copy_only=False))]
+    bounds = [*starts, cells.num_rows]
+    return [cells.slice(a, b - a) for a, b in itertools.pairwise(bounds)]
 
 
 def write_summary(partition: Location, summary: PartitionSummary) -> None:
     partition.join(SUMMARY_FILE).write_atomic(encode_summary(summary))
+
+
+class SummaryFile:
+    """An open summary: its footer read (what it covers, what it cost, its counts), its cells
+    read on demand (`cells`)."""
+
+    def __init__(self, stage: Stage, parquet: pq.ParquetFile, summary: PartitionSummary):
+        self.stage = stage
+        self.parquet = parquet
+        self.summary = summary  # without cells
+
+    def cells(
+        self, columns: Sequence[str] | None = None, generate: Collection[str] | None = None
+    ) -> pa.Table:
+        """Its cells, `columns` only (None: all); of grades, only the `generate` conditions'
+        when given (whole row groups are skipped: a row group is one condition's)."""
+        chosen = list(columns) if columns is not None else list(self.parquet.schema_arrow.names)
+        if generate is None or self.stage.name != GRADES.name:
+            return self.parquet.read(columns=chosen).replace_schema_metadata(None)
+        wanted = set(generate)
+        extra = [] if "gen_condition_id" in chosen else ["gen_condition_id"]
+        groups = _row_groups_of(self.parquet, wanted)
+        table = self.parquet.read_row_groups(groups, columns=[*chosen, *extra])
+        table = table.filter(
+            pc.is_in(table.column("gen_condition_id"), pa.array(sorted(wanted), pa.string()))
+        )
+        return table.select(chosen).replace_schema_metadata(None)
+
+
+def open_summary(partition: Location, stage: Stage) -> SummaryFile | None:
+    """The partition's summary with its footer read; None when there is none, or it cannot be
+    read (it is derived data: the rows are read instead)."""
+    location = partition.join(SUMMARY_FILE)
+    try:
+        if location.is_local:
+            parquet = open_parquet(location.path)
+        else:
+            parquet = pq.ParquetFile(location.fs.open(location.path, "rb"), pre_buffer=True)
+        summary = _summary_of(stage, parquet.schema_arrow.metadata, None)
+    except FileNotFoundError:
+        return None
+    except (KeyError, ValueError, TypeError, pa.ArrowException, OSError):
+        return None
+    return None if summary is None else SummaryFile(stage, parquet, summary)
 
 
 def read_summary(
@@ -131,45 +196,19 @@ def read_summary(
     generate: Collection[str] | None = None,
 ) -> PartitionSummary | None:
     """The partition's summary, `columns` of its cells only (None: all; an empty list: none,
-    only the footer is read), for grades only the rows of the `generate` conditions when given
-    (row groups are one condition's); None when the partition has none. A summary that cannot
-    be read is ignored: it is derived data, and the rows are read instead."""
-    location = partition.join(SUMMARY_FILE)
+    only the footer is read), for grades only the rows of the `generate` conditions when given;
+    None when the partition has none or it cannot be read."""
+    opened = open_summary(partition, stage)
+    if opened is None:
+        return None
+    summary = opened.summary
+    if columns is not None and not columns:
+        return summary
     try:
-        if columns is not None and not columns:
-            footer = _read_footer(location)
-            return _summary_of(stage, footer.schema.to_arrow_schema().metadata, None)
-        if location.is_local:
-            parquet = open_parquet(location.path)
-        else:
-            parquet = pq.ParquetFile(location.fs.open(location.path, "rb"), pre_buffer=True)
-        chosen = list(columns) if columns is not None else None
-        if generate is not None and stage.name == GRADES.name:
-            groups = _row_groups_of(parquet, set(generate))
-            table = parquet.read_row_groups(groups, columns=chosen)
-            table = (
-                table.filter(
-                    pc.is_in(
-                        table.column("gen_condition_id"), pa.array(list(generate), pa.string())
-                    )
-                )
-                if "gen_condition_id" in table.column_names
-                else table
-            )
-        else:
-            table = parquet.read(columns=chosen)
-        return _summary_of(stage, parquet.schema_arrow.metadata, table)
-    except FileNotFoundError:
+        cells = opened.cells(columns, generate)
+    except (ValueError, TypeError, pa.ArrowException, OSError):
         return None
-    except (KeyError, ValueError, TypeError, pa.ArrowException, OSError):
-        return None
-
-
-def _read_footer(location: Location) -> pq.FileMetaData:
-    if location.is_local:
-        return pq.read_metadata(location.path)
-    with location.fs.open(location.path, "rb") as handle:
-        return pq.read_metadata(handle)
+    return PartitionSummary(stage, cells, summary.fragments, summary.spent, summary.groups)
 
 
 def _row_groups_of(parquet: pq.ParquetFile, generate: set[str]) -> list[int]:
@@ -242,21 +281,33 @@ def read_cells(
     only = generate if stage.name == GRADES.name else None
     if summaries_enabled():
         for _ in range(_STALE_TRIES):
-            summary = read_summary(partition, stage, needed, generate=only)
-            if summary is None:
+            opened = open_summary(partition, stage)
+            if opened is None:
                 break
+            summary = opened.summary
             listed = list_fragments(partition)
             if not set(summary.fragments) <= {info.name for info in listed}:
                 continue  # compacted since: read the newer summary
             newer = [info for info in listed if info.name not in summary.fragments]
+            if not newer:  # the summary is the partition: only the columns asked for
+                try:
+                    cells = opened.cells(wanted, only)
+                except (ValueError, TypeError, pa.ArrowException, OSError):
+                    break  # unreadable: it is derived data, the rows are read instead
+                return PartitionCells(
+                    cells, summary.spent, fragments=len(listed), summary_used=True
+                )
             read = _read_rows(stage, partition, newer)
             if read is None:
                 continue  # a newer fragment was compacted away meanwhile
             rows, costs = read
             if replaces_any(costs, summary.fragments):
                 break  # a compaction died after its fragment: count from every row
-            rows = _only(rows.select(needed), only)
-            cells = merge_cells(stage, summary.cells, rows)
+            try:
+                base = opened.cells(needed, only)
+            except (ValueError, TypeError, pa.ArrowException, OSError):
+                break
+            cells = merge_cells(stage, base, _only(rows.select(needed), only))
             return PartitionCells(
                 cells.select(wanted),
                 add_spent(summary.spent, paid_spent(costs)),
@@ -295,9 +346,10 @@ def read_groups(
     only = generate if stage.name == GRADES.name else None
     if summaries_enabled():
         for _ in range(_STALE_TRIES):
-            summary = read_summary(partition, stage, [])
-            if summary is None or summary.groups is None:
+            opened = open_summary(partition, stage)
+            if opened is None or opened.summary.groups is None:
                 break
+            summary = opened.summary
             listed = list_fragments(partition)
             names = {info.name for info in listed}
             if not set(summary.fragments) <= names:

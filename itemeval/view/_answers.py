@@ -185,7 +185,7 @@ def answers_of(
     facets = index.facets
     gens = list(range(len(facets.generate))) if gens is None else gens
     out: dict[int, list[Answer]] = {i: [] for i in items}
-    mine = index.cells.solutions.take(pa.array(index.solution_rows.rows(items)))
+    mine = index.answers.take(pa.array(index.solution_rows.rows(items)))
     s_gen = mine.column("gen").to_numpy()
     answers: dict[tuple[int, int, int], Answer] = {}
     chosen_by_gen = [(gen, mine.filter(pa.array(s_gen == gen))) for gen in gens]

@@ -33,19 +33,11 @@ import pyarrow.compute as pc
 
 from itemeval._util.heap import release_unused_memory, trim_heap
 from itemeval.export import (
-    FRAG,
-    POS,
-    SOLUTION_CELL_COLUMNS,
     DesignFacets,
     ItemFetcher,
     StudyCells,
-    grade_cells,
-    locate_logical_rows,
-    located_rows,
-    plain_columns,
     primary_grader,
-    solution_cells,
-    with_validity,
+    read_cells,
 )
 from itemeval.planning import Plan
 from itemeval.store import GRADES, SOLUTIONS, SnapshotInfo, read_snapshot_info
@@ -53,7 +45,7 @@ from itemeval.store.fragments import (
     compaction_generation,
     list_fragments,
 )
-from itemeval.view._partitions import Where, grades_by_condition
+from itemeval.view._partitions import Where
 
 _CODE = pa.int32()
 _SMALL = pa.int16()  # condition codes and epochs
@@ -61,9 +53,8 @@ _NAME = pa.dictionary(pa.int16(), pa.string())  # error and parse codes: a few n
 _TOKENS = pa.int32()  # one call's tokens; the sums the overview takes of them are int64
 
 
-#: What pages read of the index's rows (`answers`), once the overview is computed.
+#: What pages read of the index's grades, once the overview is computed.
 PAGE_COLUMNS = {
-    "solutions": ["gen", "item", "epoch", "frag", "pos"],
     "grades": ["grade", "gen", "item", "epoch", "stale", "valid", "frag", "pos"],
 }
 
@@ -93,7 +84,8 @@ class ViewIndex:
 
     plan: Plan
     version: str
-    cells: StudyCells  # report cells, plus `frag`/`pos` (where each row is stored)
+    cells: StudyCells  # report cells, grades with `frag`/`pos` (where each row is stored)
+    answers: pa.Table  # each stored answer: `_ANSWERS_SCHEMA` (the report only counts them)
     solution_where: list[Where]  # per generate condition code
     grade_where: list[Where]  # per grade condition code
     snapshots: dict[str, SnapshotInfo]
@@ -147,9 +139,7 @@ class ViewIndex:
         tier): it is computed once per index, and pages read only `PAGE_COLUMNS`. On 1,000,000
         solutions and 2,000,000 grades, about 100 -> 52 MB of arrow."""
         self.cells = dataclasses.replace(
-            self.cells,
-            solutions=self.cells.solutions.select(PAGE_COLUMNS["solutions"]),
-            grades=self.cells.grades.select(PAGE_COLUMNS["grades"]),
+            self.cells, grades=self.cells.grades.select(PAGE_COLUMNS["grades"])
         )
 
     def fetcher(self, columns: list[str]) -> ItemFetcher:
@@ -186,87 +176,39 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
     """Read the store's small columns for `plan`'s selection (see the module doc)."""
     started = time.monotonic()
     version = version or store_version(plan)
-    facets = DesignFacets.of(plan.design)
-    items = plain_columns(plan.items.select(["item_id", "dataset"])).combine_chunks()
-    datasets = [d.name for d in plan.datasets]
-    item_ids = items.column("item_id")
-    n_items = items.num_rows
-    epochs = facets.epochs
-
     solution_where: list[Where] = []
-    solution_parts = []
-    for code, condition in enumerate(facets.generate):
-        rows = locate_logical_rows(plan.store, SOLUTIONS, condition.id, SOLUTION_CELL_COLUMNS)
-        solution_where.append(Where(condition.id, rows.location, rows.fragments))
-        table, item = located_rows(rows.keys, item_ids, epochs)
-        n = table.num_rows
-        solution_parts.append(
+    answer_parts: list[pa.Table] = []
+
+    def keep_answers(code: int, located: pa.Table) -> None:
+        """Each answer's place (the pages fetch its text) and status, compact."""
+        condition = plan.design.generate[code]
+        encoded = pc.dictionary_encode(located.column("fragment")).combine_chunks()
+        location = plan.store.partition(SOLUTIONS, condition.id)
+        solution_where.append(Where(condition.id, location, encoded.dictionary.to_pylist()))
+        n = located.num_rows
+        answer_parts.append(
             pa.table(
                 {
-                    "gen": pa.repeat(pa.scalar(code, _SMALL), n),
-                    "item": item,
-                    "epoch": table.column("epoch"),
-                    "ok": pc.equal(table.column("status"), "ok"),
-                    "error_code": table.column("error_code"),
-                    **solution_cells(table),
-                    "frag": table.column(FRAG),
-                    "pos": table.column(POS),
+                    "gen": pa.array(np.full(n, code, dtype=np.int16)),
+                    "item": located.column("item"),
+                    "epoch": located.column("epoch").cast(_SMALL),
+                    "ok": located.column("ok"),
+                    "frag": encoded.indices.cast(pa.int32()),
+                    "pos": located.column("position").cast(pa.int32()),
                 }
-            )
+            ).combine_chunks()
         )
-        release_unused_memory()
-    solutions = _concat(solution_parts, _SOLUTIONS_SCHEMA)
-    del solution_parts
-    hashes = solutions.select(["gen", "item", "epoch", "text_hash"])
 
-    grade_where: list[Where] = []
-    grade_parts = []
-    for code, condition in enumerate(facets.grade):
-        for gen, where, stored in grades_by_condition(
-            plan, condition.id, [g.id for g in facets.generate]
-        ):
-            if gen == 0:
-                grade_where.append(where)
-            table, item = located_rows(stored, item_ids, epochs)
-            n = table.num_rows
-            if n == 0:
-                continue
-            part = pa.table(
-                {
-                    "grade": pa.repeat(pa.scalar(code, _SMALL), n),
-                    "gen": pa.repeat(pa.scalar(gen, _SMALL), n),
-                    "item": item,
-                    "epoch": table.column("epoch").cast(_SMALL),
-                    "ok": pc.equal(table.column("status"), "ok"),
-                    "error_code": table.column("error_code"),
-                    **grade_cells(table),
-                    "frag": table.column(FRAG),
-                    "pos": table.column(POS),
-                }
-            )
-            part = with_validity(part, hashes, gen)
-            grade_parts.append(
-                part.select(_GRADES_SCHEMA.names).cast(_GRADES_SCHEMA).combine_chunks()
-            )
-            del part, table, stored
-            trim_heap()
-        release_unused_memory()
-    del hashes
-    # One chunk per column (a take per page is fast on one chunk, slow on many), combined a
-    # column at a time so that the parts and the whole are never held at once.
-    parts = [solutions.drop_columns(["text_hash"])]
-    del solutions
-    solutions = _combined(parts, _SOLUTIONS_INDEX)
+    cells = read_cells(plan, locations=True, on_solutions=keep_answers)
     release_unused_memory()
-    grades = _combined(grade_parts, _GRADES_SCHEMA)
-    release_unused_memory()
-    cells = StudyCells(
-        facets=facets,
-        grades=grades,
-        solutions=solutions,
-        items=items,
-        datasets=datasets,
-    )
+    answers = _combined(answer_parts, _ANSWERS_SCHEMA)
+    grade_where = [
+        Where(g.id, plan.store.partition(GRADES, g.id), names)
+        for g, names in zip(cells.facets.grade, cells.grade_fragments, strict=True)
+    ]
+    facets = cells.facets
+    n_items = cells.items.num_rows
+    epochs = facets.epochs
     snapshots = snapshots_of(plan)
     modality, difficulty = _item_fields(plan, snapshots, n_items)
     primary = primary_grader(facets.grade)
@@ -274,14 +216,15 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
     scorers = [k for k, g in enumerate(facets.grade) if g.kind == "scorer"]
     judges = [k for k, g in enumerate(facets.grade) if g.kind == "judge"]
     judge_scorer = (scorers[0], judges[0]) if scorers and judges else None
-    counts = _counts(cells, n_items, epochs, headline, judge_scorer)
-    solution_rows = RowsByItem.of(solutions.column("item"), n_items)
-    grade_rows = RowsByItem.of(grades.column("item"), n_items)
+    counts = _counts(cells, answers, n_items, epochs, headline, judge_scorer)
+    solution_rows = RowsByItem.of(answers.column("item"), n_items)
+    grade_rows = RowsByItem.of(cells.grades.column("item"), n_items)
     release_unused_memory()
     return ViewIndex(
         plan=plan,
         version=version,
         cells=cells,
+        answers=answers,
         solution_where=solution_where,
         grade_where=grade_where,
         snapshots=snapshots,
@@ -311,6 +254,7 @@ def _item_fields(
 
 def _counts(
     cells: StudyCells,
+    solutions: pa.Table,
     n_items: int,
     epochs: int,
     headline: int | None,
@@ -319,7 +263,7 @@ def _counts(
     n_gen = len(cells.facets.generate)
     shape = (n_gen, n_items)
     size = n_gen * n_items
-    grades, solutions = cells.grades, cells.solutions
+    grades = cells.grades
     g_gen = grades.column("gen").to_numpy()
     g_item = grades.column("item").to_numpy()
     g_grade = grades.column("grade").to_numpy()
@@ -376,53 +320,17 @@ def _counts(
     }
 
 
-#: Which answer a row is about and whether its call succeeded: both tables open with these.
-_ANSWER_FIELDS = [
-    ("gen", _SMALL),
-    ("item", _CODE),
-    ("epoch", _SMALL),
-    ("ok", pa.bool_()),
-    ("error_code", _NAME),
-]
-#: Where the row is stored: the fragment's ordinal and the row's position in it.
-_WHERE_FIELDS = [("frag", pa.int32()), ("pos", pa.int32())]
-_SOLUTIONS_SCHEMA = pa.schema(
+#: Each stored answer of the selection: which cell, whether its call succeeded, where it is.
+_ANSWERS_SCHEMA = pa.schema(
     [
-        *_ANSWER_FIELDS,
-        ("usd", pa.float64()),
-        ("input_tokens", _TOKENS),
-        ("output_tokens", _TOKENS),
-        ("cached_input_tokens", _TOKENS),
-        ("cached", pa.bool_()),
-        ("batch", pa.bool_()),
-        ("text_hash", pa.string()),
-        *_WHERE_FIELDS,
+        ("gen", _SMALL),
+        ("item", _CODE),
+        ("epoch", _SMALL),
+        ("ok", pa.bool_()),
+        ("frag", pa.int32()),
+        ("pos", pa.int32()),
     ]
 )
-_SOLUTIONS_INDEX = pa.schema([f for f in _SOLUTIONS_SCHEMA if f.name != "text_hash"])
-_GRADES_SCHEMA = pa.schema(
-    [
-        ("grade", _SMALL),
-        *_ANSWER_FIELDS,
-        ("correct", pa.bool_()),
-        ("parse_ok", pa.bool_()),
-        ("parse_code", _NAME),
-        ("usd", pa.float64()),
-        ("cached", pa.bool_()),
-        ("cached_input_tokens", _TOKENS),
-        ("batch", pa.bool_()),
-        ("stale", pa.bool_()),
-        ("valid", pa.bool_()),
-        *_WHERE_FIELDS,
-    ]
-)
-
-
-def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
-    tables = [p.select(schema.names).cast(schema) for p in parts if p.num_rows]
-    if not tables:
-        return schema.empty_table()
-    return pa.concat_tables(tables)
 
 
 def _combined(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:

@@ -134,7 +134,7 @@ def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
         error_counts={g.id: int(index.errors[k].sum()) for k, g in enumerate(gens)},
         expected=cells.expected_per_condition,
         last_run=last_run,
-        solutions=cells.solutions.num_rows,
+        solutions=cells.answers,
         grades=cells.grades.num_rows,
         usd=usd,
     )
@@ -142,9 +142,17 @@ def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
 
 # The columns the report's `costs` and `errors` read: what they filter is copied, so they are
 # given only these (a `select` copies nothing).
-_COSTS_SOLUTIONS = ["gen", "usd", "input_tokens", "output_tokens", "cached", "cached_input_tokens"]
+_COSTS_SOLUTIONS = [
+    "gen",
+    "rows",
+    "usd",
+    "input_tokens",
+    "output_tokens",
+    "cached",
+    "cached_input_tokens",
+]
 _COSTS_GRADES = ["gen", "grade", "usd", "valid", "correct", "cached", "cached_input_tokens"]
-_ERRORS_SOLUTIONS = ["gen", "ok", "error_code"]
+_ERRORS_SOLUTIONS = ["gen", "ok", "error_code", "rows"]
 _ERRORS_GRADES = ["gen", "grade", "ok", "error_code", "parse_ok", "parse_code", "valid", "stale"]
 
 

@@ -174,7 +174,7 @@ def make_app(state: ViewState, token: str | None, *, local: bool) -> web.Applica
             {
                 "version": index.version,
                 "built_at": index.built_at,
-                "solutions": index.cells.solutions.num_rows,
+                "solutions": index.cells.answers,
                 "grades": index.cells.grades.num_rows,
             }
         )

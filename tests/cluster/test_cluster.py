@@ -13,7 +13,7 @@ Cases, each against physical truth:
 Each asserts: the run ends `completed` (or `interrupted`, then one re-run, for (c)); physical
 rows == cells, read without deduplication; calls paid twice within the durability contract's
 bound, counted at the server; and not one arrival over the server's own limits (`over_limit`:
-the server enforces the RPM over two seconds of its rate, `--burst-s 2`, and the concurrency).
+the server enforces the RPM over one second of its rate, `--burst-s 1`, and the concurrency).
 Every run asks for more than the limits give, so a limiter that did not hold would exceed them:
 the RPM allows 20 requests a second where the workers could send 80 (8 slots, 100 ms answers);
 in (d) the second model's endpoint answers in 500 ms, so its 8 slots are the bound, and each
@@ -54,10 +54,10 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 HARNESS = Path(__file__).with_name("cluster_harness.py")
 ITEMS, RPM, CONCURRENCY = 150, 1200, 8
-#: The sim-server's own limits: the RPM over two seconds of its rate (a limiter that holds the
-#: RPM sends at most about 1.1 s of it at once: its bucket holds 1 s, a permit lapses 1 s after
-#: its grant), and the concurrency.
-LIMITS = ("--rpm", str(RPM), "--burst-s", "2", "--max-concurrency", str(CONCURRENCY))
+#: The sim-server's own limits: the RPM over one second of its rate (a limiter that holds the
+#: RPM books every send for its moment, one request at a time, so it never empties a bucket
+#: holding a tenth of a second of it), and the concurrency.
+LIMITS = ("--rpm", str(RPM), "--burst-s", "1", "--max-concurrency", str(CONCURRENCY))
 CELLS = 2 * ITEMS  # two models, one prompt, one epoch
 #: The test cluster's token (Ray 2.60 token auth), for the harness and every driver.
 AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}

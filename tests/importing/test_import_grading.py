@@ -17,6 +17,7 @@ from itemeval.importing import import_sources
 
 REPO = Path(__file__).resolve().parents[2]
 ITEMS = 12
+DATASET = "lm_eval.bench"  # items are keyed by benchmark: the library and its dataset
 
 
 def _records(folder: Path) -> Path:
@@ -99,7 +100,7 @@ def test_a_new_judge_grades_imported_answers_with_no_generate_call(tmp_path: Pat
         {
             "study": "graded-imports",
             "store": str(store),
-            "datasets": [{"name": "bench", "path": str(store / "imported/datasets/bench")}],
+            "datasets": [{"name": DATASET, "path": str(store / "imported/datasets" / DATASET)}],
             "endpoints": {"sim": {"kind": "sim", "base_url": f"{sim_url}/v1"}},
             "models": [{"id": "sim/strong", "endpoint": "sim"}],
             "facets": {
@@ -128,9 +129,18 @@ def test_a_new_judge_grades_imported_answers_with_no_generate_call(tmp_path: Pat
     assert stats["ok_by_model"] == {"sim/strong": 2 * ITEMS, "sim/judge": len(distinct)}
     assert stats["requests"] == 2 * ITEMS + len(distinct)
     imported_id = result.generate[0]["id"]
+    imported_grader = result.grade[0]["id"]
     mine = [r for r in rows if r["gen_condition_id"] == imported_id]
+    # the source's own grades (its exact_match) beside the study's scorer and judge
+    assert {r["grade_condition_id"] for r in mine} >= {imported_grader}
     assert {r["grader"] for r in mine} == {"judge", "exact_match"}
-    assert len(mine) == 2 * ITEMS and all(r["graded"] for r in mine)
-    scorer = {r["item_id"]: r["correct"] for r in mine if r["grader"] == "exact_match"}
-    assert scorer == {f"q{n}": bool(n % 2) for n in range(ITEMS)}
-    assert imported_id.split("--")[0] in study.leaderboard()
+    assert len(mine) == 3 * ITEMS and all(r["graded"] for r in mine)
+    for grader in {r["grade_condition_id"] for r in mine if r["grader"] == "exact_match"}:
+        scorer = {r["item_id"]: r["correct"] for r in mine if r["grade_condition_id"] == grader}
+        assert scorer == {f"{DATASET}~q{n}": bool(n % 2) for n in range(ITEMS)}
+    # the headline is the imported grades (the study's first grader): the native condition,
+    # which the source never graded, is ranked below with n/a, its own graders beside
+    board = [line.split() for line in study.leaderboard().splitlines()]
+    rows = [line for line in board if line and line[0].isdigit()]
+    assert rows[0][2] == imported_id.split("--")[0] and rows[0][6] == "0.500"
+    assert rows[1][2] == "sim-strong_direct_default" and rows[1][6] == "n/a"

@@ -43,8 +43,34 @@ def _line(sample_id: str, **changes) -> dict:
     return record
 
 
+#: The dataset of the records below and the prefix of their item ids: items are keyed by their
+#: benchmark (the library that ran them and the dataset it names), not by their id alone.
+DATASET = "lm_eval.bench"
+PREFIX = DATASET + "~"
+
+
+def _aggregate(path: Path) -> None:
+    """The aggregate record of an instance file (`<name>.json` beside `<name>_samples.jsonl`):
+    an instance file is imported only with it."""
+    aggregate = {
+        "schema_version": "0.3.0",
+        "evaluation_id": "bench/org_model/1",
+        "model_info": {"name": "model", "id": "org/model"},
+        "eval_library": {"name": "lm_eval", "version": "0.4.9"},
+        "evaluation_results": [
+            {
+                "evaluation_name": "bench",
+                "metric_config": {"metric_name": "exact_match"},
+                "generation_config": {"generation_args": {"temperature": 0.0}},
+            }
+        ],
+    }
+    path.write_text(json.dumps(aggregate))
+
+
 def _bad_file(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
+    _aggregate(folder / "records.json")
     path = folder / "records_samples.jsonl"
     lines = [
         json.dumps(_line("a")),
@@ -84,11 +110,12 @@ def test_every_record_imports_or_is_rejected_with_a_named_reason(tmp_path: Path)
     grades = [
         t for p, t in zip(_fragments(tmp_path / "store"), rows, strict=True) if "grades" in p.parts
     ]
-    assert sorted(grades[0].column("item_id").to_pylist()) == ["a", "b", "f"]
+    assert sorted(grades[0].column("item_id").to_pylist()) == [PREFIX + i for i in "abf"]
     assert set(grades[0].column("run_id").to_pylist()) == {result.import_id}
     assert grades[0].column("request_id").to_pylist()[0].startswith("records_samples.jsonl:")
     record = read_imports(StudyStore.open(str(tmp_path / "store")))[0]
-    assert record.files[0].tool == "every_eval_ever" and len(record.files[0].sha256) == 64
+    assert {f.tool for f in record.files} == {"every_eval_ever"}
+    assert all(len(f.sha256) == 64 for f in record.files)
 
 
 def test_strict_refuses_at_the_first_rejection_and_writes_nothing(tmp_path: Path, capsys):
@@ -130,7 +157,10 @@ def test_every_shared_file_imports_or_is_rejected_with_reasons(tmp_path: Path, c
     skipped = {Path(p) for p in result.skipped}
     rejected = {Path(r.split(": ", 1)[0]) for r in result.rejected_files}
     assert files == skipped | rejected, sorted(map(str, files - skipped - rejected))
-    assert rejected == {SHARED / "SOURCE.md"} | set((SHARED / "schemas").rglob("*.json"))
+    # instance files without their aggregate (a folder of the shared data holds only those)
+    orphans = set((SHARED / "examples/v0.3.0/converted_here_nulls_dropped").rglob("*.jsonl"))
+    assert rejected == {SHARED / "SOURCE.md"} | set((SHARED / "schemas").rglob("*.json")) | orphans
+    assert orphans and all(f"{p}: no_aggregate" in " ".join(result.rejected_files) for p in orphans)
     assert "Rejected" in out
     record = read_imports(StudyStore.open(str(store)))[0]
     tools = {f.tool for f in record.files}
@@ -144,20 +174,7 @@ def test_every_shared_file_imports_or_is_rejected_with_reasons(tmp_path: Path, c
 def _tool_records(folder: Path, lines: int, bad_line: int) -> Path:
     """An aggregate of another tool and its instance file, one bad line in the middle."""
     folder.mkdir(parents=True)
-    aggregate = {
-        "schema_version": "0.3.0",
-        "evaluation_id": "bench/org_model/1",
-        "model_info": {"name": "model", "id": "org/model"},
-        "eval_library": {"name": "lm_eval", "version": "0.4.9"},
-        "evaluation_results": [
-            {
-                "evaluation_name": "bench",
-                "metric_config": {"metric_name": "exact_match"},
-                "generation_config": {"generation_args": {"temperature": 0.0}},
-            }
-        ],
-    }
-    (folder / "a.json").write_text(json.dumps(aggregate))
+    _aggregate(folder / "a.json")
     text = []
     for n in range(1, lines + 1):
         if n == bad_line:
@@ -205,16 +222,18 @@ def test_an_import_never_repins_a_studys_own_dataset(tmp_path: Path):
     store = tmp_path / "store"
     native = open_source(
         DatasetSource(
-            name="bench", path=str(Path(__file__).parents[2] / "configs/datasets/arithmetic")
+            name=DATASET, path=str(Path(__file__).parents[2] / "configs/datasets/arithmetic")
         )
     )
     pin_datasets(str(store), [native])
     result = import_sources(str(store), [str(_bad_file(tmp_path / "src"))])
-    assert list(result.datasets) == ["bench-imported"]
+    assert list(result.datasets) == [f"{DATASET}-imported"]
     locks = read_locks(str(store))
-    assert locks.datasets["bench"].fingerprint == native.fingerprint()
-    assert locks.datasets["bench"].history == []
-    assert locks.datasets["bench-imported"].path.endswith("imported/datasets/bench-imported")
+    assert locks.datasets[DATASET].fingerprint == native.fingerprint()
+    assert locks.datasets[DATASET].history == []
+    assert locks.datasets[f"{DATASET}-imported"].path.endswith(
+        f"imported/datasets/{DATASET}-imported"
+    )
 
 
 def test_an_import_into_s3_reads_back_without_a_study(tmp_path: Path, s3_bucket: str):
@@ -226,8 +245,8 @@ def test_an_import_into_s3_reads_back_without_a_study(tmp_path: Path, s3_bucket:
     assert result.samples == 3 and sum(result.rejected.values()) == 6
     study = Study.from_store(url)
     rows = study.results().to_pylist()
-    assert sorted(r["item_id"] for r in rows) == ["a", "b", "f"]
-    assert "org-model_every_eval_ever" in study.leaderboard()
+    assert sorted(r["item_id"] for r in rows) == [PREFIX + i for i in "abf"]
+    assert "model_bench_lm_eval" in study.leaderboard()
     assert import_sources(url, [str(source)]).import_id is None
 
 

@@ -12,6 +12,7 @@ from itemeval.providers import _transport as transport
 from itemeval.providers.limits import ConcurrencyPool, LeasedSlots, RateBucket
 from itemeval.providers.limits import _concurrency as concurrency
 from itemeval.providers.limits import _machine as machine_limiter
+from itemeval.providers.limits import _ratebucket as ratebucket
 from itemeval.providers.limits import _ratelimiter as ratelimiter
 from itemeval.providers.types import ModelRequest, SamplingParams
 
@@ -49,11 +50,15 @@ def _figures() -> list[str]:
     limiter = ratelimiter.RateLimiter.__init__
     slots = LeasedSlots.__init__
     pool = ConcurrencyPool.__init__
-    batch_hold = _default(limiter, "max_hold_s")
-    assert batch_hold == _default(bucket, "hold_s")  # the bucket's refill allows for the lapse
+    late = _default(limiter, "late_s")
+    assert late < _default(bucket, "slack_s")  # the bucket's rate allows for the lateness
     return [
-        f"`burst_s` = {_n(_default(bucket, 'burst_s'))} s",
-        f"`hold_s` = {_n(_default(bucket, 'hold_s'))} s",
+        f"`horizon_s` = {_n(_default(bucket, 'horizon_s'))} s",
+        f"`late_s` = {_n(late)} s",
+        f"`slack_s` = {_n(_default(bucket, 'slack_s'))} s",
+        f"`window_s` = {_n(_default(bucket, 'window_s'))} s",
+        f"{_n(ratebucket.TOKEN_CAPACITY_SHARE * 100)}% of a window's tokens",
+        f"within {_n(round((1 - ratebucket.WHOLE_REQUESTS_SHARE) * 100))}%",
         f"~{_chars_per_token()} characters a token",
         f"or {transport.DEFAULT_OUTPUT_ESTIMATE})",
         f"(default {_n(_default(bucket, 'default_pause_s'))} s, at most "
@@ -62,12 +67,10 @@ def _figures() -> list[str]:
         f"at most once per {_n(_default(bucket, 'decrease_cooldown_s'))} s",
         f"never below {_n(_default(bucket, 'min_rate_factor'))} of the limit",
         f"{_n(_default(bucket, 'recovery_per_s'))} of the limit per second",
-        f"plus {_default(limiter, 'ahead')} ahead",
         f"for {_n(_default(limiter, 'horizon_s'))} s of the demand",
-        f"at most {_default(limiter, 'batch')} per call",
-        f"at least\n  {_n(_default(limiter, 'poll_interval_s') * 1000)} ms and at most "
+        f"at most {_default(limiter, 'batch')}\n  per call",
+        f"at least {_n(_default(limiter, 'poll_interval_s') * 1000)} ms and at\n  most "
         f"{_n(_default(limiter, 'max_wait_s'))} s",
-        f"`max_hold_s` = {_n(batch_hold)} s",
         # The retry of a source that does not answer: min(1, 0.1 + waited / 10), both sides.
         "after 0.1 s plus a tenth of the time waited so far, at most\n  1 s",
         f"at once and every {_n(concurrency.WARN_EVERY_S)} s",

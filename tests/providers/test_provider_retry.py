@@ -38,16 +38,31 @@ def test_transient_failures_are_retried_until_success() -> None:
 
 def test_attempts_are_bounded_and_the_last_failure_is_the_result() -> None:
     failures = [
-        TransientFailure(ErrorCode.RATE_LIMITED, f"429 #{i}", http_status=429) for i in range(9)
+        TransientFailure(ErrorCode.SERVER_ERROR, f"500 #{i}", http_status=500) for i in range(9)
     ]
     attempt, calls = flaky(failures)
     policy = RetryPolicy(max_attempts=4, backoff_initial_s=0.001, backoff_max_s=0.002)
     result = asyncio.run(policy.run(attempt))
     assert not result.ok
-    assert result.error_code == ErrorCode.RATE_LIMITED
-    assert result.error_message == "429 #3"
-    assert result.http_status == 429
+    assert result.error_code == ErrorCode.SERVER_ERROR
+    assert result.error_message == "500 #3"
+    assert result.http_status == 500
     assert result.attempts == 4 and calls["n"] == 4
+
+
+def test_429s_do_not_use_up_the_attempts() -> None:
+    """A rate-limited call goes on (the limiter paces it) until it is answered; the other
+    failures still count to `max_attempts`."""
+    failures = [
+        TransientFailure(ErrorCode.RATE_LIMITED, f"429 #{i}", http_status=429) for i in range(12)
+    ]
+    failures.insert(5, TransientFailure(ErrorCode.SERVER_ERROR, "500", http_status=500))
+    attempt, calls = flaky(failures)
+    policy = RetryPolicy(max_attempts=2, backoff_initial_s=0.001, backoff_max_s=0.002)
+    result = asyncio.run(policy.run(attempt))
+    assert result.ok and result.attempts == 14 and calls["n"] == 14
+    again, _ = flaky([TransientFailure(ErrorCode.SERVER_ERROR, "500", http_status=500)] * 2)
+    assert asyncio.run(policy.run(again)).error_code == ErrorCode.SERVER_ERROR
 
 
 def test_retry_after_is_a_lower_bound_on_the_wait() -> None:
@@ -133,6 +148,22 @@ def test_reset_headers_of_the_exhausted_dimension_are_honoured() -> None:
     assert retry_after_from_headers(headers) == 360.0
     headers["x-ratelimit-remaining-tokens"] = "50"
     assert retry_after_from_headers(headers) == 1.0  # nothing exhausted: the soonest reset
+
+
+def test_a_gateways_passed_on_hints_are_read() -> None:
+    """LiteLLM's proxy passes the provider's headers on with `llm_provider-` before them; its
+    own hint, when it sends one, comes first."""
+    assert retry_after_from_headers({"llm_provider-retry-after": "7"}) == 7.0
+    assert retry_after_from_headers({"llm_provider-retry-after-ms": "250"}) == 0.25
+    assert retry_after_from_headers({"retry-after": "2", "llm_provider-retry-after": "7"}) == 2.0
+    passed_on = {
+        "llm_provider-x-ratelimit-remaining-requests": "0",
+        "llm_provider-x-ratelimit-reset-requests": "6m0s",
+        "llm_provider-x-ratelimit-reset-tokens": "20ms",
+    }
+    assert retry_after_from_headers(passed_on) == 360.0
+    assert retry_after_from_headers({"x-ratelimit-reset-tokens": "1s"}) == 1.0
+    assert retry_after_from_headers({"llm_provider-x-ratelimit-reset-tokens": "1m30.5s"}) == 90.5
 
 
 def test_anthropic_reset_times_are_rfc3339() -> None:

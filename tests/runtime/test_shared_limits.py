@@ -5,20 +5,28 @@ whole of two endpoints' limits: `fast` (a sim-server enforcing `--rpm`) and `slo
 enforcing `--max-concurrency`, its answers slower). Each run alone would use all of either limit,
 so together they would exceed both if each held its own: the demand is over the RPM (each run
 could send faster than the limit) and over the slots (each run has more calls waiting than
-slots). Physical truth is the servers' own count of arrivals over their limits: 0.
+slots). Physical truth is the servers' own count of arrivals over their limits: 0, with the
+server's bucket holding one second of the rate (twice), two seconds and half a second, while the
+RPM is still filled to 90% or more. (`benchmarks/shared_limits.py --reps 10` repeats it ten times.)
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
+import pytest
 from runtime_files import physical_rows, sim_server, sim_stats, write_items, write_study
 
 from itemeval.config import load_study
+from itemeval.providers import EndpointSettings
+from itemeval.providers.limits._machine import machine_limiter
 
 ITEMS = 200
 RPM = 1800  # 30 requests/s for both runs together
@@ -62,17 +70,49 @@ def _study(folder: Path, items: Path, fast: str, slow: str) -> Path:
     )
 
 
-def test_two_local_runs_hold_one_endpoints_limits_together(tmp_path):
+def _used_a_while_ago(fast: str, limits: Path) -> None:
+    """The endpoint's limiter was used, then sat idle for longer than a second: as for a run
+    started after an earlier one. (A limiter that banked the idle second's permits would send
+    them at once: more than a provider holding half a second of the rate takes.)"""
+    settings = EndpointSettings(
+        kind="sim", base_url=fast, requests_per_minute=RPM, max_concurrency=64
+    )
+    limiter = machine_limiter(settings, limits)
+    limiter.call(lambda state: state.exchange(1, 0))
+    limiter.close()
+    time.sleep(1.5)
+
+
+def _longest_gaps(base_url: str) -> list[tuple[float, float]]:
+    """The longest pauses between arrivals (seconds, and when), to tell a slow limiter from a
+    demand that paused."""
+    with urllib.request.urlopen(f"{base_url.removesuffix('/v1')}/_sim/stats?arrivals=1") as answer:
+        arrivals = json.loads(answer.read())["arrivals_s"]
+    pauses = [(b - a, a - arrivals[0]) for a, b in itertools.pairwise(arrivals)]
+    return [(round(g, 3), round(at, 1)) for g, at in sorted(pauses)[-8:]]
+
+
+@pytest.mark.parametrize(
+    ("burst_s", "repetition"),
+    [(1, 1), (1, 2), (2, 1), (0.5, 1)],
+    ids=["1s-a", "1s-b", "2s", "0.5s"],
+)
+def test_two_local_runs_hold_one_endpoints_limits_together(tmp_path, burst_s, repetition):
     items = write_items(tmp_path / "items" / "sums", ITEMS)
-    # The server holds two seconds of its rate: a client held to the limit never exceeds it
-    # (its own bucket holds one second, and a permit lapses one second after its grant), while
-    # two clients that each take the whole limit empty it within about two seconds of their
-    # overlap (each run's share of the fast endpoint takes about 7 s alone).
-    fast_server = sim_server("--latency-ms", "20", "--rpm", str(RPM), "--burst-s", "2")
+    # The server holds `burst_s` seconds of its rate: a client whose sends keep to the limit
+    # never empties it, while two clients that each take the whole limit empty it within a few
+    # seconds of their overlap (each run's share of the fast endpoint takes about 7 s alone).
+    fast_server = sim_server("--latency-ms", "20", "--rpm", str(RPM), "--burst-s", str(burst_s))
     slow_server = sim_server("--latency-ms", "50", "--max-concurrency", str(SLOTS))
     with fast_server as fast, slow_server as slow:
         paths = [_study(tmp_path / name, items, fast, slow) for name in ("one", "two")]
-        env = {**os.environ, "ITEMEVAL_CACHE_DIR": str(tmp_path / "cache")}
+        limits = tmp_path / "limits"
+        _used_a_while_ago(fast, limits)
+        env = {
+            **os.environ,
+            "ITEMEVAL_CACHE_DIR": str(tmp_path / "cache"),
+            "ITEMEVAL_LIMITS_DIR": str(limits),
+        }
         runs = [
             subprocess.Popen(
                 [sys.executable, "-m", "itemeval", "generate", str(path), "--yes"],
@@ -87,6 +127,7 @@ def test_two_local_runs_hold_one_endpoints_limits_together(tmp_path):
         ended = [(run.communicate(timeout=240)[1], run.returncode) for run in runs]
         took = time.monotonic() - started
         fast_stats, slow_stats = sim_stats(fast), sim_stats(slow)
+        gaps = _longest_gaps(fast)
     # Nothing over either limit, from both runs together ...
     assert fast_stats["over_limit"] == 0, fast_stats
     assert slow_stats["over_limit"] == 0, slow_stats
@@ -99,3 +140,5 @@ def test_two_local_runs_hold_one_endpoints_limits_together(tmp_path):
     assert slow_stats["max_concurrent"] == SLOTS
     span = fast_stats["last_arrival_s"] - fast_stats["first_arrival_s"]
     assert span >= (2 * ITEMS - RPM / 60) / (RPM / 60) * 0.9, (span, took)
+    # ... and the limit was used: at least 90% of the RPM from the first arrival to the last.
+    assert (fast_stats["admitted"] - 1) / span >= 0.9 * RPM / 60, (span, took, gaps)

@@ -124,3 +124,28 @@ def test_units_that_graded_different_items_are_compared_on_the_common_ones():
     assert pair.clusters == 60 and pair.first_answers == 60
     assert pair.first_value == pytest.approx(answers[40:, 0, 0].mean())
     assert family.pair(0, 1).clusters == 100
+
+
+def test_units_that_share_no_item_are_never_paired():
+    """Conditions on two benchmarks' items (A and B on items 0-9, C on items 10-19): A and B
+    are compared; neither is paired with C, and the adjustment counts one pair."""
+    unit = np.repeat([0, 1, 2], 10)
+    cluster = np.concatenate([np.arange(10), np.arange(10), np.arange(10, 20)])
+    values = np.concatenate([np.ones(10), np.r_[np.zeros(8), np.ones(2)], np.zeros(10)])
+    family = compare(
+        Tallies.from_rows(["a", "b", "c"], unit, cluster, values, binary=True), resamples=200
+    )
+    assert [(p.first, p.second) for p in family.pairs] == [(0, 1)]
+    pair = family.pairs[0]
+    assert pair.clusters == 10 and pair.adjusted == pair.p_value == mcnemar_exact(8, 0)
+    assert family.estimates.tolist() == [1.0, 0.2, 0.0]  # every unit keeps its own estimate
+
+
+def test_a_family_of_units_on_other_items_says_so():
+    from itemeval.statistics import verdict
+
+    unit, cluster = np.repeat([0, 1], 5), np.arange(10)  # no item in common
+    family = compare(
+        Tallies.from_rows(["a", "b"], unit, cluster, np.ones(10), binary=True), resamples=50
+    )
+    assert family.pairs == [] and "no two units share an item" in verdict(family)

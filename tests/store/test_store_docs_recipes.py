@@ -21,7 +21,7 @@ import pytest
 from packaging.version import Version
 from s3_servers import make_bucket
 
-from itemeval.store import StudyStore, text_hash
+from itemeval.store import StudyStore, compact, text_hash
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "store.md"
 _RECIPE = re.compile(r"<!-- recipe: ([\w-]+) -->\n```(\w+)\n(.*?)```", re.S)
@@ -62,6 +62,8 @@ def _populate(store: StudyStore, solution, grade) -> None:
         ],
     )
     store.write_grades(JUDGE, [grade(GEN_A, "q1", solution_hash=text_hash("A"), score=0.5)])
+    # A compacted partition holds its summary beside its fragment: no recipe reads it as one.
+    compact(store, conditions=[JUDGE])
     # A killed writer's temporary file and a leftover probe object disturb no reader.
     partition = store.partition("solutions", GEN_A)
     partition.join(".tmp-x.part").write_atomic(b"partial")

@@ -8,10 +8,15 @@ import pyarrow as pa
 import pytest
 
 import itemeval.store._content_keys as content_keys
-import itemeval.store._current_solutions as current_solutions
-import itemeval.store.fragments as fragments_module
 from itemeval.errors import InputError
-from itemeval.store import StudyStore, pending_generate, pending_grade, solution_index, text_hash
+from itemeval.store import (
+    StudyStore,
+    compact,
+    pending_generate,
+    pending_grade,
+    solution_index,
+    text_hash,
+)
 from itemeval.store._pending import GENERATE_CELL_SCHEMA, GRADE_CELL_SCHEMA
 
 ITEMS = pa.array(["q1", "q2", "q3"])
@@ -139,14 +144,13 @@ def test_solution_index_names_hashes_and_fragments(store: StudyStore, solution) 
     assert solution_index(store, "gen", items, 2).fragments is None
 
 
-@pytest.mark.parametrize("batch_rows", [1, 3, 1000])
-def test_the_folded_solution_index_is_the_whole_reads(
-    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch, batch_rows: int
+@pytest.mark.parametrize("setting", ["on", "off"])
+def test_the_solution_index_is_the_store_rule_with_and_without_summaries(
+    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch, setting: str
 ) -> None:
     """Several `ok` rows per cell across fragments (a later `written_at`, a tie between
-    fragments, an error row after an `ok` one): the index folded from a stream names the same
-    hash and fragment per cell as the deduplicated read of the whole partition."""
-    monkeypatch.setattr(fragments_module, "SCAN_BATCH_ROWS", batch_rows)
+    fragments, an error row after an `ok` one), some summarised: the index names the hash and
+    fragment of the row the store's rule picks, the same with its summary and without."""
     items = pa.array([f"q{i}" for i in range(5)] + ["unused"])
     store.write_solutions(
         "gen", [solution(f"q{i}", e, text=f"a{i}{e}", at=5) for i in range(5) for e in (0, 1)]
@@ -154,19 +158,20 @@ def test_the_folded_solution_index_is_the_whole_reads(
     store.write_solutions(
         "gen", [solution("q0", 0, text="newer", at=9), solution("q1", 1, text="older", at=1)]
     )
-    store.write_solutions(
+    compact(store, ["solutions"])
+    (compacted,) = [f.name for f in store.fragments("solutions", "gen")]
+    tie = store.write_solutions(
         "gen", [solution("q2", 0, text="tie", at=5), solution("q3", 1, ok=False, at=99)]
     )
     store.write_solutions("gen", [solution("q9", 0, text="not selected")])
-    folded = solution_index(store, "gen", items, 2, fragment_names=True)
-    monkeypatch.setattr(current_solutions, "are_key_texts", lambda texts: False)
-    whole = solution_index(store, "gen", items, 2, fragment_names=True)
-    assert folded.positions.tolist() == whole.positions.tolist() == list(range(10))
-    assert folded.hashes.to_pylist() == whole.hashes.to_pylist()
-    assert folded.fragments.to_pylist() == whole.fragments.to_pylist()
-    assert folded.hashes[0].as_py() == text_hash("newer") and folded.hashes[4].as_py() == text_hash(
-        "tie"
-    )
+    monkeypatch.setenv("ITEMEVAL_SUMMARIES", setting)
+    index = solution_index(store, "gen", items, 2, fragment_names=True)
+    assert index.positions.tolist() == list(range(10))
+    assert index.hashes[0].as_py() == text_hash("newer")
+    assert index.hashes[3].as_py() == text_hash("a11")  # the older row lost
+    assert index.hashes[4].as_py() == text_hash("tie")
+    assert index.hashes[7].as_py() == text_hash("a31")  # an error does not beat it
+    assert index.fragments.to_pylist() == [compacted] * 4 + [tie] + [compacted] * 5
 
 
 def test_only_the_stores_own_hashes_are_rebuilt_from_their_keys() -> None:

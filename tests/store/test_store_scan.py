@@ -1,6 +1,7 @@
-"""Streamed reads (`StudyStore.scan`) and the pending sets folded from them: batches in
-fragment order, the same current solution as the deduplicating reader (ties included), and
-no row missed while a compaction rewrites the partition under the stream."""
+"""Streamed reads (`StudyStore.scan`): batches in fragment order, no row missed while a
+compaction rewrites the partition under the stream; and the pending sets, read from partition
+cells: the same current solution as the store's rule (ties included), beside summaries, writers
+and compactions."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from itemeval.store import StudyStore, pending_generate, pending_grade, solution
 from itemeval.store._compact import compact_partition
 from itemeval.store._content_keys import hash_keys
 from itemeval.store._pending import current_solution_keys
+from itemeval.store._summary import SUMMARIES_ENV
 
 COLUMNS = ["item_id", "epoch", "status"]
 
@@ -82,16 +84,24 @@ def test_a_local_scan_reads_with_no_more_threads_than_cpus(
     assert len(threads) == (readers if store.root.is_local else 8)
 
 
-@pytest.mark.parametrize("batch_rows", [1, 4, 1000])
-@pytest.mark.parametrize("share", [0.0, 1.0], ids=["every-cell-folded", "several-watched"])
+@pytest.fixture(params=["summaries", "every-row"])
+def summaries(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Pending sets read partition cells: from summaries (half the partitions compacted), and
+    from every row."""
+    monkeypatch.setenv(SUMMARIES_ENV, "on" if request.param == "summaries" else "off")
+    return str(request.param)
+
+
+def _compact_some(store: StudyStore, stage: str, cid: str, summaries: str) -> None:
+    if summaries == "summaries":
+        compact_partition(store, stage, cid)
+
+
 def test_current_solution_is_the_one_the_store_rule_picks(
-    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch, batch_rows: int, share: float
+    store: StudyStore, solution, summaries: str
 ) -> None:
-    """Several `ok` rows per cell across fragments: later `written_at` wins; on a tie the later
-    fragment, whether the two rows meet in one batch or in two; whether the cells with several
-    rows are decided in a second scan that watches them, or every cell is folded by the rule."""
-    monkeypatch.setattr(fragments, "SCAN_BATCH_ROWS", batch_rows)
-    monkeypatch.setattr(pending_module, "SEVERAL_SHARE", share)
+    """Several `ok` rows per cell across fragments (and beside a summary): later `written_at`
+    wins; on a tie the later fragment."""
     items = pa.array([f"q{i}" for i in range(6)])
     store.write_solutions(
         "gen", [solution(f"q{i}", e, text=f"a{i}{e}", at=5) for i in range(6) for e in (0, 1)]
@@ -99,6 +109,7 @@ def test_current_solution_is_the_one_the_store_rule_picks(
     store.write_solutions(
         "gen", [solution("q0", 0, text="newer", at=9), solution("q1", 1, text="older", at=1)]
     )
+    _compact_some(store, "solutions", "gen", summaries)
     store.write_solutions(
         "gen", [solution("q2", 0, text="tie-later", at=5), solution("q3", 1, ok=False)]
     )
@@ -106,7 +117,7 @@ def test_current_solution_is_the_one_the_store_rule_picks(
         "gen", [solution("q4", 0, text="tie-last", at=5), solution("q9", 0, at=99)]
     )
     current = current_solution_keys(store, "gen", items, 2)
-    index = solution_index(store, "gen", items, 2)  # the deduplicating reader
+    index = solution_index(store, "gen", items, 2)
     assert current.present.tolist() == [True] * 12
     assert current.keys[index.positions].tolist() == hash_keys(index.hashes).tolist()
     expected = {0: "newer", 3: "a11", 4: "tie-later", 8: "tie-last", 7: "a31"}
@@ -115,13 +126,13 @@ def test_current_solution_is_the_one_the_store_rule_picks(
 
 
 def test_grade_pending_checks_grades_against_the_current_solution(
-    store: StudyStore, solution, grade, monkeypatch: pytest.MonkeyPatch
+    store: StudyStore, solution, grade, summaries: str
 ) -> None:
-    monkeypatch.setattr(fragments, "SCAN_BATCH_ROWS", 2)
     items = ["a", "b", "c"]
     store.write_solutions("gen", [solution("a", text="A1", at=1), solution("b", text="B", at=1)])
     store.write_solutions("gen", [solution("a", text="A2", at=1)])  # tie: the later fragment
     store.write_grades("judge", [grade("gen", "a", solution_hash=text_hash("A1"))])
+    _compact_some(store, "grades", "judge", summaries)
     store.write_grades("judge", [grade("gen", "b", solution_hash=text_hash("B"))])
     pending = pending_grade(store, ["judge"], ["gen"], items, 1)
     assert pending.cells(("judge", "gen"))["item_id"].to_pylist() == ["a"]
@@ -129,24 +140,15 @@ def test_grade_pending_checks_grades_against_the_current_solution(
     assert pending_grade(store, ["judge"], ["gen"], items, 1).num_rows == 0
 
 
-@pytest.mark.parametrize("batch_rows", [1, 3, 1000])
-@pytest.mark.parametrize("dense", [0.0, 1.0], ids=["every-key", "watched-keys"])
-def test_grade_pending_compares_keys_only_where_a_grade_names_the_cell(
-    store: StudyStore,
-    solution,
-    grade,
-    monkeypatch: pytest.MonkeyPatch,
-    batch_rows: int,
-    dense: float,
+def test_grade_pending_of_several_conditions_and_graders(
+    store: StudyStore, solution, grade, summaries: str
 ) -> None:
     """Two generate and two grade conditions; a few cells graded (the current solution or an
-    earlier one), most not graded at all: only the first are done, whether every cell's key
-    is kept or only the named cells'."""
-    monkeypatch.setattr(fragments, "SCAN_BATCH_ROWS", batch_rows)
-    monkeypatch.setattr(pending_module, "DENSE_WATCH", dense)
+    earlier one), most not graded at all: only the first are done."""
     items = [f"q{i}" for i in range(8)]
     for gen in ("g1", "g2"):
         store.write_solutions(gen, [solution(i, text=f"{gen}{i}", at=1) for i in items])
+        _compact_some(store, "solutions", gen, summaries)
         store.write_solutions(
             gen, [solution("q1", text=f"{gen}-new", at=2), solution("q2", ok=False)]
         )
@@ -159,6 +161,7 @@ def test_grade_pending_compares_keys_only_where_a_grade_names_the_cell(
             grade("g1", "q9", solution_hash=text_hash("g1q9")),  # not a selected item
         ],
     )
+    _compact_some(store, "grades", "judge", summaries)
     store.write_grades(
         "scorer",
         [
@@ -176,106 +179,32 @@ def test_grade_pending_compares_keys_only_where_a_grade_names_the_cell(
     assert left[("scorer", "g2")] == set(items) - {"q1", "q3"}
 
 
-def test_grade_pending_reads_each_conditions_grades_where_they_are(
+def test_grade_pending_beside_a_compaction_and_a_writer(
     store: StudyStore, solution, grade, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One generate condition at a time: its grades are read again only from the fragments
-    that hold some of them (seen in the first pass), and from any fragment that pass did not
-    see (here one written while the set is made)."""
-    items = ["q0", "q1", "q2", "q3"]
-    for gen in ("g1", "g2"):
-        store.write_solutions(gen, [solution(i, text=f"{gen}{i}", at=1) for i in items])
-
-    def graded(gen: str, *ids: str) -> list[dict]:
-        return [grade(gen, i, solution_hash=text_hash(f"{gen}{i}")) for i in ids]
-
-    only_g1 = store.write_grades("judge", graded("g1", "q0", "q1"))
-    # an earlier solution's grade: q0 is named, and done only once the late grade is read
-    only_g2 = store.write_grades("judge", [grade("g2", "q0", solution_hash=text_hash("old"))])
-    mixed = store.write_grades(
-        "judge",
-        [
-            *graded("g1", "q2"),
-            *graded("g2", "q1"),
-            grade("g2", "q2", solution_hash=text_hash("old")),  # g2: 3 of 4 named, every key kept
-            grade("g1", "q3", solution_hash=text_hash("g2q3")),  # g2's text, graded for g1
-        ],
-    )
-    opened: list[str] = []  # fragments of the judge's partition read, in order
-    real_read = fragments._read_many
-
-    def recorded(partitions, jobs, *args, **kwargs):
-        opened.extend(info.name for key, info in jobs if "judge" in partitions[key].url)
-        return real_read(partitions, jobs, *args, **kwargs)
-
-    late: list[str] = []
-    real_keys = pending_module.current_solution_keys
-
-    def a_writer_meanwhile(store_, gen, *args, **kwargs):
-        if gen == "g2":  # after g1's grades were read again, before g2's are
-            late.append(store.write_grades("judge", graded("g2", "q0")))
-        return real_keys(store_, gen, *args, **kwargs)
-
-    monkeypatch.setattr(fragments, "_read_many", recorded)
-    monkeypatch.setattr(pending_module, "current_solution_keys", a_writer_meanwhile)
-    pending = pending_grade(store, ["judge"], ["g1", "g2"], items, 1)
-    left = {key: set(pending.cells(key)["item_id"].to_pylist()) for key in pending.masks}
-    assert left == {("judge", "g1"): {"q3"}, ("judge", "g2"): {"q2", "q3"}}
-    reads = {name: opened.count(name) for name in set(opened)}
-    assert reads == {only_g1: 2, only_g2: 2, mixed: 3, late[0]: 1}
-
-
-def test_grade_pending_after_a_compaction_between_its_passes(
-    store: StudyStore, solution, grade, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The grades partition compacted after the first pass: the fragments it saw are gone and
-    one fragment it did not see holds every condition's grades; each condition reads it, and
-    the set is the same as without the compaction. A fragment of error rows only is seen
-    holding nothing, and skipped."""
+    """The grades partition compacted, and a grade written, after the first generate
+    condition's grades were read and before the second's: each condition's set is what the
+    store held when it was read."""
     items = ["q0", "q1", "q2"]
     for gen in ("g1", "g2"):
         store.write_solutions(gen, [solution(i, text=f"{gen}{i}") for i in items])
     store.write_grades("judge", [grade("g1", "q0", solution_hash=text_hash("g1q0"))])
     store.write_grades("judge", [grade("g2", "q1", solution_hash=text_hash("g2q1"))])
-    errors = store.write_grades(
-        "judge", [grade("g1", "q2", solution_hash=text_hash("g1q2"), ok=False)]
-    )
-    expected = {("judge", "g1"): {"q1", "q2"}, ("judge", "g2"): {"q0", "q2"}}
-    plain = pending_grade(store, ["judge"], ["g1", "g2"], items, 1)
-    assert {key: set(plain.cells(key)["item_id"].to_pylist()) for key in plain.masks} == expected
-
-    opened: list[str] = []  # what the grade set reads of the judge's partition
-    real_read = fragments._read_many
-    compacted: list[str] = []
-    compacting = False
-
-    def recorded(partitions, jobs, *args, **kwargs):
-        if not compacting:
-            opened.extend(info.name for key, info in jobs if "judge" in partitions[key].url)
-        return real_read(partitions, jobs, *args, **kwargs)
-
+    store.write_grades("judge", [grade("g1", "q2", solution_hash=text_hash("g1q2"), ok=False)])
     real_keys = pending_module.current_solution_keys
+    done: list[str] = []
 
-    def compaction_meanwhile(store_, gen, *args, **kwargs):
-        nonlocal compacting
-        if not compacted:  # after the first pass, before any condition's own pass
-            compacting = True
+    def meanwhile(store_, gen, *args, **kwargs):
+        if gen == "g2" and not done:
             compact_partition(store, "grades", "judge")
-            compacting = False
-            listed = fragments.list_fragments(store.partition("grades", "judge"))
-            compacted.extend(info.name for info in listed)
+            store.write_grades("judge", [grade("g2", "q2", solution_hash=text_hash("g2q2"))])
+            done.append(gen)
         return real_keys(store_, gen, *args, **kwargs)
 
-    monkeypatch.setattr(fragments, "_read_many", recorded)
-    monkeypatch.setattr(pending_module, "current_solution_keys", compaction_meanwhile)
+    monkeypatch.setattr(pending_module, "current_solution_keys", meanwhile)
     pending = pending_grade(store, ["judge"], ["g1", "g2"], items, 1)
-    assert {
-        key: set(pending.cells(key)["item_id"].to_pylist()) for key in pending.masks
-    } == expected
-    # One compacted fragment per generate condition, each read by its condition's pass.
-    assert len(compacted) == 2 and not set(compacted) & set(opened[:3])
-    assert sorted(set(opened[3:])) == sorted(compacted)
-    assert opened[:3].count(errors) == 1  # the first pass only
+    left = {key: set(pending.cells(key)["item_id"].to_pylist()) for key in pending.masks}
+    assert left == {("judge", "g1"): {"q1", "q2"}, ("judge", "g2"): {"q0"}}
 
 
 def test_grade_pending_holds_one_conditions_keys_at_a_time(
@@ -293,31 +222,6 @@ def test_grade_pending_holds_one_conditions_keys_at_a_time(
     pending = pending_grade(store, ["judge"], gens, items, 1)
     assert alive_at_each_fold == [0, 0, 0]
     assert {key: pending.count(key) for key in pending.masks} == {("judge", g): 1 for g in gens}
-
-
-def test_watched_keys_are_the_full_folds_keys(store: StudyStore, solution) -> None:
-    items = pa.array([f"q{i}" for i in range(6)])
-    store.write_solutions(
-        "gen", [solution(f"q{i}", e, text=f"a{i}{e}", at=5) for i in range(6) for e in (0, 1)]
-    )
-    store.write_solutions(
-        "gen", [solution("q0", 1, text="newer", at=9), solution("q5", 0, text="old", at=1)]
-    )
-    full = current_solution_keys(store, "gen", items, 2)
-    watch = np.array([1, 4, 10], dtype=np.int64)
-    watched = current_solution_keys(store, "gen", items, 2, watch=watch)
-    assert watched.present.tolist() == full.present.tolist()
-    assert len(watched.keys) == 3
-    assert watched.keys.tolist() == full.keys[watch].tolist()
-    newer = hash_keys(pa.array([text_hash("newer")]))
-    assert watched.is_current(np.array([1]), newer).tolist() == [True]
-    # a position not watched has no key known: never current, though its solution is (the
-    # same text as the watched position next to it)
-    store.write_solutions("gen", [solution("q0", 0, text="newer", at=9)])
-    full = current_solution_keys(store, "gen", items, 2)
-    watched = current_solution_keys(store, "gen", items, 2, watch=watch)
-    assert full.is_current(np.array([0, 1]), np.repeat(newer, 2)).tolist() == [True, True]
-    assert watched.is_current(np.array([0, 1]), np.repeat(newer, 2)).tolist() == [False, True]
 
 
 def test_a_stream_misses_no_row_while_the_partition_is_compacted(
@@ -374,19 +278,3 @@ def test_a_stream_reads_again_when_what_it_listed_was_compacted(
     monkeypatch.setattr(fragments, "list_fragments", list_then_compact)
     assert pending_generate(store, ["c1"], items, 1, unique_ids=True).num_rows == 0
     assert listings[0] == 3 and len(listings) >= 2  # listed again after the compaction
-
-
-def test_cells_whose_rows_are_gone_by_the_second_scan_have_no_current_solution(
-    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A cell with several rows is decided by a second scan; if that scan finds none of them
-    (rows deleted from outside meanwhile), no key is current there: its grades do not match,
-    and it is graded again rather than matched against whichever row the first scan saw last."""
-    items = pa.array(["q0", "q1"])
-    store.write_solutions("gen", [solution("q0", text="old", at=1), solution("q1", text="one")])
-    store.write_solutions("gen", [solution("q0", text="new", at=2)])
-    monkeypatch.setattr(pending_module, "SEVERAL_SHARE", 1.0)
-    monkeypatch.setattr(pending_module, "_fold_by_rule", lambda *args: np.zeros(0, np.uint64))
-    current = current_solution_keys(store, "gen", items, 1)
-    keys = hash_keys(pa.array([text_hash("old"), text_hash("new"), text_hash("one")]))
-    assert current.is_current(np.array([0, 0, 1]), keys).tolist() == [False, False, True]

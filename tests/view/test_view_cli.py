@@ -27,7 +27,7 @@ def test_study_view_serves_the_store(study_plan: Plan) -> None:
         # once the overview is computed the index keeps only what pages read
         cells = server.state.index.cells
         assert cells.grades.column_names == PAGE_COLUMNS["grades"]
-        assert cells.solutions.column_names == PAGE_COLUMNS["solutions"]
+        assert server.state.index.answers.num_rows == payload["solutions"]
     finally:
         server.stop()
 
@@ -88,8 +88,8 @@ def test_overview_tiers_are_the_leaderboards(study_plan: Plan) -> None:
 
 
 def test_index_of_a_compacted_store_is_the_same(study_plan: Plan, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """A compacted grade partition (one file for every condition) is read at once; a run's
-    fragments one condition at a time: the same rows, counts and texts either way."""
+    """A compacted store (a file per generate condition in each grade partition, read through
+    its summary) and a run's fragments give the same rows, counts and texts."""
     import shutil
 
     import numpy as np
@@ -104,7 +104,9 @@ def test_index_of_a_compacted_store_is_the_same(study_plan: Plan, tmp_path) -> N
     compact(StudyStore.open(str(copy)))
     compacted = make_plan(study_plan.study, store_url=str(copy), with_pending=False)
     before, after = build_index(study_plan), build_index(compacted)
-    assert all(len(w.fragments) == 1 for w in after.grade_where)
+    generate = len(study_plan.design.generate)
+    assert all(len(w.fragments) == generate for w in after.grade_where)
+    assert all(len(w.fragments) == 1 for w in after.solution_where)
     for name in ("correct_by_grade", "graded_by_grade", "errors", "parse_failures", "disagree"):
         assert np.array_equal(getattr(before, name), getattr(after, name)), name
     item_id = before.item_ids[3].as_py()
@@ -141,25 +143,22 @@ def test_overview_costs_and_errors_are_the_reports(study_plan: Plan) -> None:
 
 
 def test_index_columns_are_one_chunk_each(study_plan: Plan) -> None:
-    """The index's tables are combined a column at a time into one chunk per column (a page's
-    take is slow on many chunks), tokens as int32."""
-    import pyarrow as pa
-
+    """The index's tables are combined into one chunk per column (a page's take is slow on many
+    chunks): a row per stored answer and per stored grade."""
     from itemeval.view._index import build_index
 
     index = build_index(study_plan)
-    for table in (index.cells.solutions, index.cells.grades):
+    for table in (index.answers, index.cells.grades):
         assert table.num_rows and all(c.num_chunks == 1 for c in table.columns)
-        assert table.schema.field("cached_input_tokens").type == pa.int32()
     assert index.cells.grades.num_rows == study_plan.store.read_grades(None, ["epoch"]).num_rows
+    assert index.answers.num_rows == study_plan.store.read_solutions(None, ["epoch"]).num_rows
 
 
 def test_compacted_partition_in_small_row_groups_is_the_same(  # type: ignore[no-untyped-def]
     study_plan: Plan, tmp_path, monkeypatch
 ) -> None:
-    """A compacted grade partition is read a row group at a time and each generate condition
-    is handed on once no later row group can hold it: with row groups of 7 rows (conditions
-    spanning several of them) the index holds the same rows and counts as the fragments'."""
+    """A compacted store (one fragment per generate condition in a grade partition, in row
+    groups of 7 rows) gives the index the same rows and counts as the fragments a run wrote."""
     import shutil
 
     import numpy as np
@@ -173,11 +172,12 @@ def test_compacted_partition_in_small_row_groups_is_the_same(  # type: ignore[no
     copy = tmp_path / "store"
     shutil.copytree(study_plan.store.root.path, copy)
     monkeypatch.setattr(store_fragments, "ROW_GROUP_ROWS", 7)
+    monkeypatch.setattr("itemeval.store._compact.ROW_GROUP_ROWS", 7)
     compact(StudyStore.open(str(copy)))
     compacted = make_plan(study_plan.study, store_url=str(copy), with_pending=False)
     before, after = build_index(study_plan), build_index(compacted)
     where = after.grade_where[0]
-    assert len(where.fragments) == 1
+    assert len(where.fragments) == len(study_plan.design.generate)
     assert pq.ParquetFile(where.location.join(where.fragments[0]).path).num_row_groups > 10
     for name in ("correct_by_grade", "graded_by_grade", "errors", "parse_failures", "disagree"):
         assert np.array_equal(getattr(before, name), getattr(after, name)), name

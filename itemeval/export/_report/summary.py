@@ -335,9 +335,7 @@ def _batch_tier(
     saved: dict[int, float] = defaultdict(float)
     for table, keys in _call_tables(cells):
         batch = table.filter(table.column("batch"))
-        for key, value in _sums_by(
-            batch.append_column("n", pa.repeat(1, len(batch))), keys, "n"
-        ).items():
+        for key, value in _sums_by(batch, keys, "rows").items():
             rows[key[0]] += value
         paid = batch.filter(pc.invert(batch.column("cached")))
         if paid.num_rows == 0:
@@ -356,8 +354,12 @@ def _batch_tier(
 
 def _call_tables(cells: StudyCells) -> list[tuple[pa.Table, list[str]]]:
     """The generation and the grading rows (those that hold any), each with the keys that
-    name the model of a row's call: `gen`, or `gen, grade`."""
-    tables = ((cells.solutions, ["gen"]), (cells.grades, ["gen", "grade"]))
+    name the model of a row's call: `gen`, or `gen, grade`, and how many calls a row stands
+    for (`rows`: the solutions are counted, a grade is one)."""
+    grades = cells.grades.append_column(
+        "rows", pa.repeat(pa.scalar(1, pa.int64()), cells.grades.num_rows)
+    )
+    tables = ((cells.solutions, ["gen"]), (grades, ["gen", "grade"]))
     return [(table, keys) for table, keys in tables if table.num_rows]
 
 
@@ -433,15 +435,18 @@ def count(mask: pa.ChunkedArray | pa.Array) -> int:
 
 
 def _code_counts(table: pa.Table, key: str, column: str, slugs: list[str]) -> list[CodeCount]:
+    """Rows (or, for counted tables, their `rows`) by `key` and code."""
     if table.num_rows == 0:
         return []
-    grouped = table.group_by([key, column], use_threads=False).aggregate([(key, "count")])
+    if "rows" not in table.column_names:
+        table = table.append_column("rows", pa.repeat(pa.scalar(1, pa.int64()), table.num_rows))
+    grouped = table.group_by([key, column], use_threads=False).aggregate([("rows", "sum")])
     rows = [
         CodeCount(slugs[k], c or "unknown", int(n))
         for k, c, n in zip(
             grouped.column(key).to_pylist(),
             grouped.column(column).to_pylist(),
-            grouped.column(f"{key}_count").to_pylist(),
+            grouped.column("rows_sum").to_pylist(),
             strict=True,
         )
     ]
@@ -460,8 +465,9 @@ def errors(cells: StudyCells) -> Errors:
     coverage = []
     for c, g in enumerate(f.generate):
         mine = solutions.filter(pc.equal(solutions.column("gen"), c))
-        ok = count(mine.column("ok"))
-        coverage.append(Coverage("generate", g.slug, expected, ok, mine.num_rows - ok))
+        stored = int(pc.sum(mine.column("rows")).as_py() or 0)
+        ok = int(pc.sum(mine.filter(mine.column("ok")).column("rows")).as_py() or 0)
+        coverage.append(Coverage("generate", g.slug, expected, ok, stored - ok))
     for k, g in enumerate(f.grade):
         mine = grades.filter(pc.equal(grades.column("grade"), k))
         ok = mine.column("ok")

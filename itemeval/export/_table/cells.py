@@ -1,65 +1,78 @@
-"""The small columns of every logical grade and solution of a plan, in memory, for the report.
+"""What the report, the statistics, the judges' analyses, IRT, `status` and the viewer compute
+from: every grade of a plan's selection as a small row, and the solutions counted.
 
-The report aggregates; it never needs a text. So it reads only numbers, codes and keys
-(deduplicated by the store's rule), one condition pair at a time (`fetch.GradePartition`),
-restricted to the plan's selection like the long table, and replaces every name by a small
-integer code:
+Read from each partition's cells (`itemeval.store` summaries: the best row of each key, small
+columns only, from the partition's summary and the fragments it does not cover), one partition
+at a time, restricted to the plan's selection like the long table (the design's conditions, the
+selected items, epochs `0 .. replications-1`). Names become small integer codes:
 
 * `grade`, `gen`: positions in `facets.grade` / `facets.generate`;
 * `item`: position in `items` (the plan's selected items), `dataset`: position in `datasets`.
 
-grades: `grade, gen, item, dataset, epoch, ok, error_code, score, correct, parse_ok,
-parse_code, usd, cached, cached_input_tokens, batch, stale, valid`, where `valid` marks a final
-grade of the current answer (status ok, parsed, a verdict, not stale): the only grades accuracy
-counts.
-solutions: `gen, item, dataset, epoch, ok, error_code, usd, input_tokens, output_tokens,
-cached_input_tokens, latency_ms, cached, batch`. `cached` marks a response-cache answer (nothing
-paid); `cached_input_tokens` what the provider served from its prompt cache; `batch` an answer
-through a provider's batch API (`tier = batch`, at the batch price).
+`grades`, a row per grade: `grade, gen, item, dataset, epoch, ok, error_code, score, correct,
+parse_ok, parse_code, usd, cached, cached_input_tokens, batch, stale, valid`, where `stale`
+marks a grade of another text than the answer stored now (their 64-bit text hashes differ) and
+`valid` a final grade of the current answer (status ok, parsed, a verdict, not stale): the only
+grades accuracy counts. Rows come in the order `grade, gen, item, epoch`, whatever the store's
+layout. With `locations`, also `frag, pos`: the row's fragment (its position in
+`grade_fragments[grade]`) and its place there, so a page fetches the texts it shows.
 
-About 40 bytes a grade: ten million grades fit in half a gigabyte.
+`solutions`, counted: a row per `gen, ok, error_code, cached, batch` with the answers (`rows`)
+and the sums of `usd, input_tokens, output_tokens, cached_input_tokens, latency_ms`. A reader
+that needs each answer (the viewer) passes `on_solutions`, which sees each generate
+condition's located cells as they are read.
+
+About 30 bytes a grade: ten million grades in 300 MB.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.export._table.conditions import DesignFacets
-from itemeval.export._table.fetch import GradePartition, plain_columns
+from itemeval.export._table.fetch import plain_columns
 from itemeval.planning import Plan
-from itemeval.store import SOLUTIONS, TIER_BATCH
+from itemeval.store import GRADES, SOLUTIONS, ItemLookup, read_partition_cells
 
-#: What the report's cells and the viewer's index read of a grade row besides its keys.
+_CODE = pa.int32()
+#: What is read of a grade's cells besides its keys.
 GRADE_CELL_COLUMNS = [
-    "status",
+    "ok",
     "error_code",
+    "score",
     "correct",
     "parse_ok",
     "parse_code",
     "usd",
     "cached",
     "cached_input_tokens",
+    "batch",
     "solution_hash",
-    "tier",
 ]
-#: ... and of a solution row.
+#: ... and of a solution's.
 SOLUTION_CELL_COLUMNS = [
-    "status",
+    "ok",
     "error_code",
+    "cached",
+    "batch",
     "usd",
     "input_tokens",
     "output_tokens",
     "cached_input_tokens",
-    "cached",
+    "latency_ms",
     "text_hash",
-    "tier",
 ]
-_GRADE_EXTRA = [*GRADE_CELL_COLUMNS, "score"]
-_SOLUTION_COLUMNS = ["item_id", "epoch", *SOLUTION_CELL_COLUMNS, "latency_ms"]
-_CODE = pa.int32()
+#: What the solutions are counted by, and what is summed.
+SOLUTION_GROUPS = ["gen", "ok", "error_code", "cached", "batch"]
+SOLUTION_SUMS = ["usd", "input_tokens", "output_tokens", "cached_input_tokens", "latency_ms"]
+
+#: Called with a generate condition's code and its located cells (`item` codes added).
+SolutionsHook = Callable[[int, pa.Table], None]
 
 
 @dataclass(frozen=True)
@@ -68,14 +81,21 @@ class StudyCells:
 
     facets: DesignFacets
     grades: pa.Table
-    solutions: pa.Table
+    solutions: pa.Table  # counted: SOLUTION_GROUPS, rows, SOLUTION_SUMS
     items: pa.Table  # item_id, dataset (names) of every selected item, in plan order
     datasets: list[str]
+    #: With `locations`: each grade condition's fragment names (`frag` codes index them).
+    grade_fragments: list[list[str]] = field(default_factory=list)
 
     @property
     def expected_per_condition(self) -> int:
         """Generate cells each generate condition should have: items x epochs."""
         return self.items.num_rows * self.facets.epochs
+
+    @property
+    def answers(self) -> int:
+        """Stored answers (solutions) in the selection."""
+        return int(pc.sum(self.solutions.column("rows")).as_py() or 0)
 
     def valid_grades(self, grade: int | None = None) -> pa.Table:
         """Final grades of the current answer, of one grade condition (by code) or all."""
@@ -88,99 +108,174 @@ class StudyCells:
         return self.items.column("item_id").take(pa.array(codes, type=_CODE)).to_pylist()
 
 
-def read_cells(plan: Plan) -> StudyCells:
-    """Read the small columns of the plan's grades and solutions (see the module doc)."""
+def read_cells(
+    plan: Plan,
+    *,
+    locations: bool = False,
+    on_solutions: SolutionsHook | None = None,
+) -> StudyCells:
+    """Read the plan's grades and count its solutions (see the module doc)."""
     facets = DesignFacets.of(plan.design)
     items = plain_columns(plan.items.select(["item_id", "dataset"])).combine_chunks()
     datasets = [d.name for d in plan.datasets]
-    item_ids = items.column("item_id")
+    lookup = ItemLookup(items.column("item_id"))
     dataset_of = pc.index_in(items.column("dataset"), value_set=pa.array(datasets)).cast(_CODE)
     if isinstance(dataset_of, pa.ChunkedArray):
         dataset_of = dataset_of.combine_chunks()
+    dataset_codes = dataset_of.to_numpy(zero_copy_only=False).astype(np.int32)
     epochs = facets.epochs
+    n_items = items.num_rows
 
-    def answer(gen: int, table: pa.Table, item: pa.Array) -> dict[str, object]:
-        """The `_ANSWER_FIELDS` columns of located rows of generate condition `gen`."""
-        return {
-            "gen": pa.repeat(pa.scalar(gen, _CODE), table.num_rows),
-            "item": item,
-            "dataset": dataset_of.take(item),
-            "epoch": table.column("epoch"),
-            "ok": pc.equal(table.column("status"), "ok"),
-            "error_code": table.column("error_code"),
-        }
-
-    solution_parts = []
+    counted = []
+    #: per generate condition: the stored answer's text key per cell, and which cells have one
+    hashes: list[tuple[np.ndarray, np.ndarray]] = []
     for code, condition in enumerate(facets.generate):
-        stored = plan.store.read_by_condition(SOLUTIONS, [condition.id], _SOLUTION_COLUMNS)
-        table, item = located_rows(stored[condition.id], item_ids, epochs)
-        solution_parts.append(
-            pa.table(
-                {
-                    **answer(code, table, item),
-                    **solution_cells(table),
-                    "latency_ms": table.column("latency_ms"),
-                }
-            )
-        )
-    solutions = _concat(solution_parts, _SOLUTIONS_SCHEMA)
-    hashes = solutions.select(["gen", "item", "epoch", "text_hash"])
+        wanted = ["item_id", "epoch", *SOLUTION_CELL_COLUMNS]
+        if locations:
+            wanted += ["fragment", "position"]
+        partition = plan.store.partition(SOLUTIONS, condition.id)
+        cells = read_partition_cells(SOLUTIONS, partition, wanted).cells
+        cells, item = _located(cells, lookup, epochs)
+        # The stored answer's text key per cell (an error's is the empty text's).
+        current = np.zeros(n_items * epochs, dtype=np.uint64)
+        has = np.zeros(n_items * epochs, dtype=bool)
+        cell = item.astype(np.int64) * epochs + cells.column("epoch").to_numpy()
+        current[cell] = cells.column("text_hash").to_numpy()
+        has[cell] = True
+        hashes.append((current, has))
+        if on_solutions is not None:
+            on_solutions(code, cells.append_column("item", pa.array(item, _CODE)))
+        counted.append(_count_solutions(code, cells))
+        del cells, item, cell
 
     grade_parts = []
+    grade_fragments: list[list[str]] = []
+    gen_ids = [g.id for g in facets.generate]
     for code, condition in enumerate(facets.grade):
-        # One condition pair at a time: only the fragments that hold it are read.
-        partition = GradePartition(plan.store, condition.id)
-        for gen, generate in enumerate(facets.generate):
-            stored = partition.locate(generate.id, extra=_GRADE_EXTRA).keys
-            table, item = located_rows(stored, item_ids, epochs)
-            n = table.num_rows
-            if n == 0:
-                continue
-            part = pa.table(
-                {
-                    "grade": pa.repeat(pa.scalar(code, _CODE), n),
-                    **answer(gen, table, item),
-                    **grade_cells(table),
-                    "score": table.column("score"),
-                }
-            )
-            part = with_validity(part, hashes, gen)
-            grade_parts.append(part.select(_GRADES_SCHEMA.names).combine_chunks())
+        extra = ["fragment", "position"] if locations else []
+        cells = read_partition_cells(
+            GRADES,
+            plan.store.partition(GRADES, condition.id),
+            ["gen_condition_id", "item_id", "epoch", *GRADE_CELL_COLUMNS, *extra],
+            generate=gen_ids,
+        ).cells
+        cells, item = _located(cells, lookup, epochs)
+        gen = pc.index_in(
+            cells.column("gen_condition_id"), value_set=pa.array(gen_ids, pa.string())
+        )
+        known = pc.is_valid(gen)
+        if not pc.all(known).as_py():
+            cells, item = cells.filter(known), item[known.to_numpy(zero_copy_only=False)]
+            gen = gen.filter(known)
+        gen_codes = gen.to_numpy(zero_copy_only=False).astype(np.int32)
+        n = cells.num_rows
+        epoch = cells.column("epoch").to_numpy().astype(np.int64)
+        cell = item.astype(np.int64) * epochs + epoch
+        current = np.zeros(n, dtype=np.uint64)
+        answered = np.zeros(n, dtype=bool)
+        for g in range(len(gen_ids)):
+            mine = np.flatnonzero(gen_codes == g)
+            if len(mine):
+                text, has = hashes[g]
+                current[mine] = text[cell[mine]]
+                answered[mine] = has[cell[mine]]
+        # A grade of another text than the answer stored now (none stored: not stale).
+        stale = answered & (cells.column("solution_hash").to_numpy() != current)
+        ok = cells.column("ok").to_numpy(zero_copy_only=False)
+        parse_ok = cells.column("parse_ok").to_numpy(zero_copy_only=False)
+        verdict = cells.column("correct").is_valid().to_numpy(zero_copy_only=False)
+        valid = ok & parse_ok & verdict & ~stale
+        columns: dict[str, pa.Array | pa.ChunkedArray] = {
+            "grade": pa.array(np.full(n, code, dtype=np.int32)),
+            "gen": pa.array(gen_codes),
+            "item": pa.array(item, _CODE),
+            "dataset": pa.array(dataset_codes[item] if n else np.zeros(0, np.int32)),
+            "epoch": cells.column("epoch"),
+            "ok": cells.column("ok"),
+            "error_code": cells.column("error_code"),
+            "score": cells.column("score"),
+            "correct": cells.column("correct"),
+            "parse_ok": cells.column("parse_ok"),
+            "parse_code": cells.column("parse_code"),
+            "usd": cells.column("usd"),
+            "cached": cells.column("cached"),
+            "cached_input_tokens": cells.column("cached_input_tokens"),
+            "batch": cells.column("batch"),
+            "stale": pa.array(stale),
+            "valid": pa.array(valid),
+        }
+        if locations:
+            encoded = pc.dictionary_encode(cells.column("fragment")).combine_chunks()
+            grade_fragments.append(encoded.dictionary.to_pylist())
+            columns["frag"] = encoded.indices.cast(pa.int32())
+            columns["pos"] = cells.column("position").cast(pa.int32())
+        schema = _grades_schema(locations)
+        part = pa.table(columns).select(schema.names).cast(schema)
+        # One order whatever the store's layout (summaries, fragments, compactions): analyses
+        # that resample or hold out rows see them in the same order.
+        order = np.lexsort((epoch, item, gen_codes))
+        grade_parts.append(part.take(pa.array(order)).combine_chunks())
+        del cells, columns
+    del hashes
     return StudyCells(
         facets=facets,
-        grades=_concat(grade_parts, _GRADES_SCHEMA),
-        solutions=solutions.drop_columns(["text_hash"]),
+        grades=_concat(grade_parts, _grades_schema(locations)),
+        solutions=_concat(counted, SOLUTIONS_SCHEMA),
         items=items,
         datasets=datasets,
+        grade_fragments=grade_fragments,
     )
 
 
-#: Which answer a row is about and whether its call succeeded: the columns both tables open with.
-_ANSWER_FIELDS = [
-    ("gen", _CODE),
-    ("item", _CODE),
-    ("dataset", _CODE),
-    ("epoch", pa.int32()),
-    ("ok", pa.bool_()),
-    ("error_code", pa.string()),
-]
-_SOLUTIONS_SCHEMA = pa.schema(
+def _located(cells: pa.Table, lookup: ItemLookup, epochs: int) -> tuple[pa.Table, np.ndarray]:
+    """The cells in the selection (an item of the plan, an epoch below `epochs`), and their
+    item codes (positions among the selected items)."""
+    item = lookup.positions(cells.column("item_id"))
+    keep = (item >= 0) & (cells.column("epoch").to_numpy() < epochs)
+    if keep.all():
+        return cells, item
+    return cells.filter(pa.array(keep)), item[keep]
+
+
+def _count_solutions(code: int, cells: pa.Table) -> pa.Table:
+    """A generate condition's located cells counted by `SOLUTION_GROUPS`."""
+    if cells.num_rows == 0:
+        return SOLUTIONS_SCHEMA.empty_table()
+    work = cells.select([c for c in SOLUTION_GROUPS if c != "gen"] + SOLUTION_SUMS)
+    grouped = work.group_by(
+        [c for c in SOLUTION_GROUPS if c != "gen"], use_threads=False
+    ).aggregate([([], "count_all")] + [(c, "sum") for c in SOLUTION_SUMS])
+    grouped = grouped.rename_columns(
+        ["rows" if n == "count_all" else n.removesuffix("_sum") for n in grouped.column_names]
+    )
+    grouped = grouped.append_column("gen", pa.array(np.full(grouped.num_rows, code, np.int32)))
+    return grouped.select(SOLUTIONS_SCHEMA.names).cast(SOLUTIONS_SCHEMA)
+
+
+SOLUTIONS_SCHEMA = pa.schema(
     [
-        *_ANSWER_FIELDS,
+        ("gen", _CODE),
+        ("ok", pa.bool_()),
+        ("error_code", pa.string()),
+        ("cached", pa.bool_()),
+        ("batch", pa.bool_()),
+        ("rows", pa.int64()),
         ("usd", pa.float64()),
         ("input_tokens", pa.int64()),
         ("output_tokens", pa.int64()),
         ("cached_input_tokens", pa.int64()),
         ("latency_ms", pa.float64()),
-        ("cached", pa.bool_()),
-        ("batch", pa.bool_()),
-        ("text_hash", pa.string()),
     ]
 )
 _GRADES_SCHEMA = pa.schema(
     [
         ("grade", _CODE),
-        *_ANSWER_FIELDS,
+        ("gen", _CODE),
+        ("item", _CODE),
+        ("dataset", _CODE),
+        ("epoch", pa.int32()),
+        ("ok", pa.bool_()),
+        ("error_code", pa.string()),
         ("score", pa.float64()),
         ("correct", pa.bool_()),
         ("parse_ok", pa.bool_()),
@@ -193,55 +288,16 @@ _GRADES_SCHEMA = pa.schema(
         ("valid", pa.bool_()),
     ]
 )
+_LOCATED_GRADES = pa.schema(
+    [*_GRADES_SCHEMA, pa.field("frag", pa.int32()), pa.field("pos", pa.int32())]
+)
 
 
-def solution_cells(table: pa.Table) -> dict[str, object]:
-    """The columns taken from read `SOLUTION_CELL_COLUMNS` besides the answer's own."""
-    return _cells(table, SOLUTION_CELL_COLUMNS)
+def _grades_schema(locations: bool) -> pa.Schema:
+    return _LOCATED_GRADES if locations else _GRADES_SCHEMA
 
 
-def grade_cells(table: pa.Table) -> dict[str, object]:
-    """The columns taken from read `GRADE_CELL_COLUMNS` besides the answer's own."""
-    return _cells(table, GRADE_CELL_COLUMNS)
-
-
-def _cells(table: pa.Table, read: list[str]) -> dict[str, object]:
-    """`read` as read, except `status` and `error_code` (the answer's `ok`, `error_code`) and
-    `tier`, which gives `batch` (a call at the batch tier)."""
-    kept = {name: table.column(name) for name in read if name not in _NOT_KEPT}
-    return {**kept, "batch": pc.equal(table.column("tier"), TIER_BATCH)}
-
-
-_NOT_KEPT = ("status", "error_code", "tier")
-
-
-def located_rows(table: pa.Table, item_ids: pa.Array, epochs: int) -> tuple[pa.Table, pa.Array]:
-    """The rows of `table` in the selection (an item of `item_ids`, an epoch below `epochs`),
-    and their item codes (positions in `item_ids`)."""
-    codes = pc.index_in(table.column("item_id"), value_set=item_ids)
-    keep = pc.and_(pc.is_valid(codes), pc.less(table.column("epoch"), epochs))
-    return table.filter(keep), codes.filter(keep).cast(_CODE)
-
-
-def with_validity(part: pa.Table, hashes: pa.Table, gen: int) -> pa.Table:
-    """Grades of generate condition `gen` (`item, epoch, ok, parse_ok, correct,
-    solution_hash`) joined with the stored answers' `text_hash` (`hashes`: `gen, item, epoch,
-    text_hash`), plus `stale` (the grade judged another text than the answer stored now) and
-    `valid` (a final grade of the current answer: status ok, parsed, a verdict, not stale)."""
-    mine = hashes.filter(pc.equal(hashes.column("gen"), gen)).drop_columns(["gen"])
-    part = part.join(mine, ["item", "epoch"], join_type="left outer")
-    stale = pc.fill_null(
-        pc.not_equal(part.column("solution_hash"), part.column("text_hash")), False
-    )
-    valid = pc.and_(
-        pc.and_(part.column("ok"), part.column("parse_ok")),
-        pc.and_(pc.is_valid(part.column("correct")), pc.invert(stale)),
-    )
-    part = part.append_column("stale", stale)
-    return part.append_column("valid", pc.fill_null(valid, False))
-
-
-def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
+def _concat(parts: Sequence[pa.Table], schema: pa.Schema) -> pa.Table:
     tables = [p.select(schema.names).cast(schema) for p in parts if p.num_rows]
     if not tables:
         return schema.empty_table()

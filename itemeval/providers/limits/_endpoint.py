@@ -74,7 +74,12 @@ class EndpointLimiter:
         self.limits = limits
         self._job_ttl_s = job_ttl_s
         self._clock = clock
-        self.bucket = RateBucket(limits.requests_per_minute, limits.tokens_per_minute, clock=clock)
+        self.bucket = RateBucket(
+            limits.requests_per_minute,
+            limits.tokens_per_minute,
+            restarted=restarted,
+            clock=clock,
+        )
         self.pool = ConcurrencyPool(limits.max_concurrency, restarted=restarted, clock=clock)
         self.restarted = restarted
         self._jobs: dict[str, float] = {}

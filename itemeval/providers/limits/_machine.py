@@ -70,7 +70,7 @@ LOCK_WAIT_S = 1.0
 #: Between two tries of a lock another process holds.
 LOCK_RETRY_S = 0.001
 #: A version of the file's layout; a file of another version starts afresh.
-FILE_VERSION = 1
+FILE_VERSION = 3
 
 
 class _Busy(Exception):

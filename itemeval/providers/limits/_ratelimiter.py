@@ -8,22 +8,23 @@
 A limiter enforces concurrency (a fixed number of slots, or slots leased from the endpoint's
 `ConcurrencyPool` so that every driver and worker together stay within `max_concurrency`: see
 `concurrency.py`) and serves rate permits one by one from a small local pool. The pool is refilled
-by one background task per limiter that asks the source for what the waiting requests need plus a
-few ahead, or for `horizon_s` of the observed demand when that is more, at most `batch` at a time;
-when the source is short it sleeps for the `wait_s` the source tells it, but at least
-`poll_interval_s`. So a remote source (the runtime's Ray actor around a `RateBucket`) is called
-about ten times a second per busy limiter, never once per request, and several limiters on one
-source together stay under the source's limits.
+by one background task per limiter that asks the source for what the waiting requests need, or
+for `horizon_s` of the observed demand when that is more, at most `batch` at a time; when the
+source is short it sleeps for the `wait_s` the source tells it, but at least `poll_interval_s`.
+So a remote source (the runtime's Ray actor around a `RateBucket`) is called a few dozen times a
+second per busy limiter, not once per request, and several limiters on one source together stay
+under the source's limits.
 
-Permits lapse: each granted batch must be used within `max_hold_s` of its grant, or its unused
-permits are dropped (never carried over, whatever is granted later). The bucket refills slowly
-enough that no 60-second window of *sends* exceeds the limit even when every permit is used at
-the last moment (`RateBucket(hold_s=...)`).
+A permit counts when its request is sent: each permit is for a moment the source booked
+(`Grant.at_s`), and its request waits for that moment. A permit whose moment passed more than
+`late_s` ago (no request took it, or the event loop woke its request too late) is dropped, never
+used late; its request takes the next one. A 429 drops every permit this limiter holds, those of
+requests already waiting for their moment included.
 
 Settlements (token corrections) and success counts ride along with the next `grant` call; 429s
-are reported at once, and also empty this limiter's pool. A source that does not answer (a
-limiter actor restarting after its node was lost) is asked again, with a warning in the log,
-for up to `source_timeout_s`; then the waiting requests fail once with `PermitsUnavailable`.
+are reported at once. A source that does not answer (a limiter actor restarting after its node
+was lost) is asked again, with a warning in the log, for up to `source_timeout_s`; then the
+waiting requests fail once with `PermitsUnavailable`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ from itemeval.providers.limits._concurrency import (
 from itemeval.providers.limits._ratebucket import Grant, RateBucket
 
 log = logging.getLogger("itemeval.limits")
+
+#: The moment of a permit granted without a schedule (a source with no limit to keep yet).
+FREE = 0.0
 
 
 @runtime_checkable
@@ -136,9 +140,8 @@ class RateLimiter:
         rate_limited: bool | None = None,
         slots: SlotSource | None = None,
         batch: int = 256,
-        ahead: int = 4,
         horizon_s: float = 0.1,
-        max_hold_s: float = 1.0,
+        late_s: float = 0.04,
         max_wait_s: float = 1.0,
         poll_interval_s: float = 0.025,
         source_timeout_s: float = 120.0,
@@ -159,20 +162,19 @@ class RateLimiter:
             else _FixedSlots(max_concurrency)
         )
         self._batch = max(1, batch)
-        self._ahead = max(0, ahead)
         self._horizon_s = horizon_s
         self._served = 0  # permits handed out since the last refill (demand)
         self._demand_per_s = 0.0
         self._demand_since = time.monotonic()
-        self._max_hold_s = max_hold_s
+        self._late_s = late_s
         self._max_wait_s = max_wait_s
         self._poll_s = poll_interval_s
         self._source_timeout_s = source_timeout_s
-        self._pool: deque[list[float]] = deque()  # [granted at, requests, tokens] per batch
-        self._pool_requests = 0
+        self._pool: deque[list[float]] = deque()  # [moment, tokens] per permit, in order
         self._pool_tokens = 0
-        self.lapsed = 0  # permits dropped unused (for tests and logs)
-        self._waiters: deque[tuple[asyncio.Future[None], int]] = deque()
+        self._epoch = 0  # a 429 or a new source: permits of an older epoch are void
+        self.lapsed = 0  # permits dropped unused, their moment passed (for tests and logs)
+        self._waiters: deque[tuple[asyncio.Future[float], int]] = deque()
         self._waiting_tokens = 0
         self._refiller: asyncio.Task[None] | None = None
         self._failing_since = 0.0
@@ -183,14 +185,13 @@ class RateLimiter:
 
     def acquire(self, est_tokens: int = 0) -> Permit:
         """`async with` it: waits for a concurrency slot and one rate permit (with `est_tokens`
-        token permits reserved when the endpoint has a tokens-per-minute limit)."""
+        token permits reserved when the endpoint has a tokens-per-minute limit), and for the
+        moment that permit is for."""
         return Permit(self, est_tokens if self._track_tokens else 0)
 
     async def report_429(self, retry_after_s: float | None) -> None:
         """A 429 from the provider: drop local permits and tell the source (it pauses everyone)."""
-        self._pool.clear()
-        self._pool_requests = 0
-        self._pool_tokens = 0
+        self._drop_pool()
         if self._source is not None:
             with contextlib.suppress(Exception):  # a limiter restarting: it starts paused anyway
                 await self._source.report_429(retry_after_s)
@@ -199,9 +200,7 @@ class RateLimiter:
         """Draw rate permits from `source` from now on (a local run whose Ray workers joined:
         the endpoint's shared limiter). Permits held locally are dropped."""
         self._source = source
-        self._pool.clear()
-        self._pool_requests = 0
-        self._pool_tokens = 0
+        self._drop_pool()
 
     @property
     def slots_in_use(self) -> int:
@@ -227,6 +226,11 @@ class RateLimiter:
 
     # ---------------------------------------------------------------- internals
 
+    def _drop_pool(self) -> None:
+        self._pool.clear()
+        self._pool_tokens = 0
+        self._epoch += 1
+
     def _settle(self, returned_tokens: int, *, success: bool) -> None:
         if self._track_tokens:
             self._returned_tokens += returned_tokens
@@ -238,14 +242,35 @@ class RateLimiter:
             self._avg_tokens = float(tokens)
         else:
             self._avg_tokens += (tokens - self._avg_tokens) * 0.05
-        if not self._waiters and self._serve_now(tokens):
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((future, tokens))
+        retry = False
+        while True:
+            epoch = self._epoch
+            moment = self._serve_now(tokens) if not self._waiters else None
+            if moment is None:
+                moment = await self._wait_for_permit(tokens, first=retry)
+            if moment == FREE:
+                return
+            delay = moment - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+                delay = moment - time.monotonic()
+            if -delay <= self._late_s and epoch == self._epoch:
+                return
+            # Its moment passed (or a 429 voided it) before the request could go: never send
+            # late; the request takes the next permit, ahead of the queue.
+            self.lapsed += 1
+            retry = True
+
+    async def _wait_for_permit(self, tokens: int, *, first: bool) -> float:
+        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        if first:
+            self._waiters.appendleft((future, tokens))
+        else:
+            self._waiters.append((future, tokens))
         self._waiting_tokens += tokens
         self._ensure_refiller()
         try:
-            await future
+            return await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 # Served just as we were cancelled: the permit is spent, nothing to give back.
@@ -254,42 +279,30 @@ class RateLimiter:
                 self._forget(future, tokens)
             raise
 
-    def _serve_now(self, tokens: int) -> bool:
+    def _serve_now(self, tokens: int) -> float | None:
         self._lapse()
-        if self._pool_requests <= 0 or tokens > self._pool_tokens:
-            return False
-        self._consume(tokens)
+        if not self._pool or tokens > self._pool_tokens:
+            return None
         self._served += 1
-        return True
+        return self._consume(tokens)
 
     def _lapse(self) -> None:
-        """Drop batches older than `max_hold_s`: a permit used later than that could add to a
-        60-second window of sends more than the bucket's arithmetic allows."""
-        cutoff = time.monotonic() - self._max_hold_s
-        while self._pool and self._pool[0][0] < cutoff:
-            _, requests, tokens = self._pool.popleft()
-            self._pool_requests -= int(requests)
-            self._pool_tokens -= int(tokens)
-            self.lapsed += int(requests)
+        """Drop permits whose moment passed more than `late_s` ago: used now, their sends could
+        crowd into a window with those of the permits booked after them."""
+        cutoff = time.monotonic() - self._late_s
+        pool = self._pool
+        while pool and FREE < pool[0][0] < cutoff:
+            _, tokens = pool.popleft()
+            self._pool_tokens = max(0, self._pool_tokens - int(tokens))
+            self.lapsed += 1
 
-    def _consume(self, tokens: int) -> None:
-        """One permit and `tokens` token permits, from the oldest batches first."""
-        self._pool_requests -= 1
+    def _consume(self, tokens: int) -> float:
+        """The earliest permit, with `tokens` token permits from the pool: its moment."""
+        moment, _ = self._pool.popleft()
         self._pool_tokens -= tokens
-        need_requests, need_tokens = 1, tokens
-        for batch in self._pool:
-            take = min(need_requests, int(batch[1]))
-            batch[1] -= take
-            need_requests -= take
-            take_tokens = min(need_tokens, int(batch[2]))
-            batch[2] -= take_tokens
-            need_tokens -= take_tokens
-            if not need_requests and not need_tokens:
-                break
-        while self._pool and self._pool[0][1] <= 0 and self._pool[0][2] <= 0:
-            self._pool.popleft()
+        return moment
 
-    def _forget(self, future: asyncio.Future[None], tokens: int) -> None:
+    def _forget(self, future: asyncio.Future[float], tokens: int) -> None:
         try:
             self._waiters.remove((future, tokens))
             self._waiting_tokens -= tokens
@@ -301,19 +314,19 @@ class RateLimiter:
             self._refiller = asyncio.get_running_loop().create_task(self._refill_loop())
 
     def _wake(self) -> None:
+        self._lapse()
         while self._waiters:
             future, tokens = self._waiters[0]
             if future.done():  # cancelled while waiting
                 self._waiters.popleft()
                 self._waiting_tokens -= tokens
                 continue
-            if self._pool_requests <= 0 or tokens > self._pool_tokens:
+            if not self._pool or tokens > self._pool_tokens:
                 return
             self._waiters.popleft()
             self._waiting_tokens -= tokens
-            self._consume(tokens)
             self._served += 1
-            future.set_result(None)
+            future.set_result(self._consume(tokens))
 
     def _expected_demand(self) -> int:
         """Permits this limiter will hand out over the next `horizon_s`, from the recent rate."""
@@ -341,9 +354,13 @@ class RateLimiter:
         assert self._source is not None
         warned_at = float("-inf")
         while self._waiters:
-            self._lapse()
-            target = max(len(self._waiters) + self._ahead, self._expected_demand())
-            want = max(1, min(self._batch, target - self._pool_requests))
+            self._wake()
+            if not self._waiters:
+                break
+            # Only what is waiting, or the demand expected over the horizon: a permit booked
+            # for no request is a moment of the shared schedule lost to every caller.
+            target = max(len(self._waiters), self._expected_demand())
+            want = max(1, min(self._batch, target - len(self._pool)))
             tokens = 0
             if self._track_tokens:
                 extra = max(0, target - len(self._waiters))
@@ -351,6 +368,7 @@ class RateLimiter:
                 tokens = max(0, need - self._pool_tokens)
             returned, self._returned_tokens = self._returned_tokens, 0
             successes, self._successes = self._successes, 0
+            epoch = self._epoch
             try:
                 grant = await self._source.grant(want, tokens, returned, successes)
             except asyncio.CancelledError:
@@ -386,9 +404,15 @@ class RateLimiter:
                     time.monotonic() - self._failing_since,
                 )
             self._failing_since = 0.0
-            if grant.requests:
-                self._pool.append([time.monotonic(), grant.requests, grant.tokens])
-                self._pool_requests += grant.requests
+            if grant.requests and epoch == self._epoch:
+                # The moments are counted from the grant; the answer's arrival is the closest
+                # this process can tell (the same instant for a source in this process).
+                received = time.monotonic()
+                share = grant.tokens / grant.requests
+                if grant.at_s:
+                    self._pool.extend([received + offset, share] for offset in grant.at_s)
+                else:  # no schedule (no limit found yet): for any moment, never lapsing
+                    self._pool.extend([FREE, share] for _ in range(grant.requests))
                 self._pool_tokens += grant.tokens
                 self._wake()
             if self._waiters and grant.requests < want:

@@ -19,6 +19,6 @@ __all__, __getattr__, __dir__ = lazy_exports(
     """
     _pricing: ModelPrice Pricing
     _bounds: input_token_bound output_token_bound
-    _attempts: ATTEMPTS AttemptMeter
+    _attempts: ATTEMPTS AttemptMeter NotSent
     """,
 )

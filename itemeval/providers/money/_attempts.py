@@ -17,7 +17,10 @@ that never connected (`sent=False` on its failure) cost nothing.
 Under a cap each attempt in flight or abandoned needs a reservation of its own: the first comes
 with the call, a hedge's with the hedge, and before a retry is sent `may_send` reserves another
 worst case; when it does not fit the retry is not sent and the call ends with its last failure
-(`refusal`), its cell left pending. So a call never costs more than what it reserved.
+(`refusal`), its cell left pending. So a call never costs more than what it reserved. When the
+worst case itself grows while a call waits (a reply of the same model billed more than its
+reservation), the attempt about to be sent first tops its reservation up (`top_up`); when that
+does not fit it is not sent (`NotSent`), and the call ends unsent, its cell left pending.
 
 Plain Python, importing only `providers/types.py`: the provider floor (`providers/_deadline.py`,
 `providers/_retry.py`) reports into it and the call path (`calls/_shard_calls.py`) reads it.
@@ -35,6 +38,14 @@ from itemeval.providers.types import ErrorCode, ModelResult
 ATTEMPTS: ContextVar[AttemptMeter | None] = ContextVar("attempts", default=None)
 
 
+class NotSent(Exception):
+    """An attempt was not sent: its call's larger reservation did not fit under the cap."""
+
+    def __init__(self, result: ModelResult):
+        super().__init__(result.error_message)
+        self.result = result
+
+
 class AttemptMeter:
     """The attempts of one call (see the module docstring)."""
 
@@ -44,9 +55,11 @@ class AttemptMeter:
         "covered",
         "in_flight",
         "last_failure",
+        "outdated",
         "refusal_result",
         "refused",
         "sent",
+        "top_up",
     )
 
     def __init__(
@@ -62,6 +75,27 @@ class AttemptMeter:
         self.refused = False
         self.last_failure: Any = None  # the last transient failure an attempt ended in
         self.refusal_result: ModelResult | None = None  # what `refusal` returned (not an attempt)
+        #: Whether the call's worst case grew since it reserved (cheap, asked before each send),
+        #: and the top-up of its reservation (False: it does not fit; the attempt is not sent).
+        self.outdated: Callable[[], bool] | None = None
+        self.top_up: Callable[[], Awaitable[bool]] | None = None
+
+    async def before_send(self) -> None:
+        """Called as an attempt is about to be sent: raises `NotSent` when the call's worst case
+        grew and the larger reservation does not fit."""
+        if self.outdated is None or self.top_up is None or not self.outdated():
+            return
+        if await self.top_up():
+            return
+        self.refused = True
+        raise NotSent(
+            ModelResult(
+                ok=False,
+                error_code=ErrorCode.RATE_LIMITED,
+                error_message="not sent: the model billed more than its reservation, and the "
+                "call's worst case at the usage seen does not fit under the budget cap",
+            )
+        )
 
     @property
     def capped(self) -> bool:
