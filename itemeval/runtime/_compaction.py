@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from itemeval._util.heap import release_unused_memory
 from itemeval.runtime._progress import Progress
 from itemeval.runtime._shards import ShardSummary
 from itemeval.secrets import redact
@@ -228,6 +229,7 @@ class RunCompaction:
             self.say(f"compaction of {table}/{condition_id} failed, left as written: {reason}")
         finally:
             self.record.seconds = round(self.record.seconds + time.monotonic() - started, 3)
+            release_unused_memory()  # the driver goes back to what it held before
         done = [r for r in results if not r.stopped]
         if failed or not done or len(done) != len(results):  # left for the next compaction
             with self._lock:
