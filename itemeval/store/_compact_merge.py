@@ -119,7 +119,7 @@ def merge_unit(
     every_row = _SpentInOrder(stage)
     for batch in _batches(infos):
         _check_stop(stop)
-        for ordinal, info, table in _read(stage, partition, batch, row_columns(stage), infos):
+        for ordinal, info, table in _read(stage, partition, batch, _pass_one(stage), infos):
             costs[info.name] = _add_cost(costs.get(info.name), stage, table)
             every_row.add(table)
             lean_parts.append(_lean(stage, table, ordinal, codes))
@@ -151,7 +151,7 @@ def merge_unit(
         kept = _SpentInOrder(stage)
         for batch in _batches([infos[o] for o in sorted(spans)]):
             _check_stop(stop)
-            for o, _, table in _read(stage, partition, batch, row_columns(stage), infos):
+            for o, _, table in _read(stage, partition, batch, _pass_one(stage), infos):
                 wanted = _within(table, position[slice(*spans[o])])
                 kept.add(table.take(pa.array(wanted)))
     superseded = _difference(paid_spent(costs), kept.table())
@@ -252,6 +252,20 @@ def _carried(start: float | None, values: pa.Scalar) -> float | None:
         return start
     run = present if start is None else np.r_[float(start), present]
     return float(np.cumsum(run)[-1])
+
+
+def _pass_one(stage: Stage) -> list[str]:
+    """What pass 1 reads: the keys, what the rule compares, what a row cost (`spent_of`)."""
+    return [
+        *stage.keys,
+        model_column(stage),
+        "status",
+        "written_at",
+        "usd",
+        "cached",
+        "tier",
+        "cached_input_tokens",
+    ]
 
 
 def _within(table: pa.Table, positions: np.ndarray) -> np.ndarray:
