@@ -1,9 +1,12 @@
 """The run compacts the partitions it writes (`runtime.compact`, `store.compact`).
 
-* **As it goes**: the driver counts the fragments each shard wrote (`shard_done`). A partition
-  of the current stage that has received `runtime.compact_fragments` of them since its last
-  compaction is queued, and a thread of the driver compacts queued partitions one at a time
-  (one unit in memory: `store/_compact_merge.py`). Dispatch never waits for it. Between
+* **As it goes**: the driver counts the fragments and rows each shard wrote (`shard_done`). A
+  partition of the current stage that has received `runtime.compact_fragments` fragments since
+  its last compaction, and at least as many rows as the run had written to it before, is
+  queued, and a thread of the driver compacts queued partitions one at a time (one unit in
+  memory: `store/_compact_merge.py`). Dispatch never waits for it. The rows' condition makes a
+  partition's compactions double in size, so a run rewrites its partitions' summaries about
+  twice in all rather than once per `compact_fragments` fragments. Between
   stages the driver waits for the partition in progress (a grade stage places each solution in
   the fragment that holds it when its condition's turn comes) and no solutions partition is
   compacted during a later stage.
@@ -66,6 +69,8 @@ class RunCompaction:
         if not enabled:
             self.record.reason = "runtime.compact is false"
         self._written: dict[Partition, int] = {}  # fragments since the partition's last compaction
+        self._rows: dict[Partition, int] = {}  # ... and rows
+        self._compacted_rows: dict[Partition, int] = {}  # rows written before it
         self._queue: list[Partition] = []
         self._tables: set[str] = set()  # what the current stage writes (compacted as it goes)
         self._lock = threading.Lock()
@@ -85,19 +90,23 @@ class RunCompaction:
         """A shard's summary came back: the fragments it wrote."""
         if summary.fragment is not None:
             table = SOLUTIONS.name if summary.stage == "generate" else GRADES.name
-            self.wrote(table, summary.condition_id)
-        if summary.graded_inline:
+            self.wrote(table, summary.condition_id, rows=summary.ok + summary.error_count)
+        if summary.graded_inline and self.inline:
+            rows = summary.graded_inline // len(self.inline)  # each scorer grades the same
             for condition_id in self.inline:
-                self.wrote(GRADES.name, condition_id)
+                self.wrote(GRADES.name, condition_id, rows=rows)
 
-    def wrote(self, table: str, condition_id: str, fragments: int = 1) -> None:
-        """`fragments` more fragments in a partition (a shard's, or the batch tier's)."""
+    def wrote(self, table: str, condition_id: str, fragments: int = 1, rows: int = 0) -> None:
+        """`fragments` more fragments, of `rows` rows, in a partition (a shard's, or the batch
+        tier's)."""
         key = (table, condition_id)
         with self._lock:
             count = self._written[key] = self._written.get(key, 0) + fragments
+            new_rows = self._rows[key] = self._rows.get(key, 0) + rows
             if (
                 self.enabled
                 and count >= self.every
+                and new_rows >= self._compacted_rows.get(key, 0)
                 and table in self._tables
                 and key not in self._queue
                 and key != self._busy
@@ -215,8 +224,8 @@ class RunCompaction:
         (or is kept when the compaction stopped or failed)."""
         table, condition_id = key
         with self._lock:
-            before = self._written.get(key, 0)
-            self._written[key] = 0
+            before, rows = self._written.get(key, 0), self._rows.get(key, 0)
+            self._written[key] = self._rows[key] = 0
         started = time.monotonic()
         results: list[CompactionResult] = []
         failed = False
@@ -234,7 +243,10 @@ class RunCompaction:
         if failed or not done or len(done) != len(results):  # left for the next compaction
             with self._lock:
                 self._written[key] = self._written.get(key, 0) + before
+                self._rows[key] = self._rows.get(key, 0) + rows
             return
+        with self._lock:
+            self._compacted_rows[key] = self._compacted_rows.get(key, 0) + rows
         for result in done:
             if result.summary_written:
                 self.record.partitions += 1

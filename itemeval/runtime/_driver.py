@@ -441,7 +441,7 @@ def _stage(
         table = SOLUTIONS.name if stage == "generate" else GRADES.name
         conditions = plan.design.generate if stage == "generate" else plan.design.grade
         for condition in conditions:
-            compaction.wrote(table, condition.id, 0)
+            compaction.wrote(table, condition.id)
 
 
 def _dispatch(
