@@ -15,11 +15,13 @@ rewritten for each small addition (a resumed run's 1% costs 1% to compact).
 
 Safe while writers and readers run, because of the order of operations:
 
-1. list the partition and read the summary (a summary naming a fragment no longer listed is
-   ignored);
+1. list the partition and read the summary's footer (a summary naming a fragment no longer
+   listed is ignored);
 2. read exactly the fragments chosen (F) and write the best row of each key of F as one new
-   fragment per unit (C), wholly or not at all, with what F's dropped rows cost in its metadata;
-3. write the summary covering C and the fragments not merged;
+   fragment per unit (C), wholly or not at all, with what F's dropped rows cost in its metadata
+   (a unit at a time, in bounded memory: `_compact_merge.py`);
+3. write the summary covering C and the fragments not merged (its cells a generate condition
+   at a time);
 4. rewrite the partition's `_compaction` marker;
 5. delete exactly F, never a fragment written meanwhile.
 
@@ -28,7 +30,9 @@ fragment of F vanishes re-lists and finds C; a reader whose listing overlapped t
 the marker change and reads the partition again (`fragments.read_partitions`); a reader of the
 summary that finds a fragment it names gone reads the newer summary. A crash between any two
 steps leaves duplicates that reads deduplicate and the next compaction removes, or fragments the
-summary does not cover, which readers read in full. Rows keep their `written_at`.
+summary does not cover, which readers read in full. Rows keep their `written_at`. A compaction
+that fails or is asked to stop (`stop`) before 3 removes the fragments it wrote in 2 (none is
+named by a summary yet): the partition is as it was.
 """
 
 from __future__ import annotations
