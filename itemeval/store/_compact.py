@@ -47,13 +47,8 @@ import pyarrow.parquet as pq
 from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location
 from itemeval.store._cells import FragmentCost, add_spent, paid_spent, replaces_any
-from itemeval.store._compact_merge import (
-    MergedUnit,
-    Stopped,
-    Vanished,
-    merge_unit,
-    write_summary_streamed,
-)
+from itemeval.store._compact_merge import MergedUnit, Stopped, Vanished, merge_unit
+from itemeval.store._compact_summary import write_summary_streamed
 from itemeval.store._layout import GRADES, STAGES, Stage, StudyStore
 from itemeval.store._selection import select_conditions
 from itemeval.store._summary import (

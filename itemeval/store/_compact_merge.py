@@ -1,20 +1,19 @@
-"""Compaction in bounded memory: one unit's fragments merged, and the partition's summary
-written from the units' cells one generate condition at a time (`_compact.py` decides what is
-merged and keeps the order of operations).
+"""Compaction in bounded memory: one unit's fragments merged into one new fragment
+(`_compact.py` decides what is merged and keeps the order of operations; `_compact_summary.py`
+writes the summary).
 
 A unit is merged in two passes over its fragments, never holding its rows whole:
 
-1. the cells' small columns of every row (`row_columns`), a batch of fragments at a time (a
-   large fragment a row group at a time), reduced to the keys and what the store's rule
-   compares; the best row of each key is chosen from these (the **winners**), and what each
-   fragment's rows cost is noted;
+1. the keys of every row, what the store's rule compares and what the row cost, a batch of
+   fragments at a time (a large fragment a row group at a time); the best row of each key is
+   chosen from these (the **winners**), and what each fragment's rows cost is noted;
 2. the winners' rows gathered fragment by fragment, in write order, into one new fragment (its
    row groups written as they fill), and their cells made as they go.
 
 So a compacted fragment holds its rows in the order they were written (a grade shard's
 solutions, one items part, lie together), and the summary holds them sorted by key. Strings
-that repeat (fragment names, models, conditions, codes) stay dictionary-encoded until they are
-written. A merge asked to stop (`stop()` true) raises `Stopped` between batches.
+that repeat (fragment names, models, conditions, codes) stay dictionary-encoded in memory. A
+merge asked to stop (`stop()` true) raises `Stopped` between batches.
 """
 
 from __future__ import annotations
@@ -37,12 +36,8 @@ from itemeval.store._cells import (
     SUPERSEDED_KEY,
     FragmentCost,
     add_spent,
-    best_cells,
-    cell_groups,
     cells_schema,
     fragment_cost,
-    group_columns,
-    groups_to_json,
     model_column,
     paid_spent,
     row_columns,
@@ -50,10 +45,8 @@ from itemeval.store._cells import (
     spent_of,
     spent_to_json,
 )
-from itemeval.store._dedup import keys_present
-from itemeval.store._layout import GRADES, Stage
+from itemeval.store._layout import Stage
 from itemeval.store._schemas import TIER_BATCH
-from itemeval.store._summary import SUMMARY_FILE, SUMMARY_KEY, SUMMARY_VERSION, PartitionSummary
 from itemeval.store.fragments import (
     FRAGMENT_SUFFIX,
     ROW_GROUP_ROWS,
@@ -70,10 +63,8 @@ LARGE_BYTES = 4 << 20
 #: A compacted fragment's row group is written when it holds `ROW_GROUP_ROWS` rows or this
 #: many bytes in memory, whichever comes first (long answers make large rows).
 ROW_GROUP_BYTES = 64 << 20
-#: The summary's row groups (as `_summary.encode_summary` writes them).
-SUMMARY_GROUP_ROWS = 1 << 17
 #: Cell columns kept dictionary-encoded in memory (a name per row otherwise: 40-50 bytes).
-_DICTIONARY = ("gen_condition_id", "model", "grader", "error_code", "parse_code", "fragment")
+DICTIONARY_COLUMNS = ("gen_condition_id", "model", "grader", "error_code", "parse_code", "fragment")
 _ORDINAL = "_ordinal"
 _POSITION = "_position"
 _OK = "_ok"
@@ -118,7 +109,7 @@ def merge_unit(
     codes: dict[str, int] = {}
     every_row = _SpentInOrder(stage)
     for batch in _batches(infos):
-        _check_stop(stop)
+        check_stop(stop)
         for ordinal, info, table in _read(stage, partition, batch, _pass_one(stage), infos):
             costs[info.name] = _add_cost(costs.get(info.name), stage, table)
             every_row.add(table)
@@ -150,7 +141,7 @@ def merge_unit(
     if len(ordinal) != rows_read:
         kept = _SpentInOrder(stage)
         for batch in _batches([infos[o] for o in sorted(spans)]):
-            _check_stop(stop)
+            check_stop(stop)
             for o, _, table in _read(stage, partition, batch, _pass_one(stage), infos):
                 wanted = _within(table, position[slice(*spans[o])])
                 kept.add(table.take(pa.array(wanted)))
@@ -158,7 +149,7 @@ def merge_unit(
     name = unique_name(suffix=FRAGMENT_SUFFIX)
     gathered = _Gathered(stage, name, superseded, [info.name for info in infos])
     for batch in _batches([infos[o] for o in sorted(spans)]):
-        _check_stop(stop)
+        check_stop(stop)
         for o, _, table in _read(stage, partition, batch, list(stage.schema.names), infos):
             wanted = _within(table, position[slice(*spans[o])])
             if len(wanted):
@@ -369,7 +360,7 @@ class _Gathered:
         cells = rows_to_cells(self.stage, rows.select(row_columns(self.stage)), self.name)
         at = cells.schema.get_field_index("position")
         shifted = pc.add(cells.column("position"), pa.scalar(self.written, pa.int64()))
-        cells = _encoded(cells.set_column(at, "position", shifted))
+        cells = encoded(cells.set_column(at, "position", shifted))
         self.written += rows.num_rows
         if "gen_condition_id" in cells.column_names:
             column = cells.column("gen_condition_id")
@@ -382,7 +373,7 @@ class _Gathered:
         self._flush()
         self.writer.close()
         if self.cells_writer is None:
-            empty = _encoded(cells_schema(self.stage).empty_table())
+            empty = encoded(cells_schema(self.stage).empty_table())
             self.cells_writer = pq.ParquetWriter(self.cells_sink, empty.schema)
         self.cells_writer.close()
         return MergedUnit(
@@ -483,7 +474,7 @@ def _offset(table: pa.Table) -> int:
     return int((table.schema.metadata or {}).get(b"_offset", b"0"))
 
 
-def _check_stop(stop: Callable[[], bool] | None) -> None:
+def check_stop(stop: Callable[[], bool] | None) -> None:
     """Between batches: stop when asked; hand the batch's freed pages back (arrow's pool and
     glibc keep them otherwise, and a compaction's peak was twice what it held)."""
     if stop is not None and stop():
@@ -492,199 +483,10 @@ def _check_stop(stop: Callable[[], bool] | None) -> None:
     trim_heap()
 
 
-# -- cells in memory ---------------------------------------------------------------------------
-
-
-def _encoded(cells: pa.Table) -> pa.Table:
+def encoded(cells: pa.Table) -> pa.Table:
     """`cells` with the repeating strings dictionary-encoded."""
-    for name in _DICTIONARY:
+    for name in DICTIONARY_COLUMNS:
         at = cells.schema.get_field_index(name)
         if at >= 0 and not pa.types.is_dictionary(cells.schema.field(name).type):
             cells = cells.set_column(at, name, pc.dictionary_encode(cells.column(name)))
     return cells
-
-
-def _decoded(stage: Stage, cells: pa.Table) -> pa.Table:
-    """`cells` in the summary's schema (strings as strings)."""
-    return cells.select(cells_schema(stage).names).cast(cells_schema(stage))
-
-
-# -- the summary, a generate condition at a time -----------------------------------------------
-
-
-def write_summary_streamed(
-    stage: Stage,
-    partition: Location,
-    old: PartitionSummary | None,
-    merged: frozenset[str],
-    units: Sequence[MergedUnit],
-    fragments: dict[str, int],
-    spent: pa.Table,
-    stop: Callable[[], bool] | None = None,
-) -> bytes:
-    """The partition's new summary (`_summary.py`'s format): the cells of `old` (read from its
-    file, a condition at a time, the rows of `merged` fragments left out) merged with the
-    units' new cells, sorted by key; `fragments` and `spent` as given. `Vanished` when the
-    summary file is no longer `old`'s."""
-    grades = stage.name == GRADES.name
-    if grades:
-        gens = {g for u in units for g in u.gens}
-        if old is not None and old.groups is not None:
-            gens |= set(old.groups.column("gen_condition_id").to_pylist())
-        conditions: list[str | None] = sorted(gens)
-    else:
-        conditions = [None]
-    pieces: list[bytes] = []
-    groups = _GroupSums(stage)
-    for gen in conditions:
-        _check_stop(stop)
-        kept = _old_cells(stage, partition, old, gen, merged)
-        new = [_unit_cells(u, gen) for u in units if gen is None or gen in u.gens]
-        cells = _merged(stage, kept, new)
-        sink = io.BytesIO()
-        writer = pq.ParquetWriter(sink, cells_schema(stage), compression="zstd")
-        if cells.num_rows:
-            keys = [(k, "ascending") for k in stage.keys if k != "gen_condition_id"]
-            order = pc.sort_indices(cells.select([k for k, _ in keys]), sort_keys=keys)
-            for start in range(0, cells.num_rows, SUMMARY_GROUP_ROWS):
-                chunk = _decoded(stage, cells.take(order.slice(start, SUMMARY_GROUP_ROWS)))
-                writer.write_table(chunk, row_group_size=SUMMARY_GROUP_ROWS)
-                groups.add(chunk)
-        writer.close()
-        pieces.append(sink.getvalue())
-        del cells, kept, new
-    meta = {
-        "version": SUMMARY_VERSION,
-        "stage": stage.name,
-        "fragments": fragments,
-        "spent": spent_to_json(spent),
-        "groups": groups_to_json(groups.table()),
-    }
-    schema = cells_schema(stage).with_metadata({SUMMARY_KEY: json.dumps(meta).encode()})
-    sink = io.BytesIO()
-    with pq.ParquetWriter(sink, schema, compression="zstd", write_statistics=True) as writer:
-        for piece in pieces:
-            parquet = open_parquet(pa.BufferReader(piece))
-            for group in range(parquet.num_row_groups):
-                table = parquet.read_row_group(group).replace_schema_metadata(None)
-                writer.write_table(table, row_group_size=SUMMARY_GROUP_ROWS)
-    return sink.getvalue()
-
-
-def _unit_cells(unit: MergedUnit, gen: str | None) -> pa.Table:
-    table = open_parquet(pa.BufferReader(unit.cells)).read()
-    if gen is not None and len(unit.gens) > 1:
-        table = table.filter(pc.equal(pc.cast(table.column("gen_condition_id"), pa.string()), gen))
-    return table
-
-
-def _old_cells(
-    stage: Stage,
-    partition: Location,
-    old: PartitionSummary | None,
-    gen: str | None,
-    merged: frozenset[str],
-) -> pa.Table | None:
-    """The cells of `old`'s file (of condition `gen`), without those of `merged` fragments."""
-    if old is None or not set(old.fragments) - merged:
-        return None
-    location = partition.join(SUMMARY_FILE)
-    present = [n for n in _DICTIONARY if n in cells_schema(stage).names]
-    try:
-        if location.is_local:
-            parquet = pq.ParquetFile(location.path, read_dictionary=present)
-        else:
-            parquet = pq.ParquetFile(
-                pa.BufferReader(location.read_bytes()), read_dictionary=present
-            )
-    except FileNotFoundError:
-        raise Vanished(SUMMARY_FILE) from None
-    meta = json.loads((parquet.schema_arrow.metadata or {}).get(SUMMARY_KEY, b"{}"))
-    if meta.get("fragments") != old.fragments:
-        raise Vanished(SUMMARY_FILE)  # another compaction wrote it since
-    groups = list(range(parquet.num_row_groups))
-    if gen is not None:
-        at = parquet.schema_arrow.get_field_index("gen_condition_id")
-        groups = [g for g in groups if _may_hold(parquet.metadata.row_group(g).column(at), gen)]
-    table = parquet.read_row_groups(groups, use_threads=False).replace_schema_metadata(None)
-    keep = pc.invert(
-        pc.is_in(pc.cast(table.column("fragment"), pa.string()), pa.array(sorted(merged)))
-    )
-    if gen is not None:
-        keep = pc.and_(keep, pc.equal(pc.cast(table.column("gen_condition_id"), pa.string()), gen))
-    return _encoded(table.filter(keep))
-
-
-def _may_hold(column: pq.ColumnChunkMetaData, gen: str) -> bool:
-    stats = column.statistics
-    if stats is None or not stats.has_min_max:
-        return True
-    return bool(str(stats.min) <= gen <= str(stats.max))
-
-
-def _merged(stage: Stage, kept: pa.Table | None, new: list[pa.Table]) -> pa.Table:
-    """One cell per key: `kept` (one per key) and the units' new cells by the store's rule.
-    Only keys present on both sides (or in several units) are compared, as strings."""
-    schema = _encoded(cells_schema(stage).empty_table()).schema
-    parts = [t for t in ([kept] if kept is not None else []) + new if t.num_rows]
-    if not parts:
-        return schema.empty_table()
-    parts = [p.select(schema.names) for p in parts]
-    if len(parts) == 1:
-        return parts[0]
-    base, others = parts[0], pa.concat_tables(parts[1:], promote_options="permissive")
-    keys = list(stage.keys)
-    touched = keys_present(base, others, keys)
-    if len(parts) > 2 or touched.any():
-        # Keys met twice: decided by the rule, as strings (few, but counted exactly).
-        contested = pa.concat_tables(
-            [_decoded(stage, base.filter(pa.array(touched))), _decoded(stage, others)]
-        )
-        decided = _encoded(best_cells(stage, contested)).select(schema.names)
-        untouched = base.filter(pa.array(~touched))
-        return pa.concat_tables([untouched, decided], promote_options="permissive")
-    return pa.concat_tables([base, others], promote_options="permissive")
-
-
-class _GroupSums:
-    """`cell_groups` of every cell, fed the cells a chunk at a time in their order: counts and
-    integer sums add up; a float sum goes on from where the last chunk left it, value by value,
-    as arrow sums a group's values (in order, one after the other), so the figures are the
-    same, to the last bit, as `cell_groups` of all the cells at once."""
-
-    def __init__(self, stage: Stage):
-        self.stage = stage
-        self.keys = group_columns(stage)
-        self.schema = cell_groups(stage, cells_schema(stage).empty_table()).schema
-        self.sums = [f.name for f in self.schema if f.name not in self.keys and f.name != "cells"]
-        self.floats = {n for n in self.sums if pa.types.is_floating(self.schema.field(n).type)}
-        self.groups: dict[tuple[object, ...], dict[str, object]] = {}
-
-    def add(self, cells: pa.Table) -> None:
-        aggregates: list[tuple[str | list[str], str]] = [([], "count_all")]
-        aggregates += [(n, "list" if n in self.floats else "sum") for n in self.sums]
-        grouped = cells.group_by(self.keys, use_threads=False).aggregate(aggregates)
-        columns = {n: grouped.column(n).to_pylist() for n in self.keys}
-        for row in range(grouped.num_rows):
-            key = tuple(columns[n][row] for n in self.keys)
-            group = self.groups.setdefault(key, {"cells": 0})
-            group["cells"] = int(group["cells"]) + grouped.column("count_all")[row].as_py()
-            for name in self.sums:
-                if name in self.floats:
-                    values = grouped.column(f"{name}_list")[row].values.drop_null().to_numpy()
-                    if len(values):
-                        start = group.get(name)
-                        run = values if start is None else np.r_[float(start), values]
-                        group[name] = float(np.cumsum(run)[-1])
-                else:
-                    value = grouped.column(f"{name}_sum")[row].as_py()
-                    if value is not None:
-                        group[name] = int(group.get(name) or 0) + value
-
-    def table(self) -> pa.Table:
-        rows = [
-            {**dict(zip(self.keys, key, strict=True)), **group}
-            for key, group in self.groups.items()
-        ]
-        table = pa.Table.from_pylist(rows, schema=self.schema)
-        return table.take(pc.sort_indices(table, [(k, "ascending") for k in self.keys]))

@@ -190,7 +190,7 @@ def test_the_streamed_summary_is_the_summary_format(
 ) -> None:
     # Written a generate condition at a time, it reads back as `encode_summary` writes it:
     # same cells in the same order, same fragments, spent and groups.
-    monkeypatch.setattr("itemeval.store._compact_merge.SUMMARY_GROUP_ROWS", 4)
+    monkeypatch.setattr("itemeval.store._compact_summary.SUMMARY_GROUP_ROWS", 4)
     for gen in ("gen-b", "gen-a", "gen-c"):
         for part in range(2):
             rows = [

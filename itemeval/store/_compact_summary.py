@@ -1,0 +1,229 @@
+"""The partition's summary written by a compaction a generate condition at a time, from the
+units it merged and the cells of the summary it replaces (`_compact.py`, step 3).
+
+It reads as `_summary.encode_summary` writes it (the same cells, sorted by key, in row groups of
+one generate condition at most; the same metadata), without holding every condition's cells:
+each condition's cells are merged, sorted and encoded on their own, then the pieces are copied
+into one file under the metadata, which is known only once every condition has been counted.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from itemeval.storage import Location
+from itemeval.store._cells import (
+    best_cells,
+    cell_groups,
+    cells_schema,
+    group_columns,
+    groups_to_json,
+    spent_to_json,
+)
+from itemeval.store._compact_merge import (
+    DICTIONARY_COLUMNS,
+    MergedUnit,
+    Vanished,
+    check_stop,
+    encoded,
+)
+from itemeval.store._dedup import keys_present
+from itemeval.store._layout import GRADES, Stage
+from itemeval.store._summary import SUMMARY_FILE, SUMMARY_KEY, SUMMARY_VERSION, PartitionSummary
+from itemeval.store.fragments import open_parquet
+
+#: The summary's row groups (as `_summary.encode_summary` writes them).
+SUMMARY_GROUP_ROWS = 1 << 17
+
+
+def _decoded(stage: Stage, cells: pa.Table) -> pa.Table:
+    """`cells` in the summary's schema (strings as strings)."""
+    return cells.select(cells_schema(stage).names).cast(cells_schema(stage))
+
+
+# -- the summary, a generate condition at a time -----------------------------------------------
+
+
+def write_summary_streamed(
+    stage: Stage,
+    partition: Location,
+    old: PartitionSummary | None,
+    merged: frozenset[str],
+    units: Sequence[MergedUnit],
+    fragments: dict[str, int],
+    spent: pa.Table,
+    stop: Callable[[], bool] | None = None,
+) -> bytes:
+    """The partition's new summary (`_summary.py`'s format): the cells of `old` (read from its
+    file, a condition at a time, the rows of `merged` fragments left out) merged with the
+    units' new cells, sorted by key; `fragments` and `spent` as given. `Vanished` when the
+    summary file is no longer `old`'s."""
+    grades = stage.name == GRADES.name
+    if grades:
+        gens = {g for u in units for g in u.gens}
+        if old is not None and old.groups is not None:
+            gens |= set(old.groups.column("gen_condition_id").to_pylist())
+        conditions: list[str | None] = sorted(gens)
+    else:
+        conditions = [None]
+    pieces: list[bytes] = []
+    groups = _GroupSums(stage)
+    for gen in conditions:
+        check_stop(stop)
+        kept = _old_cells(stage, partition, old, gen, merged)
+        new = [_unit_cells(u, gen) for u in units if gen is None or gen in u.gens]
+        cells = _merged(stage, kept, new)
+        sink = io.BytesIO()
+        writer = pq.ParquetWriter(sink, cells_schema(stage), compression="zstd")
+        if cells.num_rows:
+            keys = [(k, "ascending") for k in stage.keys if k != "gen_condition_id"]
+            order = pc.sort_indices(cells.select([k for k, _ in keys]), sort_keys=keys)
+            for start in range(0, cells.num_rows, SUMMARY_GROUP_ROWS):
+                chunk = _decoded(stage, cells.take(order.slice(start, SUMMARY_GROUP_ROWS)))
+                writer.write_table(chunk, row_group_size=SUMMARY_GROUP_ROWS)
+                groups.add(chunk)
+        writer.close()
+        pieces.append(sink.getvalue())
+        del cells, kept, new
+    meta = {
+        "version": SUMMARY_VERSION,
+        "stage": stage.name,
+        "fragments": fragments,
+        "spent": spent_to_json(spent),
+        "groups": groups_to_json(groups.table()),
+    }
+    schema = cells_schema(stage).with_metadata({SUMMARY_KEY: json.dumps(meta).encode()})
+    sink = io.BytesIO()
+    with pq.ParquetWriter(sink, schema, compression="zstd", write_statistics=True) as writer:
+        for piece in pieces:
+            parquet = open_parquet(pa.BufferReader(piece))
+            for group in range(parquet.num_row_groups):
+                table = parquet.read_row_group(group).replace_schema_metadata(None)
+                writer.write_table(table, row_group_size=SUMMARY_GROUP_ROWS)
+    return sink.getvalue()
+
+
+def _unit_cells(unit: MergedUnit, gen: str | None) -> pa.Table:
+    table = open_parquet(pa.BufferReader(unit.cells)).read()
+    if gen is not None and len(unit.gens) > 1:
+        table = table.filter(pc.equal(pc.cast(table.column("gen_condition_id"), pa.string()), gen))
+    return table
+
+
+def _old_cells(
+    stage: Stage,
+    partition: Location,
+    old: PartitionSummary | None,
+    gen: str | None,
+    merged: frozenset[str],
+) -> pa.Table | None:
+    """The cells of `old`'s file (of condition `gen`), without those of `merged` fragments."""
+    if old is None or not set(old.fragments) - merged:
+        return None
+    location = partition.join(SUMMARY_FILE)
+    present = [n for n in DICTIONARY_COLUMNS if n in cells_schema(stage).names]
+    try:
+        if location.is_local:
+            parquet = pq.ParquetFile(location.path, read_dictionary=present)
+        else:
+            parquet = pq.ParquetFile(
+                pa.BufferReader(location.read_bytes()), read_dictionary=present
+            )
+    except FileNotFoundError:
+        raise Vanished(SUMMARY_FILE) from None
+    meta = json.loads((parquet.schema_arrow.metadata or {}).get(SUMMARY_KEY, b"{}"))
+    if meta.get("fragments") != old.fragments:
+        raise Vanished(SUMMARY_FILE)  # another compaction wrote it since
+    groups = list(range(parquet.num_row_groups))
+    if gen is not None:
+        at = parquet.schema_arrow.get_field_index("gen_condition_id")
+        groups = [g for g in groups if _may_hold(parquet.metadata.row_group(g).column(at), gen)]
+    table = parquet.read_row_groups(groups, use_threads=False).replace_schema_metadata(None)
+    keep = pc.invert(
+        pc.is_in(pc.cast(table.column("fragment"), pa.string()), pa.array(sorted(merged)))
+    )
+    if gen is not None:
+        keep = pc.and_(keep, pc.equal(pc.cast(table.column("gen_condition_id"), pa.string()), gen))
+    return encoded(table.filter(keep))
+
+
+def _may_hold(column: pq.ColumnChunkMetaData, gen: str) -> bool:
+    stats = column.statistics
+    if stats is None or not stats.has_min_max:
+        return True
+    return bool(str(stats.min) <= gen <= str(stats.max))
+
+
+def _merged(stage: Stage, kept: pa.Table | None, new: list[pa.Table]) -> pa.Table:
+    """One cell per key: `kept` (one per key) and the units' new cells by the store's rule.
+    Only keys present on both sides (or in several units) are compared, as strings."""
+    schema = encoded(cells_schema(stage).empty_table()).schema
+    parts = [t for t in ([kept] if kept is not None else []) + new if t.num_rows]
+    if not parts:
+        return schema.empty_table()
+    parts = [p.select(schema.names) for p in parts]
+    if len(parts) == 1:
+        return parts[0]
+    base, others = parts[0], pa.concat_tables(parts[1:], promote_options="permissive")
+    keys = list(stage.keys)
+    touched = keys_present(base, others, keys)
+    if len(parts) > 2 or touched.any():
+        # Keys met twice: decided by the rule, as strings (few, but counted exactly).
+        contested = pa.concat_tables(
+            [_decoded(stage, base.filter(pa.array(touched))), _decoded(stage, others)]
+        )
+        decided = encoded(best_cells(stage, contested)).select(schema.names)
+        untouched = base.filter(pa.array(~touched))
+        return pa.concat_tables([untouched, decided], promote_options="permissive")
+    return pa.concat_tables([base, others], promote_options="permissive")
+
+
+class _GroupSums:
+    """`cell_groups` of every cell, fed the cells a chunk at a time in their order: counts and
+    integer sums add up; a float sum goes on from where the last chunk left it, value by value,
+    as arrow sums a group's values (in order, one after the other), so the figures are the
+    same, to the last bit, as `cell_groups` of all the cells at once."""
+
+    def __init__(self, stage: Stage):
+        self.stage = stage
+        self.keys = group_columns(stage)
+        self.schema = cell_groups(stage, cells_schema(stage).empty_table()).schema
+        self.sums = [f.name for f in self.schema if f.name not in self.keys and f.name != "cells"]
+        self.floats = {n for n in self.sums if pa.types.is_floating(self.schema.field(n).type)}
+        self.groups: dict[tuple[object, ...], dict[str, object]] = {}
+
+    def add(self, cells: pa.Table) -> None:
+        aggregates: list[tuple[str | list[str], str]] = [([], "count_all")]
+        aggregates += [(n, "list" if n in self.floats else "sum") for n in self.sums]
+        grouped = cells.group_by(self.keys, use_threads=False).aggregate(aggregates)
+        columns = {n: grouped.column(n).to_pylist() for n in self.keys}
+        for row in range(grouped.num_rows):
+            key = tuple(columns[n][row] for n in self.keys)
+            group = self.groups.setdefault(key, {"cells": 0})
+            group["cells"] = int(group["cells"]) + grouped.column("count_all")[row].as_py()
+            for name in self.sums:
+                if name in self.floats:
+                    values = grouped.column(f"{name}_list")[row].values.drop_null().to_numpy()
+                    if len(values):
+                        start = group.get(name)
+                        run = values if start is None else np.r_[float(start), values]
+                        group[name] = float(np.cumsum(run)[-1])
+                else:
+                    value = grouped.column(f"{name}_sum")[row].as_py()
+                    if value is not None:
+                        group[name] = int(group.get(name) or 0) + value
+
+    def table(self) -> pa.Table:
+        rows = [
+            {**dict(zip(self.keys, key, strict=True)), **group}
+            for key, group in self.groups.items()
+        ]
+        table = pa.Table.from_pylist(rows, schema=self.schema)
+        return table.take(pc.sort_indices(table, [(k, "ascending") for k in self.keys]))
