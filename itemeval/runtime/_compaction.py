@@ -35,8 +35,10 @@ from itemeval.store import (
     SOLUTIONS,
     CompactionRecord,
     CompactionResult,
+    RunManifest,
     StudyStore,
     compact,
+    write_manifest_end,
 )
 
 Partition = tuple[str, str]  # (table, condition id)
@@ -161,6 +163,26 @@ class RunCompaction:
                 self.record.status = "failed"
         self.record.left = self._left()
         return self.record
+
+    def at_end(self, ended: RunManifest, stopped: Callable[[], bool]) -> str:
+        """The run's end compaction (`finish`), after `ended` (the manifest) recorded how the
+        run ended; then the manifest again with what it did. Returns what the run's message
+        adds (a warning when a partition failed)."""
+        record = self.finish(stopped)
+        try:
+            write_manifest_end(self.store, ended.model_copy(update={"compaction": record}))
+        except Exception as exc:  # the outcome is recorded already
+            self.say("could not record the compaction in the manifest: " + redact(repr(exc))[:300])
+        if record.failed:
+            return (
+                f"\nWarning: compacting {len(record.failed)} partition(s) failed; their "
+                "fragments stay as written (the rows are unaffected; `itemeval compact` tries "
+                "again): " + record.failed[0]
+            )
+        if record.partitions:
+            text = self.summary()
+            return "\n" + text[0].upper() + text[1:] + "."
+        return ""
 
     def abandon(self) -> None:
         """The run was interrupted: the thread stops at its next batch of fragments (what it

@@ -284,7 +284,9 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
         try:
             _count_unreported_rows(outcome, plan, progress)
         finally:  # a second Ctrl-C during the count still ends the manifest
-            skip = _no_compaction(stop, error)
+            skip = "interrupted" if stop.requested else None
+            if error is not None:
+                skip = "the run failed: " + error[:200]
             if skip is not None or not compaction.enabled:
                 compaction.finish(lambda: stop.requested, skip=skip)
             ended = None
@@ -298,43 +300,12 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
                 )
             TIMELINE.mark("manifest written")
             if ended is not None and skip is None and compaction.enabled:
-                _compact_at_end(compaction, ended, plan, stop, outcome)
+                outcome.message += compaction.at_end(ended, lambda: stop.requested)
                 TIMELINE.mark("compacted")
             TIMELINE.report()
     if mid_run is not None:
         raise mid_run
     return outcome
-
-
-def _no_compaction(stop: Stop, error: str | None) -> str | None:
-    """Why the run's end does not compact (None: it does)."""
-    if stop.requested:
-        return "interrupted"
-    if error is not None:
-        return "the run failed: " + error[:200]
-    return None
-
-
-def _compact_at_end(
-    compaction: RunCompaction, ended: RunManifest, plan: Plan, stop: Stop, outcome: RunOutcome
-) -> None:
-    """The run's end compaction, after the manifest recorded how the run ended; then the
-    manifest again with what it did. A failure is a warning (`RunCompaction`)."""
-    record = compaction.finish(lambda: stop.requested)
-    try:
-        write_manifest_end(plan.store, ended.model_copy(update={"compaction": record}))
-    except Exception as exc:  # the outcome is recorded already
-        compaction.say(
-            "could not record the compaction in the manifest: " + redact(repr(exc))[:300]
-        )
-    if record.failed:
-        outcome.message += (
-            f"\nWarning: compacting {len(record.failed)} partition(s) failed; their fragments "
-            "stay as written (the rows are unaffected; `itemeval compact` tries again): "
-            + record.failed[0]
-        )
-    elif record.partitions:
-        outcome.message += "\n" + compaction.summary()[0].upper() + compaction.summary()[1:] + "."
 
 
 def _count_unreported_rows(outcome: RunOutcome, plan: Plan, progress: Progress) -> None:
