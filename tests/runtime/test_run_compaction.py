@@ -112,9 +112,23 @@ def test_a_run_with_compaction_off_leaves_its_fragments(tmp_path):
     assert record.partitions == 0 and record.left > 0
 
 
-def test_a_long_run_compacts_as_it_goes(tmp_path, monkeypatch):
+def _ray_workers(context: Any) -> Any:
+    from itemeval.runtime import RayExecutor, with_shares
+
+    return RayExecutor(with_shares(context, 2), workers=2, per_worker=2, shared_limiters=False)
+
+
+@pytest.mark.parametrize(
+    "where", ["in-process", pytest.param("ray", marks=[pytest.mark.ray, pytest.mark.slow])]
+)
+def test_a_long_run_compacts_as_it_goes(tmp_path, monkeypatch, request, where):
     # A partition is compacted in the driver's thread once it received 3 fragments, while
-    # shards are still dispatched; the end merges the rest.
+    # shards are still dispatched (in this process, or to Ray's workers); the end merges the
+    # rest.
+    factory = None
+    if where == "ray":
+        request.getfixturevalue("ray_local")
+        factory = _ray_workers
     calls: list[tuple[str, str, str]] = []
     real = _compaction.compact
 
@@ -125,7 +139,8 @@ def test_a_long_run_compacts_as_it_goes(tmp_path, monkeypatch):
     monkeypatch.setattr(_compaction, "compact", spy)
     study = _study(tmp_path, **{"runtime.compact_fragments": 3, "budget.dev_items": 24})
     logical = _logical_before_the_end(study.store_url, monkeypatch)
-    outcome = run_study(study, INLINE)
+    options = RunOptions(yes=True, quiet=True, no_ray=factory is None)
+    outcome = run_study(study, options, executor_factory=factory)
     assert outcome.status == "completed", outcome.message
     as_it_went = [c for c in calls if c[0] == "itemeval-compaction"]
     assert {c[1] for c in as_it_went} == {"solutions", "grades"}  # generate shards write both
