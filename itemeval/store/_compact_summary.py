@@ -10,6 +10,7 @@ into one file under the metadata, which is known only once every condition has b
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from collections.abc import Callable, Sequence
 
@@ -41,6 +42,8 @@ from itemeval.store.fragments import open_parquet
 
 #: The summary's row groups (as `_summary.encode_summary` writes them).
 SUMMARY_GROUP_ROWS = 1 << 17
+#: A condition's cells are merged and sorted in ranges of item ids of about this many cells.
+RANGE_CELLS = 1 << 18
 
 
 def _decoded(stage: Stage, cells: pa.Table) -> pa.Table:
@@ -75,23 +78,29 @@ def write_summary_streamed(
         conditions = [None]
     pieces: list[bytes] = []
     groups = _GroupSums(stage)
+    keys = [(k, "ascending") for k in stage.keys if k != "gen_condition_id"]
     for gen in conditions:
         check_stop(stop)
-        kept = _old_cells(stage, partition, old, gen, merged)
-        new = [_unit_cells(u, gen) for u in units if gen is None or gen in u.gens]
-        cells = _merged(stage, kept, new)
+        mine = [u for u in units if gen is None or gen in u.gens]
         sink = io.BytesIO()
         writer = pq.ParquetWriter(sink, cells_schema(stage), compression="zstd")
-        if cells.num_rows:
-            keys = [(k, "ascending") for k in stage.keys if k != "gen_condition_id"]
+        # A condition's cells a range of item ids at a time (one range unless it is large).
+        for low, high in _ranges(stage, partition, old, gen, mine):
+            check_stop(stop)
+            kept = _old_cells(stage, partition, old, gen, merged, low, high)
+            new = [_unit_cells(u, gen, low, high) for u in mine]
+            cells = _merged(stage, kept, new)
+            del kept, new
+            if not cells.num_rows:
+                continue
             order = pc.sort_indices(cells.select([k for k, _ in keys]), sort_keys=keys)
             for start in range(0, cells.num_rows, SUMMARY_GROUP_ROWS):
                 chunk = _decoded(stage, cells.take(order.slice(start, SUMMARY_GROUP_ROWS)))
                 writer.write_table(chunk, row_group_size=SUMMARY_GROUP_ROWS)
                 groups.add(chunk)
+            del cells, order
         writer.close()
         pieces.append(sink.getvalue())
-        del cells, kept, new
     meta = {
         "version": SUMMARY_VERSION,
         "stage": stage.name,
@@ -110,11 +119,61 @@ def write_summary_streamed(
     return sink.getvalue()
 
 
-def _unit_cells(unit: MergedUnit, gen: str | None) -> pa.Table:
-    table = open_parquet(pa.BufferReader(unit.cells)).read()
-    if gen is not None and len(unit.gens) > 1:
-        table = table.filter(pc.equal(pc.cast(table.column("gen_condition_id"), pa.string()), gen))
-    return table
+Range = tuple[str | None, str | None]  # item ids from (inclusive) .. to (exclusive); None: open
+
+
+def _ranges(
+    stage: Stage,
+    partition: Location,
+    old: PartitionSummary | None,
+    gen: str | None,
+    units: Sequence[MergedUnit],
+) -> list[Range]:
+    """Ranges of item ids that split a condition's cells into parts of about `RANGE_CELLS`
+    (from a sample of the ids; any split gives the same summary)."""
+    ids = [
+        t.column("item_id")
+        for u in units
+        for t in [open_parquet(pa.BufferReader(u.cells)).read(columns=["item_id"])]
+    ]
+    kept = _old_cells(stage, partition, old, gen, frozenset(), None, None, ["item_id"])
+    if kept is not None:
+        ids.append(kept.column("item_id"))
+    total = sum(len(c) for c in ids)
+    if total <= RANGE_CELLS:
+        return [(None, None)]
+    step = max(1, total // (64 * -(-total // RANGE_CELLS)))
+    sample = pa.chunked_array([c.combine_chunks()[::step] for c in ids if len(c)])
+    del ids, kept
+    sample = pc.take(sample, pc.sort_indices(sample))
+    parts = -(-total // RANGE_CELLS)
+    cuts = sorted({sample[len(sample) * i // parts].as_py() for i in range(1, parts)})
+    bounds: list[str | None] = [None, *cuts, None]
+    return list(itertools.pairwise(bounds))
+
+
+def _in_range(ids: pa.ChunkedArray | pa.Array, low: str | None, high: str | None) -> pa.Array:
+    inside = pa.array(np.ones(len(ids), dtype=bool)) if low is None else pc.greater_equal(ids, low)
+    if high is not None:
+        inside = pc.and_(inside, pc.less(ids, high))
+    return inside
+
+
+def _unit_cells(unit: MergedUnit, gen: str | None, low: str | None, high: str | None) -> pa.Table:
+    """A unit's cells (of condition `gen`, item ids in `[low, high)`), read a batch at a time."""
+    parquet = open_parquet(pa.BufferReader(unit.cells))
+    several = gen is not None and len(unit.gens) > 1  # a unit of conditions merged together
+    if low is None and high is None and not several:
+        return parquet.read()
+    parts = []
+    for batch in parquet.iter_batches(batch_size=SUMMARY_GROUP_ROWS, use_threads=False):
+        table = pa.Table.from_batches([batch])
+        keep = _in_range(table.column("item_id"), low, high)
+        if several:
+            same = pc.equal(pc.cast(table.column("gen_condition_id"), pa.string()), gen)
+            keep = pc.and_(keep, same)
+        parts.append(table.filter(keep))
+    return pa.concat_tables(parts) if parts else parquet.schema_arrow.empty_table()
 
 
 def _old_cells(
@@ -123,8 +182,12 @@ def _old_cells(
     old: PartitionSummary | None,
     gen: str | None,
     merged: frozenset[str],
+    low: str | None,
+    high: str | None,
+    columns: list[str] | None = None,
 ) -> pa.Table | None:
-    """The cells of `old`'s file (of condition `gen`), without those of `merged` fragments."""
+    """The cells of `old`'s file (of condition `gen`, item ids in `[low, high)`), without
+    those of `merged` fragments; `columns` only."""
     if old is None or not set(old.fragments) - merged:
         return None
     location = partition.join(SUMMARY_FILE)
@@ -141,24 +204,44 @@ def _old_cells(
     meta = json.loads((parquet.schema_arrow.metadata or {}).get(SUMMARY_KEY, b"{}"))
     if meta.get("fragments") != old.fragments:
         raise Vanished(SUMMARY_FILE)  # another compaction wrote it since
-    groups = list(range(parquet.num_row_groups))
-    if gen is not None:
-        at = parquet.schema_arrow.get_field_index("gen_condition_id")
-        groups = [g for g in groups if _may_hold(parquet.metadata.row_group(g).column(at), gen)]
-    table = parquet.read_row_groups(groups, use_threads=False).replace_schema_metadata(None)
-    keep = pc.invert(
-        pc.is_in(pc.cast(table.column("fragment"), pa.string()), pa.array(sorted(merged)))
-    )
+    schema = parquet.schema_arrow
+    groups = []
+    for g in range(parquet.num_row_groups):
+        group = parquet.metadata.row_group(g)
+        if gen is not None and not _may_hold(
+            group.column(schema.get_field_index("gen_condition_id")), gen, gen
+        ):
+            continue
+        if _may_hold(group.column(schema.get_field_index("item_id")), low, high, open_end=True):
+            groups.append(g)
+    needed = ["item_id", "fragment", *(["gen_condition_id"] if gen is not None else [])]
+    read = None if columns is None else list(dict.fromkeys([*columns, *needed]))
+    table = parquet.read_row_groups(groups, columns=read, use_threads=False)
+    table = table.replace_schema_metadata(None)
+    keep = _in_range(table.column("item_id"), low, high)
+    if merged:
+        names = pa.array(sorted(merged), pa.string())
+        keep = pc.and_(
+            keep, pc.invert(pc.is_in(pc.cast(table.column("fragment"), pa.string()), names))
+        )
     if gen is not None:
         keep = pc.and_(keep, pc.equal(pc.cast(table.column("gen_condition_id"), pa.string()), gen))
-    return encoded(table.filter(keep))
+    table = table.filter(keep)
+    return encoded(table) if columns is None else table.select(columns)
 
 
-def _may_hold(column: pq.ColumnChunkMetaData, gen: str) -> bool:
+def _may_hold(
+    column: pq.ColumnChunkMetaData, low: str | None, high: str | None, *, open_end: bool = False
+) -> bool:
+    """Whether a row group's statistics allow a value in `[low, high]` (`[low, high)` with
+    `open_end`); None bounds are open."""
     stats = column.statistics
     if stats is None or not stats.has_min_max:
         return True
-    return bool(str(stats.min) <= gen <= str(stats.max))
+    least, most = str(stats.min), str(stats.max)
+    below = low is not None and most < low
+    above = high is not None and (least >= high if open_end else least > high)
+    return not (below or above)
 
 
 def _merged(stage: Stage, kept: pa.Table | None, new: list[pa.Table]) -> pa.Table:

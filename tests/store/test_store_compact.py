@@ -185,12 +185,15 @@ def test_rows_keep_the_order_they_were_written_in(store: StudyStore, solution) -
     assert ids == [f"z{i}" for i in range(5)] + [f"a{i}" for i in range(5)]
 
 
+@pytest.mark.parametrize("range_cells", [1 << 18, 3])
 def test_the_streamed_summary_is_the_summary_format(
-    store: StudyStore, grade, monkeypatch: pytest.MonkeyPatch
+    store: StudyStore, grade, monkeypatch: pytest.MonkeyPatch, range_cells: int
 ) -> None:
-    # Written a generate condition at a time, it reads back as `encode_summary` writes it:
-    # same cells in the same order, same fragments, spent and groups.
+    # Written a generate condition at a time (and a range of item ids at a time), it reads back
+    # as `encode_summary` writes it: same cells in the same order, same fragments, spent and
+    # groups.
     monkeypatch.setattr("itemeval.store._compact_summary.SUMMARY_GROUP_ROWS", 4)
+    monkeypatch.setattr("itemeval.store._compact_summary.RANGE_CELLS", range_cells)
     for gen in ("gen-b", "gen-a", "gen-c"):
         for part in range(2):
             rows = [
@@ -222,11 +225,14 @@ def _sorted_cells(cells: pa.Table) -> pa.Table:
     return cells.take(pc.sort_indices(cells, [(k, "ascending") for k in keys]))
 
 
+@pytest.mark.parametrize("range_cells", [1 << 18, 2])
 def test_a_grades_partition_compacts_one_condition_beside_the_others(
-    store: StudyStore, grade, monkeypatch: pytest.MonkeyPatch
+    store: StudyStore, grade, monkeypatch: pytest.MonkeyPatch, range_cells: int
 ) -> None:
     # Only gen-b gets new fragments: its unit is merged with its summary cells, the others'
-    # cells are carried over from the summary; reads with and without it agree.
+    # cells are carried over from the summary (a range of item ids at a time with 2-cell
+    # ranges); reads with and without it agree.
+    monkeypatch.setattr("itemeval.store._compact_summary.RANGE_CELLS", range_cells)
     for gen in ("gen-a", "gen-b"):
         store.write_grades("judge", [grade(gen, f"q{i}", solution_hash="h") for i in range(6)])
     compact_partition(store, "grades", "judge")
