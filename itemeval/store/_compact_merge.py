@@ -118,6 +118,7 @@ def merge_unit(
         check(costs)
     lean = pa.concat_tables(lean_parts)
     del lean_parts
+    check_stop(stop)
     rows_read = lean.num_rows
     winners = lean.select([_ORDINAL, _POSITION]).take(pa.array(_winners(lean, keys)))
     del lean
@@ -127,6 +128,7 @@ def merge_unit(
     order = np.lexsort((position, ordinal))  # write order: fragment, then place in it
     ordinal, position = ordinal[order], position[order]
     del order
+    check_stop(stop)
     # The winners of each fragment: `position[start:end]` (sorted).
     spans: dict[int, tuple[int, int]] = {}
     if len(ordinal):

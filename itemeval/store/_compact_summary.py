@@ -99,6 +99,7 @@ def write_summary_streamed(
                 writer.write_table(chunk, row_group_size=SUMMARY_GROUP_ROWS)
                 groups.add(chunk)
             del cells, order
+            check_stop(stop)
         writer.close()
         pieces.append(sink.getvalue())
     meta = {
