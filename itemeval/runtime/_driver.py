@@ -293,6 +293,7 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
             try:
                 ended = _finish(outcome, manifest, plan, stop, cap, error, compaction.record)
             except Exception as exc:
+                compaction.abandon()  # nothing more is written after a manifest that failed
                 if mid_run is None:
                     raise
                 mid_run.args = (
