@@ -56,13 +56,13 @@ from itemeval.store.fragments import (
 )
 
 #: Fragments read at once (in parallel) in each pass, and at most this many bytes of them.
-BATCH_FRAGMENTS = 256
-BATCH_BYTES = 16 << 20
+BATCH_FRAGMENTS = 64
+BATCH_BYTES = 4 << 20
 #: A fragment this large (bytes on storage) is read a row group at a time.
 LARGE_BYTES = 4 << 20
 #: A compacted fragment's row group is written when it holds `ROW_GROUP_ROWS` rows or this
 #: many bytes in memory, whichever comes first (long answers make large rows).
-ROW_GROUP_BYTES = 64 << 20
+ROW_GROUP_BYTES = 32 << 20
 #: Cell columns kept dictionary-encoded in memory (a name per row otherwise: 40-50 bytes).
 DICTIONARY_COLUMNS = ("gen_condition_id", "model", "grader", "error_code", "parse_code", "fragment")
 _ORDINAL = "_ordinal"
@@ -347,7 +347,7 @@ class _Gathered:
         ones (the rest waits for more rows)."""
         if not self.pending:
             return
-        rows = pa.concat_tables(self.pending).combine_chunks()
+        rows = pa.concat_tables(self.pending)  # not combined: the writer takes the pieces
         end = rows.num_rows - rows.num_rows % ROW_GROUP_ROWS if whole else rows.num_rows
         rest = rows.slice(end)
         self.pending = [rest] if rest.num_rows else []
