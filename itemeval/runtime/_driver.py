@@ -230,6 +230,7 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
     runtime = study.runtime
     compaction = RunCompaction(
         plan.store,
+        storage_options=context.storage_options,
         enabled=runtime.compact,
         every=runtime.compact_fragments,
         inline=context.score_inline,

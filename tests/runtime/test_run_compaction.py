@@ -20,7 +20,7 @@ from runtime_files import write_study
 
 from itemeval.config import load_study
 from itemeval.runtime import RunOptions, _compaction, run_study
-from itemeval.store import StudyStore, latest_manifest
+from itemeval.store import StudyStore, compact, latest_manifest
 from itemeval.store._summary import read_summary
 
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True)
@@ -69,6 +69,25 @@ def _logical_before_the_end(store_url: str, monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(_compaction.RunCompaction, "finish", spy)
     return seen
+
+
+def _compaction_processes() -> list[int]:
+    """This process's compaction processes still running (`_compaction_process`)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if b"itemeval.runtime._compaction_process" not in handle.read():
+                    continue
+            with open(f"/proc/{entry}/stat") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid():
+            found.append(int(entry))
+    return found
 
 
 def _gen_ids(store: StudyStore, cid: str) -> set[str]:
@@ -122,33 +141,37 @@ def _ray_workers(context: Any) -> Any:
     "where", ["in-process", pytest.param("ray", marks=[pytest.mark.ray, pytest.mark.slow])]
 )
 def test_a_long_run_compacts_as_it_goes(tmp_path, monkeypatch, request, where):
-    # A partition is compacted in the driver's thread once it received 3 fragments, while
+    # A partition is compacted (by the driver's thread, in a process of its own) once it received
+    # 3 fragments, while
     # shards are still dispatched (in this process, or to Ray's workers); the end merges the
     # rest.
     factory = None
     if where == "ray":
         request.getfixturevalue("ray_local")
         factory = _ray_workers
-    calls: list[tuple[str, str, str]] = []
-    real = _compaction.compact
+    calls: list[tuple[str, str, str]] = []  # (thread, table, condition) of each compaction done
+    real = _compaction.RunCompaction._child
 
-    def spy(store: Any, stages: list[str], conditions: list[str], **kwargs: Any) -> Any:
-        calls.append((threading.current_thread().name, stages[0], conditions[0]))
-        return real(store, stages, conditions, **kwargs)
+    def spy(self: Any, keys: list[tuple[str, str]], stopped: Any) -> Any:
+        reports = real(self, keys, stopped)
+        for key, (results, _) in reports.items():
+            if results and any(r.summary_written for r in results):
+                calls.append((threading.current_thread().name, *key))
+        return reports
 
-    monkeypatch.setattr(_compaction, "compact", spy)
+    monkeypatch.setattr(_compaction.RunCompaction, "_child", spy)
     study = _study(tmp_path, **{"runtime.compact_fragments": 3, "budget.dev_items": 24})
     logical = _logical_before_the_end(study.store_url, monkeypatch)
     options = RunOptions(yes=True, quiet=True, no_ray=factory is None)
     outcome = run_study(study, options, executor_factory=factory)
     assert outcome.status == "completed", outcome.message
     as_it_went = [c for c in calls if c[0] == "itemeval-compaction"]
-    assert {c[1] for c in as_it_went} == {"solutions", "grades"}  # generate shards write both
+    assert as_it_went  # while shards were dispatched
     store = StudyStore.open(study.store_url)
     for (table, cid), before in logical.items():
         assert _rows(store, table, cid, dedup=False).equals(before), (table, cid)
     record = latest_manifest(store).compaction
-    assert record is not None and record.partitions > len(logical)  # some more than once
+    assert record is not None and record.partitions == len(calls)
 
 
 @pytest.mark.s3
@@ -184,63 +207,64 @@ def test_a_failing_compaction_fails_neither_the_run_nor_a_row(
         assert len(record.failed) == len(logical) == record.left
 
 
-def test_an_interrupted_run_records_its_manifest_promptly(tmp_path, monkeypatch):
-    # Interrupted while its thread compacts (a slow store: each fragment read takes 2.5 s, a
-    # partition's compaction well over 10 s): the manifest says `interrupted` within seconds;
-    # the thread stops at its next batch and removes what it wrote. The end's compaction is
-    # skipped.
+@pytest.mark.s3
+def test_an_interrupted_run_records_its_manifest_promptly(
+    tmp_path, s3_server, s3_bucket, monkeypatch
+):
+    # Interrupted while a partition is compacted (the object store takes 8 s to accept a
+    # summary): the manifest says `interrupted` within seconds, the end's compaction is
+    # skipped, and what the compaction leaves is consistent: every cell once.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
+    from s3_fault_proxy import s3_fault_proxy
+    from s3_servers import S3_KEYS_BY_NAME
+
     monkeypatch.setenv("ITEMEVAL_STOP_GRACE_S", "0.5")
-    monkeypatch.setattr("itemeval.store._compact_merge.BATCH_FRAGMENTS", 1)
-    from itemeval.store import _compact_merge
+    with s3_fault_proxy(s3_server, put_delay_s=8.0, only_paths="_summary") as proxy:
+        options = {
+            **S3_KEYS_BY_NAME,
+            "client_kwargs": {"endpoint_url": proxy["url"], "region_name": "us-east-1"},
+        }
+        sent: list[float] = []
 
-    read = _compact_merge._read
-    compacting = threading.Event()
-
-    def slow(*args: Any, **kwargs: Any) -> Any:
-        compacting.set()
-        time.sleep(2.5)
-        return read(*args, **kwargs)
-
-    monkeypatch.setattr(_compact_merge, "_read", slow)
-    sent: list[float] = []
-
-    def interrupt() -> None:
-        if compacting.wait(120):
+        def interrupt() -> None:
+            deadline = time.monotonic() + 300
+            while not proxy["matching"] and time.monotonic() < deadline:
+                time.sleep(0.05)  # until a compaction writes its summary
             sent.append(time.monotonic())
             os.kill(os.getpid(), signal.SIGINT)
 
-    threading.Thread(target=interrupt, daemon=True).start()
-    study = _study(
-        tmp_path,
-        **{
-            "runtime.compact_fragments": 2,
-            "budget.dev_items": 24,
-            "endpoints.sim.sim": {"latency": {"median_ms": 30}},
-        },
-    )
-    outcome = run_study(study, INLINE)
-    ended = time.monotonic()
-    assert sent and outcome.status == "interrupted", outcome.message
-    assert ended - sent[0] < 5.0  # the grace (0.5 s), not the compaction, is waited for
-    for thread in threading.enumerate():  # the thread's next batch: it stops there
-        if thread.name == "itemeval-compaction":
-            thread.join(10)
-            assert not thread.is_alive()
-    store = StudyStore.open(study.store_url)
-    manifest = latest_manifest(store)
-    assert manifest.outcome == "interrupted"
-    record = manifest.compaction
-    assert record is not None and record.status == "skipped" and record.reason == "interrupted"
-    # What the run wrote is there once: no half-compacted partition left duplicates.
-    for table, cid in _partitions(store):
-        assert (
-            _rows(store, table, cid, dedup=False).num_rows
-            == _rows(store, table, cid, dedup=True).num_rows
+        threading.Thread(target=interrupt, daemon=True).start()
+        study = _study(
+            tmp_path,
+            store=f"{s3_bucket}/studies/interrupted",
+            storage_options=options,
+            **{
+                "runtime.compact_fragments": 2,
+                "budget.dev_items": 24,
+                "endpoints.sim.sim": {"latency": {"median_ms": 30}},
+            },
         )
+        outcome = run_study(study, INLINE)
+        ended = time.monotonic()
+        assert sent and outcome.status == "interrupted", outcome.message
+        assert ended - sent[0] < 5.0  # the grace (0.5 s), not the compaction, is waited for
+        store = StudyStore.open(study.store_url, options)
+        manifest = latest_manifest(store)
+        assert manifest.outcome == "interrupted"
+        record = manifest.compaction
+        assert record is not None and record.status == "skipped"
+        assert record.reason == "interrupted"
+        deadline = time.monotonic() + 60
+        while _compaction_processes() and time.monotonic() < deadline:
+            time.sleep(0.1)  # it ends on its own, once its summary is written
+        assert not _compaction_processes()
+        for table, cid in _partitions(store):
+            physical = _rows(store, table, cid, dedup=False).num_rows
+            assert physical == _rows(store, table, cid, dedup=True).num_rows
 
 
 def test_judges_read_only_their_rows_of_compacted_solutions(tmp_path, monkeypatch):
-    # The generate run compacts its solutions into one fragment per condition; a judge's grade
+    # The generate stage's solutions compacted into one fragment per condition; a judge's grade
     # shards then read only the row groups holding their cells (here every fragment counts as
     # large, in row groups of 5 rows) and grade every answer.
     monkeypatch.setattr("itemeval.store.fragments.ROW_GROUP_ROWS", 5)
@@ -258,12 +282,16 @@ def test_judges_read_only_their_rows_of_compacted_solutions(tmp_path, monkeypatc
         return rows
 
     monkeypatch.setattr(_shard_reads, "_rows_of", spy)
-    study = _study(tmp_path, **{"facets.scorer": [], "facets.grader": ["judge"]})
+    study = _study(
+        tmp_path,
+        **{"facets.scorer": [], "facets.grader": ["judge"], "runtime.compact": False},
+    )
     generated = run_study(
         study, RunOptions(no_ray=True, yes=True, quiet=True, stages=("generate",))
     )
     assert generated.status == "completed"
     store = StudyStore.open(study.store_url)
+    compact(store, ["solutions"])  # here, with the row groups of 5 rows
     for cid in store.condition_ids("solutions"):
         assert len(store.fragments("solutions", cid)) == 1
     graded = run_study(study, RunOptions(no_ray=True, yes=True, quiet=True, stages=("grade",)))
