@@ -142,7 +142,9 @@ def build(folder: Path, items: int) -> dict[str, Any] | None:
 
 def measure(folder: Path, items: int, commands: list[str]) -> dict[str, Any]:
     it = [sys.executable, "-m", "itemeval"]
-    study = folder / "study.yaml"
+    # Once the 1% more rows are stored, the study with both datasets is the store's study.
+    more = folder / "more"
+    study = write_study(folder, extra_dataset=True) if more.exists() else folder / "study.yaml"
     marker = str(folder)
     out: dict[str, Any] = {}
     store = folder / "store"
@@ -177,7 +179,6 @@ def measure(folder: Path, items: int, commands: list[str]) -> dict[str, Any]:
                 until=page_answers(f"http://127.0.0.1:{port}/"),
             )
         elif name == "export+1%":
-            more = folder / "more"
             if not more.exists():
                 write_dataset(more, max(items // 100, 1), kind="mixed")
             bigger = write_study(folder, extra_dataset=True)

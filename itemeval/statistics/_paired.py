@@ -128,9 +128,7 @@ class _Resampler:
     @classmethod
     def of(cls, base: np.ndarray, rng: np.random.Generator) -> _Resampler:
         n = base.shape[0]
-        distinct, of_cluster, counts = np.unique(
-            base, axis=0, return_inverse=True, return_counts=True
-        )
+        distinct, of_cluster, counts = _distinct_rows(base)
         if len(distinct) * 4 > n:  # mostly distinct: draw the clusters themselves
             return cls(rng, base, n, None, None)
         return cls(rng, distinct, n, counts / n, of_cluster.reshape(-1))
@@ -152,6 +150,25 @@ class _Resampler:
         mask = np.zeros(self.width, dtype=bool)
         mask[self.of_cluster[clusters]] = True
         return mask
+
+
+def _distinct_rows(base: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`np.unique(base, axis=0)` with the inverse and counts. Tallies of small counts (every
+    value a small whole number) are packed into one integer a row first: a sort of integers,
+    not of rows (1.1 s -> 0.05 s on 250,000 clusters of four units)."""
+    columns = base.shape[1]
+    if base.size and columns:
+        top = float(base.max())
+        whole = bool(np.all(base >= 0)) and bool(np.all(base == np.floor(base)))
+        radix = int(top) + 1
+        if whole and columns * math.log2(max(radix, 2)) < 62:
+            places = radix ** np.arange(columns, dtype=np.int64)
+            keys = base.astype(np.int64) @ places
+            _, first, inverse, counts = np.unique(
+                keys, return_index=True, return_inverse=True, return_counts=True
+            )
+            return base[first], inverse, counts
+    return np.unique(base, axis=0, return_inverse=True, return_counts=True)
 
 
 def compare(
@@ -304,11 +321,11 @@ def small_sample_factors(
     out = np.ones(g.shape)
     several = g >= 2
     if several.any():
-        from scipy.stats import norm, t  # lazy: scipy costs a second to import
+        from scipy.special import ndtri, stdtrit  # lazy; `scipy.stats` costs 2 s more
 
         q = 1 - (1 - confidence) / 2
         dof = g[several] - 1
-        out[several] = np.sqrt(g[several] / dof) * t.ppf(q, dof) / norm.ppf(q)
+        out[several] = np.sqrt(g[several] / dof) * stdtrit(dof, q) / ndtri(q)
     return out
 
 
@@ -435,22 +452,24 @@ def _t_p_values(tests: list[_Test]) -> np.ndarray:
         if t.name == PAIRED_T and math.isnan(t.p_value) and math.isfinite(t.se) and t.se > 0
     ]
     if todo:
-        from scipy.stats import t as student  # lazy: scipy costs a second to import
+        from scipy.special import stdtr  # Student's t distribution; lazy, as above
 
         stat = np.array([abs(tests[i].difference) / tests[i].se for i in todo])
         dof = np.array([tests[i].common - 1 for i in todo], dtype=np.float64)
-        p[todo] = np.minimum(1.0, 2 * student.sf(stat, dof))
+        p[todo] = np.minimum(1.0, 2 * stdtr(dof, -stat))
     return p
 
 
 def mcnemar_exact(only_first: int, only_second: int) -> float:
     """Two-sided exact McNemar p-value: the binomial test of b successes in b + c trials at
-    1/2 (scipy's binomial distribution); 1 when no pair is discordant."""
+    1/2 (scipy's binomial distribution function); 1 when no pair is discordant."""
     trials = only_first + only_second
     if trials == 0:
         return 1.0
-    from scipy.stats import binom  # lazy: scipy costs a second to import
+    # lazy, and `scipy.special` rather than `scipy.stats`: importing the latter took `status`
+    # 2 s more on a loaded machine (0.6 s for `scipy.special` beside numpy)
+    from scipy.special import bdtr
 
     # Binomial(n, 1/2) is symmetric: the two-sided p-value is twice the smaller tail
-    # (what scipy's binomtest returns, in one vectorisable call).
-    return float(min(1.0, 2 * binom.cdf(min(only_first, only_second), trials, 0.5)))
+    # (what scipy's binomtest returns).
+    return float(min(1.0, 2 * bdtr(min(only_first, only_second), trials, 0.5)))

@@ -118,7 +118,7 @@ def read_cells(
     facets = DesignFacets.of(plan.design)
     items = plain_columns(plan.items.select(["item_id", "dataset"])).combine_chunks()
     datasets = [d.name for d in plan.datasets]
-    lookup = ItemLookup(items.column("item_id"))
+    placer = _ItemPlacer(items.column("item_id").combine_chunks(), facets.epochs)
     dataset_of = pc.index_in(items.column("dataset"), value_set=pa.array(datasets)).cast(_CODE)
     if isinstance(dataset_of, pa.ChunkedArray):
         dataset_of = dataset_of.combine_chunks()
@@ -135,7 +135,7 @@ def read_cells(
             wanted += ["fragment", "position"]
         partition = plan.store.partition(SOLUTIONS, condition.id)
         cells = read_partition_cells(SOLUTIONS, partition, wanted).cells
-        cells, item = _located(cells, lookup, epochs)
+        cells, item = placer.located(cells)
         # The stored answer's text key per cell (an error's is the empty text's).
         current = np.zeros(n_items * epochs, dtype=np.uint64)
         has = np.zeros(n_items * epochs, dtype=bool)
@@ -150,72 +150,25 @@ def read_cells(
 
     grade_parts = []
     grade_fragments: list[list[str]] = []
-    gen_ids = [g.id for g in facets.generate]
     for code, condition in enumerate(facets.grade):
+        partition = plan.store.partition(GRADES, condition.id)
         extra = ["fragment", "position"] if locations else []
-        cells = read_partition_cells(
-            GRADES,
-            plan.store.partition(GRADES, condition.id),
-            ["gen_condition_id", "item_id", "epoch", *GRADE_CELL_COLUMNS, *extra],
-            generate=gen_ids,
-        ).cells
-        cells, item = _located(cells, lookup, epochs)
-        gen = pc.index_in(
-            cells.column("gen_condition_id"), value_set=pa.array(gen_ids, pa.string())
-        )
-        known = pc.is_valid(gen)
-        if not pc.all(known).as_py():
-            cells, item = cells.filter(known), item[known.to_numpy(zero_copy_only=False)]
-            gen = gen.filter(known)
-        gen_codes = gen.to_numpy(zero_copy_only=False).astype(np.int32)
-        n = cells.num_rows
-        epoch = cells.column("epoch").to_numpy().astype(np.int64)
-        cell = item.astype(np.int64) * epochs + epoch
-        current = np.zeros(n, dtype=np.uint64)
-        answered = np.zeros(n, dtype=bool)
-        for g in range(len(gen_ids)):
-            mine = np.flatnonzero(gen_codes == g)
-            if len(mine):
-                text, has = hashes[g]
-                current[mine] = text[cell[mine]]
-                answered[mine] = has[cell[mine]]
-        # A grade of another text than the answer stored now (none stored: not stale).
-        stale = answered & (cells.column("solution_hash").to_numpy() != current)
-        ok = cells.column("ok").to_numpy(zero_copy_only=False)
-        parse_ok = cells.column("parse_ok").to_numpy(zero_copy_only=False)
-        verdict = cells.column("correct").is_valid().to_numpy(zero_copy_only=False)
-        valid = ok & parse_ok & verdict & ~stale
-        columns: dict[str, pa.Array | pa.ChunkedArray] = {
-            "grade": pa.array(np.full(n, code, dtype=np.int32)),
-            "gen": pa.array(gen_codes),
-            "item": pa.array(item, _CODE),
-            "dataset": pa.array(dataset_codes[item] if n else np.zeros(0, np.int32)),
-            "epoch": cells.column("epoch"),
-            "ok": cells.column("ok"),
-            "error_code": cells.column("error_code"),
-            "score": cells.column("score"),
-            "correct": cells.column("correct"),
-            "parse_ok": cells.column("parse_ok"),
-            "parse_code": cells.column("parse_code"),
-            "usd": cells.column("usd"),
-            "cached": cells.column("cached"),
-            "cached_input_tokens": cells.column("cached_input_tokens"),
-            "batch": cells.column("batch"),
-            "stale": pa.array(stale),
-            "valid": pa.array(valid),
-        }
-        if locations:
-            encoded = pc.dictionary_encode(cells.column("fragment")).combine_chunks()
-            grade_fragments.append(encoded.dictionary.to_pylist())
-            columns["frag"] = encoded.indices.cast(pa.int32())
-            columns["pos"] = cells.column("position").cast(pa.int32())
-        schema = _grades_schema(locations)
-        part = pa.table(columns).select(schema.names).cast(schema)
-        # One order whatever the store's layout (summaries, fragments, compactions): analyses
-        # that resample or hold out rows see them in the same order.
-        order = np.lexsort((epoch, item, gen_codes))
-        grade_parts.append(part.take(pa.array(order)).combine_chunks())
-        del cells, columns
+        names: dict[str, int] = {}  # fragment name -> its `frag` code in this partition
+        for gen, generate in enumerate(facets.generate):
+            # A generate condition at a time: a summary's row groups are one condition's.
+            cells = read_partition_cells(
+                GRADES,
+                partition,
+                ["item_id", "epoch", *GRADE_CELL_COLUMNS, *extra],
+                generate=[generate.id],
+            ).cells
+            cells, item = placer.located(cells)
+            if cells.num_rows:
+                grade_parts.append(
+                    _grade_part(code, gen, cells, item, hashes[gen], dataset_codes, epochs, names)
+                )
+            del cells, item
+        grade_fragments.append(list(names))
     del hashes
     return StudyCells(
         facets=facets,
@@ -227,14 +180,113 @@ def read_cells(
     )
 
 
-def _located(cells: pa.Table, lookup: ItemLookup, epochs: int) -> tuple[pa.Table, np.ndarray]:
-    """The cells in the selection (an item of the plan, an epoch below `epochs`), and their
-    item codes (positions among the selected items)."""
-    item = lookup.positions(cells.column("item_id"))
-    keep = (item >= 0) & (cells.column("epoch").to_numpy() < epochs)
-    if keep.all():
-        return cells, item
-    return cells.filter(pa.array(keep)), item[keep]
+def _grade_part(
+    code: int,
+    gen: int,
+    cells: pa.Table,
+    item: np.ndarray,
+    answers: tuple[np.ndarray, np.ndarray],
+    dataset_codes: np.ndarray,
+    epochs: int,
+    names: dict[str, int],
+) -> pa.Table:
+    """One (grade, generate) condition pair's located grade cells as `grades` rows, in item
+    and epoch order, `stale` and `valid` from the answers stored now (`answers`: the text key
+    per cell and which cells have one)."""
+    n = cells.num_rows
+    epoch = cells.column("epoch").to_numpy().astype(np.int64)
+    cell = item.astype(np.int64) * epochs + epoch
+    text, has = answers
+    # A grade of another text than the answer stored now (none stored: not stale).
+    stale = has[cell] & (cells.column("solution_hash").to_numpy() != text[cell])
+    ok = cells.column("ok").to_numpy(zero_copy_only=False)
+    parse_ok = cells.column("parse_ok").to_numpy(zero_copy_only=False)
+    verdict = cells.column("correct").is_valid().to_numpy(zero_copy_only=False)
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {
+        "grade": pa.array(np.full(n, code, dtype=np.int32)),
+        "gen": pa.array(np.full(n, gen, dtype=np.int32)),
+        "item": pa.array(item, _CODE),
+        "dataset": pa.array(dataset_codes[item] if n else np.zeros(0, np.int32)),
+        "epoch": cells.column("epoch"),
+        "ok": cells.column("ok"),
+        "error_code": cells.column("error_code"),
+        "score": cells.column("score"),
+        "correct": cells.column("correct"),
+        "parse_ok": cells.column("parse_ok"),
+        "parse_code": cells.column("parse_code"),
+        "usd": cells.column("usd"),
+        "cached": cells.column("cached"),
+        "cached_input_tokens": cells.column("cached_input_tokens"),
+        "batch": cells.column("batch"),
+        "stale": pa.array(stale),
+        "valid": pa.array(ok & parse_ok & verdict & ~stale),
+    }
+    locations = "fragment" in cells.column_names
+    if locations:
+        encoded = pc.dictionary_encode(cells.column("fragment")).combine_chunks()
+        codes = np.array(
+            [names.setdefault(name, len(names)) for name in encoded.dictionary.to_pylist()],
+            dtype=np.int32,
+        )
+        columns["frag"] = pa.array(codes[encoded.indices.to_numpy(zero_copy_only=False)])
+        columns["pos"] = cells.column("position").cast(pa.int32())
+    schema = _grades_schema(locations)
+    part = pa.table(columns).select(schema.names).cast(schema)
+    # One order whatever the store's layout (summaries, fragments, compactions): analyses that
+    # resample or hold out rows see them in the same order.
+    order = np.lexsort((epoch, item))
+    if (np.diff(order) == 1).all():
+        return part.combine_chunks()
+    return part.take(pa.array(order)).combine_chunks()
+
+
+class _ItemPlacer:
+    """Where cells' items are among the plan's selected items. A summary's cells come sorted by
+    item id and epoch; when they are exactly the selection's cells (a study whose cells are all
+    stored: the common case) they are placed by comparing them with the selected ids sorted
+    once, which costs a string comparison a cell instead of a hash look-up (`ItemLookup`, used
+    otherwise): at a million items, 0.1 s a partition instead of 0.6-2.9 s."""
+
+    def __init__(self, item_ids: pa.Array, epochs: int) -> None:
+        self.lookup = ItemLookup(item_ids)
+        self.item_ids = item_ids
+        self.epochs = epochs
+        self._order: np.ndarray | None = None
+        self._sorted: pa.Array | None = None
+
+    def located(self, cells: pa.Table) -> tuple[pa.Table, np.ndarray]:
+        """The cells in the selection (an item of the plan, an epoch below `epochs`), and their
+        item codes (positions among the selected items)."""
+        item = self._in_order(cells)
+        if item is not None:
+            return cells, item
+        item = self.lookup.positions(cells.column("item_id"))
+        keep = (item >= 0) & (cells.column("epoch").to_numpy() < self.epochs)
+        if keep.all():
+            return cells, item
+        return cells.filter(pa.array(keep)), item[keep]
+
+    def _in_order(self, cells: pa.Table) -> np.ndarray | None:
+        n_items, epochs = len(self.item_ids), self.epochs
+        if cells.num_rows != n_items * epochs or not n_items:
+            return None
+        epoch = cells.column("epoch").to_numpy()
+        if epochs > 1 and not np.array_equal(epoch, np.tile(np.arange(epochs), n_items)):
+            return None
+        if epochs == 1 and epoch.any():
+            return None
+        if self._order is None:
+            order = pc.sort_indices(self.item_ids)
+            self._order = order.to_numpy().astype(np.int64)
+            self._sorted = self.item_ids.take(order)
+        assert self._sorted is not None
+        expected = self._sorted
+        if epochs > 1:
+            expected = expected.take(pa.array(np.repeat(np.arange(n_items), epochs)))
+        ids = cells.column("item_id")
+        if not pc.all(pc.equal(ids, expected)).as_py():
+            return None
+        return self._order if epochs == 1 else np.repeat(self._order, epochs)
 
 
 def _count_solutions(code: int, cells: pa.Table) -> pa.Table:
