@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from itemeval.statistics._intervals import distinct_rows
 from itemeval.statistics._multiplicity import adjust, tiers
 from itemeval.statistics._tallies import Tallies
 
@@ -128,7 +129,7 @@ class _Resampler:
     @classmethod
     def of(cls, base: np.ndarray, rng: np.random.Generator) -> _Resampler:
         n = base.shape[0]
-        distinct, of_cluster, counts = _distinct_rows(base)
+        distinct, of_cluster, counts = distinct_rows(base)
         if len(distinct) * 4 > n:  # mostly distinct: draw the clusters themselves
             return cls(rng, base, n, None, None)
         return cls(rng, distinct, n, counts / n, of_cluster.reshape(-1))
@@ -150,25 +151,6 @@ class _Resampler:
         mask = np.zeros(self.width, dtype=bool)
         mask[self.of_cluster[clusters]] = True
         return mask
-
-
-def _distinct_rows(base: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`np.unique(base, axis=0)` with the inverse and counts. Tallies of small counts (every
-    value a small whole number) are packed into one integer a row first: a sort of integers,
-    not of rows (1.1 s -> 0.05 s on 250,000 clusters of four units)."""
-    columns = base.shape[1]
-    if base.size and columns:
-        top = float(base.max())
-        whole = bool(np.all(base >= 0)) and bool(np.all(base == np.floor(base)))
-        radix = int(top) + 1
-        if whole and columns * math.log2(max(radix, 2)) < 62:
-            places = radix ** np.arange(columns, dtype=np.int64)
-            keys = base.astype(np.int64) @ places
-            _, first, inverse, counts = np.unique(
-                keys, return_index=True, return_inverse=True, return_counts=True
-            )
-            return base[first], inverse, counts
-    return np.unique(base, axis=0, return_inverse=True, return_counts=True)
 
 
 def compare(
