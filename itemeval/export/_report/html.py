@@ -163,7 +163,7 @@ def cost_plot(data: ReportData) -> str | None:
 
 
 def difficulty_plot(data: ReportData) -> str | None:
-    series = {d.dataset: d.accuracies.tolist() for d in data.difficulty if len(d.accuracies)}
+    series = {d.dataset: d.accuracies for d in data.difficulty if len(d.accuracies)}
     if not series:
         return None
     return svg.histogram(

@@ -289,7 +289,7 @@ def difficulty_table(data: ReportData) -> TextTable:
             f"{d.graded_items:,}",
             "n/a" if math.isnan(d.mean_accuracy) else f"{d.mean_accuracy:.3f}",
             f"{d.solved_by_all:,}",
-            f"{len(d.unsolved):,}",
+            f"{d.unsolved_items:,}",
         ]
         for d in data.difficulty
     ]
@@ -339,7 +339,7 @@ def unsolved_table(data: ReportData) -> TextTable:
 
 
 def unsolved_overflow(data: ReportData) -> int:
-    return sum(max(0, len(d.unsolved) - MAX_LISTED_UNSOLVED) for d in data.difficulty)
+    return sum(d.unlisted_unsolved for d in data.difficulty)
 
 
 def headline_note(data: ReportData) -> str:
