@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from itemeval.errors import ConfigError, Problem
 from itemeval.export._table.cells import StudyCells, read_cells
+from itemeval.export._table.conditions import DesignFacets, primary_grader
 from itemeval.export._table.fetch import ItemFetcher
 from itemeval.planning import CLUSTER_ATTRIBUTES, Plan
 from itemeval.statistics._families import Clusters, Options, StudyStatistics, study_statistics
@@ -77,6 +78,10 @@ def plan_statistics(
 ) -> StudyStatistics:
     """The study's families and variance components (`families.study_statistics`)."""
     options = options or analysis_options(plan)
+    if cells is None and headline_only:  # the headline grader's grades are all it reads
+        primary = primary_grader(DesignFacets.of(plan.design).grade)
+        only = [primary.id] if primary is not None else []
+        cells = read_cells(plan, graders=only, count_solutions=False)
     cells = cells if cells is not None else read_cells(plan)
     by = plan.study.analysis.cluster_by
     clusters = item_clusters(plan, by) if by and cells.grades.num_rows else None

@@ -27,7 +27,7 @@ About 30 bytes a grade: ten million grades in 300 MB.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -113,8 +113,12 @@ def read_cells(
     *,
     locations: bool = False,
     on_solutions: SolutionsHook | None = None,
+    graders: Collection[str] | None = None,
+    count_solutions: bool = True,
 ) -> StudyCells:
-    """Read the plan's grades and count its solutions (see the module doc)."""
+    """Read the plan's grades and count its solutions (see the module doc). `graders`: only
+    these grade conditions' grades (by id; the others read as none); `count_solutions=False`:
+    the solutions' text keys only (what `stale` needs), `solutions` left empty."""
     facets = DesignFacets.of(plan.design)
     items = plain_columns(plan.items.select(["item_id", "dataset"])).combine_chunks()
     datasets = [d.name for d in plan.datasets]
@@ -130,7 +134,8 @@ def read_cells(
     #: per generate condition: the stored answer's text key per cell, and which cells have one
     hashes: list[tuple[np.ndarray, np.ndarray]] = []
     for code, condition in enumerate(facets.generate):
-        wanted = ["item_id", "epoch", *SOLUTION_CELL_COLUMNS]
+        counted_columns = SOLUTION_CELL_COLUMNS if count_solutions else ["text_hash"]
+        wanted = ["item_id", "epoch", *counted_columns]
         if locations:
             wanted += ["fragment", "position"]
         partition = plan.store.partition(SOLUTIONS, condition.id)
@@ -145,12 +150,16 @@ def read_cells(
         hashes.append((current, has))
         if on_solutions is not None:
             on_solutions(code, cells.append_column("item", pa.array(item, _CODE)))
-        counted.append(_count_solutions(code, cells))
+        if count_solutions:
+            counted.append(_count_solutions(code, cells))
         del cells, item, cell
 
     grade_parts = []
     grade_fragments: list[list[str]] = []
     for code, condition in enumerate(facets.grade):
+        if graders is not None and condition.id not in graders:
+            grade_fragments.append([])
+            continue
         partition = plan.store.partition(GRADES, condition.id)
         extra = ["fragment", "position"] if locations else []
         names: dict[str, int] = {}  # fragment name -> its `frag` code in this partition
