@@ -253,7 +253,8 @@ def remove_summary(partition: Location) -> None:
 @dataclass
 class PartitionCells:
     """What a reader of one partition gets: its cells (one row per key), what its physical rows
-    cost, and how they were read (for tests and benchmarks: the rows read in full)."""
+    cost (empty when only some generate conditions' cells were asked for), and how they were
+    read (for tests and benchmarks: the rows read in full)."""
 
     cells: pa.Table
     spent: pa.Table
@@ -294,9 +295,8 @@ def read_cells(
                     cells = opened.cells(wanted, only)
                 except (ValueError, TypeError, pa.ArrowException, OSError):
                     break  # unreadable: it is derived data, the rows are read instead
-                return PartitionCells(
-                    cells, summary.spent, fragments=len(listed), summary_used=True
-                )
+                spent = summary.spent if only is None else SPENT_SCHEMA.empty_table()
+                return PartitionCells(cells, spent, fragments=len(listed), summary_used=True)
             read = _read_rows(stage, partition, newer)
             if read is None:
                 continue  # a newer fragment was compacted away meanwhile
@@ -308,14 +308,35 @@ def read_cells(
             except (ValueError, TypeError, pa.ArrowException, OSError):
                 break
             cells = merge_cells(stage, base, _only(rows.select(needed), only))
+            spent = add_spent(summary.spent, paid_spent(costs))
             return PartitionCells(
                 cells.select(wanted),
-                add_spent(summary.spent, paid_spent(costs)),
+                spent if only is None else SPENT_SCHEMA.empty_table(),
                 fragments=len(listed),
                 read_in_full=len(newer),
                 summary_used=True,
             )
     return _every_row(stage, partition, needed, wanted, only)
+
+
+def generate_span(footer: pq.FileMetaData) -> tuple[str, str] | None:
+    """The least and greatest `gen_condition_id` of a grades fragment, from its footer's
+    statistics; None when they are not known (it may hold any condition)."""
+    try:
+        column = footer.schema.to_arrow_schema().get_field_index("gen_condition_id")
+    except (ValueError, pa.ArrowException):
+        return None
+    if column < 0:
+        return None
+    low = high = None
+    for g in range(footer.num_row_groups):
+        stats = footer.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            return None
+        lo, hi = str(stats.min), str(stats.max)
+        low = lo if low is None or lo < low else low
+        high = hi if high is None or hi > high else high
+    return None if low is None or high is None else (low, high)
 
 
 def _only(cells: pa.Table, generate: Collection[str] | None) -> pa.Table:
@@ -380,27 +401,49 @@ def _every_row(
     only: Collection[str] | None = None,
 ) -> PartitionCells:
     """The cells of every row of the partition (no summary), consistent beside compaction."""
-    table, spent, read = _all_rows(stage, partition)
+    table, spent, read = _all_rows(stage, partition, only)
     names = table.column(FRAGMENT_NAME).cast(pa.string())
     cells = _only(rows_to_cells(stage, table, names).select(needed), only)
     return PartitionCells(
         best_cells(stage, cells).select(wanted),
-        spent,
+        spent if only is None else SPENT_SCHEMA.empty_table(),
         fragments=read,
         read_in_full=read,
     )
 
 
-def _all_rows(stage: Stage, partition: Location) -> tuple[pa.Table, pa.Table, int]:
+def _all_rows(
+    stage: Stage, partition: Location, generate: Collection[str] | None = None
+) -> tuple[pa.Table, pa.Table, int]:
     """Every row of the partition (`row_columns` and `FRAGMENT_NAME`), what its physical rows
-    cost (`paid_spent`), and how many fragments were read."""
+    cost (`paid_spent`), and how many fragments were read. With `generate` (grades), only the
+    rows of those generate conditions: a fragment whose footer says it holds none of them is not
+    read (a run's grade fragments hold one condition each), and the cost is of what was read."""
     notes: dict[str, FragmentCost] = {}
 
     def note(name: str, table: pa.Table) -> None:
         notes[name] = fragment_cost(stage, table)
 
+    skip_if = reduce = None
+    if generate is not None and stage.name == GRADES.name:
+        wanted = sorted(generate)
+        value_set = pa.array(wanted, pa.string())
+
+        def skip_if(footer: pq.FileMetaData) -> bool:
+            span = generate_span(footer)
+            return span is not None and not any(span[0] <= g <= span[1] for g in wanted)
+
+        def reduce(table: pa.Table) -> pa.Table:
+            return table.filter(pc.is_in(table.column("gen_condition_id"), value_set))
+
     tables = read_partitions(
-        {"": partition}, stage.schema, row_columns(stage), fragment_names=True, on_read=note
+        {"": partition},
+        stage.schema,
+        row_columns(stage),
+        fragment_names=True,
+        on_read=note,
+        skip_if=skip_if,
+        reduce=reduce,
     )
     table = tables[""]
     read = set(pc.unique(table.column(FRAGMENT_NAME).cast(pa.string())).to_pylist())
