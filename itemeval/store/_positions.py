@@ -15,6 +15,8 @@ share (rare: ~0.03 pairs among a million ids) are placed among those items by `i
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,6 +41,25 @@ def string_hashes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
         piece = values.slice(start, _HASH_SLICE)
         hashes[start : start + len(piece)] = _slice_hashes(piece)
     return hashes
+
+
+def ids_digest(ids: pa.Array | pa.ChunkedArray) -> str:
+    """A sha256 of a sequence of ids (their lengths and bytes, in order): equal for equal
+    sequences, whatever their arrays' layout. Of ids sorted and distinct it names a set."""
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    array = ids.cast(pa.large_string()).fill_null("")
+    n = len(array)
+    digest = hashlib.sha256(str(n).encode())
+    if n:
+        offsets = np.frombuffer(array.buffers()[1], dtype=np.int64)[
+            array.offset : array.offset + n + 1
+        ]
+        data = array.buffers()[2]
+        digest.update(np.diff(offsets).astype("<i8").tobytes())
+        if data is not None:
+            digest.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
+    return digest.hexdigest()
 
 
 def _slice_hashes(values: pa.Array) -> np.ndarray:
@@ -82,6 +103,7 @@ class ItemLookup:
         self._built = False  # the hashes are made when a first row is placed (often never)
         self._order: np.ndarray | None = None  # the items' positions in id order, when needed
         self._sorted: pa.Array | None = None
+        self._digest: str | None = None
 
     def __len__(self) -> int:
         return len(self.items)
@@ -128,6 +150,24 @@ class ItemLookup:
             found[start : start + len(piece)] = self._place(piece)
         return found
 
+    def sorted_order(self) -> np.ndarray:
+        """The items' positions in id order (computed once)."""
+        if self._order is None:
+            order = pc.sort_indices(self.items)
+            self._order = order.to_numpy().astype(np.int64)
+            self._sorted = self.items.take(order)
+        return self._order
+
+    @property
+    def digest(self) -> str:
+        """`ids_digest` of the items in id order: what a partition summary's layout names when
+        its cells are these items (computed once)."""
+        if self._digest is None:
+            self.sorted_order()
+            assert self._sorted is not None
+            self._digest = ids_digest(self._sorted)
+        return self._digest
+
     def _in_sorted_order(self, values: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
         """The positions when `values` are every item in id order, each repeated as often (a
         partition's cells, sorted by item and epoch, when every cell is stored: the common
@@ -137,10 +177,7 @@ class ItemLookup:
         if len(values) % n:
             return None
         times = len(values) // n
-        if self._order is None:
-            order = pc.sort_indices(self.items)
-            self._order = order.to_numpy().astype(np.int64)
-            self._sorted = self.items.take(order)
+        self.sorted_order()
         assert self._sorted is not None
         if times > 1:
             expected = self._sorted.take(pa.array(np.repeat(np.arange(n), times)))

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from itemeval.export._table.conditions import DesignFacets
 from itemeval.export._table.fetch import plain_columns
 from itemeval.planning import Plan
-from itemeval.store import GRADES, SOLUTIONS, ItemLookup, read_partition_cells
+from itemeval.store import GRADES, SOLUTIONS, ItemLookup, PartitionCells, read_partition_cells
 
 _CODE = pa.int32()
 #: What is read of a grade's cells besides its keys.
@@ -139,8 +139,9 @@ def read_cells(
         if locations:
             wanted += ["fragment", "position"]
         partition = plan.store.partition(SOLUTIONS, condition.id)
-        cells = read_partition_cells(SOLUTIONS, partition, wanted).cells
-        cells, item = placer.located(cells)
+        cells, item = placer.located(
+            read_partition_cells(SOLUTIONS, partition, wanted, items=placer.lookup)
+        )
         # The stored answer's text key per cell (an error's is the empty text's).
         current = np.zeros(n_items * epochs, dtype=np.uint64)
         has = np.zeros(n_items * epochs, dtype=bool)
@@ -165,13 +166,15 @@ def read_cells(
         names: dict[str, int] = {}  # fragment name -> its `frag` code in this partition
         for gen, generate in enumerate(facets.generate):
             # A generate condition at a time: a summary's row groups are one condition's.
-            cells = read_partition_cells(
-                GRADES,
-                partition,
-                ["item_id", "epoch", *GRADE_CELL_COLUMNS, *extra],
-                generate=[generate.id],
-            ).cells
-            cells, item = placer.located(cells)
+            cells, item = placer.located(
+                read_partition_cells(
+                    GRADES,
+                    partition,
+                    ["item_id", "epoch", *GRADE_CELL_COLUMNS, *extra],
+                    generate=[generate.id],
+                    items=placer.lookup,
+                )
+            )
             if cells.num_rows:
                 grade_parts.append(
                     _grade_part(code, gen, cells, item, hashes[gen], dataset_codes, epochs, names)
@@ -257,10 +260,13 @@ class _ItemPlacer:
         self.lookup = ItemLookup(item_ids)
         self.epochs = epochs
 
-    def located(self, cells: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    def located(self, read: PartitionCells) -> tuple[pa.Table, np.ndarray]:
         """The cells in the selection (an item of the plan, an epoch below `epochs`), and their
         item codes (positions among the selected items)."""
-        item = self.lookup.positions(cells.column("item_id"))
+        cells = read.cells
+        item = read.item_positions
+        if item is None:
+            item = self.lookup.positions(cells.column("item_id"))
         keep = (item >= 0) & (cells.column("epoch").to_numpy() < self.epochs)
         if keep.all():
             return cells, item
