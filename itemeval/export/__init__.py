@@ -28,6 +28,7 @@ from itemeval.export._report.data import (
     report_data,
 )
 from itemeval.export._report.judges import study_judges
+from itemeval.export._report.numbers import StudyNumbers, study_cells, study_numbers
 from itemeval.export._report.pairwise import study_pairwise
 from itemeval.export._report.summary import (
     Bootstrap,
@@ -35,6 +36,7 @@ from itemeval.export._report.summary import (
     Errors,
     Leaderboard,
     Ranked,
+    ItemCounts,
     costs,
     errors,
     fmt_proportion,
@@ -85,6 +87,7 @@ __all__ = [
     "GoldSample",
     "GradeFacets",
     "GradePartition",
+    "ItemCounts",
     "ItemFetcher",
     "Leaderboard",
     "LongTableScan",
@@ -94,6 +97,7 @@ __all__ = [
     "ReportResult",
     "RowFetcher",
     "StudyCells",
+    "StudyNumbers",
     "costs",
     "eee_schema",
     "errors",
@@ -107,7 +111,9 @@ __all__ = [
     "primary_grader",
     "read_cells",
     "report_data",
+    "study_cells",
     "study_judges",
+    "study_numbers",
     "study_pairwise",
     "write_gold_sample",
     "write_report",

@@ -36,7 +36,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_paired": ("MCNEMAR", "PAIRED_T", "Family", "compare"),
     "_planning": ("power_plan_of", "tell_apart"),
     "_power": ("DesignVariance", "PowerPlan", "items_needed"),
-    "_study": ("analysis_options", "item_clusters", "plan_statistics"),
+    "_study": ("analysis_options", "item_clusters", "plan_statistics", "study_clusters"),
     "_tables": ("ComparisonTables", "comparisons_table", "components_table", "rankings_table"),
     "_tallies": ("Tallies",),
     "_words": ("ADJUSTMENTS", "p_text", "rank_text", "verdict"),

@@ -29,7 +29,7 @@ from itemeval.export._table.conditions import primary_grader
 from itemeval.planning import Plan
 from itemeval.statistics._families import Clusters
 from itemeval.statistics._power import DesignVariance, PowerPlan, flag_budget, power_plan
-from itemeval.statistics._study import item_clusters, plan_statistics
+from itemeval.statistics._study import plan_statistics, study_clusters
 from itemeval.statistics._words import verdict
 from itemeval.store import select_conditions
 
@@ -234,9 +234,7 @@ def power_plan_of(
     known = [(c.id, c.slug) for c in plan.design.generate]
     named = named_pairs(known, pair) if pair else None
     cells = read_cells(plan)
-    by = plan.study.analysis.cluster_by
-    clusters = item_clusters(plan, by) if by and cells.grades.num_rows else None
-    stored = pair_variances(cells, clusters)
+    stored = pair_variances(cells, study_clusters(plan, cells))
     chosen: PairVariance | None = None
     if stored is None:
         assumed = ["nothing stored to learn from: the conservative default"]

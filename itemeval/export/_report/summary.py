@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.export._stats import (
+    DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     Agreement,
@@ -50,8 +51,13 @@ from itemeval.providers.money import Pricing
 
 @dataclass(frozen=True)
 class Bootstrap:
+    """How every interval is drawn: the leaderboard's, and (through
+    `statistics.analysis_options`) the paired comparisons' with the same resamples, seed and
+    confidence."""
+
     resamples: int = DEFAULT_RESAMPLES
     seed: int = DEFAULT_SEED
+    confidence: float = DEFAULT_CONFIDENCE
     #: per selected item, the cluster it is resampled with (`analysis.cluster_by`); None: each
     #: item is its own
     clusters: np.ndarray | None = field(default=None, compare=False, repr=False)
@@ -111,8 +117,52 @@ def proportions(
             trials[start:stop],
             resamples=bootstrap.resamples,
             seed=bootstrap.seed,
+            confidence=bootstrap.confidence,
         )
     return out
+
+
+#: Per grade condition code: its correct and its valid grades per generate condition and item,
+#: two (generate conditions, items) arrays; what the leaderboard's intervals resample.
+ItemCounts = Callable[[int], tuple[np.ndarray, np.ndarray]]
+
+
+def item_counts(cells: StudyCells) -> ItemCounts:
+    """`ItemCounts` of the cells' valid grades, one grade condition at a time (the viewer
+    keeps them for every grade condition in its index and passes its own)."""
+    grades = cells.grades
+    shape = (len(cells.facets.generate), cells.items.num_rows)
+    grade = grades.column("grade").to_numpy()
+    valid = grades.column("valid").to_numpy(zero_copy_only=False)
+    gen = grades.column("gen").to_numpy()
+    item = grades.column("item").to_numpy()
+    correct = pc.fill_null(grades.column("correct"), False).to_numpy(zero_copy_only=False)
+
+    def of(code: int) -> tuple[np.ndarray, np.ndarray]:
+        mine = valid & (grade == code)
+        flat = gen[mine].astype(np.int64) * shape[1] + item[mine]
+        size = shape[0] * shape[1]
+        graded = np.bincount(flat, minlength=size).reshape(shape)
+        right = np.bincount(flat[correct[mine]], minlength=size).reshape(shape)
+        return right, graded
+
+    return of
+
+
+def interval(successes: np.ndarray, trials: np.ndarray, bootstrap: Bootstrap) -> Proportion:
+    """Accuracy with its interval from per-item counts (summed into `analysis.cluster_by`'s
+    clusters when the study names one): every accuracy a reader shows comes from here."""
+    if bootstrap.clusters is not None:
+        codes = bootstrap.clusters
+        successes = np.bincount(codes, weights=successes, minlength=int(codes.max()) + 1)
+        trials = np.bincount(codes, weights=trials, minlength=int(codes.max()) + 1)
+    return bootstrap_proportion(
+        successes,
+        trials,
+        resamples=bootstrap.resamples,
+        seed=bootstrap.seed,
+        confidence=bootstrap.confidence,
+    )
 
 
 # -- leaderboard ------------------------------------------------------------------------------
@@ -145,30 +195,36 @@ def _rank_key(primary: GradeFacets | None, line: Ranked) -> tuple[float, str]:
     return (-score, line.name)
 
 
-def leaderboard(cells: StudyCells, bootstrap: Bootstrap | None = None) -> Leaderboard:
-    """Accuracy per generate condition and per model, ordered by the headline accuracy."""
+def leaderboard(
+    cells: StudyCells, bootstrap: Bootstrap | None = None, counts: ItemCounts | None = None
+) -> Leaderboard:
+    """Accuracy per generate condition and per model under every grade condition (panels
+    included when the cells have them), ordered by the headline accuracy; from the per-item
+    `counts` (computed from the cells when not given)."""
     bootstrap = bootstrap or Bootstrap()
+    counts = counts or item_counts(cells)
     f = cells.facets
-    grades = cells.valid_grades()
-    gen, grade = grades.column("gen"), grades.column("grade")
-    models, model_of = facet_codes(cells, "model")
-    by_condition = proportions(grades, [gen, grade], bootstrap)
-    by_model = proportions(grades, [model_of.take(gen), grade], bootstrap)
+    by_model = [[c for c, g in enumerate(f.generate) if g.model_name == m] for m in f.models]
+    accuracy: list[dict[str, Proportion]] = [{} for _ in f.generate]
+    model_accuracy: list[dict[str, Proportion]] = [{} for _ in f.models]
+    for k, grader in enumerate(f.grade):
+        correct, graded = counts(k)
+        if not graded.any():
+            continue
+        for c in range(len(f.generate)):
+            if graded[c].any():
+                accuracy[c][grader.id] = interval(correct[c], graded[c], bootstrap)
+        for m, gens in enumerate(by_model):
+            if gens and graded[gens].any():
+                pooled = correct[gens].sum(axis=0), graded[gens].sum(axis=0)
+                model_accuracy[m][grader.id] = interval(*pooled, bootstrap)
     conditions = [
-        Ranked(
-            name=g.slug,
-            generate=g,
-            accuracy={
-                j.id: by_condition[(c, k)] for k, j in enumerate(f.grade) if (c, k) in by_condition
-            },
-        )
-        for c, g in enumerate(f.generate)
+        Ranked(name=g.slug, generate=g, accuracy=accuracy[c]) for c, g in enumerate(f.generate)
     ]
-    lines = []
-    for m, name in enumerate(models):
-        count = sum(1 for g in f.generate if g.model_name == name)
-        accuracy = {j.id: by_model[(m, k)] for k, j in enumerate(f.grade) if (m, k) in by_model}
-        lines.append(Ranked(name=name, accuracy=accuracy, conditions=count))
+    lines = [
+        Ranked(name=name, accuracy=model_accuracy[m], conditions=len(by_model[m]))
+        for m, name in enumerate(f.models)
+    ]
     primary = primary_grader(f.grade)
     conditions.sort(key=lambda line: _rank_key(primary, line))
     lines.sort(key=lambda line: _rank_key(primary, line))
