@@ -32,7 +32,7 @@ from itemeval.export._report.summary import (
     costs,
     leaderboard,
 )
-from itemeval.export._table.cells import StudyCells, read_cells
+from itemeval.export._table.cells import SolutionsHook, StudyCells, read_cells
 from itemeval.planning import Plan
 
 if TYPE_CHECKING:  # imported where used: a run, which imports this module, never compares
@@ -43,9 +43,12 @@ if TYPE_CHECKING:  # imported where used: a run, which imports this module, neve
 Families = Literal["all", "headline", "none"]
 
 
-def study_cells(plan: Plan, *, locations: bool = False) -> StudyCells:
-    """The plan's cells with its panels as grade conditions (kind `panel`)."""
-    return with_panels(read_cells(plan, locations=locations), plan.design)
+def study_cells(
+    plan: Plan, *, locations: bool = False, on_solutions: SolutionsHook | None = None
+) -> StudyCells:
+    """The plan's cells (`read_cells`) with its panels as grade conditions (kind `panel`)."""
+    cells = read_cells(plan, locations=locations, on_solutions=on_solutions)
+    return with_panels(cells, plan.design)
 
 
 @dataclass(frozen=True)
