@@ -191,8 +191,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "cached",
                 "tokens",
                 "prompt-cached",
-                "USD spent",
-                "saved",
+                "paid, every row",
+                "prompt-cache saved",
             ],
             right={2, 3, 4, 6, 7, 8, 9, 10, 11},
         )
@@ -218,6 +218,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"Open batches: {len(batch['open'])} ({cells:,} cells); the next run collects them "
             "(or the run still polling them)"
         )
+    if status.results:
+        print()
+        print(status.results_text())
     if status.differences:
         print(status.differences)
     return int(ExitCode.OK)

@@ -26,6 +26,7 @@ from itemeval.export._report.data import (
     format_leaderboard,
     leaderboard_text,
     report_data,
+    text_table,
 )
 from itemeval.export._report.judges import study_judges
 from itemeval.export._report.numbers import StudyNumbers, study_cells, study_numbers
@@ -40,6 +41,7 @@ from itemeval.export._report.summary import (
     costs,
     errors,
     fmt_proportion,
+    fmt_usd,
 )
 from itemeval.export._study import FORMATS, ExportOptions, ExportResult, export_study, parse_formats
 from itemeval.export._table.cells import (
@@ -103,6 +105,7 @@ __all__ = [
     "errors",
     "export_study",
     "fmt_proportion",
+    "fmt_usd",
     "format_leaderboard",
     "leaderboard_text",
     "locate_logical_rows",
@@ -115,6 +118,7 @@ __all__ = [
     "study_judges",
     "study_numbers",
     "study_pairwise",
+    "text_table",
     "write_gold_sample",
     "write_report",
 ]

@@ -34,7 +34,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "bootstrap_proportion",
     ),
     "_paired": ("MCNEMAR", "PAIRED_T", "Family", "compare"),
-    "_planning": ("power_plan_of", "tell_apart"),
+    "_planning": ("power_plan_of",),
     "_power": ("DesignVariance", "PowerPlan", "items_needed"),
     "_study": ("analysis_options", "item_clusters", "plan_statistics", "study_clusters"),
     "_tables": ("ComparisonTables", "comparisons_table", "components_table", "rankings_table"),

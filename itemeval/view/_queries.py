@@ -66,7 +66,8 @@ class Overview:
     last_run: dict[str, str]
     solutions: int
     grades: int
-    usd: float
+    usd: float  # paid
+    cache_saved: float  # saved by the response cache
     bootstrap: Bootstrap = field(default_factory=Bootstrap)  # what the intervals resampled
 
     @property
@@ -74,7 +75,7 @@ class Overview:
         """What the intervals resample, in words."""
         if self.bootstrap.clusters is None:
             return "over items, epochs kept together"
-        return "over clusters of items (analysis.cluster_by), epochs kept together"
+        return "over clusters of items, analysis.cluster_by, epochs kept together"
 
 
 def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
@@ -116,6 +117,7 @@ def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
         solutions=cells.answers,
         grades=cells.grades.num_rows,
         usd=sum(c.usd for c in numbers.costs),
+        cache_saved=sum(c.cache_saved_usd for c in numbers.costs),
         bootstrap=numbers.bootstrap,
     )
 

@@ -66,7 +66,9 @@ class ReportData:
     difficulty: list[DatasetDifficulty]
     graded: int  # valid grades, every grader
     solutions: int  # logical solution rows
-    usd: float  # generation + grading, logical rows
+    usd: float  # paid: generation + grading, logical rows
+    cache_hits: int = 0  # rows answered from the response cache (they paid nothing)
+    cache_saved_usd: float = 0.0  # what those calls would have cost at their prices
     prompt_cache_saved_usd: float = 0.0  # what providers' prompt caches saved on them
     batch_rows: int = 0  # rows answered through providers' batch APIs
     batch_saved_usd: float = 0.0  # what the batch prices saved on them
@@ -139,6 +141,8 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         graded=cells.valid_grades().num_rows,
         solutions=cells.answers,
         usd=_total_usd(cells),
+        cache_hits=sum(c.cache_hits for c in cost_lines),
+        cache_saved_usd=sum(c.cache_saved_usd for c in cost_lines),
         prompt_cache_saved_usd=sum(c.prompt_cache_saved_usd for c in cost_lines),
         batch_rows=sum(c.batch_rows for c in cost_lines),
         batch_saved_usd=sum(c.batch_saved_usd for c in cost_lines),

@@ -64,6 +64,16 @@ class StudyNumbers:
         """The headline grader's accuracy over conditions: the leaderboard's tiers and ranks."""
         return headline_family(self.statistics, self.leaderboard)
 
+    def differences(self) -> str | None:
+        """What the headline grader's paired comparisons say, in one line (`status` prints
+        it; None with fewer than two conditions graded)."""
+        from itemeval.statistics import verdict
+
+        family, board = self.family, self.leaderboard
+        if family is None or board.primary is None:
+            return None
+        return f"{verdict(family)} ({board.primary.label})"
+
     def tiers(self) -> dict[str, str]:
         """Each generate condition's tier and rank interval: {condition id: "1 (rank 1-2)"}."""
         from itemeval.statistics import rank_text

@@ -610,3 +610,14 @@ def fmt_proportion(value: Proportion | None, digits: int = 3) -> str:
     if value is None or not value.defined or math.isnan(value.value):
         return "n/a"
     return f"{value.value:.{digits}f} [{value.low:.{digits}f}, {value.high:.{digits}f}]"
+
+
+def fmt_usd(value: float | None) -> str:
+    """Dollars: cents from $1 up, three significant digits below (simulated and small models
+    cost fractions of a cent per answer); what the report, the viewer and `status` print."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if value == 0 or abs(value) >= 1:
+        return f"${value:,.2f}"
+    decimals = max(2, 2 - math.floor(math.log10(abs(value))))
+    return f"${value:.{decimals}f}"
