@@ -230,6 +230,8 @@ def test_errors_and_parse_failures_link_to_their_grader(
 ) -> None:
     verdicts = _verdicts(clustered)
     page = html.unescape(_get(server, "/"))
+    every = re.findall(r'href="(/items\?(?:parse|errors)=1[^"]*)"', page)
+    assert every and all("grader=" in link for link in every if "condition=" not in link)
     links = set(re.findall(r'href="(/items\?parse=1&grader=[^"]+)"', page))
     by_slug = {g.slug: g.id for g in clustered.design.grade}
     assert len(links) >= 2  # both judges break the score contract now and then
