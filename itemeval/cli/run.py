@@ -232,7 +232,7 @@ def _runs_line(spent: RunsSpend) -> str:
     line = f"Paid by {counted(spent.runs, 'run')}: {usd(spent.usd)}"
     if spent.runs > 1:
         line += f" (the latest run {usd(spent.last_usd)})"
-    if spent.unstored_usd > 0:
+    if spent.unstored_usd >= 0.00005:  # below what `usd` shows: the sums' rounding
         line += (
             f" ({usd(spent.unstored_usd)} of it on answers of failed or interrupted shards, "
             "stored later from the response cache)"
