@@ -237,12 +237,15 @@ def _panel_fields(rows: pa.Table) -> pa.Table:
     """What the page shows of a panel's verdicts (index rows): correct or wrong, or that a
     member's output could not be parsed."""
     valid = rows.column("valid")
+    n = rows.num_rows
     return pa.table(
         {
-            "status": pa.array(["ok"] * rows.num_rows, pa.string()),
+            "status": pa.array(["ok"] * n, pa.string()),
             "correct": rows.column("correct"),
             "parse_ok": valid,
             "parse_code": pc.if_else(valid, pa.scalar(None, pa.string()), MEMBER_PARSE_FAILURE),
+            **{name: pa.nulls(n) for name in ("score", "extracted", "reasoning", "judge_text")},
+            "cached": pa.array([False] * n),
         }
     )
 

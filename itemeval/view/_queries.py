@@ -115,7 +115,7 @@ def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
         expected=cells.expected_per_condition,
         last_run=last_run,
         solutions=cells.answers,
-        grades=cells.grades.num_rows,
+        grades=_stored_grades(index),
         usd=sum(c.usd for c in numbers.costs),
         cache_saved=sum(c.cache_saved_usd for c in numbers.costs),
         bootstrap=numbers.bootstrap,
@@ -152,6 +152,12 @@ _NUMBERS_GRADES = [
 ]
 _ERRORS_SOLUTIONS = ["gen", "ok", "error_code", "rows"]
 _ERRORS_GRADES = ["gen", "grade", "ok", "error_code", "parse_ok", "parse_code", "valid", "stale"]
+
+
+def _stored_grades(index: ViewIndex) -> int:
+    """Grades in the store (the panels' rows, computed from them, are not)."""
+    stored = pc.less(index.cells.grades.column("grade"), index.stored_graders)
+    return int(pc.sum(stored).as_py() or 0)
 
 
 def _projected(cells: StudyCells, solutions: list[str], grades: list[str]) -> StudyCells:

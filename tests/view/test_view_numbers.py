@@ -75,6 +75,7 @@ def test_viewer_report_status_and_api_agree_on_a_clustered_study(clustered: Plan
     }
     assert view.tiers == tiers and len(set(family.tiers)) > 1
     assert view.costs == {c.generate.id: c for c in report.costs}
+    assert view.grades == clustered.store.read_grades(None, ["epoch"]).num_rows  # no panel rows
     for line in board.conditions:
         assert len(line.accuracy) == len(board.graders)  # a number under every grader
         headline = board.headline(line)
