@@ -21,6 +21,7 @@ store read as tables that the viewer, `itemeval.statistics` and `itemeval.irt` r
 from itemeval.export._eee.records import EEE_VERSIONS, RELATIONSHIPS, eee_schema
 from itemeval.export._gold_sample import GoldSample, write_gold_sample
 from itemeval.export._report import ReportResult, write_report
+from itemeval.export._report.costs import Cost, costs
 from itemeval.export._report.data import (
     ReportData,
     format_leaderboard,
@@ -33,12 +34,10 @@ from itemeval.export._report.numbers import StudyNumbers, study_cells, study_num
 from itemeval.export._report.pairwise import study_pairwise
 from itemeval.export._report.summary import (
     Bootstrap,
-    Cost,
     Errors,
     ItemCounts,
     Leaderboard,
     Ranked,
-    costs,
     errors,
     fmt_proportion,
     fmt_usd,

@@ -16,13 +16,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval import __version__
+from itemeval.export._report.costs import Cost
 from itemeval.export._report.difficulty import DatasetDifficulty, item_difficulty
 from itemeval.export._report.judges import judge_analysis
 from itemeval.export._report.numbers import headline_family, study_cells, study_numbers
 from itemeval.export._report.pairwise import study_pairwise
 from itemeval.export._report.summary import (
     Bootstrap,
-    Cost,
     Errors,
     FacetTable,
     GraderAgreement,

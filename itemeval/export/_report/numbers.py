@@ -12,7 +12,7 @@ viewer's overview all call it, so one study reads the same everywhere, digit for
 * the headline grader's paired comparisons: tiers and rank intervals
   (`statistics.study_statistics`, every family for the report);
 * the costs per condition: paid, saved by the response cache, alone, per correct answer
-  (`summary.costs`).
+  (`costs.costs`).
 
 `study_cells(plan)` are the cells they are computed from: the store's grades with the study's
 panels as grade conditions.
@@ -23,15 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
+from itemeval.export._report.costs import Cost, costs
 from itemeval.export._report.judges import with_panels
-from itemeval.export._report.summary import (
-    Bootstrap,
-    Cost,
-    ItemCounts,
-    Leaderboard,
-    costs,
-    leaderboard,
-)
+from itemeval.export._report.summary import Bootstrap, ItemCounts, Leaderboard, leaderboard
 from itemeval.export._table.cells import SolutionsHook, StudyCells, read_cells
 from itemeval.planning import Plan
 
