@@ -50,7 +50,7 @@ from itemeval.export import (
     export_study,
     leaderboard_text,
     parse_formats,
-    study_cells,
+    read_cells,
     study_judges,
     study_numbers,
     study_pairwise,
@@ -269,7 +269,8 @@ class Study:
             s.as_dict() | {"slug": design.condition(s.condition_id).slug}
             for s in (*generate, *grade)
         ]
-        numbers = study_numbers(plan, study_cells(plan)) if differences else None
+        # Every grader's grades (the costs count them); no panels: status shows the headline.
+        numbers = study_numbers(plan, read_cells(plan)) if differences else None
         return StatusSummary(
             differences=numbers.differences() if numbers is not None else None,
             results=status_results(numbers) if numbers is not None else [],

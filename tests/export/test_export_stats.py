@@ -94,25 +94,3 @@ def test_kappa_edge_cases():
     assert math.isnan(agreement([], []).rate)
     with pytest.raises(ValueError):
         cohen_kappa([1, 0], [1])
-
-
-def test_distinct_tallies_found_as_integers_give_the_same_intervals(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Whole-number tallies are told apart as one integer each: the same distinct pairs in the
-    same order as `np.unique(..., axis=1)`, so the same resamples and the same interval."""
-    from itemeval.statistics import _intervals
-
-    rng = np.random.default_rng(5)
-    trials = rng.integers(1, 40, 3000).astype(np.float64)
-    successes = np.floor(trials * rng.random(3000))
-    fast = _intervals._distinct_pairs(successes, trials)
-    slow = np.unique(np.stack([successes, trials]), axis=1, return_counts=True)
-    assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1])
-    quick = bootstrap_proportion(successes, trials, resamples=500, seed=4)
-    monkeypatch.setattr(
-        _intervals,
-        "_distinct_pairs",
-        lambda s, t: np.unique(np.stack([s, t]), axis=1, return_counts=True),
-    )
-    assert bootstrap_proportion(successes, trials, resamples=500, seed=4) == quick
-    halves = bootstrap_proportion(successes + 0.5 * (successes < trials), trials, seed=4)
-    assert halves.defined  # fractional tallies (mean scores) take the general path
