@@ -21,23 +21,26 @@ store read as tables that the viewer, `itemeval.statistics` and `itemeval.irt` r
 from itemeval.export._eee.records import EEE_VERSIONS, RELATIONSHIPS, eee_schema
 from itemeval.export._gold_sample import GoldSample, write_gold_sample
 from itemeval.export._report import ReportResult, write_report
+from itemeval.export._report.costs import Cost, costs
 from itemeval.export._report.data import (
     ReportData,
     format_leaderboard,
     leaderboard_text,
     report_data,
+    text_table,
 )
 from itemeval.export._report.judges import study_judges
+from itemeval.export._report.numbers import StudyNumbers, study_cells, study_numbers
 from itemeval.export._report.pairwise import study_pairwise
 from itemeval.export._report.summary import (
     Bootstrap,
-    Cost,
     Errors,
+    ItemCounts,
     Leaderboard,
     Ranked,
-    costs,
     errors,
     fmt_proportion,
+    fmt_usd,
 )
 from itemeval.export._study import FORMATS, ExportOptions, ExportResult, export_study, parse_formats
 from itemeval.export._table.cells import (
@@ -85,6 +88,7 @@ __all__ = [
     "GoldSample",
     "GradeFacets",
     "GradePartition",
+    "ItemCounts",
     "ItemFetcher",
     "Leaderboard",
     "LongTableScan",
@@ -94,11 +98,13 @@ __all__ = [
     "ReportResult",
     "RowFetcher",
     "StudyCells",
+    "StudyNumbers",
     "costs",
     "eee_schema",
     "errors",
     "export_study",
     "fmt_proportion",
+    "fmt_usd",
     "format_leaderboard",
     "leaderboard_text",
     "locate_logical_rows",
@@ -107,8 +113,11 @@ __all__ = [
     "primary_grader",
     "read_cells",
     "report_data",
+    "study_cells",
     "study_judges",
+    "study_numbers",
     "study_pairwise",
+    "text_table",
     "write_gold_sample",
     "write_report",
 ]

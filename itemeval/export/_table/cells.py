@@ -18,9 +18,14 @@ layout. With `locations`, also `frag, pos`: the row's fragment (its position in
 `grade_fragments[grade]`) and its place there, so a page fetches the texts it shows.
 
 `solutions`, counted: a row per `gen, ok, error_code, cached, batch` with the answers (`rows`)
-and the sums of `usd, input_tokens, output_tokens, cached_input_tokens, latency_ms`. A reader
-that needs each answer (the viewer) passes `on_solutions`, which sees each generate
-condition's located cells as they are read.
+and the sums of `usd, input_tokens, output_tokens, cached_input_tokens, latency_ms`, and
+`cache_usd`: what the response cache's answers among them would have cost at their price
+(`priced.call_usd` over the plan's pricing table; 0 for paid rows). A reader that needs each
+answer (the viewer) passes `on_solutions`, which sees each generate condition's located cells
+as they are read.
+
+`grade_hits`, counted: a row per `grade, gen` whose grades hold response-cache answers: how many
+(`rows`) and what they would have cost (`cache_usd`, priced as for the solutions).
 
 About 30 bytes a grade: ten million grades in 300 MB.
 """
@@ -36,7 +41,9 @@ import pyarrow.compute as pc
 
 from itemeval.export._table.conditions import DesignFacets
 from itemeval.export._table.fetch import plain_columns
+from itemeval.export._table.priced import call_usd
 from itemeval.planning import Plan
+from itemeval.providers.money import ModelPrice
 from itemeval.store import GRADES, SOLUTIONS, ItemLookup, PartitionCells, read_partition_cells
 
 _CODE = pa.int32()
@@ -67,9 +74,21 @@ SOLUTION_CELL_COLUMNS = [
     "latency_ms",
     "text_hash",
 ]
-#: What the solutions are counted by, and what is summed.
+#: What the solutions are counted by, and what is summed (`cache_usd`: computed while read).
 SOLUTION_GROUPS = ["gen", "ok", "error_code", "cached", "batch"]
-SOLUTION_SUMS = ["usd", "input_tokens", "output_tokens", "cached_input_tokens", "latency_ms"]
+SOLUTION_SUMS = [
+    "usd",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "latency_ms",
+    "cache_usd",
+]
+
+#: Token counts a response-cache answer is priced by (`priced.call_usd`), and those of them a
+#: grade's cells are read for besides `GRADE_CELL_COLUMNS`.
+_TOKENS = ["input_tokens", "output_tokens", "cached_input_tokens"]
+_GRADE_TOKENS = ["input_tokens", "output_tokens"]
 
 #: Called with a generate condition's code and its located cells (`item` codes added).
 SolutionsHook = Callable[[int, pa.Table], None]
@@ -86,6 +105,8 @@ class StudyCells:
     datasets: list[str]
     #: With `locations`: each grade condition's fragment names (`frag` codes index them).
     grade_fragments: list[list[str]] = field(default_factory=list)
+    #: counted: grade, gen, rows, cache_usd of the grades answered from the response cache
+    grade_hits: pa.Table = field(default_factory=lambda: GRADE_HITS_SCHEMA.empty_table())
 
     @property
     def expected_per_condition(self) -> int:
@@ -142,6 +163,9 @@ def read_cells(
         cells, item = placer.located(
             read_partition_cells(SOLUTIONS, partition, wanted, items=placer.lookup)
         )
+        if count_solutions:
+            price = plan.pricing.price(condition.model)
+            cells = cells.append_column("cache_usd", pa.array(_cache_usd(price, cells)))
         # The stored answer's text key per cell (an error's is the empty text's).
         current = np.zeros(n_items * epochs, dtype=np.uint64)
         has = np.zeros(n_items * epochs, dtype=bool)
@@ -156,6 +180,7 @@ def read_cells(
         del cells, item, cell
 
     grade_parts = []
+    hit_parts = []
     grade_fragments: list[list[str]] = []
     for code, condition in enumerate(facets.grade):
         if graders is not None and condition.id not in graders:
@@ -164,13 +189,14 @@ def read_cells(
         partition = plan.store.partition(GRADES, condition.id)
         extra = ["fragment", "position"] if locations else []
         names: dict[str, int] = {}  # fragment name -> its `frag` code in this partition
+        price = plan.pricing.price(condition.grader_model) if condition.grader_model else None
         for gen, generate in enumerate(facets.generate):
             # A generate condition at a time: a summary's row groups are one condition's.
             cells, item = placer.located(
                 read_partition_cells(
                     GRADES,
                     partition,
-                    ["item_id", "epoch", *GRADE_CELL_COLUMNS, *extra],
+                    ["item_id", "epoch", *GRADE_CELL_COLUMNS, *_GRADE_TOKENS, *extra],
                     generate=[generate.id],
                     items=placer.lookup,
                 )
@@ -179,6 +205,7 @@ def read_cells(
                 grade_parts.append(
                     _grade_part(code, gen, cells, item, hashes[gen], dataset_codes, epochs, names)
                 )
+                hit_parts.append(_count_hits(code, gen, price, cells))
             del cells, item
         grade_fragments.append(list(names))
     del hashes
@@ -189,6 +216,37 @@ def read_cells(
         items=items,
         datasets=datasets,
         grade_fragments=grade_fragments,
+        grade_hits=_concat(hit_parts, GRADE_HITS_SCHEMA),
+    )
+
+
+def _cache_usd(price: ModelPrice | None, cells: pa.Table) -> np.ndarray:
+    """Per cell: what its call would have cost at `price` if it was answered from the response
+    cache (0 for a paid one)."""
+    hits = _flag(cells, "cached")
+    out = np.zeros(cells.num_rows, dtype=np.float64)
+    if price is None or not hits.any():
+        return out
+    mask = pa.array(hits)
+    tokens = [pc.fill_null(cells.column(c).filter(mask), 0).to_numpy() for c in _TOKENS]
+    out[hits] = call_usd(price, *tokens, _flag(cells, "batch")[hits])
+    return out
+
+
+def _flag(cells: pa.Table, column: str) -> np.ndarray:
+    return pc.fill_null(cells.column(column), False).to_numpy(zero_copy_only=False).astype(bool)
+
+
+def _count_hits(code: int, gen: int, price: ModelPrice | None, cells: pa.Table) -> pa.Table:
+    """One (grade, generate) condition pair's response-cache answers counted, and what they
+    would have cost at `price` (no row when there are none)."""
+    hit = _flag(cells, "cached")
+    rows = int(hit.sum())
+    usd = float(_cache_usd(price, cells)[hit].sum()) if rows else 0.0
+    present = [(code, gen, rows, usd)] if rows else []
+    return pa.Table.from_pylist(
+        [dict(zip(GRADE_HITS_SCHEMA.names, row, strict=True)) for row in present],
+        schema=GRADE_HITS_SCHEMA,
     )
 
 
@@ -301,7 +359,11 @@ SOLUTIONS_SCHEMA = pa.schema(
         ("output_tokens", pa.int64()),
         ("cached_input_tokens", pa.int64()),
         ("latency_ms", pa.float64()),
+        ("cache_usd", pa.float64()),
     ]
+)
+GRADE_HITS_SCHEMA = pa.schema(
+    [("grade", _CODE), ("gen", _CODE), ("rows", pa.int64()), ("cache_usd", pa.float64())]
 )
 _GRADES_SCHEMA = pa.schema(
     [
