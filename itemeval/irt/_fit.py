@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from itemeval.irt._patterns import item_patterns
+from itemeval.irt._patterns import Patterns, item_patterns
 
 MODELS = ("1pl", "2pl")
 MAX_STEP = 1.0  # the largest change of one parameter in one step of the block-diagonal Hessian
@@ -267,6 +267,7 @@ def fit_irt(
     tolerance: float = 1e-4,
     start: IrtFit | None = None,
     compress: bool = True,
+    patterns: Patterns | None = None,
 ) -> IrtFit:
     """Fit `model` ("1pl" or "2pl") to the counts (conditions x items) by joint MAP, from the
     observed rates or from `start` (a 2PL fit starts well from the 1PL one).
@@ -275,7 +276,8 @@ def fit_irt(
     (`item_patterns`), each weighted by how many items share it: items of one column have the
     same likelihood and prior, so they share their MAP parameters, and the fit is the same as
     the plain one at the cost of the distinct columns (a start that differs within a column
-    starts from one of its items)."""
+    starts from one of its items). `patterns`: the `item_patterns` of these counts, when the
+    caller has them already."""
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, not {model!r}")
     k = np.asarray(correct, dtype=np.float64)
@@ -283,8 +285,8 @@ def fit_irt(
     if k.shape != n.shape or k.ndim != 2:
         raise ValueError("correct and trials must be matrices of the same shape")
     two = model == "2pl"
-    if compress:
-        patterns = item_patterns(k, n)
+    if compress or patterns is not None:
+        patterns = patterns if patterns is not None else item_patterns(k, n)
         k, n, m = patterns.correct, patterns.trials, patterns.count
         of_item: np.ndarray | None = patterns.of_item
         pick: np.ndarray | slice = patterns.first

@@ -1,0 +1,285 @@
+"""The conditions x items matrix `analyze irt` fits, and the responses it writes.
+
+This store's responses are the final grades of the headline grader (the report's `cells`), one
+binomial per generate condition and item: right answers out of graded epochs. Other stores add
+their conditions through the responses `analyze irt` stored there: an item is the same item
+when its dataset, identifier and content hash (of its input and target) agree.
+
+Everything is done on columns (numpy, arrow), never a Python loop over grades or items: the
+grades come in the order `grade, gen, item, epoch` (`read_cells`), so a condition x item cell is
+a run of adjacent rows, and the cells of a 10M-row store are a few arrays of 5M numbers.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from itemeval.errors import InputError, Problem
+from itemeval.ids import content_hash
+from itemeval.planning import Plan
+from itemeval.storage import Location
+
+if TYPE_CHECKING:
+    from itemeval.export import StudyCells
+
+ANALYSIS_DIR = "analysis/irt"
+RESPONSES_FILE = "responses.parquet"
+#: Items whose text is read and hashed at a time (the texts are not kept).
+HASH_CHUNK = 65_536
+
+RESPONSES_SCHEMA = pa.schema(
+    [
+        pa.field("store", pa.string()),
+        pa.field("condition", pa.string()),
+        pa.field("slug", pa.string()),
+        pa.field("model", pa.string()),
+        pa.field("prompt", pa.string()),
+        pa.field("dataset", pa.string()),
+        pa.field("item_id", pa.string()),
+        pa.field("item_hash", pa.string()),
+        pa.field("correct", pa.int64()),
+        pa.field("trials", pa.int64()),
+    ]
+)
+_NAMES = ("store", "condition", "slug", "model", "prompt")
+
+#: Item id -> (input, target) of the items asked for.
+TextOf = Callable[[list[str]], dict[str, tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A row of the matrix: a condition of this store or of another."""
+
+    store: str
+    condition: str
+    slug: str
+    model: str
+    prompt: str
+
+
+@dataclass(frozen=True)
+class OwnResponses:
+    """This store's responses as codes: a cell per generate condition and item answered."""
+
+    gen: np.ndarray  # generate condition code per cell (`conditions`)
+    item: np.ndarray  # item code per cell (a row of `items`)
+    correct: np.ndarray  # right answers per cell
+    trials: np.ndarray  # graded answers per cell
+    conditions: list[Condition]  # per generate condition code
+    items: pa.Table  # item_id, dataset of every selected item
+    hashes: pa.Array  # each item's content hash ("" where not computed)
+    grader: str  # the headline grader's label
+    text_of: TextOf
+
+    def table(self) -> pa.Table:
+        """The cells as RESPONSES_SCHEMA rows, the repeated names dictionary-encoded (a few bytes
+        a row; `plain_responses` for plain strings)."""
+        gen = pa.array(self.gen.astype(np.int32))
+        item = pa.array(self.item.astype(np.int32))
+        columns = {
+            name: pa.DictionaryArray.from_arrays(
+                gen, pa.array([getattr(c, name) for c in self.conditions], pa.string())
+            )
+            for name in _NAMES
+        }
+        datasets = pc.dictionary_encode(self.items.column("dataset").combine_chunks())
+        columns["dataset"] = pa.DictionaryArray.from_arrays(
+            datasets.indices.take(item), datasets.dictionary.cast(pa.string())
+        )
+        columns["item_id"] = pa.DictionaryArray.from_arrays(
+            item, self.items.column("item_id").combine_chunks().cast(pa.string())
+        )
+        columns["item_hash"] = pa.DictionaryArray.from_arrays(item, self.hashes)
+        columns["correct"] = pa.array(self.correct.astype(np.int64))
+        columns["trials"] = pa.array(self.trials.astype(np.int64))
+        return pa.table(columns)
+
+
+def plain_responses(table: pa.Table) -> pa.Table:
+    return table.cast(RESPONSES_SCHEMA)
+
+
+def own_responses(
+    plan: Plan, cells: StudyCells | None = None, *, hashed: bool = True
+) -> OwnResponses:
+    """This store's responses (see the module doc). Without `hashed` the item hashes are left
+    empty (nothing is written or matched) and no item's text is read until asked for."""
+    from itemeval.export import ItemFetcher, primary_grader, read_cells
+
+    cells = cells if cells is not None else read_cells(plan)
+    primary = primary_grader(cells.facets.grade)
+    if primary is None:
+        raise InputError(Problem("the study has no grader: nothing to fit", field="facets"))
+    code = cells.facets.grade.index(primary)
+    grades = cells.grades
+    # Only the three columns needed, of the valid grades of the headline grader (a filter of
+    # the whole table would copy every column).
+    wanted = pc.fill_null(grades.column("valid"), False).to_numpy()
+    wanted &= grades.column("grade").to_numpy() == code
+    gen = grades.column("gen").to_numpy()[wanted].astype(np.int64)
+    item = grades.column("item").to_numpy()[wanted].astype(np.int64)
+    right = pc.fill_null(grades.column("correct"), False).to_numpy()[wanted]
+    del wanted
+    n_items = cells.items.num_rows
+    key = gen * max(n_items, 1) + item
+    del gen, item
+    if len(key) > 1 and not bool((key[1:] >= key[:-1]).all()):
+        order = np.argsort(key, kind="stable")
+        key, right = key[order], right[order]
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1]))) if len(key) else key
+    correct = np.add.reduceat(right.astype(np.int64), starts) if len(key) else key
+    trials = np.diff(np.append(starts, len(key)))
+    cell_key = key[starts]
+    del key, right
+    facets = cells.facets.generate
+    store = plan.store.root.url
+    conditions = [Condition(store, f.id, f.slug, f.model_name, f.prompt) for f in facets]
+    snapshots = {d.name: d.snapshot for d in plan.datasets if d.snapshot is not None}
+    fetcher = ItemFetcher(plan.items, snapshots, ["input", "target"])
+
+    def text_of(wanted_ids: list[str]) -> dict[str, tuple[str, str]]:
+        texts = fetcher.take(pa.array(wanted_ids, pa.string()))
+        inputs, targets = texts.column("input").to_pylist(), texts.column("target").to_pylist()
+        return dict(zip(wanted_ids, zip(inputs, targets, strict=True), strict=True))
+
+    ids = cells.items.column("item_id").combine_chunks()
+    if hashed:
+        hashes = pa.concat_arrays(
+            [
+                pa.array(_hashes_of(fetcher.take(ids.slice(start, HASH_CHUNK))), pa.string())
+                for start in range(0, len(ids), HASH_CHUNK)
+            ]
+            or [pa.array([], pa.string())]
+        )
+    else:
+        hashes = pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(len(ids), np.int32)), pa.array([""])
+        ).cast(pa.string())
+    return OwnResponses(
+        gen=(cell_key // max(n_items, 1)).astype(np.int32),
+        item=(cell_key % max(n_items, 1)).astype(np.int32),
+        correct=correct,
+        trials=trials,
+        conditions=conditions,
+        items=cells.items,
+        hashes=hashes,
+        grader=primary.label,
+        text_of=text_of,
+    )
+
+
+def _hashes_of(texts: pa.Table) -> list[str]:
+    return item_hashes(texts.column("input").to_pylist(), texts.column("target").to_pylist())
+
+
+def study_responses(
+    plan: Plan, cells: StudyCells | None = None, *, hashed: bool = True
+) -> tuple[pa.Table, str, TextOf]:
+    """This store's responses (RESPONSES_SCHEMA), the headline grader's label, and a reader of
+    items' text (input, target). Without `hashed` the item hashes are left empty."""
+    own = own_responses(plan, cells, hashed=hashed)
+    return plain_responses(own.table()), own.grader, own.text_of
+
+
+def item_hashes(inputs: Sequence[str], targets: Sequence[str]) -> list[str]:
+    """The content hash that identifies an item across stores (16 hex digits)."""
+    return [
+        content_hash({"input": i, "target": t})[:16] for i, t in zip(inputs, targets, strict=True)
+    ]
+
+
+def other_responses(location: Location) -> pa.Table:
+    """The responses another store holds (written by `analyze irt` there)."""
+    source = location.join(ANALYSIS_DIR, RESPONSES_FILE)
+    if not source.exists():
+        raise InputError(
+            Problem(
+                f"{source.url} does not exist",
+                field="--with",
+                hint="run `itemeval analyze irt` on that store's study first: it writes the "
+                "responses other studies fit with",
+            )
+        )
+    return pq.read_table(io.BytesIO(source.read_bytes())).cast(RESPONSES_SCHEMA)
+
+
+@dataclass(frozen=True)
+class ResponseMatrix:
+    """What the fit reads: counts per condition (row) and item (column)."""
+
+    correct: np.ndarray  # conditions x items
+    trials: np.ndarray
+    conditions: list[Condition]  # per row
+    item_codes: np.ndarray  # per column: the item's code in this study (`OwnResponses.items`)
+    items: pa.Table  # per column: dataset, item_id, item_hash
+
+
+def response_matrix(own: OwnResponses, others: Sequence[pa.Table] = ()) -> ResponseMatrix:
+    """The items this store answered (in the study's order) as columns; this store's conditions
+    that answered any of them, then the other stores' conditions (in order of first row) that
+    answered any of them with the same text, as rows. Another store's rows naming this store
+    are left out (they are this store's own, stored by an earlier run)."""
+    n_items = own.items.num_rows
+    answered = np.bincount(own.item, minlength=n_items) > 0
+    item_codes = np.flatnonzero(answered)
+    column_of = np.cumsum(answered) - 1
+    items = pa.table(
+        {
+            "dataset": own.items.column("dataset").take(item_codes).cast(pa.string()),
+            "item_id": own.items.column("item_id").take(item_codes).cast(pa.string()),
+            "item_hash": own.hashes.take(item_codes),
+        }
+    )
+    rows = [own.gen.astype(np.int64)]
+    cols = [column_of[own.item]]
+    rights = [own.correct]
+    graded = [own.trials]
+    conditions = list(own.conditions)
+    store = own.conditions[0].store if own.conditions else ""
+    other = pa.concat_tables(others) if others else None
+    if other is not None:
+        other = other.filter(pc.not_equal(other.column("store"), store))
+    if other is not None and other.num_rows:
+        item_key = pc.binary_join_element_wise(
+            items.column("dataset"), items.column("item_id"), items.column("item_hash"), "\x00"
+        )
+        their_key = pc.binary_join_element_wise(
+            other.column("dataset"), other.column("item_id"), other.column("item_hash"), "\x00"
+        )
+        column = pc.index_in(their_key, value_set=item_key)
+        condition_key = pc.binary_join_element_wise(
+            other.column("store"), other.column("condition"), "\x00"
+        )
+        encoded = pc.dictionary_encode(condition_key.combine_chunks())
+        code = encoded.indices.to_numpy().astype(np.int64)
+        _, first = np.unique(code, return_index=True)  # codes are in order of first row
+        names = {n: other.column(n).take(pa.array(first)).to_pylist() for n in _NAMES}
+        conditions += [Condition(*(names[n][c] for n in _NAMES)) for c in range(len(first))]
+        matched = pc.is_valid(column).to_numpy(zero_copy_only=False)
+        rows.append(code[matched] + len(own.conditions))
+        cols.append(pc.fill_null(column, 0).to_numpy()[matched].astype(np.int64))
+        rights.append(other.column("correct").to_numpy()[matched])
+        graded.append(other.column("trials").to_numpy()[matched])
+    shape = (len(conditions), len(item_codes))
+    flat = np.concatenate(rows) * shape[1] + np.concatenate(cols)
+    size = shape[0] * shape[1]
+    correct = np.bincount(flat, weights=np.concatenate(rights), minlength=size).reshape(shape)
+    trials = np.bincount(flat, weights=np.concatenate(graded), minlength=size).reshape(shape)
+    # A condition none of whose answers matched an item is no condition of the fit.
+    live = trials.sum(1) > 0
+    return ResponseMatrix(
+        correct=correct[live],
+        trials=trials[live],
+        conditions=[c for c, keep in zip(conditions, live, strict=True) if keep],
+        item_codes=item_codes,
+        items=items,
+    )
