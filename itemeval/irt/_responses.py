@@ -125,21 +125,25 @@ def own_responses(
     # the whole table would copy every column).
     wanted = pc.fill_null(grades.column("valid"), False).to_numpy()
     wanted &= grades.column("grade").to_numpy() == code
-    gen = grades.column("gen").to_numpy()[wanted].astype(np.int64)
-    item = grades.column("item").to_numpy()[wanted].astype(np.int64)
-    right = pc.fill_null(grades.column("correct"), False).to_numpy()[wanted]
+    n_items = max(cells.items.num_rows, 1)
+    key = grades.column("gen").to_numpy()[wanted].astype(np.int64)  # a cell's key: gen, item
+    key *= n_items
+    key += grades.column("item").to_numpy()[wanted]
+    right = pc.fill_null(grades.column("correct"), False).to_numpy()[wanted].astype(np.int32)
     del wanted
-    n_items = cells.items.num_rows
-    key = gen * max(n_items, 1) + item
-    del gen, item
     if len(key) > 1 and not bool((key[1:] >= key[:-1]).all()):
         order = np.argsort(key, kind="stable")
         key, right = key[order], right[order]
-    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1]))) if len(key) else key
-    correct = np.add.reduceat(right.astype(np.int64), starts) if len(key) else key
-    trials = np.diff(np.append(starts, len(key)))
-    cell_key = key[starts]
-    del key, right
+    first = np.ones(len(key), dtype=bool)  # the first grade of each cell
+    np.not_equal(key[1:], key[:-1], out=first[1:])
+    if first.all():  # one grade a cell (one epoch): nothing to add up
+        correct, trials = right, np.ones(len(key), dtype=np.int32)
+    else:
+        starts = np.flatnonzero(first)
+        correct = np.add.reduceat(right, starts)
+        trials = np.diff(np.append(starts, len(key))).astype(np.int32)
+        key = key[starts]
+    del first, right
     facets = cells.facets.generate
     store = plan.store.root.url
     conditions = [Condition(store, f.id, f.slug, f.model_name, f.prompt) for f in facets]
@@ -165,8 +169,8 @@ def own_responses(
             pa.array(np.zeros(len(ids), np.int32)), pa.array([""])
         ).cast(pa.string())
     return OwnResponses(
-        gen=(cell_key // max(n_items, 1)).astype(np.int32),
-        item=(cell_key % max(n_items, 1)).astype(np.int32),
+        gen=(key // n_items).astype(np.int32),
+        item=(key % n_items).astype(np.int32),
         correct=correct,
         trials=trials,
         conditions=conditions,
@@ -239,46 +243,47 @@ def response_matrix(own: OwnResponses, others: Sequence[pa.Table] = ()) -> Respo
             "item_hash": own.hashes.take(item_codes),
         }
     )
-    rows = [own.gen.astype(np.int64)]
-    cols = [column_of[own.item]]
-    rights = [own.correct]
-    graded = [own.trials]
     conditions = list(own.conditions)
     store = own.conditions[0].store if own.conditions else ""
     other = pa.concat_tables(others) if others else None
     if other is not None:
         other = other.filter(pc.not_equal(other.column("store"), store))
-    if other is not None and other.num_rows:
-        item_key = pc.binary_join_element_wise(
-            items.column("dataset"), items.column("item_id"), items.column("item_hash"), "\x00"
+        encoded = pc.dictionary_encode(
+            pc.binary_join_element_wise(
+                other.column("store"), other.column("condition"), "\x00"
+            ).combine_chunks()
         )
-        their_key = pc.binary_join_element_wise(
-            other.column("dataset"), other.column("item_id"), other.column("item_hash"), "\x00"
-        )
-        column = pc.index_in(their_key, value_set=item_key)
-        condition_key = pc.binary_join_element_wise(
-            other.column("store"), other.column("condition"), "\x00"
-        )
-        encoded = pc.dictionary_encode(condition_key.combine_chunks())
         code = encoded.indices.to_numpy().astype(np.int64)
         _, first = np.unique(code, return_index=True)  # codes are in order of first row
         names = {n: other.column(n).take(pa.array(first)).to_pylist() for n in _NAMES}
         conditions += [Condition(*(names[n][c] for n in _NAMES)) for c in range(len(first))]
-        matched = pc.is_valid(column).to_numpy(zero_copy_only=False)
-        rows.append(code[matched] + len(own.conditions))
-        cols.append(pc.fill_null(column, 0).to_numpy()[matched].astype(np.int64))
-        rights.append(other.column("correct").to_numpy()[matched])
-        graded.append(other.column("trials").to_numpy()[matched])
     shape = (len(conditions), len(item_codes))
-    flat = np.concatenate(rows) * shape[1] + np.concatenate(cols)
-    size = shape[0] * shape[1]
-    correct = np.bincount(flat, weights=np.concatenate(rights), minlength=size).reshape(shape)
-    trials = np.bincount(flat, weights=np.concatenate(graded), minlength=size).reshape(shape)
+    correct = np.zeros(shape)
+    trials = np.zeros(shape)
+    # This store's cells are distinct (condition, item) pairs: placed, not added up.
+    where = (own.gen, column_of[own.item])
+    correct[where] = own.correct
+    trials[where] = own.trials
+    del where
+    if other is not None and other.num_rows:
+        keys = ("dataset", "item_id", "item_hash")
+        join = pc.binary_join_element_wise
+        mine = join(*(items.column(k) for k in keys), "\x00")
+        column = pc.index_in(join(*(other.column(k) for k in keys), "\x00"), value_set=mine)
+        matched = pc.is_valid(column).to_numpy(zero_copy_only=False)
+        theirs = (
+            code[matched] + len(own.conditions),
+            pc.fill_null(column, 0).to_numpy()[matched].astype(np.int64),
+        )
+        np.add.at(correct, theirs, other.column("correct").to_numpy()[matched])
+        np.add.at(trials, theirs, other.column("trials").to_numpy()[matched])
     # A condition none of whose answers matched an item is no condition of the fit.
     live = trials.sum(1) > 0
+    if not live.all():
+        correct, trials = correct[live], trials[live]
     return ResponseMatrix(
-        correct=correct[live],
-        trials=trials[live],
+        correct=correct,
+        trials=trials,
         conditions=[c for c, keep in zip(conditions, live, strict=True) if keep],
         item_codes=item_codes,
         items=items,
