@@ -126,23 +126,26 @@ def own_responses(
     wanted = pc.fill_null(grades.column("valid"), False).to_numpy()
     wanted &= grades.column("grade").to_numpy() == code
     n_items = max(cells.items.num_rows, 1)
-    key = grades.column("gen").to_numpy()[wanted].astype(np.int64)  # a cell's key: gen, item
-    key *= n_items
-    key += grades.column("item").to_numpy()[wanted]
+    gen = grades.column("gen").to_numpy()[wanted]
+    item = grades.column("item").to_numpy()[wanted]
     right = pc.fill_null(grades.column("correct"), False).to_numpy()[wanted].astype(np.int32)
     del wanted
+    key = gen.astype(np.int64)  # a cell's key: gen, item
+    key *= n_items
+    key += item
     if len(key) > 1 and not bool((key[1:] >= key[:-1]).all()):
         order = np.argsort(key, kind="stable")
-        key, right = key[order], right[order]
+        key, gen, item, right = key[order], gen[order], item[order], right[order]
     first = np.ones(len(key), dtype=bool)  # the first grade of each cell
     np.not_equal(key[1:], key[:-1], out=first[1:])
+    del key
     if first.all():  # one grade a cell (one epoch): nothing to add up
-        correct, trials = right, np.ones(len(key), dtype=np.int32)
+        correct, trials = right, np.ones(len(first), dtype=np.int32)
     else:
         starts = np.flatnonzero(first)
         correct = np.add.reduceat(right, starts)
-        trials = np.diff(np.append(starts, len(key))).astype(np.int32)
-        key = key[starts]
+        trials = np.diff(np.append(starts, len(first))).astype(np.int32)
+        gen, item = gen[starts], item[starts]
     del first, right
     facets = cells.facets.generate
     store = plan.store.root.url
@@ -169,8 +172,8 @@ def own_responses(
             pa.array(np.zeros(len(ids), np.int32)), pa.array([""])
         ).cast(pa.string())
     return OwnResponses(
-        gen=(key // n_items).astype(np.int32),
-        item=(key % n_items).astype(np.int32),
+        gen=gen.astype(np.int32, copy=False),
+        item=item.astype(np.int32, copy=False),
         correct=correct,
         trials=trials,
         conditions=conditions,
