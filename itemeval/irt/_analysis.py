@@ -160,10 +160,17 @@ def analyze_irt(
     (`cells`: the store's cells when the caller has read them already)."""
     started = time.monotonic()
     own = own_responses(plan, cells, hashed=write or bool(with_stores))
+    if cells is None:
+        # The cells read here are gone; arrow's pool keeps their pages unless told (at 10M
+        # rows about 320 MB of the process's memory, which the fits would add to).
+        pa.default_memory_pool().release_unused()
     store_url = plan.store.root.url
     options = plan.study.options_by_url(store_url)
     others = [other_responses(resolve(url, options.for_url(url))) for url in with_stores]
     matrix = response_matrix(own, others)
+    responses = own.table() if write else None
+    grader, text_of = own.grader, own.text_of
+    del own  # a few arrays of a number per cell
     correct, trials = matrix.correct, matrix.trials
     answered = len(matrix.conditions)
     if answered < MIN_CONDITIONS or correct.shape[1] < 1:
@@ -186,10 +193,10 @@ def analyze_irt(
     chosen = check.chosen if check is not None else "2pl"
     conditions = _conditions(matrix, {"1pl": one, "2pl": two}, chosen)
     z, q = discrimination_q(two, correct, trials, patterns=patterns)
-    items = ItemTable(item_table(matrix.items, two, one, correct, trials, z, q), own.text_of)
+    items = ItemTable(item_table(matrix.items, two, one, correct, trials, z, q), text_of)
     result = IrtResult(
         study=plan.study.study,
-        grader=own.grader,
+        grader=grader,
         stores=list(dict.fromkeys([store_url, *with_stores])),
         conditions=conditions,
         items=items,
@@ -200,8 +207,7 @@ def analyze_irt(
         chosen=chosen,
     )
     written = None
-    if write:
-        responses = own.table()
+    if responses is not None:
         if others:
             responses = pa.concat_tables(
                 [responses.cast(RESPONSES_SCHEMA), _matched(matrix, others, store_url)]

@@ -77,15 +77,22 @@ def item_flag(correct: int, trials: int, discrimination_q: float) -> str | None:
     return None
 
 
-def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
+def benjamini_hochberg(p: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values in the input order: with p sorted, p_(1) <= ... <=
-    p_(m), adjusted p_(i) = min over j >= i of min(1, m p_(j) / j)."""
+    p_(m), adjusted p_(i) = min over j >= i of min(1, m p_(j) / j). With `counts`, `p[i]` stands
+    for `counts[i]` tests of that p-value (the ranks it takes are counted), so the result is that
+    of the expanded list, at the cost of the distinct values."""
     values = np.asarray(p, dtype=np.float64)
-    m = len(values)
+    weights = np.ones(len(values)) if counts is None else np.asarray(counts, dtype=np.float64)
     order = np.argsort(values, kind="stable")
-    scaled = values[order] * (m / np.arange(1, m + 1))
-    out = np.empty(m)
-    out[order] = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
+    ranks = np.cumsum(weights[order])  # the last rank each value takes
+    m = ranks[-1] if len(ranks) else 0.0
+    scaled = values[order] * (m / np.maximum(ranks, 1.0))
+    # Within a run of equal p-values m p / rank falls, so the minimum from the end gives them
+    # all the value at their last rank, as it gives tied values of the expanded list.
+    adjusted = np.minimum.accumulate(scaled[::-1])[::-1]
+    out = np.empty(len(values))
+    out[order] = np.minimum(adjusted, 1.0)
     return out
 
 
@@ -99,15 +106,18 @@ def discrimination_q(
     """Per item, the score test's z of "the 2PL discrimination is below 0" (on the 2PL's
     abilities, `negative_discrimination_p`) and its Benjamini-Hochberg adjusted p-value over the
     items tested (NaN where an item has no spread: it says nothing about its discrimination).
-    With the items' `patterns` (`item_patterns` of the same counts) the test runs once per
-    distinct column of counts: its z depends on nothing else."""
+    With the items' `patterns` (`item_patterns` of the same counts) the test and the adjustment
+    run once per distinct column of counts: its z depends on nothing else."""
     if patterns is None:
         z, p = negative_discrimination_p(two.theta, correct, trials)
+        counts = np.ones(len(p))
     else:
         z, p = negative_discrimination_p(two.theta, patterns.correct, patterns.trials)
-        z, p = z[patterns.of_item], p[patterns.of_item]
+        counts = patterns.count
     tested = ~np.isnan(p)
     q = np.full(len(p), np.nan)
     if tested.any():
-        q[tested] = benjamini_hochberg(p[tested])
+        q[tested] = benjamini_hochberg(p[tested], counts[tested])
+    if patterns is not None:
+        z, q = z[patterns.of_item], q[patterns.of_item]
     return z, q

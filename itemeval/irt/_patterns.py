@@ -60,7 +60,8 @@ def item_patterns(correct: np.ndarray, trials: np.ndarray) -> Patterns:
 
 def _integer_keys(k: np.ndarray, n: np.ndarray) -> np.ndarray | None:
     """Each column's counts as one integer in mixed radix (a cell's code `n (N + 1) + k`, `N`
-    the largest count), or None when they are not small whole numbers."""
+    the largest count), or None when they are not small whole numbers. A condition at a time,
+    so that no copy of the whole matrices is made."""
     if k.size == 0:
         return np.zeros(k.shape[1], dtype=np.int64)
     largest = float(n.max())
@@ -70,10 +71,13 @@ def _integer_keys(k: np.ndarray, n: np.ndarray) -> np.ndarray | None:
     radix = base * base
     if int(k.shape[0]) * float(np.log2(radix)) > KEY_BITS:
         return None
-    if not (np.array_equal(k, np.floor(k)) and np.array_equal(n, np.floor(n))):
-        return None
     keys = np.zeros(k.shape[1], dtype=np.int64)
-    for right, graded in zip(k.astype(np.int64), n.astype(np.int64), strict=True):
+    for right, graded in zip(k, n, strict=True):
+        right_int, graded_int = right.astype(np.int64), graded.astype(np.int64)
+        if not (np.array_equal(right_int, right) and np.array_equal(graded_int, graded)):
+            return None
         keys *= radix
-        keys += graded * base + right
+        graded_int *= base
+        keys += graded_int
+        keys += right_int
     return keys

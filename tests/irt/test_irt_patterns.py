@@ -153,6 +153,12 @@ def test_benjamini_hochberg_and_the_normal_cdf_are_scipys():
     rng = np.random.default_rng(0)
     p = np.concatenate([rng.random(500), rng.random(50) * 1e-4, [0.0, 1.0, 0.3, 0.3]])
     np.testing.assert_allclose(benjamini_hochberg(p), false_discovery_control(p), rtol=1e-12)
+    # distinct p-values with how many tests each stands for: the expanded list's adjustment
+    tied = rng.choice(p[:40], 2000)
+    values, inverse, counts = np.unique(tied, return_inverse=True, return_counts=True)
+    shuffle = rng.permutation(len(values))
+    packed = benjamini_hochberg(values[shuffle], counts[shuffle])[np.argsort(shuffle)]
+    np.testing.assert_allclose(packed[inverse], false_discovery_control(tied), rtol=1e-12)
     z = np.concatenate([rng.normal(0, 4, 1000), [-40.0, 0.0, 40.0, np.nan]])
     np.testing.assert_allclose(normal_cdf(z), ndtr(z), rtol=1e-12, atol=1e-300)
 
