@@ -150,6 +150,16 @@ class PairRows:
     grades: Location  # G's partition
     solutions: Location  # C's partition
     outside_selection: int  # grade cells of items or epochs outside the selection
+    solutions_word: int = 0  # an order-free digest of every selected solution cell
+
+    @property
+    def content(self) -> str:
+        """An order-free digest of the pair's rows and of C's selected solutions: equal when
+        no row and no solution changed (whatever compaction moved)."""
+        n = self.rows.num_rows
+        words = _as_words(self.rows.column("fp")) if n else np.zeros(0, dtype=np.uint64)
+        total = int(_mix(words).sum(dtype=np.uint64)) if n else 0
+        return f"{n}:{total:016x}:{self.solutions_word:016x}"
 
     @property
     def graded(self) -> int:
@@ -199,6 +209,15 @@ def pair_rows(
             "d_word": solutions.column("d_word"),
         }
     )
+    solutions_word = (
+        int(
+            _mix(_mix(_as_words(sols.column("s_fp"))) + _as_words(sols.column("d_word"))).sum(
+                dtype=np.uint64
+            )
+        )
+        if sols.num_rows
+        else 0
+    )
     del grades, solutions
     if graded.num_rows:
         joined = graded.join(sols, KEY, join_type="left outer")
@@ -220,9 +239,10 @@ def pair_rows(
         ungraded = ungraded.append_column("g_fp", pa.nulls(n, pa.uint64()))
         parts.append(ungraded.select(parts[0].column_names) if parts else ungraded)
     if not parts:
-        return PairRows(PAIR_ROWS_SCHEMA.empty_table(), grades_at, solutions_at, outside)
+        empty = PAIR_ROWS_SCHEMA.empty_table()
+        return PairRows(empty, grades_at, solutions_at, outside, solutions_word)
     table = pa.concat_tables(parts)
-    return PairRows(_finish(table), grades_at, solutions_at, outside)
+    return PairRows(_finish(table), grades_at, solutions_at, outside, solutions_word)
 
 
 def _in_selection(cells: pa.Table, selection: Selection) -> tuple[pa.Table, int]:
