@@ -252,6 +252,9 @@ class Commit:
         for staged, _ in self.moves:
             with contextlib.suppress(Exception):
                 self.out.location(staged).delete()
+        if self.out.root.is_local:  # the folders this export made and left empty
+            for folder in sorted({posixpath.dirname(s) for s, _ in self.moves}, reverse=True):
+                _remove_empty(self.out.root.path, folder)
         self.moves = []
 
     def finish(self, document: dict[str, Any], manifest: Manifest) -> None:
@@ -263,6 +266,16 @@ class Commit:
         apply_pending(self.out, manifest.pending)
         manifest.pending = None
         self.out.location(MANIFEST_FILE).write_atomic(encode(document, manifest))
+
+
+def _remove_empty(root: str, folder: str) -> None:
+    """`folder` (under `root`) and its parents up to `root`, while they are empty."""
+    while folder and folder not in (".", "/"):
+        try:
+            os.rmdir(os.path.join(root, folder))
+        except OSError:
+            return
+        folder = posixpath.dirname(folder)
 
 
 def _size(file: OutputFile) -> int:
