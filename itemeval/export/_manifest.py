@@ -299,6 +299,9 @@ def apply_pending(out: OutputDir, pending: Pending) -> None:
             source.fs.invalidate_cache(posixpath.dirname(destination.path))
     for path in pending.deletes:
         out.location(path).delete()
+    if out.root.is_local:  # folders left empty (a pair, a model, a format no longer there)
+        for folder in sorted({posixpath.dirname(p) for p in pending.deletes}, reverse=True):
+            _remove_empty(out.root.path, folder)
 
 
 def recover(out: OutputDir, manifest: Manifest | None, document: dict[str, Any] | None) -> None:

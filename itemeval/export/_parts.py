@@ -27,14 +27,7 @@ import pyarrow.csv as pacsv
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from itemeval.export._manifest import (
-    CSV_DIR,
-    PART_ROWS,
-    TABLE_DIR,
-    Commit,
-    PartRecord,
-    pair_folder,
-)
+from itemeval.export._manifest import CSV_DIR, PART_ROWS, TABLE_DIR, Commit, PartRecord, pair_folder
 from itemeval.export._outputs import OutputDir, OutputFile
 from itemeval.export._table.columns import LONG_TABLE_SCHEMA
 from itemeval.storage import resolve
@@ -73,6 +66,7 @@ class PairParts:
         self.formats = [f for f in TABLE_FORMATS if f in formats]
         self.folders = {f: pair_folder(_ROOTS[f], grade, generate) for f in self.formats}
         self.next_part = next_part
+        self.part_rows = PART_ROWS
         self.records: list[PartRecord] = []
         self._placed: list[pa.Table] = []  # item_id, epoch, part of every row written
         self._current: _OpenPart | None = None
@@ -96,7 +90,7 @@ class PairParts:
         while table.num_rows:
             if self._current is None:
                 self._current = self._open()
-            room = PART_ROWS - self._current.rows
+            room = self.part_rows - self._current.rows
             piece, table = table.slice(0, room), table.slice(room)
             self._current.write(piece)
             self._placed.append(
@@ -108,7 +102,7 @@ class PairParts:
                     }
                 )
             )
-            if self._current.rows >= PART_ROWS:
+            if self._current.rows >= self.part_rows:
                 self._close_current()
 
     def _open(self) -> _OpenPart:

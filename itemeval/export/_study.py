@@ -97,8 +97,10 @@ FORMATS = ("parquet", "csv", "eee")
 PAIRWISE_FILE = "pairwise.json"  # pairwise judges against their baseline, when there are some
 JUDGES_FILE = "judges.json"  # every judge and panel against gold, when the study has judges
 SUMMARY_FILE = MANIFEST_FILE
+#: A pair's newest part smaller than this is filled up by the next export that adds rows.
+SMALL_PART_ROWS = PART_ROWS // 4
 #: How the parts are cut and what their rows are (a change rewrites every part).
-_LAYOUT = ["parts/1", PART_ROWS // 4]
+_LAYOUT = ["parts/1"]
 
 
 @dataclass(frozen=True)
@@ -414,7 +416,7 @@ class _Export:
                 dirty = {int(p) for p in parts_of[removed] if p == p and p is not None}
                 if touched_table.any() and previous_parts:
                     newest = max(previous_parts, key=lambda p: p.id)
-                    if newest.rows < PART_ROWS // 4:
+                    if newest.rows < SMALL_PART_ROWS:
                         dirty.add(newest.id)  # filled up rather than followed by another
 
         # Every Eval Ever: which evaluations to make again, which to add lines to.
@@ -498,7 +500,7 @@ class _Export:
         parts_table = None
         new_parts = []
         if self.tables:
-            keep = ~removed
+            keep = ~removed & (not table_rebuild)
             if dirty:
                 part_column = index.column("part").to_numpy(zero_copy_only=False)
                 keep &= ~np.isin(part_column, list(dirty))
