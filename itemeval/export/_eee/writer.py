@@ -173,19 +173,20 @@ class EeeWriter:
         the samples), as digests."""
         e = self.evaluation(pair, dataset)
         c = self.context
+        # What `build_instance` and the rendered prompt read.
         lines = {
-            "context": [c.study, c.version, c.epochs],
+            "records": [c.study, c.version],
             "generate": list(_facets(e.generate)),
             "grade": list(_facets(e.grade)),
-            "dataset": [e.dataset.name, e.dataset.fingerprint, e.dataset.path],
-            "endpoint": e.endpoint_kind,
+            "dataset": e.dataset.name,
             "prompt": e.prompt_text,
-            "rubric": e.rubric_text,
         }
+        d = e.dataset
         aggregate = lines | {
-            "source": [e.dataset.format, e.dataset.split, e.dataset.revision, e.dataset.items],
-            "records": [c.organization, c.relationship, self.resamples, self.seed],
-            "cluster_by": self.plan.study.analysis.cluster_by,
+            "source": [d.fingerprint, d.path, d.format, d.split, d.revision, d.items],
+            "model": [e.endpoint_kind, e.rubric_text, c.epochs],
+            "records": [c.study, c.version, c.organization, c.relationship],
+            "interval": [self.resamples, self.seed, self.plan.study.analysis.cluster_by],
         }
         return _digest(lines), _digest(aggregate)
 
