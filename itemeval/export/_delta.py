@@ -1,13 +1,15 @@
-"""What changed in a condition pair since the last export: its rows against the key index.
+"""What changed in a condition pair since the last export: its state against the key index.
 
 The key index of a pair (`_export/<grade>/<generate>/keys-*.parquet`, one per export that
-changed the pair) has one row per exported row: its key, dataset and fingerprint
-(`_table.pairs`), the long-table part that holds it, and what the Every Eval Ever writer needs
-(`_eee.writer.EEE_INDEX_FIELDS`: whether it is a sample line, where the line is, its tally).
+changed the pair) is the pair's state (`_table.pairs.STATE_SCHEMA`: every key of its grades and
+solutions, where each logical row was and its fingerprint) as that export saw it, and what the
+export made of each key: its dataset (null: not selected) and the row's fingerprint (null: no
+row), the long-table part that holds the row, and what the Every Eval Ever writer needs
+(`_eee.writer.EEE_INDEX_FIELDS`).
 
-`diff` joins the pair's current rows with the index by key: a current row is **new** (no
-indexed row), **changed** (another fingerprint) or unchanged; an indexed row is **removed**
-when it changed or left (its key is no longer stored or selected).
+`compare` lines the pair's state now up with the index by key: a row now is **new** (no row
+then), **changed** (another fingerprint) or unchanged; a row then is **removed** when it
+changed or is no row now (its item left the selection).
 """
 
 from __future__ import annotations
@@ -21,71 +23,126 @@ import pyarrow.parquet as pq
 
 from itemeval.export._eee.writer import EEE_INDEX_FIELDS
 from itemeval.export._outputs import OutputDir
-from itemeval.export._table.pairs import KEY
+from itemeval.export._table.pairs import (
+    STATE_SCHEMA,
+    Selection,
+    key_strings,
+    row_words,
+    words,
+)
 
 KEY_INDEX_SCHEMA = pa.schema(
     [
-        pa.field("item_id", pa.string()),
-        pa.field("epoch", pa.int32()),
-        pa.field("dataset", pa.string()),
-        pa.field("fp", pa.uint64()),
+        *STATE_SCHEMA,
+        pa.field("dataset", pa.string()),  # null: not selected
+        pa.field("dataset_word", pa.uint64()),
+        pa.field("fp", pa.uint64()),  # null: no long-table row
         pa.field("part", pa.int32()),  # null: no table format exported
         *EEE_INDEX_FIELDS,  # null: Every Eval Ever not exported
     ]
 )
-UNCHANGED, CHANGED, NEW = 0, 1, 2
 
 
 @dataclass
-class PairDelta:
-    """`state` per current row (UNCHANGED, CHANGED, NEW) and `removed` per indexed row."""
+class PairChanges:
+    """A pair's keys now (`state`, with `dataset`, `dataset_word`, `fp`, `graded`, `stale`
+    per key) lined up with its index (`earlier`: each key's row there, -1 for none)."""
 
-    state: np.ndarray
-    removed: np.ndarray
+    state: pa.Table
+    dataset: pa.Array
+    dataset_word: np.ndarray
+    fp: np.ndarray
+    row: np.ndarray  # a long-table row now
+    graded: np.ndarray
+    stale: np.ndarray
+    earlier: np.ndarray
+    new: np.ndarray  # a row now that is not the same row then (new or changed)
+    removed: np.ndarray  # per index row: a row then that is not the same row now
 
     @property
     def any(self) -> bool:
-        return bool((self.state != UNCHANGED).any() or self.removed.any())
+        return bool(self.new.any() or self.removed.any())
 
 
-def diff(current: pa.Table, index: pa.Table | None) -> PairDelta:
-    """Compare the pair's rows (`item_id, epoch, fp`) with its key index (see the module
-    doc)."""
-    n = current.num_rows
-    if index is None or index.num_rows == 0:
-        m = 0 if index is None else index.num_rows
-        return PairDelta(np.full(n, NEW, dtype=np.int8), np.zeros(m, dtype=bool))
-    m = index.num_rows
-    left = pa.table(
-        {
-            "item_id": current.column("item_id"),
-            "epoch": current.column("epoch"),
-            "fp": current.column("fp"),
-            "i": pa.array(np.arange(n, dtype=np.int64)),
-        }
+def compare(
+    state: pa.Table,
+    index: pa.Table | None,
+    selection: Selection,
+    *,
+    include_ungraded: bool,
+    earlier: np.ndarray | None = None,
+    touched: np.ndarray | None = None,
+) -> PairChanges:
+    """Line `state` up with `index` (see the module doc). `earlier` and `touched` (from
+    `pairs.advance_state`: each key's row in the index, and the keys whose state moved) spare
+    the lookup; with `touched`, the other keys keep their dataset and fingerprint (the selection
+    must be the one the index was made with)."""
+    n = state.num_rows
+    m = 0 if index is None else index.num_rows
+    if earlier is None:
+        earlier = np.full(n, -1, dtype=np.int64)
+        if m:
+            assert index is not None
+            where = pc.index_in(key_strings(state), value_set=key_strings(index))
+            earlier = pc.fill_null(where, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    dataset, dataset_word = _place(state, index, selection, earlier, touched)
+    graded, stale, fp = row_words(state, dataset_word)
+    selected = pc.is_valid(dataset).to_numpy(zero_copy_only=False)
+    has_solution = pc.is_valid(state.column("s_frag")).to_numpy(zero_copy_only=False)
+    row = selected & (graded | (has_solution & include_ungraded))
+    same = np.zeros(n, dtype=bool)
+    kept = np.zeros(m, dtype=bool)
+    if m:
+        assert index is not None
+        before_fp = index.column("fp")
+        before_row = pc.is_valid(before_fp).to_numpy(zero_copy_only=False)
+        before = words(before_fp)
+        matched = earlier >= 0
+        at = earlier[matched]
+        same[matched] = before_row[at] & (before[at] == fp[matched])
+        same &= row
+        kept[earlier[same]] = True
+        removed = before_row & ~kept
+    else:
+        removed = np.zeros(0, dtype=bool)
+    return PairChanges(
+        state=state,
+        dataset=dataset,
+        dataset_word=dataset_word,
+        fp=fp,
+        row=row,
+        graded=graded,
+        stale=stale,
+        earlier=earlier,
+        new=row & ~same,
+        removed=removed,
     )
-    right = pa.table(
-        {
-            "item_id": index.column("item_id"),
-            "epoch": index.column("epoch"),
-            "was": index.column("fp"),
-            "j": pa.array(np.arange(m, dtype=np.int64)),
-        }
-    )
-    joined = left.join(right, KEY, join_type="full outer")
-    i = joined.column("i")
-    j = joined.column("j")
-    same = pc.fill_null(pc.equal(joined.column("fp"), joined.column("was")), False)
-    state = np.full(n, NEW, dtype=np.int8)
-    both = pc.and_(pc.is_valid(i), pc.is_valid(j))
-    matched = joined.filter(both)
-    rows = matched.column("i").to_numpy().astype(np.int64)
-    equal = same.filter(both).to_numpy(zero_copy_only=False)
-    state[rows] = np.where(equal, UNCHANGED, CHANGED)
-    removed = np.ones(m, dtype=bool)
-    kept = joined.filter(pc.and_(both, same)).column("j").to_numpy().astype(np.int64)
-    removed[kept] = False
-    return PairDelta(state, removed)
+
+
+def _place(
+    state: pa.Table,
+    index: pa.Table | None,
+    selection: Selection,
+    earlier: np.ndarray,
+    touched: np.ndarray | None,
+) -> tuple[pa.Array, np.ndarray]:
+    """Each key's dataset and dataset word: looked up for every key, or (`touched` given)
+    for the touched keys only, the others as the index has them."""
+    if touched is None or index is None:
+        return selection.place(state)
+    n = state.num_rows
+    dataset = index.column("dataset").take(pa.array(np.where(earlier >= 0, earlier, 0)))
+    word = words(index.column("dataset_word"))[np.where(earlier >= 0, earlier, 0)]
+    if not touched.any():
+        return dataset.combine_chunks(), word
+    chosen = np.flatnonzero(touched)
+    fresh_dataset, fresh_word = selection.place(state.take(pa.array(chosen)))
+    word = word.copy()
+    word[chosen] = fresh_word
+    source = np.arange(n, dtype=np.int64)
+    source[chosen] = n + np.arange(len(chosen), dtype=np.int64)
+    both = pa.concat_arrays([dataset.combine_chunks().cast(pa.string()), fresh_dataset])
+    return both.take(pa.array(source)), word
 
 
 def read_index(out: OutputDir, path: str) -> pa.Table:
@@ -96,23 +153,6 @@ def read_index(out: OutputDir, path: str) -> pa.Table:
 
 def encode_index(index: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
-    pq.write_table(
-        index.select(KEY_INDEX_SCHEMA.names).cast(KEY_INDEX_SCHEMA), sink, compression="zstd"
-    )
+    table = index.select(KEY_INDEX_SCHEMA.names).cast(KEY_INDEX_SCHEMA)
+    pq.write_table(table, sink, compression="zstd")
     return bytes(sink.getvalue().to_pybytes())
-
-
-def assemble_index(current: pa.Table, parts: pa.Table | None, eee: pa.Table | None) -> pa.Table:
-    """The pair's new key index: its rows (`item_id, epoch, dataset, fp`) with their part
-    (`item_id, epoch, part`) and Every Eval Ever fields (`EEE_INDEX_SCHEMA`), each by key."""
-    table = current.select(["item_id", "epoch", "dataset", "fp"])
-    if parts is not None and parts.num_rows:
-        table = table.join(parts.select([*KEY, "part"]), KEY, join_type="left outer")
-    if eee is not None and eee.num_rows:
-        fields = [f.name for f in EEE_INDEX_FIELDS]
-        table = table.join(eee.select([*KEY, *fields]), KEY, join_type="left outer")
-    n = table.num_rows
-    for f in KEY_INDEX_SCHEMA:
-        if f.name not in table.column_names:
-            table = table.append_column(f, pa.nulls(n, f.type))
-    return table.select(KEY_INDEX_SCHEMA.names).cast(KEY_INDEX_SCHEMA)

@@ -93,6 +93,7 @@ class PairRecord(_Model):
     grade: str
     generate: str
     source: str  # digest of the store's partitions and the selection it read
+    selection: str = ""  # digest of the selection
     content: str  # an order-free digest of its rows (`PairRows.content`)
     table_signature: str | None = None  # None: no table format exported
     eee: bool = False  # Every Eval Ever exported
@@ -126,6 +127,8 @@ class Manifest(_Model):
     study_source: str = ""  # digest of every partition the study files read
     study_files: dict[str, str] = Field(default_factory=dict)  # statistics, judges, pairwise
     pairs: dict[str, PairRecord] = Field(default_factory=dict)
+    #: The fragments of each partition the pairs read, by name: those written since are new.
+    partitions: dict[str, list[str]] = Field(default_factory=dict)
     sizes: dict[str, int] = Field(default_factory=dict)  # every file named, its bytes
     pending: Pending | None = None
 

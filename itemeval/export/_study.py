@@ -51,14 +51,13 @@ from itemeval import __version__
 from itemeval.errors import InputError, Problem
 from itemeval.export._delta import (
     KEY_INDEX_SCHEMA,
-    UNCHANGED,
-    assemble_index,
-    diff,
+    PairChanges,
+    compare,
     encode_index,
     read_index,
 )
 from itemeval.export._eee.records import EEE_VERSIONS, RELATIONSHIPS, RecordContext
-from itemeval.export._eee.writer import EEE_INDEX_SCHEMA, EeeTotals, EeeWriter
+from itemeval.export._eee.writer import EEE_INDEX_FIELDS, EEE_INDEX_SCHEMA, EeeTotals, EeeWriter
 from itemeval.export._manifest import (
     CSV_DIR,
     EEE_DIR,
@@ -71,6 +70,7 @@ from itemeval.export._manifest import (
     Manifest,
     PairCounts,
     PairRecord,
+    PartRecord,
     damaged,
     encode,
     list_owned,
@@ -80,18 +80,27 @@ from itemeval.export._manifest import (
     unnamed,
 )
 from itemeval.export._outputs import OutputDir
-from itemeval.export._parts import TABLE_FORMATS, PairParts, key_strings
+from itemeval.export._parts import TABLE_FORMATS, PairParts
 from itemeval.export._report.judges import study_judges
 from itemeval.export._report.pairwise import study_pairwise
 from itemeval.export._stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from itemeval.export._table.columns import LONG_TABLE_SCHEMA
-from itemeval.export._table.pairs import PairRows
+from itemeval.export._table.pairs import (
+    STATE_SCHEMA,
+    PairRows,
+    advance_state,
+    content_digest,
+    holding,
+    key_strings,
+    ordered_rows,
+    read_state,
+)
 from itemeval.export._table.scan import DEFAULT_BATCH_ROWS, LongTableScan, Pair, ScanCounts
 from itemeval.ids import canonical_json
 from itemeval.planning import Plan
 from itemeval.storage import unique_name
 from itemeval.store import GRADES, SOLUTIONS
-from itemeval.store.fragments import list_fragments
+from itemeval.store.fragments import FragmentInfo, list_fragments
 
 FORMATS = ("parquet", "csv", "eee")
 PAIRWISE_FILE = "pairwise.json"  # pairwise judges against their baseline, when there are some
@@ -99,6 +108,9 @@ JUDGES_FILE = "judges.json"  # every judge and panel against gold, when the stud
 SUMMARY_FILE = MANIFEST_FILE
 #: A pair's newest part smaller than this is filled up by the next export that adds rows.
 SMALL_PART_ROWS = PART_ROWS // 4
+#: A pair's state is advanced from its key index when the fragments written since weigh at
+#: most this (else it is read from the store's cells: summaries and newer fragments).
+ADVANCE_BYTES = 256 << 20
 #: How the parts are cut and what their rows are (a change rewrites every part).
 _LAYOUT = ["parts/1"]
 
@@ -164,6 +176,7 @@ class ExportResult:
     #: What this export did: pairs whose files changed, rows fetched from the store, files
     #: written; `unchanged`: nothing was written (the store had not changed).
     pairs_changed: int = 0
+    pairs_advanced: int = 0  # pairs read from their key index and the fragments written since
     rows_written: int = 0
     files_written: int = 0
     unchanged: bool = False
@@ -193,6 +206,7 @@ class ExportResult:
             "seconds": round(self.seconds, 3),
             "written": {
                 "pairs_changed": self.pairs_changed,
+                "pairs_advanced": self.pairs_advanced,
                 "rows_written": self.rows_written,
                 "files_written": self.files_written,
                 "unchanged": self.unchanged,
@@ -235,6 +249,13 @@ class _Export:
         self.now = str(round(time.time(), 6))
         self.rows_written = 0
         self.pairs_changed = 0
+        self.advanced = 0  # pairs whose state was advanced from their key index
+        self.selection = _digest(
+            [[d.name, d.fingerprint, d.selected] for d in plan.datasets] + [plan.design.epochs]
+        )
+        self.listings: dict[tuple[str, str], list[FragmentInfo]] = {}
+        self.seen: dict[str, set[str]] = {}
+        self.gen_ranges: dict[str, list[tuple[str, str]] | None] = {}
 
     # -- the whole export ----------------------------------------------------------------------
     def run(self, started: float) -> ExportResult:
@@ -270,6 +291,8 @@ class _Export:
                 seed=self.options.seed,
             )
         sources = self._sources()
+        if before is not None:
+            self.seen = {k: set(v) for k, v in before.partitions.items()}
         try:
             pairs: dict[str, PairRecord] = {}
             for pair in self.scan.pairs():
@@ -284,6 +307,13 @@ class _Export:
                 study_source=study_source,
                 study_files=study_files,
                 pairs=pairs,
+                partitions={
+                    f"{stage}/{condition}": [f.name for f in self.listings[(stage, condition)]]
+                    for stage, condition in sorted(
+                        {(GRADES.name, r.grade) for r in pairs.values()}
+                        | {(SOLUTIONS.name, r.generate) for r in pairs.values()}
+                    )
+                },
             )
             named = set(study_files.values())
             for record in pairs.values():
@@ -323,15 +353,10 @@ class _Export:
         partitions += [(GRADES, c.id) for c in design.pairwise]
         out = {}
         for stage, condition in partitions:
-            names = [f.name for f in list_fragments(self.plan.store.partition(stage, condition))]
-            out[(stage.name, condition)] = _digest(names)
+            listed = list_fragments(self.plan.store.partition(stage, condition))
+            self.listings[(stage.name, condition)] = listed
+            out[(stage.name, condition)] = _digest([f.name for f in listed])
         return out
-
-    def _selection(self) -> str:
-        return _digest(
-            [[d.name, d.fingerprint, d.selected] for d in self.plan.datasets]
-            + [self.plan.design.epochs]
-        )
 
     # -- one pair -------------------------------------------------------------------------------
     def _pair(
@@ -339,7 +364,7 @@ class _Export:
     ) -> PairRecord:
         grade, generate = pair.grade.id, pair.generate.id
         source = _digest(
-            [sources[(GRADES.name, grade)], sources[(SOLUTIONS.name, generate)], self._selection()]
+            [sources[(GRADES.name, grade)], sources[(SOLUTIONS.name, generate)], self.selection]
         )
         table_signature = (
             _digest(
@@ -363,14 +388,63 @@ class _Export:
         ):
             self.scan.counts.pairs[(grade, generate)] = before.counts.rows
             return before
-        located = self.scan.locate(pair)
         index = read_index(self.out, before.keys) if before is not None else None
-        return self._update(pair, before, located, index, source, table_signature)
+        state, earlier, touched = self._state(pair, before, index)
+        moved = touched is None or bool(touched.any())  # the index's state is not current
+        if touched is not None and before is not None and before.selection != self.selection:
+            touched = None  # another selection: every key's dataset is looked up again
+        changes = compare(
+            state,
+            index,
+            self.scan.selection,
+            include_ungraded=self.options.include_ungraded,
+            earlier=earlier,
+            touched=touched,
+        )
+        return self._update(pair, before, index, changes, moved, source, table_signature)
+
+    def _state(
+        self, pair: Pair, before: PairRecord | None, index: pa.Table | None
+    ) -> tuple[pa.Table, np.ndarray | None, np.ndarray | None]:
+        """The pair's state: the index's advanced by the fragments written since it was made,
+        when that is little to read; else the store's cells. With each key's row in the index
+        and which keys moved, when advanced."""
+        grade, generate = pair.grade.id, pair.generate.id
+        store = self.plan.store
+        grades_now = self.listings[(GRADES.name, grade)]
+        solutions_now = self.listings[(SOLUTIONS.name, generate)]
+        seen_grades = self.seen.get(f"{GRADES.name}/{grade}")
+        seen_solutions = self.seen.get(f"{SOLUTIONS.name}/{generate}")
+        if index is not None and seen_grades is not None and seen_solutions is not None:
+            new_grades = [f for f in grades_now if f.name not in seen_grades]
+            new_solutions = [f for f in solutions_now if f.name not in seen_solutions]
+            new_grades = holding(
+                store.partition(GRADES, grade), new_grades, generate, self.gen_ranges
+            )
+            new_bytes = sum(f.size or ADVANCE_BYTES for f in (*new_grades, *new_solutions))
+            if new_bytes <= ADVANCE_BYTES:
+                state, touched = advance_state(
+                    store,
+                    grade,
+                    generate,
+                    index.select(STATE_SCHEMA.names),
+                    new_grades,
+                    new_solutions,
+                    {f.name for f in grades_now},
+                    {f.name for f in solutions_now},
+                )
+                m = index.num_rows
+                earlier = np.concatenate(
+                    [np.arange(m, dtype=np.int64), np.full(state.num_rows - m, -1, np.int64)]
+                )
+                self.advanced += 1
+                return state, earlier, touched
+        return read_state(store, grade, generate), None, None
 
     def _eee_same(self, pair: Pair, before: PairRecord) -> bool:
         if not self.eee:
-            return not before.evaluations and not _has_eee(before)
-        if not _has_eee(before):
+            return not before.evaluations and not before.eee
+        if not before.eee:
             return False
         assert self.writer is not None
         for dataset, record in before.evaluations.items():
@@ -386,20 +460,21 @@ class _Export:
         self,
         pair: Pair,
         before: PairRecord | None,
-        located: PairRows,
         index: pa.Table | None,
+        changes: PairChanges,
+        moved: bool,
         source: str,
         table_signature: str | None,
     ) -> PairRecord:
-        rows = located.rows
-        n = rows.num_rows
-        delta = diff(rows, index)
-        changed = delta.state != UNCHANGED
+        state = changes.state
+        n = state.num_rows
         if index is None:
             index = KEY_INDEX_SCHEMA.empty_table()
-        removed = delta.removed
-        datasets = rows.column("dataset").to_numpy(zero_copy_only=False)
+        removed = changes.removed
+        row = changes.row
+        datasets = changes.dataset.to_numpy(zero_copy_only=False)
         old_datasets = index.column("dataset").to_numpy(zero_copy_only=False)
+        keys = key_strings(state)
 
         # The long table: which rows to write, which earlier parts to replace.
         table_rebuild = bool(self.tables) and (
@@ -409,7 +484,7 @@ class _Export:
         previous_parts = []
         dirty: set[int] = set()
         if self.tables:
-            touched_table = np.ones(n, dtype=bool) if table_rebuild else changed.copy()
+            touched_table = row.copy() if table_rebuild else changes.new.copy()
             if not table_rebuild and before is not None:
                 previous_parts = before.parts
                 parts_of = index.column("part").to_numpy(zero_copy_only=False)
@@ -425,21 +500,20 @@ class _Export:
         begun: dict[str, str] = {}
         copies: dict[str, tuple[str, pa.Table]] = {}
         previous_evaluations: dict[str, EvaluationRecord] = {}
-        if self.eee:
-            assert self.writer is not None
-            if before is not None and _has_eee(before):
+        sample = pc.fill_null(index.column("sample"), False).to_numpy(zero_copy_only=False)
+        if self.writer is not None:
+            if before is not None and before.eee:
                 previous_evaluations = before.evaluations
-            present = set(np.unique(datasets).tolist()) if n else set()
+            present = set(np.unique(datasets[row]).tolist()) if row.any() else set()
             rebuild = {
                 d
                 for d in present
                 if d not in previous_evaluations
                 or previous_evaluations[d].signature != self.writer.signatures(pair, d)[0]
-                or (before is not None and not _has_eee(before))
             }
-            touched_eee = changed | np.isin(datasets, list(rebuild)) if n else touched_eee
+            touched_eee = changes.new | (row & np.isin(datasets, list(rebuild)))
             rewrite = rebuild | set(np.unique(datasets[touched_eee]).tolist())
-            rewrite |= set(np.unique(old_datasets[removed]).tolist()) & present
+            rewrite |= {d for d in set(old_datasets[removed].tolist()) if d is not None} & present
             for dataset in rewrite:
                 earlier = previous_evaluations.get(dataset)
                 if dataset in rebuild or earlier is None:
@@ -447,16 +521,9 @@ class _Export:
                     continue
                 begun[dataset] = earlier.begun
                 if earlier.samples is not None:
-                    lines = index.filter(
-                        pa.array(
-                            (old_datasets == dataset)
-                            & ~removed
-                            & pc.fill_null(index.column("sample"), False).to_numpy(
-                                zero_copy_only=False
-                            )
-                        )
-                    ).sort_by("offset")
-                    copies[dataset] = (earlier.samples, lines.select(EEE_INDEX_SCHEMA.names))
+                    lines = index.filter(pa.array((old_datasets == dataset) & ~removed & sample))
+                    lines = lines.sort_by("offset").select(EEE_INDEX_SCHEMA.names)
+                    copies[dataset] = (earlier.samples, lines)
             self.writer.begin_pair(pair, begun, copies)
 
         # Fetch what changed, once, for both.
@@ -470,24 +537,37 @@ class _Export:
                 self.tables,
                 before.next_part if before is not None else 0,
             )
-            drop = key_strings(index.column("item_id"), index.column("epoch")).filter(
-                pa.array(removed)
-            )
+            drop = key_strings(index).filter(pa.array(removed))
             for part in previous_parts:
                 if part.id in dirty:
                     parts.copy(part, drop)
         fetch = touched_table | touched_eee
         if fetch.any():
-            chosen = pa.array(np.flatnonzero(fetch))
-            wanted = rows.take(chosen)
-            to_table, to_eee = touched_table[fetch], touched_eee[fetch]
+            wanted = ordered_rows(
+                state,
+                fetch,
+                changes.dataset,
+                changes.stale,
+                changes.fp,
+                {"to_table": touched_table, "to_eee": touched_eee},
+            )
+            store = self.plan.store
+            located = PairRows(
+                wanted,
+                store.partition(GRADES, pair.grade.id),
+                store.partition(SOLUTIONS, pair.generate.id),
+                0,
+            )
+            to_table = wanted.column("to_table").to_numpy(zero_copy_only=False)
+            to_eee = wanted.column("to_eee").to_numpy(zero_copy_only=False)
             offset = 0
-            for batch in self.scan.batches(pair, located, wanted):
+            for batch in self.scan.batches(pair, located):
                 k = batch.num_rows
                 table = pa.Table.from_batches([batch])
                 if parts is not None:
                     mask = to_table[offset : offset + k]
-                    parts.write(table if mask.all() else table.filter(pa.array(mask)))
+                    if mask.any():
+                        parts.write(table if mask.all() else table.filter(pa.array(mask)))
                 if self.writer is not None:
                     mask = to_eee[offset : offset + k]
                     if mask.any():
@@ -496,63 +576,95 @@ class _Export:
             self.rows_written += int(fetch.sum())
         placed = parts.close() if parts is not None else None
 
-        # The new key index.
-        parts_table = None
-        new_parts = []
+        # The new key index: the state, what each key is now, where its row went.
+        earlier_rows = pa.array(np.where(changes.earlier >= 0, changes.earlier, 0))
+        matched = changes.earlier >= 0
+        columns: dict[str, Any] = {name: state.column(name) for name in STATE_SCHEMA.names}
+        columns["dataset"] = changes.dataset
+        columns["dataset_word"] = pa.array(changes.dataset_word, pa.uint64())
+        columns["fp"] = pa.array(changes.fp, pa.uint64(), mask=~row)
+        new_parts: list[PartRecord] = []
+        part = np.full(n, -1, dtype=np.int64)
         if self.tables:
-            keep = ~removed & (not table_rebuild)
-            if dirty:
-                part_column = index.column("part").to_numpy(zero_copy_only=False)
-                keep &= ~np.isin(part_column, list(dirty))
-            kept = index.filter(pa.array(keep)).select(["item_id", "epoch", "part"])
-            parts_table = pa.concat_tables([kept, placed]) if placed is not None else kept
+            keep = row & ~changes.new & matched & (not table_rebuild)
+            if index.num_rows:
+                earlier_part = pc.fill_null(index.column("part").take(earlier_rows), -1)
+                earlier_part = earlier_part.to_numpy(zero_copy_only=False).astype(np.int64)
+                keep &= ~np.isin(earlier_part, list(dirty)) & (earlier_part >= 0)
+                part[keep] = earlier_part[keep]
+            if placed is not None and placed.num_rows:
+                where = pc.index_in(keys, value_set=key_strings(placed))
+                found = pc.is_valid(where).to_numpy(zero_copy_only=False) & row
+                at = pc.fill_null(where, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+                part[found] = placed.column("part").to_numpy()[at[found]]
             new_parts = [p for p in previous_parts if p.id not in dirty]
             new_parts += parts.records if parts is not None else []
-        eee_table = None
+        columns["part"] = pa.array(part, pa.int32(), mask=part < 0)
         evaluations: dict[str, EvaluationRecord] = {}
+        eee_columns = [f.name for f in EEE_INDEX_FIELDS]
         if self.writer is not None:
             written = self.writer.end_pair()
-            sample = pc.fill_null(index.column("sample"), False).to_numpy(zero_copy_only=False)
-            stay = ~removed & ~(np.isin(old_datasets, list(rewrite)) & sample)
-            stay &= ~np.isin(old_datasets, [d for d in rewrite if begun[d] == self.now])
-            eee_table = pa.concat_tables(
-                [index.filter(pa.array(stay)).select(EEE_INDEX_SCHEMA.names), written]
-            )
-        new_index = assemble_index(rows, parts_table, eee_table)
+            carried = index.select(eee_columns).take(earlier_rows) if index.num_rows else None
+            fresh = np.zeros(n, dtype=bool)
+            if written.num_rows:
+                where = pc.index_in(keys, value_set=key_strings(written))
+                fresh = pc.is_valid(where).to_numpy(zero_copy_only=False) & row
+                at = pc.fill_null(where, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+                from_writer = written.select(eee_columns).take(pa.array(at))
+            for name in eee_columns:
+                field_type = KEY_INDEX_SCHEMA.field(name).type
+                value = (
+                    carried.column(name).combine_chunks()
+                    if carried is not None
+                    else pa.nulls(n, field_type)
+                )
+                value = pc.if_else(pa.array(matched & row), value, pa.scalar(None, field_type))
+                if fresh.any():
+                    value = pc.if_else(pa.array(fresh), from_writer.column(name), value)
+                columns[name] = value
+        else:
+            for name in eee_columns:
+                columns[name] = pa.nulls(n, KEY_INDEX_SCHEMA.field(name).type)
+        new_index = pa.table(columns).select(KEY_INDEX_SCHEMA.names).cast(KEY_INDEX_SCHEMA)
         if self.writer is not None:
-            evaluations = self.writer.records(new_index, previous_evaluations, rewrite)
+            evaluations = self.writer.records(
+                new_index.filter(pa.array(row)), previous_evaluations, rewrite
+            )
 
-        anything = (
-            delta.any
+        selected = pc.is_valid(changes.dataset).to_numpy(zero_copy_only=False)
+        rows_changed = (
+            changes.any
             or table_rebuild
             or bool(dirty)
             or bool(rewrite)
             or before is None
             or evaluations != previous_evaluations
         )
-        if anything:
-            self.pairs_changed += 1
-            keys = f"{STATE_DIR}/{pair.grade.id}/{pair.generate.id}/keys-{unique_name()}.parquet"
-            self.commit.stage_bytes(keys, encode_index(new_index))
+        self.pairs_changed += rows_changed
+        if rows_changed or moved:  # the index says where rows are: kept current
+            path = f"{STATE_DIR}/{pair.grade.id}/{pair.generate.id}/keys-{unique_name()}.parquet"
+            self.commit.stage_bytes(path, encode_index(new_index))
         else:
             assert before is not None
-            keys = before.keys
-        self.scan.counts.pairs[(pair.grade.id, pair.generate.id)] = n
+            path = before.keys
+        self.scan.counts.pairs[(pair.grade.id, pair.generate.id)] = int(row.sum())
+        graded = changes.graded
         return PairRecord(
             grade=pair.grade.id,
             generate=pair.generate.id,
             source=source,
-            content=located.content,
+            selection=self.selection,
+            content=content_digest(state, row, selected, changes.fp, changes.dataset_word),
             table_signature=table_signature,
             eee=self.eee,
-            keys=keys,
+            keys=path,
             parts=new_parts,
             next_part=parts.next_part if parts is not None else (before.next_part if before else 0),
             counts=PairCounts(
-                rows=n,
-                graded=located.graded,
-                stale=located.stale,
-                outside_selection=located.outside_selection,
+                rows=int(row.sum()),
+                graded=int((row & graded).sum()),
+                stale=int((row & changes.stale).sum()),
+                outside_selection=int((graded & ~selected).sum()),
             ),
             evaluations=evaluations,
         )
@@ -575,7 +687,7 @@ class _Export:
                 options.resamples,
                 options.seed,
                 plan.study.model_dump(mode="json"),
-                self._selection(),
+                self.selection,
             ]
         )
         if (
@@ -657,6 +769,7 @@ class _Export:
             rows=counts.rows,
             counts=counts,
             pairs_changed=self.pairs_changed,
+            pairs_advanced=self.advanced,
             rows_written=self.rows_written,
         )
         if "parquet" in self.tables:

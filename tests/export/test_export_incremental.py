@@ -166,18 +166,26 @@ def test_an_unchanged_store_writes_nothing(tmp_path: Path):
     assert _files(out) == files  # the same files, bytes and modification times
 
     # A compaction moves every row to new fragments: no row changed, so no table, sample or
-    # statistics file is written; only export.json records the store's new fragments.
+    # statistics file is written; only the key indexes (where rows are) and export.json.
     compact(StudyStore.open(result.store_url))
     third = _export(result, out)
-    assert third.rows_written == 0 and third.files_written == 0
-    after = _files(out)
-    assert {p: v for p, v in after.items() if p != "export.json"} == {
-        p: v for p, v in files.items() if p != "export.json"
-    }
+    assert third.rows_written == 0 and third.pairs_changed == 0
+
+    def _results(found: dict[str, tuple[int, int, str]]) -> dict[str, tuple[int, int, str]]:
+        return {p: v for p, v in found.items() if p != "export.json" and "_export/" not in p}
+
+    assert _results(_files(out)) == _results(files)
     assert _export(result, out).unchanged
 
 
-def test_new_items_superseded_rows_and_new_conditions_equal_a_fresh_export(tmp_path: Path):
+@pytest.mark.parametrize("path", ["advanced", "cells"])
+def test_new_items_superseded_rows_and_new_conditions_equal_a_fresh_export(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+):
+    """Each pair's state is advanced from its key index by the fragments written since, or
+    (`cells`) read again from the store's cells: both give what a fresh export gives."""
+    if path == "cells":
+        monkeypatch.setattr("itemeval.export._study.ADVANCE_BYTES", 0)
     folder = tmp_path / "study"
     out = tmp_path / "out"
     result = _rerun(folder, STUDY)
@@ -190,6 +198,9 @@ def test_new_items_superseded_rows_and_new_conditions_equal_a_fresh_export(tmp_p
     result = _rerun(folder, _study(**{"budget.dev_items": 10}))
     grown = _export(result, out)
     assert 0 < grown.rows_written < grown.rows
+    assert grown.pairs_advanced == (
+        len(result.plan().design.grade) * 2 if path == "advanced" else 0
+    )
     assert_same_export(out, _fresh(result, tmp_path / "fresh-1"))
     # Full parts of rows that did not change were left as they were.
     kept = {p: v for p, v in _files(out).items() if p in first_parts}
@@ -224,6 +235,18 @@ def test_new_items_superseded_rows_and_new_conditions_equal_a_fresh_export(tmp_p
         "written_at": datetime.now(UTC),
     }
     store.write_grades(judge, [row])
+    # A later failed call of a cell that has an answer changes nothing (`ok` beats `error`).
+    failed = graded.filter(pc.equal(pc.field("status"), "ok")).slice(1, 1).to_pylist()[0]
+    failed.pop("grade_condition_id", None)
+    failed |= {
+        "status": "error",
+        "error_code": "server_error",
+        "score": None,
+        "correct": None,
+        "run_id": "failed-later",
+        "written_at": datetime.now(UTC),
+    }
+    store.write_grades(judge, [failed])
     models = [*STUDY["models"], {"id": "sim/medium", "endpoint": "sim", "name": "medium"}]
     result = _rerun(folder, _study(**{"budget.dev_items": 10, "models": models}))
     changed = _export(result, out)
@@ -246,6 +269,7 @@ def test_new_items_superseded_rows_and_new_conditions_equal_a_fresh_export(tmp_p
         )
     )
     assert regraded.column("grade_run_id").to_pylist() == ["regrade"]
+    assert "failed-later" not in set(table.column("grade_run_id").to_pylist())
 
     # Fewer items and a model less: rows leave, the parts that held them are replaced.
     result = _rerun(folder, _study(**{"budget.dev_items": 4}))

@@ -35,7 +35,7 @@ from itemeval.export._table.columns import (
 )
 from itemeval.export._table.conditions import DesignFacets, GenerateFacets, GradeFacets
 from itemeval.export._table.fetch import ItemFetcher, PartitionRows, RowFetcher
-from itemeval.export._table.pairs import PairRows, Selection, pair_rows
+from itemeval.export._table.pairs import PairRows, Selection, pair_rows, read_state
 from itemeval.planning import Plan
 from itemeval.storage import Location
 from itemeval.store import GRADES, SOLUTIONS, Stage
@@ -95,13 +95,18 @@ class LongTableScan:
             for generate in self.facets.generate:
                 yield Pair(grade, generate)
 
-    def locate(self, pair: Pair) -> PairRows:
-        """The pair's rows: keys, where their cells live, fingerprints (`pairs.pair_rows`)."""
+    def locate(self, pair: Pair, state: pa.Table | None = None) -> PairRows:
+        """The pair's rows: keys, where their cells live, fingerprints (`pairs.pair_rows`),
+        from `state` (`pairs.STATE_SCHEMA`), by default the store's cells now."""
+        store = self.plan.store
+        grade, generate = pair.grade.id, pair.generate.id
+        if state is None:
+            state = read_state(store, grade, generate)
         return pair_rows(
-            self.plan.store,
-            pair.grade.id,
-            pair.generate.id,
+            state,
             self.selection,
+            store.partition(GRADES, grade),
+            store.partition(SOLUTIONS, generate),
             include_ungraded=self.include_ungraded,
         )
 
