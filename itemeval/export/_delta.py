@@ -145,10 +145,15 @@ def _place(
     return both.take(pa.array(source)), word
 
 
-def read_index(out: OutputDir, path: str) -> pa.Table:
+def read_index(out: OutputDir, path: str) -> pa.Table | None:
+    """A pair's key index; None when it cannot be read as one (the pair is then made again)."""
     location = out.location(path)
-    source = location.path if location.is_local else location.open("rb")
-    return pq.read_table(source, schema=KEY_INDEX_SCHEMA)
+    try:
+        source = location.path if location.is_local else location.open("rb")
+        table = pq.read_table(source)
+        return table.select(KEY_INDEX_SCHEMA.names).cast(KEY_INDEX_SCHEMA)
+    except (OSError, KeyError, ValueError, pa.ArrowException):
+        return None
 
 
 def encode_index(index: pa.Table) -> bytes:

@@ -388,7 +388,11 @@ class _Export:
         ):
             self.scan.counts.pairs[(grade, generate)] = before.counts.rows
             return before
-        index = read_index(self.out, before.keys) if before is not None else None
+        index = None
+        if before is not None:
+            index = read_index(self.out, before.keys)
+            if index is None:  # unreadable: the pair is made again
+                before = None
         state, earlier, touched = self._state(pair, before, index)
         moved = touched is None or bool(touched.any())  # the index's state is not current
         if touched is not None and before is not None and before.selection != self.selection:
