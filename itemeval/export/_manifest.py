@@ -27,10 +27,11 @@ does not name is removed.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -213,7 +214,7 @@ class Commit:
         self.moves: list[tuple[str, str]] = []
         self.deletes: list[str] = []
         self.sizes: dict[str, int] = {}  # target path -> bytes of what was staged for it
-        self._open: list[OutputFile] = []
+        self._open: list[OutputFile | AppendedFile] = []
 
     def stage(self, target: str) -> OutputFile:
         """A file that becomes `target` when the export commits."""
@@ -224,11 +225,20 @@ class Commit:
         self.moves.append((staged, target))
         return file
 
-    def done(self, file: OutputFile, target: str) -> None:
-        """`file` (from `stage(target)`) is complete: commit it under its staged name."""
+    def append(self, target: str, size: int) -> AppendedFile:
+        """The local file `target`, to be added to after its first `size` bytes (an earlier
+        export's, which its manifest names with that size: a crash before the new manifest is
+        undone by `repair_appended`)."""
+        file = AppendedFile(self.out.location(target).path, size)
+        self._open.append(file)
+        return file
+
+    def done(self, file: OutputFile | AppendedFile, target: str) -> None:
+        """`file` (from `stage(target)` or `append(target)`) is complete: committed under its
+        staged name, or synced where it is."""
         file.commit()
         self._open.remove(file)
-        self.sizes[target] = _size(file)
+        self.sizes[target] = file.size if isinstance(file, AppendedFile) else _size(file)
 
     def stage_bytes(self, target: str, data: bytes) -> None:
         file = self.stage(target)
@@ -269,6 +279,69 @@ class Commit:
         apply_pending(self.out, manifest.pending)
         manifest.pending = None
         self.out.location(MANIFEST_FILE).write_atomic(encode(document, manifest))
+
+
+class AppendedFile:
+    """A local file written after its first `size` bytes; `discard` cuts it back."""
+
+    def __init__(self, path: str, size: int) -> None:
+        self.path = path
+        self.start = size
+        self.handle = open(path, "r+b")  # noqa: SIM115 - closed by commit or discard
+        self.handle.truncate(size)
+        self.handle.seek(size)
+        self.size = size
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        return self.handle.write(data)
+
+    def read_prefix(self, chunk: int) -> Iterator[bytes]:
+        """The bytes before the first one written here, in chunks."""
+        with open(self.path, "rb") as handle:
+            remaining = self.start
+            while remaining:
+                data = handle.read(min(chunk, remaining))
+                if not data:
+                    raise OSError(f"{self.path} is shorter than its export manifest says")
+                remaining -= len(data)
+                yield data
+
+    def commit(self) -> None:
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+
+    def discard(self) -> None:
+        with contextlib.suppress(OSError):
+            self.handle.truncate(self.start)
+            self.handle.close()
+
+
+def repair_appended(out: OutputDir, manifest: Manifest, listed: dict[str, int]) -> None:
+    """Samples files a killed export had added to before its manifest was written: cut back to
+    what the manifest says when their first bytes are still what it says (else they are
+    damaged, and made again)."""
+    if not out.root.is_local:
+        return
+    for record in manifest.pairs.values():
+        for evaluation in record.evaluations.values():
+            path = evaluation.samples
+            if path is None or listed.get(path, 0) <= evaluation.samples_bytes:
+                continue
+            location = out.location(path)
+            digest = hashlib.sha256()
+            with open(location.path, "rb") as handle:
+                remaining = evaluation.samples_bytes
+                while remaining:
+                    data = handle.read(min(8 << 20, remaining))
+                    if not data:
+                        break
+                    digest.update(data)
+                    remaining -= len(data)
+            if digest.hexdigest() == evaluation.checksum:
+                os.truncate(location.path, evaluation.samples_bytes)
+                listed[path] = evaluation.samples_bytes
 
 
 def _remove_empty(root: str, folder: str) -> None:

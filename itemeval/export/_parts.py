@@ -10,7 +10,7 @@ table's own column order and types.
 An export of a changed pair writes new parts only: the rows that are new or changed, and the
 rows still current of the parts that held a changed or removed row (those parts are replaced),
 so no superseded row survives in a part, and parts of unchanged rows are not touched. A small
-newest part (fewer than `PART_ROWS / 4` rows) is filled up rather than followed by another, so
+newest part (fewer than `PART_ROWS / 20` rows) is filled up rather than followed by another, so
 repeated small exports do not leave many small files.
 """
 

@@ -77,6 +77,7 @@ from itemeval.export._manifest import (
     pair_name,
     read_manifest,
     recover,
+    repair_appended,
     unnamed,
 )
 from itemeval.export._outputs import OutputDir
@@ -107,7 +108,7 @@ PAIRWISE_FILE = "pairwise.json"  # pairwise judges against their baseline, when 
 JUDGES_FILE = "judges.json"  # every judge and panel against gold, when the study has judges
 SUMMARY_FILE = MANIFEST_FILE
 #: A pair's newest part smaller than this is filled up by the next export that adds rows.
-SMALL_PART_ROWS = PART_ROWS // 4
+SMALL_PART_ROWS = PART_ROWS // 20
 #: A pair's state is advanced from its key index when the fragments written since weigh at
 #: most this (else it is read from the store's cells: summaries and newer fragments).
 ADVANCE_BYTES = 256 << 20
@@ -179,6 +180,7 @@ class ExportResult:
     pairs_advanced: int = 0  # pairs read from their key index and the fragments written since
     rows_written: int = 0
     files_written: int = 0
+    statistics_seconds: float = 0.0  # of `seconds`: the comparisons, judges, pairwise files
     unchanged: bool = False
 
     def as_dict(self) -> dict[str, Any]:
@@ -209,6 +211,7 @@ class ExportResult:
                 "pairs_advanced": self.pairs_advanced,
                 "rows_written": self.rows_written,
                 "files_written": self.files_written,
+                "statistics_seconds": round(self.statistics_seconds, 3),
                 "unchanged": self.unchanged,
             },
             "itemeval": __version__,
@@ -270,6 +273,7 @@ class _Export:
         if before is not None:
             for path in stray:  # not the export's own: nothing names it
                 out.location(path).delete()
+            repair_appended(out, before, listed)
             broken = damaged(before, listed)
         else:
             self.commit.delete(stray)  # an earlier layout's files, once this export is published
@@ -301,7 +305,9 @@ class _Export:
                 if previous is not None and broken & set(previous.paths()):
                     previous = None  # a file of it is missing or damaged: made again
                 pairs[name] = self._pair(pair, previous, sources)
+            statistics_started = time.monotonic()
             study_source, study_files = self._study_files(before, broken, pairs, sources)
+            statistics_seconds = time.monotonic() - statistics_started
             manifest = Manifest(
                 options=_digest([self.tables, self.eee]),
                 study_source=study_source,
@@ -324,6 +330,7 @@ class _Export:
             }
             self.commit.delete(p for p in old_sizes if p not in named)
             result = self._result(manifest)
+            result.statistics_seconds = statistics_seconds
             unchanged = self.commit.empty and before is not None and manifest == before
             if unchanged:
                 assert document is not None
@@ -502,7 +509,7 @@ class _Export:
         touched_eee = np.zeros(n, dtype=bool)
         rewrite: set[str] = set()
         begun: dict[str, str] = {}
-        copies: dict[str, tuple[str, pa.Table]] = {}
+        copies: dict[str, tuple[str, pa.Table, int]] = {}
         previous_evaluations: dict[str, EvaluationRecord] = {}
         sample = pc.fill_null(index.column("sample"), False).to_numpy(zero_copy_only=False)
         if self.writer is not None:
@@ -527,7 +534,7 @@ class _Export:
                 if earlier.samples is not None:
                     lines = index.filter(pa.array((old_datasets == dataset) & ~removed & sample))
                     lines = lines.sort_by("offset").select(EEE_INDEX_SCHEMA.names)
-                    copies[dataset] = (earlier.samples, lines)
+                    copies[dataset] = (earlier.samples, lines, earlier.samples_bytes)
             self.writer.begin_pair(pair, begun, copies)
 
         # Fetch what changed, once, for both.

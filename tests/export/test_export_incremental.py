@@ -10,6 +10,7 @@ import copy
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -145,6 +146,13 @@ def assert_same_export(incremental: Path, fresh: Path) -> None:
     fresh_summary = json.loads((fresh / "export.json").read_text())
     for key in ("rows", "counts", "eee"):
         assert mine_summary[key] == fresh_summary[key], key
+    # Every samples file is what its manifest entry says (lines and checksum).
+    for pair in mine_summary["manifest"]["pairs"].values():
+        for evaluation in pair["evaluations"].values():
+            if evaluation.get("samples"):
+                data = (incremental / evaluation["samples"]).read_bytes()
+                assert hashlib.sha256(data).hexdigest() == evaluation["checksum"]
+                assert data.count(b"\n") == evaluation["samples_rows"]
     # The manifest names exactly the files there are (no leftover, nothing staged).
     named = set(mine_summary["manifest"]["sizes"])
     owned = {
@@ -322,6 +330,14 @@ _KILLER = textwrap.dedent(
 
     if where == "staging":  # between two staged files, before the manifest
         manifest.Commit.done = counted(manifest.Commit.done)
+    elif where == "appending":  # new samples written at the end of a file, then killed
+        commit = manifest.AppendedFile.commit
+
+        def appended(self):
+            self.handle.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        manifest.AppendedFile.commit = appended
     else:  # between two moves of the published manifest's pending list
         apply, replace = manifest.apply_pending, os.replace
 
@@ -339,13 +355,15 @@ _KILLER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("where", ["staging", "publishing"])
+@pytest.mark.parametrize("where", ["staging", "appending", "publishing"])
 def test_a_killed_export_leaves_the_last_one_and_the_next_one_recovers(tmp_path: Path, where: str):
     folder = tmp_path / "study"
     out = tmp_path / "out"
     result = _rerun(folder, STUDY)
     _export(result, out)
     before = read_table(out)
+    control = tmp_path / "control"
+    shutil.copytree(out, control)
     result = _rerun(folder, _study(**{"budget.dev_items": 10}))
     script = _KILLER.format(
         tests=str(Path(__file__).parent),
@@ -361,15 +379,23 @@ def test_a_killed_export_leaves_the_last_one_and_the_next_one_recovers(tmp_path:
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
     staged = [p for p in _files(out) if Path(p).name.startswith((".staged-", ".tmp-"))]
     manifest = json.loads((out / "export.json").read_text())["manifest"]
-    if where == "staging":
-        # Killed before the manifest: the folder still reads as the last export.
+    if where in ("staging", "appending"):
+        # Killed before the manifest: the folder still reads as the last export (a samples
+        # file added to is cut back by the next export, its first bytes checked).
         assert staged and "pending" not in manifest
         assert _sorted(read_table(out)).equals(_sorted(before))
-    else:
+    if where == "appending":
+        sizes = manifest["sizes"]
+        longer = [p for p, v in _files(out).items() if p in sizes and v[1] > sizes[p]]
+        assert longer and all(p.endswith("_samples.jsonl") for p in longer)
+    if where == "publishing":
         assert manifest["pending"]["moves"]  # published, but not every move done
     recovered = _export(result, out)
-    # Published: the next export finishes the moves, then finds nothing else to do.
+    # Published: the next export finishes the moves, then finds nothing else to do; else it
+    # does what the killed one did, from the previous export (nothing made again from scratch).
     assert recovered.unchanged == (where == "publishing")
+    if where != "publishing":
+        assert recovered.rows_written == _export(result, control).rows_written
     assert_same_export(out, _fresh(result, tmp_path / "fresh"))
     assert not [p for p in _files(out) if Path(p).name.startswith((".staged-", ".tmp-"))]
 

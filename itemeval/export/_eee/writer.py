@@ -41,7 +41,7 @@ from itemeval.export._eee.records import (
     item_choices,
     sample_mask,
 )
-from itemeval.export._manifest import EEE_DIR, Commit, EvaluationRecord
+from itemeval.export._manifest import EEE_DIR, AppendedFile, Commit, EvaluationRecord
 from itemeval.export._outputs import OutputDir, OutputFile
 from itemeval.export._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion
 from itemeval.export._table.scan import Pair
@@ -80,7 +80,7 @@ class _Samples:
 
     evaluation: Evaluation
     target: str
-    file: OutputFile
+    file: OutputFile | AppendedFile
     hasher: Any = field(default_factory=hashlib.sha256)
     rows: int = 0
     bytes: int = 0
@@ -147,7 +147,7 @@ class EeeWriter:
         self._pair: Pair | None = None
         self._begun: dict[str, str] = {}
         self._open: dict[str, _Samples] = {}
-        self._copy: dict[str, tuple[str, pa.Table]] = {}
+        self._copy: dict[str, tuple[str, pa.Table, int]] = {}
         self._rows: list[pa.Table] = []
 
     # -- what an evaluation is made of -------------------------------------------------------
@@ -195,11 +195,13 @@ class EeeWriter:
         self,
         pair: Pair,
         begun: dict[str, str],
-        copies: dict[str, tuple[str, pa.Table]],
+        copies: dict[str, tuple[str, pa.Table, int]],
     ) -> None:
         """Start a pair. `begun`: per dataset to rewrite, the time its evaluation began;
-        `copies`: per dataset, the previous samples file and the index rows of its lines that
-        stay (`EEE_INDEX_SCHEMA`, in file order)."""
+        `copies`: per dataset, the previous samples file, the index rows of its lines that
+        stay (`EEE_INDEX_SCHEMA`, in file order) and its size. When they are the whole file
+        (nothing superseded) and it is on local disk, new lines are added to it where it is;
+        else it is copied."""
         self._pair = pair
         self._begun = dict(begun)
         self._copy = dict(copies)
@@ -273,7 +275,7 @@ class EeeWriter:
             if copied is not None and copied[1].num_rows:
                 self._samples(dataset)
         rows = list(self._rows)
-        for dataset, (_, kept) in self._copy.items():
+        for dataset, (_, kept, _) in self._copy.items():
             state = self._open.get(dataset)
             if state is not None and kept.num_rows:
                 rows.append(state.moved)
@@ -350,12 +352,21 @@ class EeeWriter:
         begun = self._begun.setdefault(dataset, self.context.retrieved)
         evaluation = self.evaluation(self._pair, dataset, begun)
         target = f"{EEE_DIR}/{evaluation.samples_path}"
-        state = _Samples(evaluation, target, self.commit.stage(target))
-        self._open[dataset] = state
         copied = self._copy.get(dataset)
         if copied is not None and copied[1].num_rows:
-            source, kept = copied
-            state.moved = _copy_lines(self.out, source, kept, state)
+            source, kept, size = copied
+            if source == target and self.out.root.is_local and _whole(kept, size):
+                appended = self.commit.append(target, size)
+                state = _Samples(evaluation, target, appended, rows=kept.num_rows, bytes=size)
+                for chunk in appended.read_prefix(_COPY_BYTES):  # the checksum covers them
+                    state.hasher.update(chunk)
+                state.moved = kept
+            else:
+                state = _Samples(evaluation, target, self.commit.stage(target))
+                state.moved = _copy_lines(self.out, source, kept, state)
+        else:
+            state = _Samples(evaluation, target, self.commit.stage(target))
+        self._open[dataset] = state
         return state
 
     def _totals(
@@ -477,6 +488,16 @@ def _copy_lines(out: OutputDir, source: str, kept: pa.Table, state: _Samples) ->
                 remaining -= len(data)
             state.rows += last - first
     return kept.set_column(kept.schema.get_field_index("offset"), "offset", pa.array(moved))
+
+
+def _whole(kept: pa.Table, size: int) -> bool:
+    """Whether the lines (in file order) are every byte of a file of `size` bytes."""
+    offsets = kept.column("offset").to_numpy(zero_copy_only=False).astype(np.int64)
+    lengths = kept.column("length").to_numpy(zero_copy_only=False).astype(np.int64)
+    ends = offsets + lengths
+    return bool(
+        len(offsets) and offsets[0] == 0 and ends[-1] == size and (offsets[1:] == ends[:-1]).all()
+    )
 
 
 def _excluded(rows: pa.Table) -> dict[str, int]:
