@@ -26,6 +26,7 @@ export again (only what changed). Each in a fresh child process, with its peak R
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
 import resource
@@ -289,7 +290,14 @@ def child(mode: str, root: Path, batch_rows: int) -> None:
         if mode == "report":
             write_report(plan, str(out))
         elif mode.startswith("into:"):
+            profile = os.environ.get("EXPORT_BENCH_PROFILE")  # a file: cProfile of this export
+            profiler = cProfile.Profile() if profile and mode == "into:+1%" else None
+            if profiler is not None:
+                profiler.enable()
             result = export_study(plan, ExportOptions(out=str(out), batch_rows=batch_rows))
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(str(profile))
             rows = result.rows
             written = result.as_dict()["written"]
         else:

@@ -52,6 +52,8 @@ OLD_FILES = ("long_table.parquet", "long_table.csv")
 STAGED_PREFIX = ".staged-"
 #: Rows a part of the long table holds at most.
 PART_ROWS = 500_000
+#: The bytes at the end of a samples file whose digest the manifest keeps.
+TAIL_BYTES = 1 << 20
 
 
 class _Model(BaseModel):
@@ -77,7 +79,8 @@ class EvaluationRecord(_Model):
     samples: str | None = None
     samples_rows: int = 0
     samples_bytes: int = 0
-    checksum: str | None = None
+    checksum: str | None = None  # the samples file's sha256 (0.3.0 records carry it)
+    tail: str | None = None  # sha256 of its last MiB (what a repair checks)
     excluded: dict[str, int] = Field(default_factory=dict)
 
 
@@ -307,6 +310,13 @@ class AppendedFile:
                 remaining -= len(data)
                 yield data
 
+    def read_tail(self, size: int) -> bytes:
+        """The last `size` bytes before the first one written here."""
+        with open(self.path, "rb") as handle:
+            start = max(0, self.start - size)
+            handle.seek(start)
+            return handle.read(self.start - start)
+
     def commit(self) -> None:
         self.handle.flush()
         os.fsync(self.handle.fileno())
@@ -320,8 +330,8 @@ class AppendedFile:
 
 def repair_appended(out: OutputDir, manifest: Manifest, listed: dict[str, int]) -> None:
     """Samples files a killed export had added to before its manifest was written: cut back to
-    what the manifest says when their first bytes are still what it says (else they are
-    damaged, and made again)."""
+    the size the manifest says when the last MiB before it is still what it says (else they
+    are damaged, and made again)."""
     if not out.root.is_local:
         return
     for record in manifest.pairs.values():
@@ -330,18 +340,14 @@ def repair_appended(out: OutputDir, manifest: Manifest, listed: dict[str, int]) 
             if path is None or listed.get(path, 0) <= evaluation.samples_bytes:
                 continue
             location = out.location(path)
-            digest = hashlib.sha256()
+            size = evaluation.samples_bytes
+            start = max(0, size - TAIL_BYTES)
             with open(location.path, "rb") as handle:
-                remaining = evaluation.samples_bytes
-                while remaining:
-                    data = handle.read(min(8 << 20, remaining))
-                    if not data:
-                        break
-                    digest.update(data)
-                    remaining -= len(data)
-            if digest.hexdigest() == evaluation.checksum:
-                os.truncate(location.path, evaluation.samples_bytes)
-                listed[path] = evaluation.samples_bytes
+                handle.seek(start)
+                tail = hashlib.sha256(handle.read(size - start)).hexdigest()
+            if tail == evaluation.tail:
+                os.truncate(location.path, size)
+                listed[path] = size
 
 
 def _remove_empty(root: str, folder: str) -> None:

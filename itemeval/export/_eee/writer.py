@@ -41,7 +41,13 @@ from itemeval.export._eee.records import (
     item_choices,
     sample_mask,
 )
-from itemeval.export._manifest import EEE_DIR, AppendedFile, Commit, EvaluationRecord
+from itemeval.export._manifest import (
+    EEE_DIR,
+    TAIL_BYTES,
+    AppendedFile,
+    Commit,
+    EvaluationRecord,
+)
 from itemeval.export._outputs import OutputDir, OutputFile
 from itemeval.export._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion
 from itemeval.export._table.scan import Pair
@@ -81,16 +87,20 @@ class _Samples:
     evaluation: Evaluation
     target: str
     file: OutputFile | AppendedFile
+    checksum: bool = True  # sha256 of the whole file (0.3.0 records carry it)
     hasher: Any = field(default_factory=hashlib.sha256)
     rows: int = 0
     bytes: int = 0
     moved: pa.Table = field(default_factory=lambda: EEE_INDEX_SCHEMA.empty_table())
+    tail: bytes = b""  # the file's last `TAIL_BYTES`
 
     def add(self, data: bytes, rows: int) -> int:
         """Append; the offset the data starts at."""
         at = self.bytes
         self.file.write(data)
-        self.hasher.update(data)
+        self.tail = (self.tail + data)[-TAIL_BYTES:]
+        if self.checksum:
+            self.hasher.update(data)
         self.bytes += len(data)
         self.rows += rows
         return at
@@ -144,6 +154,8 @@ class EeeWriter:
         self._items: OrderedDict[tuple[str, str], tuple[str | None, list[str] | None]] = (
             OrderedDict()
         )
+        # 0.3.0 records carry their samples file's sha256; 0.2.0 records do not.
+        self._checksums = context.version == "0.3.0"
         self._pair: Pair | None = None
         self._begun: dict[str, str] = {}
         self._open: dict[str, _Samples] = {}
@@ -317,7 +329,8 @@ class EeeWriter:
                     record.samples = state.target
                     record.samples_rows = state.rows
                     record.samples_bytes = state.bytes
-                    record.checksum = state.hasher.hexdigest()
+                    record.checksum = state.hasher.hexdigest() if state.checksum else None
+                    record.tail = hashlib.sha256(state.tail).hexdigest()
             rows = index.filter(pc.equal(index.column("dataset"), dataset))
             record.excluded = _excluded(rows)
             evaluation = self.evaluation(pair, dataset, record.begun)
@@ -357,15 +370,19 @@ class EeeWriter:
             source, kept, size = copied
             if source == target and self.out.root.is_local and _whole(kept, size):
                 appended = self.commit.append(target, size)
-                state = _Samples(evaluation, target, appended, rows=kept.num_rows, bytes=size)
-                for chunk in appended.read_prefix(_COPY_BYTES):  # the checksum covers them
-                    state.hasher.update(chunk)
+                state = _Samples(
+                    evaluation, target, appended, self._checksums, rows=kept.num_rows, bytes=size
+                )
+                if state.checksum:  # the checksum covers the lines already there
+                    for chunk in appended.read_prefix(_COPY_BYTES):
+                        state.hasher.update(chunk)
+                state.tail = appended.read_tail(TAIL_BYTES)
                 state.moved = kept
             else:
-                state = _Samples(evaluation, target, self.commit.stage(target))
+                state = _Samples(evaluation, target, self.commit.stage(target), self._checksums)
                 state.moved = _copy_lines(self.out, source, kept, state)
         else:
-            state = _Samples(evaluation, target, self.commit.stage(target))
+            state = _Samples(evaluation, target, self.commit.stage(target), self._checksums)
         self._open[dataset] = state
         return state
 
@@ -401,7 +418,7 @@ class EeeWriter:
             sample_ids=id_list,
             excluded=dict(sorted(record.excluded.items())),
             evaluated_at=None if latest is None else str(latest.timestamp()),
-            checksum=str(record.checksum),
+            checksum=record.checksum or "",
             samples_file_name=evaluation.samples_path.rsplit("/", 1)[1],
             cluster_by=by,
             items=len(ids),
