@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from export_studies import DEMO, Run, read_parquet, run
+from export_studies import DEMO, Run, read_table, run
 
 from itemeval.export import ExportOptions, export_study, report_data, write_report
 from itemeval.export._stats import cohen_kappa
@@ -23,7 +23,7 @@ from itemeval.runtime import RunOptions
 def long_rows(demo_run: Run, tmp_path_factory) -> list[dict]:
     out = tmp_path_factory.mktemp("long")
     export_study(demo_run.plan(), ExportOptions(out=str(out), formats=("parquet",)))
-    return read_parquet(out / "long_table.parquet").to_pylist()
+    return read_table(out).to_pylist()
 
 
 def _final(row: dict) -> bool:
