@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -180,7 +179,6 @@ def test_a_failing_compaction_fails_neither_the_run_nor_a_row(
 ):
     # The object store refuses every write of a summary: each compaction fails after it wrote
     # its new fragments; they are removed, the run completes, and its rows are all there.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
     from s3_fault_proxy import s3_fault_proxy
     from s3_servers import S3_KEYS_BY_NAME
 
@@ -214,7 +212,6 @@ def test_an_interrupted_run_records_its_manifest_promptly(
     # Interrupted while a partition is compacted (the object store takes 8 s to accept a
     # summary): the manifest says `interrupted` within seconds, the end's compaction is
     # skipped, and what the compaction leaves is consistent: every cell once.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
     from s3_fault_proxy import s3_fault_proxy
     from s3_servers import S3_KEYS_BY_NAME
 
