@@ -9,10 +9,11 @@ into one file under the metadata, which is known only once every condition has b
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -77,6 +78,7 @@ def write_summary_streamed(
     else:
         conditions = [None]
     pieces: list[bytes] = []
+    layout: dict[str, dict[str, object]] = {}
     groups = _GroupSums(stage)
     keys = [(k, "ascending") for k in stage.keys if k != "gen_condition_id"]
     for gen in conditions:
@@ -102,12 +104,16 @@ def write_summary_streamed(
             check_stop(stop)
         writer.close()
         pieces.append(sink.getvalue())
+        shape = _layout_of_piece(pieces[-1])
+        if shape is not None:
+            layout["" if gen is None else gen] = shape
     meta = {
         "version": SUMMARY_VERSION,
         "stage": stage.name,
         "fragments": fragments,
         "spent": spent_to_json(spent),
         "groups": groups_to_json(groups.table()),
+        "layout": layout,
     }
     schema = cells_schema(stage).with_metadata({SUMMARY_KEY: json.dumps(meta).encode()})
     sink = io.BytesIO()
@@ -118,6 +124,67 @@ def write_summary_streamed(
                 table = parquet.read_row_group(group).replace_schema_metadata(None)
                 writer.write_table(table, row_group_size=SUMMARY_GROUP_ROWS)
     return sink.getvalue()
+
+
+def _layout_of_piece(piece: bytes) -> dict[str, object] | None:
+    """`_summary.layout_of` of one condition's sorted cells (`piece`, parquet), read a row
+    group at a time: rows, distinct items, epochs, then the digest of the distinct ids
+    (`ids_digest` hashes their count, then every length, then every byte: three passes)."""
+    parquet = open_parquet(pa.BufferReader(piece))
+    if not parquet.metadata.num_rows:
+        return None
+    rows = items = 0
+    lengths: set[int] = set()  # of the items' runs of rows
+    epochs_in_order = True  # each item's epochs are 0, 1, ... in its run
+    carried = 0  # rows of the run the last row group ended in
+    for ids, epoch, starts in _runs(parquet):
+        n = len(ids)
+        index = np.arange(n)
+        first = np.full(n, -1)
+        first[starts] = starts
+        first = np.maximum.accumulate(first)
+        place = np.where(first >= 0, index - first, index + carried)
+        epochs_in_order = epochs_in_order and bool(np.array_equal(epoch, place))
+        ended = starts[starts > 0] - 1  # the last rows of runs that end here
+        lengths.update((place[ended] + 1).tolist())
+        if len(starts) and starts[0] == 0 and rows:
+            lengths.add(carried)
+        carried = int(place[-1]) + 1
+        rows += n
+        items += len(starts)
+    lengths.add(carried)
+    epochs = lengths.pop() if epochs_in_order and len(lengths) == 1 else None
+    digest = hashlib.sha256(str(items).encode())
+    for ids, _, starts in _runs(parquet):
+        digest.update(pc.binary_length(ids.take(pa.array(starts))).to_numpy().astype("<i8"))
+    for ids, _, starts in _runs(parquet):
+        distinct = ids.take(pa.array(starts))
+        offsets = np.frombuffer(distinct.buffers()[1], dtype=np.int64)
+        offsets = offsets[distinct.offset : distinct.offset + len(distinct) + 1]
+        data = distinct.buffers()[2]
+        if data is not None and len(offsets):
+            digest.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
+    return {"rows": rows, "items": items, "epochs": epochs, "digest": digest.hexdigest()}
+
+
+def _runs(parquet: pq.ParquetFile) -> Iterator[tuple[pa.Array, np.ndarray, np.ndarray]]:
+    """Per row group of sorted cells: the item ids (large strings), the epochs, and the rows
+    that start an item's run (a row group's first row only when its id differs from the last
+    row group's last)."""
+    last: str | None = None
+    for group in range(parquet.num_row_groups):
+        table = parquet.read_row_group(group, columns=["item_id", "epoch"])
+        ids = table.column("item_id").combine_chunks().cast(pa.large_string()).fill_null("")
+        n = len(ids)
+        if not n:
+            continue
+        change = np.empty(n, dtype=bool)
+        change[0] = last is None or ids[0].as_py() != last
+        if n > 1:
+            after = pc.not_equal(ids.slice(1), ids.slice(0, n - 1))
+            change[1:] = after.to_numpy(zero_copy_only=False)
+        last = ids[n - 1].as_py()
+        yield ids, table.column("epoch").to_numpy(), np.flatnonzero(change)
 
 
 Range = tuple[str | None, str | None]  # item ids from (inclusive) .. to (exclusive); None: open

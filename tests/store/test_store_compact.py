@@ -18,6 +18,7 @@ from itemeval.store._summary import (
     SUMMARY_FILE,
     PartitionSummary,
     encode_summary,
+    open_summary,
     read_cells,
     read_summary,
 )
@@ -203,21 +204,26 @@ def test_the_streamed_summary_is_the_summary_format(
     store: StudyStore, grade, monkeypatch: pytest.MonkeyPatch, range_cells: int
 ) -> None:
     # Written a generate condition at a time (and a range of item ids at a time), it reads back
-    # as `encode_summary` writes it: same cells in the same order, same fragments, spent and
-    # groups.
+    # as `encode_summary` writes it: same cells in the same order, same fragments, spent,
+    # groups and layout (gen-a and gen-b: every item with epochs 0 and 1; gen-c: not).
     monkeypatch.setattr("itemeval.store._compact_summary.SUMMARY_GROUP_ROWS", 4)
     monkeypatch.setattr("itemeval.store._compact_summary.RANGE_CELLS", range_cells)
     for gen in ("gen-b", "gen-a", "gen-c"):
         for part in range(2):
             rows = [
-                grade(gen, f"q{i}", solution_hash="h", ok=(i + part) % 3 != 0)
+                grade(gen, f"q{i}", epoch, solution_hash="h", ok=(i + part) % 3 != 0)
                 for i in range(part * 5, part * 5 + 9)
+                for epoch in ((0,) if gen == "gen-c" and i % 4 else (0, 1))
             ]
             store.write_grades("judge", rows)
     compact_partition(store, "grades", "judge")
     partition = store.partition("grades", "judge")
     streamed = read_summary(partition, GRADES)
     assert streamed is not None
+    streamed_summary = open_summary(partition, GRADES)
+    assert streamed_summary is not None
+    layout = streamed_summary.summary.layout
+    assert [layout[g]["epochs"] for g in ("gen-a", "gen-b", "gen-c")] == [2, 2, None]
     expected = encode_summary(
         PartitionSummary(GRADES, streamed.cells, streamed.fragments, streamed.spent)
     )
@@ -227,6 +233,8 @@ def test_the_streamed_summary_is_the_summary_format(
     assert streamed.cells.equals(reference.cells)
     assert streamed.cells.equals(_sorted_cells(streamed.cells))
     assert streamed.groups is not None and streamed.groups.equals(reference.groups)
+    written = open_summary(partition, GRADES)
+    assert written is not None and layout == written.summary.layout
     assert (streamed.fragments, streamed.spent.equals(reference.spent)) == (
         reference.fragments,
         True,
