@@ -11,9 +11,9 @@
   partition is compacted during a later stage.
 * **In a process of its own**: the thread starts one (`_compaction_process`) per compaction,
   which holds one unit at a time (`store/_compact_merge.py`) and hands all its memory back when
-  it ends. In the driver's own process, a compaction beside dispatch took a
-  million-item run's driver from 315 MB to 1,028 MB (freed pages its allocators kept), and
-  competed with the shards for the interpreter.
+  it ends (arrow's pool and malloc keep freed pages in the driver): a million-item run's
+  driver peaked at 745 MB with it, 977 MB compacting in its own thread (docs/performance.md,
+  "Memory"). It also keeps compaction off the interpreter that dispatches.
 * **At the end** of a run that was not interrupted (completed, stopped at the budget cap, or
   with failed shards), every partition it wrote since that partition's last compaction, in one
   process, after the manifest has recorded how the run ended; the manifest is then written
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -36,8 +37,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import IO, Any
 
+import itemeval
 from itemeval.runtime._progress import Progress
 from itemeval.runtime._shards import ShardSummary
 from itemeval.secrets import redact
@@ -301,6 +304,7 @@ class RunCompaction:
         with tempfile.TemporaryFile() as errors:  # its last line says why, should it die
             child = subprocess.Popen(
                 [sys.executable, "-m", "itemeval.runtime._compaction_process"],
+                env=_child_env(),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errors,
@@ -357,6 +361,14 @@ class RunCompaction:
         """A line on the progress output (nothing when quiet)."""
         if self.progress is not None:
             self.progress.message(text)
+
+
+def _child_env() -> dict[str, str]:
+    """The driver's environment, with the folder this `itemeval` was imported from first on
+    the path (a driver that found it by `sys.path`, not by an install, has the same)."""
+    root = str(Path(itemeval.__file__).resolve().parents[1])
+    path = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
 def _tuples(result: dict[str, Any]) -> dict[str, Any]:
