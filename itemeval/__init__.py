@@ -95,12 +95,3 @@ if TYPE_CHECKING:  # pragma: no cover
     from itemeval.config import StudyConfig
     from itemeval.errors import ConfigError, ExitCode, InputError, ItemevalError
     from itemeval.scoring import Score, scorer
-
-
-def _install_moved_paths() -> None:
-    from itemeval import _moved
-
-    _moved.install()
-
-
-_install_moved_paths()

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from itemeval._util.lazy import lazy_exports
 
-# Other names of the former module `itemeval.planning` (now `itemeval.planning._plan`) still
-# resolve here (`fallback`) for one release.
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     """
@@ -33,5 +31,4 @@ __all__, __getattr__, __dir__ = lazy_exports(
     _item_index: PartRun SelectedItems build_item_index
     _item_keys: CLUSTER_ATTRIBUTES
     """,
-    fallback="_plan",
 )
