@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from itemeval._util.lazy import lazy_exports
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _EXPORTS: dict[str, str] = {
     "Study": "itemeval.api",
