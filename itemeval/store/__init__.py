@@ -18,7 +18,8 @@ store and the benchmarks import directly. The other modules are private, one per
 * `_selection` `--condition` selections
 * `_status`    counts per condition for `itemeval status`
 * `_compact`   merge a partition's small fragments, safely while others read and write
-* `_summary`   partition summaries: a partition's cells (one row per key) kept beside it
+* `_summary`   a partition's cells read through its summary (or from every row)
+* `_summary_file` the summary kept beside a partition: its cells (one row per key), written, read
 * `_cache`     the content-keyed response cache
 * `_manifest`  `manifests/<run_id>.json`
 """
