@@ -51,13 +51,9 @@ from itemeval.store._compact_merge import MergedUnit, Stopped, Vanished, merge_u
 from itemeval.store._compact_summary import write_summary_streamed
 from itemeval.store._layout import GRADES, STAGES, Stage, StudyStore
 from itemeval.store._selection import select_conditions
-from itemeval.store._summary import (
-    SUMMARY_FILE,
-    PartitionSummary,
-    read_summary,
-    summarise_partition,
-)
-from itemeval.store._summary import write_summary as write_summary_of
+from itemeval.store._summary import summarise_partition
+from itemeval.store._summary_file import SUMMARY_FILE, PartitionSummary, read_summary
+from itemeval.store._summary_file import write_summary as write_summary_of
 from itemeval.store.fragments import (
     FragmentInfo,
     list_fragments,

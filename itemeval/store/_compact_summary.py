@@ -38,7 +38,12 @@ from itemeval.store._compact_merge import (
 )
 from itemeval.store._dedup import keys_present
 from itemeval.store._layout import GRADES, Stage
-from itemeval.store._summary import SUMMARY_FILE, SUMMARY_KEY, SUMMARY_VERSION, PartitionSummary
+from itemeval.store._summary_file import (
+    SUMMARY_FILE,
+    SUMMARY_KEY,
+    SUMMARY_VERSION,
+    PartitionSummary,
+)
 from itemeval.store.fragments import open_parquet
 
 #: The summary's row groups (as `_summary.encode_summary` writes them).
