@@ -20,7 +20,7 @@ from runtime_files import write_study
 from itemeval.config import load_study
 from itemeval.runtime import RunOptions, _compaction, run_study
 from itemeval.store import StudyStore, compact, latest_manifest
-from itemeval.store._summary import read_summary
+from itemeval.store._summary_file import read_summary
 
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True)
 FRAGMENTS_BEFORE: dict[tuple[str, str], int] = {}

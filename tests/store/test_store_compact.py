@@ -13,13 +13,12 @@ import pytest
 from itemeval.cli.main import main
 from itemeval.store import GRADES, StudyStore, compact
 from itemeval.store._compact import compact_partition
-from itemeval.store._summary import (
-    SUMMARIES_ENV,
+from itemeval.store._summary import SUMMARIES_ENV, read_cells
+from itemeval.store._summary_file import (
     SUMMARY_FILE,
     PartitionSummary,
     encode_summary,
     open_summary,
-    read_cells,
     read_summary,
 )
 
