@@ -13,7 +13,9 @@ turns each into a row's error code, a retry, a failed shard or an interruption):
 `LedgerUnavailable` (the budget ledger did not answer: the shard fails with its message),
 `NotSent` (an attempt whose larger reservation did not fit under the budget cap: the retry path
 ends the call with its result), `WorkerLost` and `Interrupted` (the dispatch loop, the workers
-and the call path). Their old homes re-export them.
+and the call path), `Stopped` and `Vanished` (a compaction's merge was asked to stop; a fragment
+or summary changed under it: the store's compaction stops or tries again). Their old homes
+re-export them.
 
 Some stay near their code: no code outside their module raises or catches them, and no user
 reads them.
@@ -22,7 +24,8 @@ reads them.
   worker's task, and nobody is left to read it.
 * `_Busy` (machine limiter), `_NotFound` (simulated batch API), `_Reject` (Every Eval Ever
   reader), `_NotUtf8` (CSV reader), `_Damaged` (the HELM and inspect_ai log readers: a file
-  that cannot be read, carrying its rejection): private to their module.
+  that cannot be read, carrying its rejection), `_Restart` (compaction: merge from every row):
+  private to their module.
 
 tests/core/test_exception_homes.py fails when an exception class is defined elsewhere without
 being named here.
@@ -261,6 +264,14 @@ class NotSent(Exception):
     def __init__(self, result: ModelResult):
         super().__init__(result.error_message)
         self.result = result
+
+
+class Stopped(Exception):
+    """A compaction's merge was asked to stop (the run was interrupted)."""
+
+
+class Vanished(Exception):
+    """A fragment or the summary changed since the partition was listed: try again."""
 
 
 class WorkerLost(Exception):

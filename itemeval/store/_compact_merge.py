@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from itemeval._util.heap import trim_heap
+from itemeval.errors import Stopped, Vanished
 from itemeval.storage import Location, unique_name
 from itemeval.store._cells import (
     MERGED_KEY,
@@ -68,14 +69,6 @@ DICTIONARY_COLUMNS = ("gen_condition_id", "model", "grader", "error_code", "pars
 _ORDINAL = "_ordinal"
 _POSITION = "_position"
 _OK = "_ok"
-
-
-class Stopped(Exception):
-    """The merge was asked to stop (the run was interrupted)."""
-
-
-class Vanished(Exception):
-    """A fragment or the summary changed since the partition was listed: try again."""
 
 
 @dataclass

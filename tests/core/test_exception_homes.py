@@ -16,7 +16,7 @@ PACKAGE = Path(itemeval.__file__).parent
 
 #: Defined near their code: nothing outside their module names them (errors.py says why).
 KEPT_NEAR_CODE = {"RunGone"}
-KEPT_PRIVATE = {"_Busy", "_NotFound", "_Reject", "_NotUtf8", "_Damaged"}
+KEPT_PRIVATE = {"_Busy", "_NotFound", "_Reject", "_NotUtf8", "_Damaged", "_Restart"}
 
 #: Moved into errors.py; the old module re-exports each (old imports keep working).
 MOVED = {
@@ -32,6 +32,8 @@ MOVED = {
     "WorkerLost": "itemeval.runtime._dispatch",
     "Interrupted": "itemeval.calls._shard_calls",
     "NotSent": "itemeval.providers.money._attempts",
+    "Stopped": "itemeval.store._compact_merge",
+    "Vanished": "itemeval.store._compact_merge",
 }
 
 #: Base names that make a class an exception: the builtin ones, and asyncio's and
