@@ -57,4 +57,3 @@ def test_type_checking_imports_name_the_lazy_table(name: str) -> None:
     for bound, (module, imported) in imports.items():
         seen = getattr(importlib.import_module(module), imported)
         assert seen is getattr(package, bound), f"{name}.{bound}: {module}.{imported} differs"
-
