@@ -147,7 +147,7 @@ class OpenAIBatches:
         upload = form.get("file")
         if not isinstance(purpose, str) or purpose not in FILE_PURPOSES:
             return _error(400, f"purpose must be one of {sorted(FILE_PURPOSES)}", param="purpose")
-        if upload is None or isinstance(upload, str) or not hasattr(upload, "file"):
+        if not isinstance(upload, web.FileField):
             return _error(400, "missing required parameter: file", param="file")
         data = upload.file.read()
         sim_file = self.add_file(upload.filename or "upload.jsonl", purpose, data)
