@@ -173,7 +173,7 @@ def _native_conditions(
                 params = {
                     k: tuple(v) if isinstance(v, list) else v
                     for k, v in (payload.get("params") or {}).items()
-                    if k in SamplingParams.__slots__  # type: ignore[attr-defined]
+                    if k in SamplingParams.__slots__
                 }
                 generate[c.id] = GenerateCondition(
                     id=c.id,
