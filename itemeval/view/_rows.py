@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 #: DuckDB settings of the viewer's reads: small, and nothing fetched from the internet (no
 #: extension is installed or loaded).
-_CONFIG = {
+_CONFIG: dict[str, str | bool | int | float | list[str]] = {
     "threads": 2,
     "memory_limit": "64MB",
     "autoinstall_known_extensions": False,

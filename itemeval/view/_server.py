@@ -147,9 +147,9 @@ def make_app(state: ViewState, token: str | None, *, local: bool) -> web.Applica
             if given is not None and hmac.compare_digest(given, token):
                 rest = {k: v for k, v in request.query.items() if k != "token"}
                 target = request.path + ("?" + urlencode(rest) if rest else "")
-                response = web.HTTPFound(target)
-                response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict")
-                raise response
+                found = web.HTTPFound(target)
+                found.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict")
+                raise found
             cookie = request.cookies.get(TOKEN_COOKIE, "")
             bearer = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
             if not (hmac.compare_digest(cookie, token) or hmac.compare_digest(bearer, token)):
