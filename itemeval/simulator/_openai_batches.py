@@ -91,7 +91,9 @@ class SimFile:
         }
 
 
-def _error(status: int, message: str, param: str | None = None, code: str | None = None):
+def _error(
+    status: int, message: str, param: str | None = None, code: str | None = None
+) -> web.Response:
     body = {
         "error": {
             "message": message,
