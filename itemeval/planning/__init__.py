@@ -6,7 +6,8 @@
     commit_plan(plan)                                       # pins datasets, snapshots items
 
 - `_design`: the design grid (generate, grade and panel conditions, their content-derived ids)
-- `_plan`: `make_plan`, `refresh_estimate`, `restrict_plan`, `commit_plan`, `check_cap_bounds`
+- `_plan`: `make_plan`, `refresh_estimate`, `restrict_plan`, `commit_plan`
+- `_cap_bounds`: `check_cap_bounds`, a capped run's calls priced and bounded before any is sent
 - `_tokens`: the estimate's prior, tokens counted from the real prompts
 - `_estimate`: tokens and USD per stage and model, and the confirmation gate
 - `_calibration`, `_usage_rows`: the estimate's corrections learned from reported usage
@@ -23,23 +24,21 @@ from typing import TYPE_CHECKING
 
 from itemeval._util.lazy import lazy_exports
 
-# Other names of the former module `itemeval.planning` (now `itemeval.planning._plan`) still
-# resolve here (`fallback`) for one release.
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     """
-    _plan: DatasetPlan Plan check_cap_bounds commit_plan keep_item_tables make_plan refresh_estimate
-        restrict_plan
+    _plan: DatasetPlan Plan commit_plan keep_item_tables make_plan refresh_estimate restrict_plan
+    _cap_bounds: check_cap_bounds
     _design: Design GenerateCondition GradeCondition PanelCondition build_design
     _estimate: Estimate EstimateLine build_estimate gate
     _item_index: PartRun SelectedItems build_item_index
     _item_keys: CLUSTER_ATTRIBUTES
     """,
-    fallback="_plan",
 )
 
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from itemeval.planning._cap_bounds import check_cap_bounds as check_cap_bounds
     from itemeval.planning._design import Design as Design
     from itemeval.planning._design import GenerateCondition as GenerateCondition
     from itemeval.planning._design import GradeCondition as GradeCondition
@@ -55,7 +54,6 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from itemeval.planning._item_keys import CLUSTER_ATTRIBUTES as CLUSTER_ATTRIBUTES
     from itemeval.planning._plan import DatasetPlan as DatasetPlan
     from itemeval.planning._plan import Plan as Plan
-    from itemeval.planning._plan import check_cap_bounds as check_cap_bounds
     from itemeval.planning._plan import commit_plan as commit_plan
     from itemeval.planning._plan import keep_item_tables as keep_item_tables
     from itemeval.planning._plan import make_plan as make_plan

@@ -62,12 +62,8 @@ from itemeval.store._cells import (
 )
 from itemeval.store._layout import GRADES, STAGES, Stage, StudyStore
 from itemeval.store._selection import select_conditions
-from itemeval.store._summary import (
-    PartitionSummary,
-    read_summary,
-    summarise_partition,
-    write_summary,
-)
+from itemeval.store._summary import summarise_partition
+from itemeval.store._summary_file import PartitionSummary, read_summary, write_summary
 from itemeval.store.fragments import (
     FRAGMENT_SUFFIX,
     ROW_GROUP_ROWS,
