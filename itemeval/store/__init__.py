@@ -49,6 +49,7 @@ from itemeval.store._items import (
 )
 from itemeval.store._layout import GRADES, SOLUTIONS, STAGES, Stage, StudyStore, partition_dir
 from itemeval.store._manifest import (
+    CompactionRecord,
     ConditionRecord,
     DatasetRecord,
     EstimateRecord,
@@ -102,6 +103,7 @@ __all__ = [
     "TIMESTAMP",
     "CellMasks",
     "Column",
+    "CompactionRecord",
     "CompactionResult",
     "ConditionRecord",
     "ConditionStatus",
