@@ -51,7 +51,9 @@ def test_type_checking_imports_name_the_lazy_table(name: str) -> None:
     table: dict[str, str] = package.__lazy_exports__
     init = Path(str(package.__file__))
     imports = _type_checking_imports(init)
-    assert sorted(set(table) - set(imports)) == [], f"lazy in {init}, unseen by a type checker"
+    missing = sorted(set(table) - set(imports))
+    wanted = "\n".join(f"    from {table[n]} import {n} as {n}" for n in missing)
+    assert missing == [], f"lazy in {init}, unseen by a type checker; add:\n{wanted}"
     assert sorted(set(imports) - set(table)) == [], f"under TYPE_CHECKING in {init}, not lazy"
     assert set(table) <= set(package.__all__)
     for bound, (module, imported) in imports.items():
