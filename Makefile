@@ -30,10 +30,12 @@ demo: $(VENV)/.base
 
 test: $(VENV)/.dev
 	$(PY) -m ruff check itemeval tests benchmarks jobs
+	$(PY) -m mypy itemeval
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check itemeval tests benchmarks jobs
+	$(PY) -m mypy itemeval
 	$(PY) -m ruff format --check itemeval tests benchmarks jobs
 
 bench: $(VENV)/.dev

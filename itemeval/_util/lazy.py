@@ -40,6 +40,12 @@ def lazy_exports(
             where.update(dict.fromkeys(line.split(), module.strip()))
     else:
         where = dict(exports)
+    # The table by absolute module, for the test that holds each package's `TYPE_CHECKING`
+    # imports (what a type checker sees) to the same names (tests/core/test_lazy_exports.py).
+    namespace["__lazy_exports__"] = {
+        name: module if module.startswith("itemeval") else f"{package}.{module}"
+        for name, module in where.items()
+    }
 
     def __getattr__(name: str) -> Any:
         module = where.get(name, fallback)

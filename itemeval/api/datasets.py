@@ -150,7 +150,7 @@ def validate_dataset(
 def _validate(report: DatasetValidation, mapping: str | None, fmt: str | None) -> None:
     path = report.path
     if mapping is not None or fmt in ("csv", "parquet", "hf"):
-        source = DatasetSource(path=path, mapping=mapping, format=fmt)  # type: ignore[arg-type]
+        source = DatasetSource(path=path, mapping=mapping, format=fmt)
         handle = open_source(source)
         report.found(f"{handle.format} source {handle.name!r}", handle.validate())
         return

@@ -256,8 +256,9 @@ class Study:
         every grade."""
         plan = self._plan(store, limit, condition, with_pending=False)
         design = plan.design
-        per_condition: int | None = plan.item_count * design.epochs
-        per_grade = per_condition * len(design.generate)
+        expected = plan.item_count * design.epochs
+        per_condition: int | None = expected
+        per_grade: int | None = expected * len(design.generate)
         if self._store_only is not None:  # without a design, nothing is expected
             per_condition = per_grade = None
         generate = status_counts(

@@ -489,9 +489,10 @@ class BatchStage:
         self._open.pop(record.local_id, None)
         if batch.cells is None:
             batch.cells = await asyncio.to_thread(self.records.cells, record.local_id)
+        stored: pa.Table = batch.cells
         cells = [
             {k: c[k] for k in (*CELL_PLACE, "solution_hash", "fragment")}
-            for c in batch.cells.to_pylist()
+            for c in stored.to_pylist()
         ]
         self._leftovers(record, cells, live=live)
 

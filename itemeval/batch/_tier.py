@@ -282,8 +282,9 @@ def _split(
     held = resumed = 0
     gens = {c.id for c in plan.design.generate}
     for record in records:
-        mine = record.stale() and (taken_over := log.adopt(record, run_id)) is not None
-        if mine:
+        taken_over = log.adopt(record, run_id) if record.stale() else None
+        mine = taken_over is not None
+        if taken_over is not None:
             adopted.append(taken_over)
         cells = log.cells(record.local_id)
         for item_id, epoch, gen in zip(
@@ -308,7 +309,7 @@ def _split(
                 held += 1
     taken: dict[Hashable, np.ndarray] = {}
     for key in list(live):
-        condition = key if isinstance(key, str) else key[0]
+        condition = key[0] if isinstance(key, tuple) else key
         if condition in enabled:
             taken[key] = live.pop(key)
             live[key] = np.zeros_like(taken[key])

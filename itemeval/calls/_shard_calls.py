@@ -493,7 +493,7 @@ def _fan_out(
         )
 
 
-def _collect(tasks: dict[asyncio.Future[Call | None], int], outcome: CallOutcome) -> None:
+def _collect(tasks: dict[asyncio.Task[Call | None], int], outcome: CallOutcome) -> None:
     for task, index in tasks.items():
         if not task.done() or task.cancelled() or task.exception() is not None:
             continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Sequence
 
 from itemeval.config._models import StudyConfig
 from itemeval.errors import ConfigError, Problem
@@ -265,9 +266,13 @@ def _panel_rule_problems(study: StudyConfig, name: str) -> list[Problem]:
     return problems
 
 
-def _check_unique(names: list[str], kind: str, field: str, problems: list[Problem]) -> None:
+def _check_unique(
+    names: Sequence[str | None], kind: str, field: str, problems: list[Problem]
+) -> None:
     seen: set[str] = set()
     for index, name in enumerate(names):
+        if name is None:  # a dataset's name is set from its path when validated
+            continue
         key = name.casefold()
         if key in seen:
             problems.append(Problem(f"duplicate {kind} {name!r}", field=field.format(index)))

@@ -19,6 +19,8 @@ the study's dataset locks.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from itemeval._util.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(
@@ -31,3 +33,28 @@ __all__, __getattr__, __dir__ = lazy_exports(
     _locks: DatasetLocks check_pins pin_datasets read_locks
     """,
 )
+
+
+if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from itemeval.datasets._locks import DatasetLocks as DatasetLocks
+    from itemeval.datasets._locks import check_pins as check_pins
+    from itemeval.datasets._locks import pin_datasets as pin_datasets
+    from itemeval.datasets._locks import read_locks as read_locks
+    from itemeval.datasets._workitem import ITEM_SCHEMA as ITEM_SCHEMA
+    from itemeval.datasets._workitem import WorkItem as WorkItem
+    from itemeval.datasets._workitem import items_to_table as items_to_table
+    from itemeval.datasets._workitem import table_to_items as table_to_items
+    from itemeval.datasets.adapters import DatasetHandle as DatasetHandle
+    from itemeval.datasets.adapters import DatasetSource as DatasetSource
+    from itemeval.datasets.adapters import Fingerprint as Fingerprint
+    from itemeval.datasets.adapters import MappingSpec as MappingSpec
+    from itemeval.datasets.adapters import open_source as open_source
+    from itemeval.datasets.format import DatasetMeta as DatasetMeta
+    from itemeval.datasets.format import DatasetReader as DatasetReader
+    from itemeval.datasets.format import DatasetReport as DatasetReport
+    from itemeval.datasets.format import Dialect as Dialect
+    from itemeval.datasets.format import Item as Item
+    from itemeval.datasets.format import Modality as Modality
+    from itemeval.datasets.format import parse_item as parse_item
+    from itemeval.datasets.format import read_dataset as read_dataset
+    from itemeval.datasets.format import write_dataset as write_dataset

@@ -150,11 +150,12 @@ class OutputDir:
         fs.invalidate_cache(self.root.path)
         target.delete_tree()
         prefix = source.path.rstrip("/") + "/"
-        staged = [p for p in fs.find(source.path) if p.startswith(prefix)]
-        if staged:
+        staged_paths = [p for p in fs.find(source.path) if p.startswith(prefix)]
+        if staged_paths:
             # Server-side copies of exactly the staged objects, then the staging tree goes.
-            fs.copy(staged, [target.path.rstrip("/") + "/" + p[len(prefix) :] for p in staged])
-            fs.rm(staged)
+            moved = [target.path.rstrip("/") + "/" + p[len(prefix) :] for p in staged_paths]
+            fs.copy(staged_paths, moved)
+            fs.rm(staged_paths)
         fs.invalidate_cache(self.root.path)
 
     def delete_tree(self, relpath: str) -> None:

@@ -281,9 +281,9 @@ class PairUpdate:
                 before.next_part if before is not None else 0,
             )
             drop = key_strings(index).filter(pa.array(removed))
-            for part in previous_parts:
-                if part.id in dirty:
-                    parts.copy(part, drop)
+            for previous in previous_parts:
+                if previous.id in dirty:
+                    parts.copy(previous, drop)
         fetch = touched_table | touched_eee
         if fetch.any():
             wanted = ordered_rows(

@@ -11,6 +11,8 @@ gives the design its imported conditions, `_store_plan` plans over a store alone
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from itemeval._util.lazy import lazy_exports
 
 _MODULES: dict[str, tuple[str, ...]] = {
@@ -22,3 +24,14 @@ _MODULES: dict[str, tuple[str, ...]] = {
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__, {name: module for module, names in _MODULES.items() for name in names}
 )
+
+
+if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from itemeval.importing._catalog import ImportRecord as ImportRecord
+    from itemeval.importing._catalog import read_imports as read_imports
+    from itemeval.importing._conditions import imported_notes as imported_notes
+    from itemeval.importing._conditions import reuse_imported as reuse_imported
+    from itemeval.importing._conditions import with_imported as with_imported
+    from itemeval.importing._run import ImportResult as ImportResult
+    from itemeval.importing._run import import_sources as import_sources
+    from itemeval.importing._store_plan import store_plan as store_plan

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -22,7 +22,7 @@ from itemeval.importing._model import GenerateFacts, GradeFacts, SourceFile
 from itemeval.store import StudyStore
 
 IMPORTS_DIR = "imports"
-RECORD_FORMAT = "itemeval-import/1"
+RECORD_FORMAT: Final = "itemeval-import/1"
 
 
 class _Model(BaseModel):

@@ -29,7 +29,7 @@ class StatedParams:
 
     def __getattr__(self, name: str) -> Any:
         """Our sampling parameters by name (None when the source did not state one)."""
-        if name in SamplingParams.__slots__:  # type: ignore[attr-defined]
+        if name in SamplingParams.__slots__:
             return dict(self.values).get(name)
         raise AttributeError(name)
 
@@ -160,7 +160,7 @@ def with_imported(
     chosen = select_conditions(list(records), list(selectors))
     known = {c.id for c in design.generate}
     added = tuple(imported_generate(records[i], endpoint) for i in chosen if i not in known)
-    graders = ()
+    graders: tuple[GradeCondition, ...] = ()
     if with_grades:
         graders = _imported_scorers(store, {c.id for c in added}, {c.id for c in design.grade})
     generate = tuple(distinct_slugs([*design.generate, *added]))  # natives keep their slugs

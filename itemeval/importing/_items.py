@@ -194,7 +194,7 @@ class ImportedItems:
             existed = location.join(f"{name}.yaml").exists()
             meta = DatasetMeta(
                 identifier=name,
-                hasPart=[f"{name}.jsonl"],
+                has_part=[f"{name}.jsonl"],
                 description=f"items imported into an itemeval store ({spool.count} new)",
                 source="itemeval import",
             )

@@ -118,11 +118,11 @@ def discover(sources: list[str]) -> Found:
     units, rejected = eee.units(sorted(eee_paths))
     found.rejected.extend(rejected)
     for unit in units:
-        source = EeeSource(unit)
-        facts = source.facts()
+        eee_source = EeeSource(unit)
+        facts = eee_source.facts()
         if facts is not None and facts.itemeval:
-            source.study = _study_of(unit.aggregate)
-        found.units.append(source)
+            eee_source.study = _study_of(unit.aggregate)
+        found.units.append(eee_source)
     return found
 
 
@@ -149,7 +149,7 @@ def _with_aggregate(path: str) -> list[str]:
 
 
 def _walk(root: str) -> list[str]:
-    out = []
+    out: list[str] = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         out.extend(os.path.join(folder, f) for f in sorted(files) if not f.startswith("."))

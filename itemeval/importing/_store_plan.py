@@ -17,7 +17,7 @@ Nothing is written and no endpoint is called: the plan serves reading only.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,7 +61,13 @@ class StoredDataset:
         self.url = path
         self.format = format
         self.source = DatasetSource.model_construct(
-            name=name, path=path, format=format, revision=revision, split=None, subset=None
+            # The lock file's format, as recorded (unvalidated, like the rest of this copy).
+            name=name,
+            path=path,
+            format=cast(Any, format),
+            revision=revision,
+            split=None,
+            subset=None,
         )
         self.warnings: list[Problem] = []
 
@@ -170,10 +176,10 @@ def _native_conditions(
             payload = c.payload
             if c.stage == "generate" and c.id in stored_generate:
                 prompt = payload.get("prompt") or {}
-                params = {
+                params: dict[str, Any] = {
                     k: tuple(v) if isinstance(v, list) else v
                     for k, v in (payload.get("params") or {}).items()
-                    if k in SamplingParams.__slots__  # type: ignore[attr-defined]
+                    if k in SamplingParams.__slots__
                 }
                 generate[c.id] = GenerateCondition(
                     id=c.id,

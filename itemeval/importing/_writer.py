@@ -138,8 +138,7 @@ class ImportWriter:
         records = table.column("record_id").to_pylist()
         keep = np.ones(n, dtype=bool)
         rejected: list[Rejection] = []
-        bad = self._items_of_batch(batch, ids, keep, rejected)
-        del bad
+        self._items_of_batch(batch, ids, keep, rejected)
         grade_keys = np.fromiter(
             (hash((grade_id, gen_id, i, e)) for i, e in zip(ids, epochs, strict=True)),
             dtype=np.int64,

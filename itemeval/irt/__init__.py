@@ -22,6 +22,8 @@ only when a name is used); the modules are private:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from itemeval._util.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(
@@ -38,3 +40,42 @@ __all__, __getattr__, __dir__ = lazy_exports(
     _study_run: adaptive_costs read_adaptive render_adaptive_costs run_adaptive
     """,
 )
+
+
+if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from itemeval.irt._adaptive import FLOOR as FLOOR
+    from itemeval.irt._adaptive import MIN_CALIBRATION as MIN_CALIBRATION
+    from itemeval.irt._adaptive import WEIGHT as WEIGHT
+    from itemeval.irt._adaptive import Adaptive as Adaptive
+    from itemeval.irt._adaptive import Bank as Bank
+    from itemeval.irt._adaptive import Estimate as Estimate
+    from itemeval.irt._adaptive import choose as choose
+    from itemeval.irt._analysis import HELD_OUT_ITEMS as HELD_OUT_ITEMS
+    from itemeval.irt._analysis import MIN_CONDITIONS as MIN_CONDITIONS
+    from itemeval.irt._analysis import ConditionAbility as ConditionAbility
+    from itemeval.irt._analysis import IrtResult as IrtResult
+    from itemeval.irt._analysis import analyze_irt as analyze_irt
+    from itemeval.irt._fit import HeldOut as HeldOut
+    from itemeval.irt._fit import IrtFit as IrtFit
+    from itemeval.irt._fit import fit_irt as fit_irt
+    from itemeval.irt._fit import held_out_loglik as held_out_loglik
+    from itemeval.irt._fit import standardize as standardize
+    from itemeval.irt._flags import FLAG_Q as FLAG_Q
+    from itemeval.irt._flags import benjamini_hochberg as benjamini_hochberg
+    from itemeval.irt._flags import discrimination_q as discrimination_q
+    from itemeval.irt._flags import item_flag as item_flag
+    from itemeval.irt._flags import negative_discrimination_p as negative_discrimination_p
+    from itemeval.irt._items import ItemParameters as ItemParameters
+    from itemeval.irt._items import ItemTable as ItemTable
+    from itemeval.irt._patterns import Patterns as Patterns
+    from itemeval.irt._patterns import item_patterns as item_patterns
+    from itemeval.irt._report import IrtSection as IrtSection
+    from itemeval.irt._report import adaptive_rows as adaptive_rows
+    from itemeval.irt._report import irt_section as irt_section
+    from itemeval.irt._report import q_text as q_text
+    from itemeval.irt._responses import ANALYSIS_DIR as ANALYSIS_DIR
+    from itemeval.irt._responses import study_responses as study_responses
+    from itemeval.irt._study_run import adaptive_costs as adaptive_costs
+    from itemeval.irt._study_run import read_adaptive as read_adaptive
+    from itemeval.irt._study_run import render_adaptive_costs as render_adaptive_costs
+    from itemeval.irt._study_run import run_adaptive as run_adaptive

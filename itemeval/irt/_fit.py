@@ -400,10 +400,10 @@ def held_out_loglik(
     k = np.asarray(correct, dtype=np.float64)
     n = np.asarray(trials, dtype=np.float64)
     answered = np.flatnonzero(n > 0)
-    fold_of = np.full(n.size, -1)
+    fold_flat = np.full(n.size, -1)
     rng = np.random.default_rng(seed)
-    fold_of[answered[rng.permutation(len(answered))]] = np.arange(len(answered)) % folds
-    fold_of = fold_of.reshape(n.shape)
+    fold_flat[answered[rng.permutation(len(answered))]] = np.arange(len(answered)) % folds
+    fold_of = fold_flat.reshape(n.shape)
     per_item = {m: np.zeros(n.shape[1]) for m in ("base", *MODELS)}
     for fold in range(folds):
         held = fold_of == fold

@@ -111,12 +111,12 @@ def analyse(
         if grader.kind != "panel":
             continue
         side = verdicts(grades, list(grader.members), shape)
-        truth = aligned(side.keys, gold_keys, gold) if gold_keys.size else None
+        panel_truth = aligned(side.keys, gold_keys, gold) if gold_keys.size else None
         panels.append(
             PanelResult(
                 grader,
                 [labels.get(m, str(m)) for m in grader.members],
-                panel_agreement(side.passed, truth),
+                panel_agreement(side.passed, panel_truth),
             )
         )
     return JudgeAnalysis(

@@ -27,7 +27,7 @@ class Shape:
     items: int
     epochs: int
 
-    def keys(self, gen: np.ndarray, item: np.ndarray, epoch: np.ndarray) -> np.ndarray:
+    def keys(self, gen: np.ndarray, item: np.ndarray, epoch: np.ndarray | int) -> np.ndarray:
         return (gen.astype(np.int64) * self.items + item) * self.epochs + epoch
 
     def split(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -29,9 +29,9 @@ def check_cap_bounds(plan: Plan, stages: Sequence[str]) -> None:
         for c in plan.design.generate:
             calls.append((c.slug, c.model_id, c.endpoint, c.params))
     if "grade" in stages:
-        for c in plan.design.judges:
-            assert c.model_id and c.endpoint and c.params
-            calls.append((c.slug, c.model_id, c.endpoint, c.params))
+        for j in plan.design.judges:
+            assert j.model_id and j.endpoint and j.params
+            calls.append((j.slug, j.model_id, j.endpoint, j.params))
     problems = []
     unpriced: set[str] = set()
     for slug, model, endpoint, params in calls:

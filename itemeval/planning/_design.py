@@ -111,7 +111,7 @@ class GradeCondition:
     @property
     def label(self) -> str:
         """What graded: the judge model id, or the scorer name (the `grader` column)."""
-        return self.model_id if self.kind == "judge" else str(self.scorer)
+        return str(self.model_id) if self.kind == "judge" else str(self.scorer)
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "stage": "grade", "kind": self.kind}
@@ -357,13 +357,13 @@ def build_design(study: StudyConfig) -> Design:
                 )
             )
     for index, scorer in enumerate(study.scorers):
-        identity = scorer_identity(scorer, field=f"facets.scorer[{index}]")
+        scorer_id = scorer_identity(scorer, field=f"facets.scorer[{index}]")
         grade.append(
             GradeCondition(
-                id=condition_id(identity.slug, identity.payload),
-                slug=identity.slug,
+                id=condition_id(scorer_id.slug, scorer_id.payload),
+                slug=scorer_id.slug,
                 kind="scorer",
-                payload=identity.payload,
+                payload=scorer_id.payload,
                 scorer=scorer,
             )
         )
@@ -477,7 +477,8 @@ def _check_distinct(generate: Iterable[GenerateCondition], grade: Iterable[Grade
     """Two entries with identical content would pay twice for the same thing: refuse."""
     seen: dict[str, str] = {}
     problems = []
-    for cond in [*generate, *grade]:
+    conditions: list[GenerateCondition | GradeCondition] = [*generate, *grade]
+    for cond in conditions:
         digest = cond.id.rsplit("--", 1)[1]
         if digest in seen:
             problems.append(

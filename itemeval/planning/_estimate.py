@@ -225,7 +225,7 @@ def build_estimate(
     for cond in design.generate:
         counts = tables.generate[solver_shape(cond)]
         fit = fits.get(cond.id, Fit())
-        pending = None
+        pending: Callable[[slice], np.ndarray] | None = None
         if pending_generate is not None:
             pending = functools.partial(pending_generate.per_item, cond.id)
         if judged:

@@ -23,7 +23,13 @@ from itemeval.datasets import WorkItem
 from itemeval.errors import ConfigError, Problem
 
 #: The item attributes `analysis.cluster_by` may name (else it names a metadata key).
-CLUSTER_ATTRIBUTES = ("dataset", "grading_scheme", "modality", "task_prompt", "difficulty")
+CLUSTER_ATTRIBUTES: tuple[str, ...] = (
+    "dataset",
+    "grading_scheme",
+    "modality",
+    "task_prompt",
+    "difficulty",
+)
 _FIELD = "analysis.cluster_by"
 
 

@@ -76,10 +76,10 @@ def scan_from_tables(
         return None
     columns_read, meta = modality
     codes = columns_read[_MODALITY]
-    names = [str(n) for n in meta.get("names", [])]  # type: ignore[union-attr]
-    counts = Counter({str(k): int(v) for k, v in dict(meta.get("counts", {})).items()})  # type: ignore[call-overload]
+    names = [str(n) for n in meta.get("names", [])]
+    counts = Counter({str(k): int(v) for k, v in dict(meta.get("counts", {})).items()})
     try:
-        key_counts = KeyCounts.from_json(meta["keys"])  # type: ignore[arg-type]
+        key_counts = KeyCounts.from_json(meta["keys"])
     except (KeyError, TypeError, ValueError):
         return None
     if need_keys and key_counts.selected != selected:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -47,8 +48,8 @@ def _location(snapshot: SnapshotInfo, key: str) -> Location:
 
 def read_item_table(
     snapshot: SnapshotInfo, key: str, rows: int
-) -> tuple[dict[str, np.ndarray], dict[str, object]] | None:
-    """The table's columns over the dataset's first `rows` items and its metadata, or None
+) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    """The table's columns over the dataset's first `rows` items and its metadata (JSON), or None
     when the snapshot has no such table covering them."""
     location = _location(snapshot, key)
     try:

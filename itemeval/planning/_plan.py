@@ -14,6 +14,7 @@ the study, and prose items need a judge.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -204,9 +205,9 @@ def make_plan(
         if tables is not None:
             calibration = _calibrate(study, design, tables, store, force)
     if tables is None:  # a reading command: no estimate
-        estimate = Estimate(items=items.num_rows, epochs=design.epochs)
+        plan_estimate = Estimate(items=items.num_rows, epochs=design.epochs)
     else:
-        estimate = build_estimate(
+        plan_estimate = build_estimate(
             design,
             tables,
             pricing,
@@ -224,7 +225,7 @@ def make_plan(
         store=store,
         datasets=datasets,
         items=items,
-        estimate=estimate,
+        estimate=plan_estimate,
         pending_generate=pending_gen,
         pending_grade=pending_gr,
         pricing=pricing,
@@ -445,7 +446,7 @@ def _scan_datasets(
                 last=number == len(datasets),
                 estimate=estimate,
                 keep_every=several,
-                on_batch=lambda batch, plan=plan: keep_for_commit(plan, batch),
+                on_batch=functools.partial(keep_for_commit, plan),
             )
             if _large_scan(datasets):  # the scan's transients are garbage now
                 release_unused_memory()

@@ -88,7 +88,7 @@ class TokenColumns:
         self._chunks: dict[str, list[np.ndarray]] = {name: [] for name in names}
         self._whole: dict[str, np.ndarray] = {}
 
-    def add(self, **values: list[int]) -> None:
+    def add(self, **values: list[int] | np.ndarray) -> None:
         for name, chunk in values.items():
             self._chunks[name].append(np.asarray(chunk, dtype=np.int32))
             self._whole.pop(name, None)

@@ -25,6 +25,7 @@ from itemeval.store import (
     RESPONSE_SCHEMA,
     RESPONSES,
     ItemLookup,
+    Stage,
     StudyStore,
     keys_present,
     partition_dir,
@@ -162,7 +163,7 @@ ITEM_POSITION = "_item"
 
 def store_rows(
     store: StudyStore,
-    stage: str,
+    stage: Stage | str,
     condition_id: str,
     columns: Sequence[str],
     items: ItemLookup | None = None,

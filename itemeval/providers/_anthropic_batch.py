@@ -141,7 +141,8 @@ class AnthropicBatchClient(BatchClient):
             return BatchResult(custom_id, self.provider.parse_answer(message, request_id))
         if kind == "errored":
             error = result.get("error") or {}
-            inner = error.get("error") if isinstance(error.get("error"), dict) else error
+            nested = error.get("error")
+            inner = nested if isinstance(nested, dict) else error
             status = ERROR_STATUS.get(str(inner.get("type") or ""), 500)
             parsed: ModelResult = self.provider.error_result(
                 status, {"error": inner}, error.get("request_id")

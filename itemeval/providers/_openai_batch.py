@@ -163,8 +163,8 @@ class OpenAIBatchClient(BatchClient):
             if code in _NOT_PROCESSED:
                 return BatchResult(custom_id, None)
             message = str(error.get("message") or "the batch request failed")
-            result = failure(code_for_error(400, code, "", message), f"batch: {code}: {message}")
-            return BatchResult(custom_id, result)
+            failed = failure(code_for_error(400, code, "", message), f"batch: {code}: {message}")
+            return BatchResult(custom_id, failed)
         status = int(response.get("status_code") or 0)
         body = response.get("body")
         request_id = response.get("request_id")

@@ -27,7 +27,6 @@ from tenacity import (
     AsyncRetrying,
     RetryCallState,
     retry_if_exception_type,
-    stop_any,
     wait_random_exponential,
 )
 
@@ -70,7 +69,7 @@ class RetryPolicy:
         # Copied per retried call (`AsyncRetrying` keeps its iteration state on the object).
         self._template = AsyncRetrying(
             sleep=asyncio.sleep,
-            stop=stop_any(self._out_of_attempts, self._retry_after_too_long),
+            stop=self._gives_up,
             wait=self._wait,
             retry=retry_if_exception_type(TransientFailure),
             reraise=True,
@@ -86,6 +85,9 @@ class RetryPolicy:
         if isinstance(failure, TransientFailure) and failure.retry_after_s is not None:
             delay = max(delay, failure.retry_after_s)
         return delay
+
+    def _gives_up(self, state: RetryCallState) -> bool:
+        return self._out_of_attempts(state) or self._retry_after_too_long(state)
 
     def _out_of_attempts(self, state: RetryCallState) -> bool:
         """`max_attempts` attempts that were not rate-limited, or `max_rate_limited_attempts`
@@ -150,7 +152,7 @@ class RetryPolicy:
             return await attempt()
 
         try:
-            result = await self._template.copy()(replaying_the_first)
+            result: ModelResult = await self._template.copy()(replaying_the_first)
         except TransientFailure as last:  # the policy gave up (reraise=True)
             return last.to_result(), attempts
         return result, attempts

@@ -69,7 +69,7 @@ class SamplingParams:
     def as_dict(self) -> dict[str, Any]:
         """The set parameters only (what enters condition ids and manifests)."""
         out: dict[str, Any] = {}
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in self.__slots__:
             value = getattr(self, name)
             if value is not None:
                 out[name] = list(value) if isinstance(value, tuple) else value

@@ -19,6 +19,8 @@ What happens to each call of a shard (cache, budget, provider, journal) is `item
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from itemeval._util.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(
@@ -36,3 +38,30 @@ __all__, __getattr__, __dir__ = lazy_exports(
     _cluster: process_ends_after_run
     """,
 )
+
+
+if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from itemeval.runtime._cluster import process_ends_after_run as process_ends_after_run
+    from itemeval.runtime._context import RunContext as RunContext
+    from itemeval.runtime._dispatch import Cap as Cap
+    from itemeval.runtime._dispatch import RowCost as RowCost
+    from itemeval.runtime._dispatch import StageResult as StageResult
+    from itemeval.runtime._dispatch import Stop as Stop
+    from itemeval.runtime._dispatch import fold as fold
+    from itemeval.runtime._driver import RunOptions as RunOptions
+    from itemeval.runtime._driver import RunOutcome as RunOutcome
+    from itemeval.runtime._driver import run_study as run_study
+    from itemeval.runtime._executors import with_shares as with_shares
+    from itemeval.runtime._limiters import LimiterInfo as LimiterInfo
+    from itemeval.runtime._limiters import list_limiters as list_limiters
+    from itemeval.runtime._limiters import remove_limiters as remove_limiters
+    from itemeval.runtime._progress import Progress as Progress
+    from itemeval.runtime._ray_executor import RayExecutor as RayExecutor
+    from itemeval.runtime._shards import Shard as Shard
+    from itemeval.runtime._shards import ShardSummary as ShardSummary
+    from itemeval.runtime._shards import generate_shards as generate_shards
+    from itemeval.runtime._shards import grade_shards as grade_shards
+    from itemeval.runtime._worker import ShardRunner as ShardRunner
+    from itemeval.runtime._worker import fold_rows as fold_rows
+    from itemeval.runtime._worker import generate_target as generate_target
+    from itemeval.runtime._worker import judge_target as judge_target

@@ -118,7 +118,8 @@ class LimiterSpec:
         if self.detached:
             options["lifetime"] = "detached"
         idle = LIMITER_IDLE_EXIT_S if self.detached else None
-        return LimiterActor.options(**options).remote(self.limits, idle)
+        # mypy drops a class decorator's type (python/mypy#3135): ray.remote's ActorClass.
+        return LimiterActor.options(**options).remote(self.limits, idle)  # type: ignore[attr-defined]
 
 
 def limiter_name(settings: EndpointSettings) -> str:

@@ -57,7 +57,7 @@ def ray_cluster(address: str | None, *, quiet: bool = False) -> Iterator[Cluster
 
     started = False
     if not ray.is_initialized():
-        options = {
+        options: dict[str, Any] = {
             "namespace": NAMESPACE,
             "logging_level": logging.WARNING,
             "log_to_driver": not quiet,

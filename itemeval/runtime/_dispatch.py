@@ -57,7 +57,8 @@ POLL_S = 0.2
 class Executor(Protocol):
     """Where shards run: `RayExecutor` (worker actors) or `InlineExecutor` (`--no-ray`)."""
 
-    workers: int
+    @property
+    def workers(self) -> int: ...
 
     @property
     def capacity(self) -> int: ...

@@ -59,7 +59,7 @@ from itemeval.runtime._dispatch import (
 from itemeval.runtime._executors import open_executor, run_context
 from itemeval.runtime._failures import failed_mid_run
 from itemeval.runtime._progress import Progress
-from itemeval.runtime._shards import Shard, ShardSummary, generate_shards, grade_shards
+from itemeval.runtime._shards import Barrier, Shard, ShardSummary, generate_shards, grade_shards
 from itemeval.runtime._timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import (
@@ -112,7 +112,7 @@ class RunOptions:
 
 @dataclass
 class RunOutcome:
-    status: str  # completed | interrupted | budget_cap | failed | nothing_to_do
+    status: Literal["completed", "interrupted", "budget_cap", "failed", "nothing_to_do"]
     exit_code: ExitCode
     store_url: str
     run_id: str | None = None
@@ -476,12 +476,13 @@ def _pending(plan: Plan, stage: StageName) -> CellMasks:
 
 def _shards(
     plan: Plan, stage: StageName, pending: CellMasks, first_id: int
-) -> tuple[Iterator[Shard], int, float]:
+) -> tuple[Iterator[Shard | Barrier], int, float]:
     """The shards of `pending` (made lazily, as they are dispatched), its cell count and its
     estimated USD."""
     size = plan.study.runtime.shard_size
     per_cell = _usd_per_cell(plan)
     runs = plan.item_runs()
+    shards: Iterator[Shard | Barrier]
     if stage == "generate":
         shards = generate_shards(
             pending, runs, shard_size=size, usd_per_cell=per_cell, first_id=first_id
@@ -503,8 +504,11 @@ def _shards(
 
 def _usd_of(pending: CellMasks, per_cell: dict[str, float]) -> float:
     return sum(
-        per_cell.get(key if isinstance(key, str) else key[0], 0.0) * int(mask.sum())
-        for key, mask in pending.masks.items()
+        (
+            per_cell.get(key[0] if isinstance(key, tuple) else str(key), 0.0) * int(mask.sum())
+            for key, mask in pending.masks.items()
+        ),
+        0.0,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from itemeval.runtime._actors import LIMITER_PREFIX
 from itemeval.runtime._cluster import NAMESPACE, ray_cluster
@@ -29,10 +29,11 @@ def list_limiters(address: str | None) -> list[LimiterInfo]:
 
         out = []
         for name in _limiter_names(ray):
-            state = None
+            state: dict[str, Any] | None = None
             with contextlib.suppress(Exception):
                 actor = ray.get_actor(name, namespace=NAMESPACE)
-                state = ray.get(actor.state.remote(), timeout=10)
+                # The actor's reply, which Ray's types cannot know.
+                state = cast("dict[str, Any]", ray.get(actor.state.remote(), timeout=10))
             out.append(LimiterInfo(name, state))
         return out
 

@@ -126,7 +126,8 @@ class RayExecutor:
         self.limiter_specs = specs
         self._limiters = self._attach(specs)
         budget_name = f"itemeval-budget-{context.run_id}"
-        self._budget = BudgetActor.options(
+        # mypy drops a class decorator's type (python/mypy#3135): ray.remote's ActorClass.
+        self._budget = BudgetActor.options(  # type: ignore[attr-defined]
             name=budget_name,
             namespace=NAMESPACE,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
@@ -173,9 +174,9 @@ class RayExecutor:
         grown = bool(self._workers)  # the first workers are the run's; later ones joined
         for _ in range(target - len(active)):
             context, specs, budget = self._worker_args
-            actor = WorkerActor.options(max_concurrency=self.per_worker + 1).remote(
-                context, specs, budget
-            )
+            actor = WorkerActor.options(  # type: ignore[attr-defined]  # python/mypy#3135
+                max_concurrency=self.per_worker + 1
+            ).remote(context, specs, budget)
             worker = _Worker(actor, number=len(self._workers), joined=grown)
             worker.probe = actor.where.remote()
             self._workers.append(worker)

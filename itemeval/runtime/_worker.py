@@ -400,9 +400,9 @@ class ShardRunner:
     def slots_in_use(self) -> dict[str, int]:
         """Concurrency slots held right now, per endpoint."""
         return {
-            endpoint: provider.limiter.slots_in_use
+            endpoint: limiter.slots_in_use
             for endpoint, provider in self._providers.items()
-            if getattr(provider, "limiter", None) is not None
+            if (limiter := getattr(provider, "limiter", None)) is not None
         }
 
     async def _run_alive(self) -> bool:

@@ -68,8 +68,8 @@ def scorer_identity(reference: str, *, field: str | None = None) -> ScorerIdenti
     """The identity of the scorer `reference` names (imports a plugin; `ConfigError` if it
     cannot be used)."""
     if reference in SCORERS:
-        payload = {"stage": "grade", "scorer": reference, "version": SCORER_VERSION}
-        return ScorerIdentity(reference, reference, payload, builtin=True)
+        builtin = {"stage": "grade", "scorer": reference, "version": SCORER_VERSION}
+        return ScorerIdentity(reference, reference, builtin, builtin=True)
     plugin = load_plugin(SCORER_GROUP, reference, what="scorer", field=field, builtin=SCORERS)
     function = plugin.obj
     if not callable(function):

@@ -15,6 +15,8 @@ server's rate limits), `_stats` (`/_sim/stats`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from itemeval._util.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(
@@ -27,3 +29,18 @@ __all__, __getattr__, __dir__ = lazy_exports(
     itemeval.providers._simulated: SimProvider
     """,
 )
+
+
+if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from itemeval.providers._simulated import SimProvider as SimProvider
+    from itemeval.simulator._answers import solution_matches as solution_matches
+    from itemeval.simulator._engine import SimReply as SimReply
+    from itemeval.simulator._engine import Simulator as Simulator
+    from itemeval.simulator._engine import pairwise_preference as pairwise_preference
+    from itemeval.simulator._model import DEFAULT_CATALOG as DEFAULT_CATALOG
+    from itemeval.simulator._model import SLOPE as SLOPE
+    from itemeval.simulator._model import item_difficulty as item_difficulty
+    from itemeval.simulator._model import p_correct as p_correct
+    from itemeval.simulator._model import stable_unit as stable_unit
+    from itemeval.simulator._server import ServerLimits as ServerLimits
+    from itemeval.simulator._server import start_server as start_server

@@ -91,7 +91,9 @@ class SimFile:
         }
 
 
-def _error(status: int, message: str, param: str | None = None, code: str | None = None):
+def _error(
+    status: int, message: str, param: str | None = None, code: str | None = None
+) -> web.Response:
     body = {
         "error": {
             "message": message,
@@ -147,7 +149,7 @@ class OpenAIBatches:
         upload = form.get("file")
         if not isinstance(purpose, str) or purpose not in FILE_PURPOSES:
             return _error(400, f"purpose must be one of {sorted(FILE_PURPOSES)}", param="purpose")
-        if upload is None or isinstance(upload, str) or not hasattr(upload, "file"):
+        if not isinstance(upload, web.FileField):
             return _error(400, "missing required parameter: file", param="file")
         data = upload.file.read()
         sim_file = self.add_file(upload.filename or "upload.jsonl", purpose, data)

@@ -27,7 +27,7 @@ def regex_string(pattern: str, *, extra: int = 0) -> str | None:
     the pattern cannot be read or the string built does not match (lookarounds, say)."""
     try:
         # The stdlib's own regex parser (private, stable since 3.11): no third-party dependency.
-        from re import _parser
+        from re import _parser  # type: ignore[attr-defined]  # private: typeshed omits it
 
         tree = _parser.parse(pattern)
         text = _Regex(extra).build(list(tree))

@@ -80,6 +80,10 @@ def field_of(name: str) -> str | None:
     return FIELD_NAMES.get(norm) or ("answer" if "answer" in norm else None)
 
 
+# A value's place in the schema; a name apart, as `_Builder.object` hides the builtin there.
+_Path = tuple[object, ...]
+
+
 def schema_value(schema: Any, fields: Mapping[str, Any], key: tuple[object, ...]) -> Any:
     """A value valid against `schema` (a JSON Schema document), carrying `fields`."""
     return _Builder(schema, fields, key).value(schema, (), 0, fields.get("answer", _MISSING))
@@ -220,14 +224,14 @@ class _Builder:
         extra = node.get("additionalProperties")
         return extra if isinstance(extra, Mapping) else {}
 
-    def extra_name(self, node: Mapping[str, Any], path: tuple[object, ...], count: int) -> str:
+    def extra_name(self, node: Mapping[str, Any], path: _Path, count: int) -> str:
         for pattern in node.get("patternProperties") or {}:
             made = regex_string(pattern, extra=count)
             if made is not None:
                 return made
         return f"key{count}"
 
-    def array(self, node: Mapping[str, Any], path: tuple[object, ...], depth: int) -> list[Any]:
+    def array(self, node: Mapping[str, Any], path: _Path, depth: int) -> list[Any]:
         items = node.get("items")
         prefix = node.get("prefixItems") or (items if isinstance(items, list) else [])
         rest = node.get("additionalItems") if isinstance(items, list) else items
@@ -253,7 +257,7 @@ class _Builder:
             out.append(item)
         return out
 
-    def number(self, node: Mapping[str, Any], path: tuple[object, ...], *, integer: bool) -> Any:
+    def number(self, node: Mapping[str, Any], path: _Path, *, integer: bool) -> Any:
         low, high, low_open, high_open = _bounds(node)
         u = self.unit(path, "number")
         if integer:  # integer ends, openness folded in
@@ -275,7 +279,7 @@ class _Builder:
             value = (lo + hi) / 2
         return _number(value)
 
-    def string(self, node: Mapping[str, Any], path: tuple[object, ...]) -> str:
+    def string(self, node: Mapping[str, Any], path: _Path) -> str:
         least = int(node.get("minLength") or 0)
         most = node.get("maxLength")
         pattern = node.get("pattern")

@@ -201,9 +201,9 @@ def gemini_schema(schema: Any) -> Any:
         else:
             out[key] = value
     if nullable:
-        kind = out.get("type")
-        if isinstance(kind, str):
-            out["type"] = [kind, "null"]
+        declared = out.get("type")
+        if isinstance(declared, str):
+            out["type"] = [declared, "null"]
         if isinstance(out.get("enum"), list):
             out["enum"] = [*out["enum"], None]
     return out

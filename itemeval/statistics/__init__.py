@@ -22,6 +22,8 @@ the commands that never compare (a run) never pay for it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from itemeval._util.lazy import lazy_exports
 
 _MODULES: dict[str, tuple[str, ...]] = {
@@ -44,3 +46,37 @@ _MODULES: dict[str, tuple[str, ...]] = {
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__, {name: module for module, names in _MODULES.items() for name in names}
 )
+
+
+if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from itemeval.statistics._families import MEAN_SCORE as MEAN_SCORE
+    from itemeval.statistics._families import FamilyKey as FamilyKey
+    from itemeval.statistics._families import Options as Options
+    from itemeval.statistics._families import StudyStatistics as StudyStatistics
+    from itemeval.statistics._families import study_statistics as study_statistics
+    from itemeval.statistics._intervals import DEFAULT_CONFIDENCE as DEFAULT_CONFIDENCE
+    from itemeval.statistics._intervals import DEFAULT_RESAMPLES as DEFAULT_RESAMPLES
+    from itemeval.statistics._intervals import DEFAULT_SEED as DEFAULT_SEED
+    from itemeval.statistics._intervals import Proportion as Proportion
+    from itemeval.statistics._intervals import bootstrap_proportion as bootstrap_proportion
+    from itemeval.statistics._paired import MCNEMAR as MCNEMAR
+    from itemeval.statistics._paired import PAIRED_T as PAIRED_T
+    from itemeval.statistics._paired import Family as Family
+    from itemeval.statistics._paired import compare as compare
+    from itemeval.statistics._planning import power_plan_of as power_plan_of
+    from itemeval.statistics._power import DesignVariance as DesignVariance
+    from itemeval.statistics._power import PowerPlan as PowerPlan
+    from itemeval.statistics._power import items_needed as items_needed
+    from itemeval.statistics._study import analysis_options as analysis_options
+    from itemeval.statistics._study import item_clusters as item_clusters
+    from itemeval.statistics._study import plan_statistics as plan_statistics
+    from itemeval.statistics._study import study_clusters as study_clusters
+    from itemeval.statistics._tables import ComparisonTables as ComparisonTables
+    from itemeval.statistics._tables import comparisons_table as comparisons_table
+    from itemeval.statistics._tables import components_table as components_table
+    from itemeval.statistics._tables import rankings_table as rankings_table
+    from itemeval.statistics._tallies import Tallies as Tallies
+    from itemeval.statistics._words import ADJUSTMENTS as ADJUSTMENTS
+    from itemeval.statistics._words import p_text as p_text
+    from itemeval.statistics._words import rank_text as rank_text
+    from itemeval.statistics._words import verdict as verdict

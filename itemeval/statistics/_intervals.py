@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ def bootstrap_proportion(
     keep = t > 0
     s, t = s[keep], t[keep]
     n = len(t)
-    common = {"confidence": confidence, "resamples": resamples, "seed": seed}
+    common: dict[str, Any] = {"confidence": confidence, "resamples": resamples, "seed": seed}
     if n == 0:
         nan = math.nan
         return Proportion(nan, nan, nan, nan, 0.0, 0.0, 0, **common)

@@ -270,7 +270,7 @@ def compare(
             )
         )
     p_values = p_values[compared]
-    adjusted = adjust(p_values, adjustment) if len(p_values) else []
+    adjusted = adjust(p_values, adjustment) if len(p_values) else np.empty(0)
     comparisons = [_with_adjusted(c, float(q)) for c, q in zip(comparisons, adjusted, strict=True)]
     by_pair = {(c.first, c.second): c.adjusted for c in comparisons}
     return Family(

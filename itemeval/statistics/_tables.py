@@ -149,7 +149,7 @@ def rankings_table(stats: StudyStatistics) -> pa.Table:
         ids = key.unit_ids or tuple(family.units)
         order = sorted(
             range(len(family.units)),
-            key=lambda u: (family.tiers[u], -_finite(family.estimates[u]), family.units[u]),
+            key=lambda u: (family.tiers[u], -_finite(float(family.estimates[u])), family.units[u]),
         )
         for rank, u in enumerate(order, start=1):
             rows.append(

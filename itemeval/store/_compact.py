@@ -166,13 +166,13 @@ def _compact_once(
     done: list[MergedUnit] = []
     try:
         for infos in chosen.values():  # 2: the new fragments, each wholly or not at all
-            unit = merge_unit(stage, partition, infos, stop, check=check)
-            partition.join(unit.name).write_atomic(unit.payload)
-            unit.payload = b""
-            done.append(unit)
-            fragments[unit.name] = unit.rows_written
+            written = merge_unit(stage, partition, infos, stop, check=check)
+            partition.join(written.name).write_atomic(written.payload)
+            written.payload = b""
+            done.append(written)
+            fragments[written.name] = written.rows_written
             # What covered fragments cost is in `summary.spent` already.
-            uncovered = {n: c for n, c in unit.costs.items() if n not in covered}
+            uncovered = {n: c for n, c in written.costs.items() if n not in covered}
             spent = add_spent(spent, paid_spent(uncovered))
         # 3: the summary of what stays, then 4 and 5
         payload = write_summary_streamed(

@@ -14,6 +14,7 @@ import io
 import itertools
 import json
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -79,7 +80,7 @@ def write_summary_streamed(
         gens = {g for u in units for g in u.gens}
         if old is not None and old.groups is not None:
             gens |= set(old.groups.column("gen_condition_id").to_pylist())
-        conditions: list[str | None] = sorted(gens)
+        conditions: list[str | None] = list(sorted(gens))
     else:
         conditions = [None]
     pieces: list[bytes] = []
@@ -353,7 +354,7 @@ class _GroupSums:
         self.schema = cell_groups(stage, cells_schema(stage).empty_table()).schema
         self.sums = [f.name for f in self.schema if f.name not in self.keys and f.name != "cells"]
         self.floats = {n for n in self.sums if pa.types.is_floating(self.schema.field(n).type)}
-        self.groups: dict[tuple[object, ...], dict[str, object]] = {}
+        self.groups: dict[tuple[object, ...], dict[str, Any]] = {}  # counts and sums
 
     def add(self, cells: pa.Table) -> None:
         aggregates: list[tuple[str | list[str], str]] = [([], "count_all")]

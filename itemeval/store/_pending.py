@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -54,7 +55,7 @@ GRADE_CELL_SCHEMA = pa.schema(
     ]
 )
 
-ItemIds = pa.Array | pa.ChunkedArray | Sequence[str]
+ItemIds: TypeAlias = pa.Array | pa.ChunkedArray | Sequence[str]
 
 
 class CellMasks:
@@ -86,8 +87,8 @@ class CellMasks:
         mask = self.masks.get(key)
         stop = len(self.item_ids) if stop is None else stop
         if mask is None:
-            rows = np.zeros(0, dtype=np.int64)
-            epochs = np.zeros(0, dtype=np.int32)
+            rows: np.ndarray = np.zeros(0, dtype=np.int64)
+            epochs: np.ndarray = np.zeros(0, dtype=np.int32)
         else:
             rows, epochs = np.nonzero(mask[start:stop])
         return pa.table(
@@ -251,7 +252,9 @@ def pending_grade(
                 pending[positions[solutions.is_current(positions, keys)]] = False
             masks[(gid, gen)] = pending.reshape(n, epochs)
         del solutions  # before the next condition's keys are made
-    ordered = {(gid, gen): masks[(gid, gen)] for gid in grade_ids for gen in gens}
+    ordered: dict[Hashable, np.ndarray] = {
+        (gid, gen): masks[(gid, gen)] for gid in grade_ids for gen in gens
+    }
     return CellMasks(items, epochs, ordered)
 
 

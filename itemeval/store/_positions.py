@@ -178,7 +178,7 @@ class ItemLookup:
             return None
         times = len(values) // n
         self.sorted_order()
-        assert self._sorted is not None
+        assert self._sorted is not None and self._order is not None
         if times > 1:
             expected = self._sorted.take(pa.array(np.repeat(np.arange(n), times)))
         else:

@@ -24,7 +24,7 @@ LETTERS = CHOICE_LETTERS
 
 def is_numeric_target(target: str | None) -> bool:
     """True for targets such as `18`, `-3`, `1,450,000`, `2.5`, `$4`, `12%`."""
-    return bool(target) and bool(_NUMBER.match(target.strip()))
+    return bool(target and _NUMBER.match(target.strip()))
 
 
 def choice_letters(modality: str | None) -> str:

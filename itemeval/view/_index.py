@@ -30,6 +30,7 @@ import dataclasses
 import hashlib
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -253,7 +254,10 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
     scorers = [k for k, g in enumerate(facets.grade) if g.kind == "scorer"]
     judges = [k for k, g in enumerate(facets.grade) if g.kind == "judge"]
     judge_scorer = (scorers[0], judges[0]) if scorers and judges else None
-    counts = _counts(cells, answers, n_items, epochs, headline, judge_scorer, len(grade_where))
+    # The per-item arrays, by field name (mypy checks `**` against every field otherwise).
+    counts: dict[str, Any] = _counts(
+        cells, answers, n_items, epochs, headline, judge_scorer, len(grade_where)
+    )
     solution_rows = RowsByItem.of(answers.column("item"), n_items)
     grade_rows = RowsByItem.of(cells.grades.column("item"), n_items)
     release_unused_memory()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -23,9 +24,12 @@ from itemeval.export import PartitionRows, RowFetcher
 from itemeval.store import Stage
 from itemeval.view._index import Where
 
+if TYPE_CHECKING:
+    import duckdb  # imported when a page first fetches rows
+
 #: DuckDB settings of the viewer's reads: small, and nothing fetched from the internet (no
 #: extension is installed or loaded).
-_CONFIG = {
+_CONFIG: dict[str, str | bool | int | float | list[str]] = {
     "threads": 2,
     "memory_limit": "64MB",
     "autoinstall_known_extensions": False,
@@ -34,10 +38,10 @@ _CONFIG = {
 
 
 _lock = threading.Lock()
-_shared: list[object] = []
+_shared: list[duckdb.DuckDBPyConnection] = []
 
 
-def _cursor():  # type: ignore[no-untyped-def]
+def _cursor() -> duckdb.DuckDBPyConnection:
     """A cursor of the process's DuckDB connection (made once, closed at exit): a cursor per
     fetch, since pages render on several worker threads."""
     with _lock:
@@ -47,7 +51,7 @@ def _cursor():  # type: ignore[no-untyped-def]
             con = duckdb.connect(config=_CONFIG)
             atexit.register(con.close)
             _shared.append(con)
-        return _shared[0].cursor()  # type: ignore[attr-defined]
+        return _shared[0].cursor()
 
 
 def _quoted(text: str) -> str:

@@ -24,6 +24,7 @@ import socket
 import threading
 import time
 import webbrowser
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 from urllib.parse import urlencode
@@ -38,6 +39,8 @@ from itemeval.view._index import ViewIndex, build_index, store_version
 from itemeval.view._queries import Overview, overview
 
 log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 TOKEN_COOKIE = "itemeval_view_token"
@@ -134,7 +137,7 @@ def make_app(state: ViewState, token: str | None, *, local: bool) -> web.Applica
     """The web application (routes and guards) over `state`."""
 
     @web.middleware
-    async def guard(request: web.Request, handler):  # type: ignore[no-untyped-def]
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.method not in ("GET", "HEAD"):
             raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"])
         if local and token is None and _hostname(request.host) not in LOCAL_HOSTS:
@@ -144,9 +147,9 @@ def make_app(state: ViewState, token: str | None, *, local: bool) -> web.Applica
             if given is not None and hmac.compare_digest(given, token):
                 rest = {k: v for k, v in request.query.items() if k != "token"}
                 target = request.path + ("?" + urlencode(rest) if rest else "")
-                response = web.HTTPFound(target)
-                response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict")
-                raise response
+                found = web.HTTPFound(target)
+                found.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict")
+                raise found
             cookie = request.cookies.get(TOKEN_COOKIE, "")
             bearer = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
             if not (hmac.compare_digest(cookie, token) or hmac.compare_digest(bearer, token)):
@@ -160,7 +163,7 @@ def make_app(state: ViewState, token: str | None, *, local: bool) -> web.Applica
         response.headers["Cache-Control"] = "no-store"
         return response
 
-    def page(render):  # type: ignore[no-untyped-def]
+    def page(render: Callable[[ViewState, dict[str, str]], tuple[int, str]]) -> Handler:
         async def handle(request: web.Request) -> web.Response:
             query = dict(request.query)
             status, body = await asyncio.to_thread(render, state, query)
@@ -290,7 +293,7 @@ class ViewServer:
         if self._thread is not None:
             self._thread.join(timeout=30)
 
-    def serve(self, announce=None) -> None:  # type: ignore[no-untyped-def]
+    def serve(self, announce: Callable[[str], object] | None = None) -> None:
         """Serve until interrupted (Ctrl-C), opening the browser unless told not to."""
         announce = announce or (lambda text: print(text, flush=True))
         url = self.start()

@@ -106,7 +106,7 @@ def open_convert_source(
             )
         )
     mapping, attributes = load_mapping_file(mapping_file)
-    source = DatasetSource(name=default_name(path), path=path, mapping=mapping, format=fmt)  # type: ignore[arg-type]
+    source = DatasetSource(name=default_name(path), path=path, mapping=mapping, format=fmt)
     handle = open_source(source)
     if not isinstance(handle, MappedHandle):
         raise ConfigError(Problem("convert reads JSONL, CSV or parquet files", file=path))

@@ -128,7 +128,7 @@ class HFHandle(MappedHandle):
             splits = list(loaded)
             if split is None and len(splits) == 1:
                 split = splits[0]
-            if split not in loaded:
+            if split is None or split not in loaded:
                 raise ConfigError(
                     Problem(
                         f"choose a split: {', '.join(splits)}"

@@ -131,8 +131,8 @@ class DuplicateIds:
         earlier: dict[int, int] = {}  # index in batch -> packed place of the first occurrence
         for run_keys, run_places in self._runs:
             at = find_keys(run_keys, keys)
-            for index in np.flatnonzero(at >= 0):
-                earlier.setdefault(int(index), int(run_places[at[index]]))
+            for found in np.flatnonzero(at >= 0):
+                earlier.setdefault(int(found), int(run_places[at[found]]))
         # Within the batch: a later copy duplicates the batch's first copy, or what that one
         # duplicates.
         duplicates = dict(earlier)

@@ -310,7 +310,7 @@ def read_response(
     """The `response` normalised for `modality` (see module doc), or None with an error."""
     labels = modality.labels
     if isinstance(value, bool):
-        text = "True" if value else "False"
+        text: str | None = "True" if value else "False"
         if labels is not None and text in labels:
             return text  # how booleans are written: JSON true/false
         if labels is None:

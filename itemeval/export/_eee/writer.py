@@ -18,6 +18,7 @@ Memory: one pair's per-item tallies and one batch of records; copies stream 8 MB
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import hashlib
 import json
@@ -92,9 +93,9 @@ class _Samples:
     rows: int = 0
     bytes: int = 0
     moved: pa.Table = field(default_factory=lambda: EEE_INDEX_SCHEMA.empty_table())
-    tail: bytes = b""  # the file's last `TAIL_BYTES`
+    tail: builtins.bytes = b""  # the file's last `TAIL_BYTES` (`bytes` is a field here)
 
-    def add(self, data: bytes, rows: int) -> int:
+    def add(self, data: builtins.bytes, rows: int) -> int:
         """Append; the offset the data starts at."""
         at = self.bytes
         self.file.write(data)

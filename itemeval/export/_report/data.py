@@ -237,8 +237,8 @@ def leaderboard_lines(
                 f"{int(headline.trials):,}" if headline and headline.defined else "0",
             ]
         )
-    lead = len(first)
-    right = {*range(lead), *range(lead + 4, lead + 4 + len(graders) + 1)}
+    leading = len(first)
+    right = {*range(leading), *range(leading + 4, leading + 4 + len(graders) + 1)}
     return header, rows, right
 
 

@@ -84,7 +84,7 @@ def study_pairwise(plan: Plan) -> list[PairwiseAnalysis]:
             continue
         first = np.array(rows["first"], dtype=bool)
         # The verdict as shown: the condition's outcome turned back to the first-shown side.
-        verdicts = []
+        verdicts: list[str | None] = []
         for score, shown_first in zip(rows["score"], first, strict=True):
             if score is None:
                 verdicts.append(None)

@@ -372,14 +372,14 @@ def errors(cells: StudyCells) -> Errors:
         stored = int(pc.sum(mine.column("rows")).as_py() or 0)
         ok = int(pc.sum(mine.filter(mine.column("ok")).column("rows")).as_py() or 0)
         coverage.append(Coverage("generate", g.slug, expected, ok, stored - ok))
-    for k, g in enumerate(f.grade):
+    for k, grader in enumerate(f.grade):
         mine = grades.filter(pc.equal(grades.column("grade"), k))
         ok = mine.column("ok")
         parsed = pc.and_(ok, mine.column("parse_ok"))
         coverage.append(
             Coverage(
                 "grade",
-                g.slug,
+                grader.slug,
                 expected * len(f.generate),
                 count(mine.column("valid")),
                 count(pc.invert(ok)),

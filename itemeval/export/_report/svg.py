@@ -8,7 +8,7 @@ escaped; sizes are in CSS pixels and the SVG scales down with its container.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -347,7 +347,7 @@ def _disjoint(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
 
 
 def histogram(
-    series: dict[str, Sequence[float]],
+    series: Mapping[str, Sequence[float] | np.ndarray],
     *,
     title: str,
     x_label: str,

@@ -185,16 +185,16 @@ def read_cells(
     grade_parts = []
     hit_parts = []
     grade_fragments: list[list[str]] = []
-    for code, condition in enumerate(facets.grade):
-        if graders is not None and condition.id not in graders:
+    for code, grader in enumerate(facets.grade):
+        if graders is not None and grader.id not in graders:
             grade_fragments.append([])
             continue
-        partition = plan.store.partition(GRADES, condition.id)
+        partition = plan.store.partition(GRADES, grader.id)
         extra = ["fragment", "position"] if locations else []
         names: dict[str, int] = {}  # fragment name -> its `frag` code in this partition
-        price = plan.pricing.price(condition.grader_model) if condition.grader_model else None
+        price = plan.pricing.price(grader.grader_model) if grader.grader_model else None
         for gen, generate in enumerate(facets.generate):
-            # A generate condition at a time: a summary's row groups are one condition's.
+            # A generate grader at a time: a summary's row groups are one grader's.
             cells, item = placer.located(
                 read_partition_cells(
                     GRADES,
@@ -236,8 +236,10 @@ def _cache_usd(price: ModelPrice | None, cells: pa.Table) -> np.ndarray:
     if price is None or not hits.any():
         return out
     mask = pa.array(hits)
-    tokens = [pc.fill_null(cells.column(c).filter(mask), 0).to_numpy() for c in _TOKENS]
-    out[hits] = call_usd(price, *tokens, _flag(cells, "batch")[hits])
+    inputs, outputs, cached = (
+        pc.fill_null(cells.column(c).filter(mask), 0).to_numpy() for c in _TOKENS
+    )
+    out[hits] = call_usd(price, inputs, outputs, cached, _flag(cells, "batch")[hits])
     return out
 
 
@@ -370,7 +372,7 @@ SOLUTIONS_SCHEMA = pa.schema(
         ("cache_usd", pa.float64()),
     ]
 )
-GRADE_HITS_SCHEMA = pa.schema(
+GRADE_HITS_SCHEMA: pa.Schema = pa.schema(
     [("grade", _CODE), ("gen", _CODE), ("rows", pa.int64()), ("cache_usd", pa.float64())]
 )
 _GRADES_SCHEMA = pa.schema(

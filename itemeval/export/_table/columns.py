@@ -97,7 +97,7 @@ LONG_COLUMNS: tuple[Column, ...] = (
     *SOLUTION_COLUMNS,
     *GRADE_COLUMNS,
 )
-LONG_TABLE_SCHEMA = pa.schema(
+LONG_TABLE_SCHEMA: pa.Schema = pa.schema(
     [c.field for c in LONG_COLUMNS], metadata={"itemeval.schema": "long_table/1"}
 )
 

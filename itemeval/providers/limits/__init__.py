@@ -16,6 +16,8 @@ imported on first use; the modules are private.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from itemeval._util.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(
@@ -28,3 +30,26 @@ __all__, __getattr__, __dir__ = lazy_exports(
     _machine: MachineLimiterSource attached limits_dir machine_source
     """,
 )
+
+
+if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from itemeval.providers.limits._concurrency import ConcurrencyPool as ConcurrencyPool
+    from itemeval.providers.limits._concurrency import LeasedSlots as LeasedSlots
+    from itemeval.providers.limits._concurrency import LocalSlotSource as LocalSlotSource
+    from itemeval.providers.limits._concurrency import PermitsUnavailable as PermitsUnavailable
+    from itemeval.providers.limits._concurrency import SlotSource as SlotSource
+    from itemeval.providers.limits._endpoint import EndpointLimiter as EndpointLimiter
+    from itemeval.providers.limits._endpoint import EndpointLimits as EndpointLimits
+    from itemeval.providers.limits._endpoint import endpoint_identity as endpoint_identity
+    from itemeval.providers.limits._endpoint import endpoint_limits as endpoint_limits
+    from itemeval.providers.limits._machine import MachineLimiterSource as MachineLimiterSource
+    from itemeval.providers.limits._machine import attached as attached
+    from itemeval.providers.limits._machine import limits_dir as limits_dir
+    from itemeval.providers.limits._machine import machine_source as machine_source
+    from itemeval.providers.limits._ratebucket import BucketState as BucketState
+    from itemeval.providers.limits._ratebucket import Grant as Grant
+    from itemeval.providers.limits._ratebucket import RateBucket as RateBucket
+    from itemeval.providers.limits._ratelimiter import LocalPermitSource as LocalPermitSource
+    from itemeval.providers.limits._ratelimiter import Permit as Permit
+    from itemeval.providers.limits._ratelimiter import PermitSource as PermitSource
+    from itemeval.providers.limits._ratelimiter import RateLimiter as RateLimiter

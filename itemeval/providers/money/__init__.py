@@ -12,6 +12,8 @@ The public names are `__all__`, imported on first use; the modules are private.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from itemeval._util.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(
@@ -22,3 +24,13 @@ __all__, __getattr__, __dir__ = lazy_exports(
     _attempts: ATTEMPTS AttemptMeter NotSent
     """,
 )
+
+
+if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from itemeval.providers.money._attempts import ATTEMPTS as ATTEMPTS
+    from itemeval.providers.money._attempts import AttemptMeter as AttemptMeter
+    from itemeval.providers.money._attempts import NotSent as NotSent
+    from itemeval.providers.money._bounds import input_token_bound as input_token_bound
+    from itemeval.providers.money._bounds import output_token_bound as output_token_bound
+    from itemeval.providers.money._pricing import ModelPrice as ModelPrice
+    from itemeval.providers.money._pricing import Pricing as Pricing

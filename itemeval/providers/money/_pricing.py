@@ -230,7 +230,7 @@ class Pricing:
             )
             for key, e in entries.items()
         }
-        families = {key: e.family for key, e in entries.items()}
+        families: dict[str, str | None] = {key: e.family for key, e in entries.items()}
         return cls(prices, prices_as_of=as_of, families=families)
 
     def price(self, model: str, tier: str = "live") -> ModelPrice | None:
