@@ -122,13 +122,22 @@ def row_columns(stage: Stage) -> list[str]:
 # -- rows -> cells -----------------------------------------------------------------------------
 
 
+#: A column a reader that keeps only some rows of each fragment adds before it filters: each
+#: row's place in its fragment (`rows_to_cells` takes it as the `position`).
+ROW_IN_FRAGMENT = "_row_in_fragment"
+
+
 def rows_to_cells(stage: Stage, rows: pa.Table, fragment: pa.Array | str) -> pa.Table:
     """Physical rows (the `row_columns`, in a fragment's order) as cells rows, not yet
     deduplicated: `fragment` names each row's fragment (one name for all, or an array), and a
     row's `position` is its place in that fragment (rows of one fragment must come in order,
-    starting at its first)."""
+    starting at its first), or its `ROW_IN_FRAGMENT` when the rows carry one (a reader kept
+    only some of them)."""
     n = rows.num_rows
-    if isinstance(fragment, str):
+    if ROW_IN_FRAGMENT in rows.column_names:
+        names = pa.array([fragment] * n, pa.string()) if isinstance(fragment, str) else fragment
+        positions = rows.column(ROW_IN_FRAGMENT).to_numpy().astype(np.int64)
+    elif isinstance(fragment, str):
         names: pa.Array = pa.array([fragment] * n, pa.string()) if n else pa.array([], pa.string())
         positions = np.arange(n, dtype=np.int64)
     else:

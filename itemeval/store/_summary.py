@@ -41,6 +41,7 @@ from itemeval.errors import Problem, StoreError
 from itemeval.storage import Location
 from itemeval.store._cells import (
     GROUP_SUMS,
+    ROW_IN_FRAGMENT,
     RULE_COLUMNS,
     SPENT_SCHEMA,
     FragmentCost,
@@ -337,7 +338,12 @@ def _all_rows(
             return span is not None and not any(span[0] <= g <= span[1] for g in wanted)
 
         def reduce(table: pa.Table) -> pa.Table:
-            return table.filter(pc.is_in(table.column("gen_condition_id"), value_set))
+            # Each row keeps its place in the fragment: the cells' `position` says where to
+            # fetch the row from (the long table reads it there).
+            placed = table.append_column(
+                ROW_IN_FRAGMENT, pa.array(np.arange(table.num_rows, dtype=np.int64))
+            )
+            return placed.filter(pc.is_in(table.column("gen_condition_id"), value_set))
 
     tables = read_partitions(
         {"": partition},

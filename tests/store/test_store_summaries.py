@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from itemeval.store import GRADES, SOLUTIONS, StudyStore
@@ -176,6 +177,28 @@ def test_grades_compact_into_one_fragment_per_generate_condition(
     one, one_every = both_ways(store, GRADES, "judge", monkeypatch, generate=["gen-b"])
     assert_same(GRADES, one, one_every)
     assert set(one.cells.column("gen_condition_id").to_pylist()) == {"gen-b"}
+
+
+@pytest.mark.parametrize("root_url", ["local"], indirect=True)
+def test_one_generate_conditions_cells_point_at_their_rows(
+    store: StudyStore, grade: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fragment holding several generate conditions' grades (an import writes them so): the
+    cells of one of them, read without a summary, say where each of its rows is."""
+    rows = [grade(gen, f"q{i}", solution_hash=f"{gen}-{i}") for i in range(4) for gen in "abc"]
+    store.write_grades("judge", rows)
+    monkeypatch.setenv(SUMMARIES_ENV, "off")
+    [fragment] = store.fragments(GRADES, "judge")
+    stored = pq.read_table(store.partition(GRADES, "judge").join(fragment.name).path)
+    cells = read_cells(
+        GRADES, store.partition(GRADES, "judge"), ["item_id", "position"], generate=["b"]
+    ).cells
+    assert cells.num_rows == 4
+    for item_id, position in zip(
+        cells.column("item_id").to_pylist(), cells.column("position").to_pylist(), strict=True
+    ):
+        row = stored.slice(position, 1).to_pylist()[0]
+        assert (row["gen_condition_id"], row["item_id"]) == ("b", item_id)
 
 
 _KILLED_COMPACTION = textwrap.dedent(
