@@ -156,6 +156,7 @@ def test_hints_make_http_answers_match_in_process_answers(sim_server) -> None:
 # --------------------------------------------------------------------------- limits
 
 
+@pytest.mark.serial  # the fill is counted against the wall clock
 def test_client_stays_under_600_rpm_and_reaches_90_percent(start_sim_server) -> None:
     server = start_sim_server("--rpm", "600", "--latency-ms", "20")
     n = 220  # about 22 s at 10 requests/s
