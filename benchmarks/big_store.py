@@ -142,7 +142,9 @@ def build(folder: Path, items: int) -> dict[str, Any] | None:
 
 def measure(folder: Path, items: int, commands: list[str]) -> dict[str, Any]:
     it = [sys.executable, "-m", "itemeval"]
-    study = folder / "study.yaml"
+    # Once the 1% more rows are stored, the study with both datasets is the store's study.
+    more = folder / "more"
+    study = write_study(folder, extra_dataset=True) if more.exists() else folder / "study.yaml"
     marker = str(folder)
     out: dict[str, Any] = {}
     store = folder / "store"
@@ -177,7 +179,6 @@ def measure(folder: Path, items: int, commands: list[str]) -> dict[str, Any]:
                 until=page_answers(f"http://127.0.0.1:{port}/"),
             )
         elif name == "export+1%":
-            more = folder / "more"
             if not more.exists():
                 write_dataset(more, max(items // 100, 1), kind="mixed")
             bigger = write_study(folder, extra_dataset=True)
@@ -188,13 +189,103 @@ def measure(folder: Path, items: int, commands: list[str]) -> dict[str, Any]:
     return out
 
 
+PLOTTED = ("duckdb", "status", "plan", "rerun", "report", "irt", "view", "export", "export+1%")
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    """Wall time against rows, a line per command, both axes logarithmic (an SVG)."""
+    import math
+
+    sizes = sorted(int(rows) for rows in results)
+    lines = {
+        name: [
+            (rows, results[str(rows)][name]["s"]) for rows in sizes if name in results[str(rows)]
+        ]
+        for name in PLOTTED
+    }
+    lines = {name: points for name, points in lines.items() if points}
+    width, height, left, right, top, bottom = 760, 420, 70, 150, 40, 50
+    x_lo, x_hi = math.log10(min(sizes)) - 0.1, math.log10(max(sizes)) + 0.1
+    values = [s for points in lines.values() for _, s in points if s > 0]
+    y_lo = math.floor(math.log10(min(values))) if values else -1
+    y_hi = math.ceil(math.log10(max(values))) if values else 3
+
+    def px(rows: float) -> float:
+        return left + (math.log10(rows) - x_lo) / (x_hi - x_lo) * (width - left - right)
+
+    def py(seconds: float) -> float:
+        value = math.log10(max(seconds, 10.0**y_lo))
+        return top + (y_hi - value) / (y_hi - y_lo) * (height - top - bottom)
+
+    colours = [
+        "#1f77b4",
+        "#ff7f0e",
+        "#2ca02c",
+        "#d62728",
+        "#9467bd",
+        "#8c564b",
+        "#e377c2",
+        "#7f7f7f",
+        "#bcbd22",
+    ]
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        'font-family="sans-serif" font-size="12">',
+        f'<text x="{left}" y="22" font-size="14">Wall time against rows (log-log)</text>',
+    ]
+    for power in range(y_lo, y_hi + 1):
+        y = py(10.0**power)
+        out.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#ddd"/>'
+        )
+        out.append(
+            f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">{10.0**power:g} s</text>'
+        )
+    for rows in sizes:
+        x = px(rows)
+        out.append(
+            f'<text x="{x:.1f}" y="{height - bottom + 18}" text-anchor="middle">'
+            f"{rows / 1e6:g}M rows</text>"
+        )
+    for k, (name, points) in enumerate(lines.items()):
+        colour = colours[k % len(colours)]
+        path_points = " ".join(f"{px(r):.1f},{py(s):.1f}" for r, s in points)
+        out.append(
+            f'<polyline points="{path_points}" fill="none" stroke="{colour}" stroke-width="2"/>'
+        )
+        for r, s in points:
+            out.append(f'<circle cx="{px(r):.1f}" cy="{py(s):.1f}" r="3" fill="{colour}"/>')
+        y = top + 16 * k
+        out.append(
+            f'<rect x="{width - right + 12}" y="{y}" width="10" height="10" fill="{colour}"/>'
+        )
+        out.append(f'<text x="{width - right + 28}" y="{y + 9}">{name}</text>')
+    out.append("</svg>")
+    path.write_text("\n".join(out))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000])
     parser.add_argument("--dir", type=Path, help="keep the stores here (reused when present)")
     parser.add_argument("--commands", nargs="+", default=list(COMMANDS), choices=COMMANDS)
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--plot", type=Path, help="an SVG of wall time against rows")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        nargs="+",
+        help="plot these earlier --json files (merged) instead of measuring",
+    )
     args = parser.parse_args()
+    if args.from_json:
+        merged: dict[str, Any] = {}
+        for source in args.from_json:
+            for rows, figures in json.loads(source.read_text()).items():
+                merged.setdefault(rows, {}).update(figures)
+        if args.plot:
+            plot(merged, args.plot)
+        return
     keep = args.dir
     tmp = None
     if keep is None:
@@ -220,6 +311,8 @@ def main() -> None:
                     print(f"  {name:>10}: {value['s']:8.2f} s  {value['mb']:6,} MB")
             if args.json:
                 args.json.write_text(json.dumps(results, indent=1))
+            if args.plot:
+                plot(results, args.plot)
     finally:
         if tmp is not None:
             tmp.cleanup()

@@ -13,13 +13,20 @@ Each measurement runs in a fresh child process, so its peak RSS (`ru_maxrss`) is
 * `eee`: Every Eval Ever records alone (0.2.0 samples + 0.1.0 aggregates);
 * `report`: the report (HTML and Markdown), which reads only small columns.
 
+`--incremental` measures exports into one folder instead: the store is built without its last
+1% of items' rows; a full export (parquet, CSV and Every Eval Ever); the same export again (the
+store unchanged: nothing written); the last 1% of rows written as new runtime fragments; the
+export again (only what changed). Each in a fresh child process, with its peak RSS.
+
     .venv/bin/python benchmarks/export_throughput.py                    # 1M grade rows
     .venv/bin/python benchmarks/export_throughput.py --rows 200000 --compact
+    .venv/bin/python benchmarks/export_throughput.py --incremental --compact
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
 import resource
@@ -36,7 +43,7 @@ import pyarrow as pa
 import yaml
 
 from itemeval.config import load_study
-from itemeval.planning import commit_plan, make_plan
+from itemeval.planning import Plan, commit_plan, make_plan
 from itemeval.store import GRADE_SCHEMA, SOLUTION_SCHEMA, StudyStore, compact, text_hash
 from itemeval.store.fragments import write_fragment
 
@@ -54,7 +61,9 @@ JUDGE = [
 ]
 
 
-def build(root: Path, rows: int, fragment_rows: int) -> dict[str, object]:
+def build(root: Path, rows: int, fragment_rows: int, hold_back: float = 0.0) -> dict[str, object]:
+    """The store; `hold_back`: the share of items (the last ones) whose rows are not written
+    (`write_rest` writes them)."""
     shutil.rmtree(root, ignore_errors=True)
     items = rows // (MODELS * GRADERS)
     data = root / "datasets" / "gen"
@@ -108,31 +117,47 @@ def build(root: Path, rows: int, fragment_rows: int) -> dict[str, object]:
     plan = make_plan(load_study(root / "study.yaml"), with_pending=False)
     commit_plan(plan)
     planned = time.perf_counter() - started
-    store = plan.store
-    rng = np.random.default_rng(7)
-    item_ids = plan.items.column("item_id").combine_chunks()
-    # Which text each solution has, so that grades name the text they graded.
-    picks = {c.id: rng.integers(0, len(TEXTS), items) for c in plan.design.generate}
-    written = 0
-    for condition in plan.design.generate:
-        for start in range(0, items, fragment_rows):
-            ids = item_ids.slice(start, fragment_rows)
-            pick = picks[condition.id][start : start + fragment_rows]
-            write_fragment(store.partition("solutions", condition.id), _solutions(ids, pick, rng))
-    for grade in plan.design.grade:
-        for condition in plan.design.generate:
-            for start in range(0, items, fragment_rows):
-                ids = item_ids.slice(start, fragment_rows)
-                pick = picks[condition.id][start : start + fragment_rows]
-                table = _grades(ids, pick, condition.id, grade.kind, rng)
-                write_fragment(store.partition("grades", grade.id), table)
-                written += table.num_rows
+    kept = items - int(items * hold_back)
+    written = _write_rows(plan, 0, kept, fragment_rows)
     return {
         "items": items,
         "grade_rows": written,
         "plan_s": planned,
         "build_s": time.perf_counter() - started,
     }
+
+
+def _write_rows(plan: Plan, first: int, stop: int, fragment_rows: int) -> int:
+    """Solutions and grades of the items `first .. stop-1`, as runtime-sized fragments; the
+    grade rows written."""
+    store = plan.store
+    rng = np.random.default_rng(7 + first)
+    item_ids = plan.items.column("item_id").combine_chunks()
+    n = stop - first
+    # Which text each solution has, so that grades name the text they graded.
+    picks = {c.id: rng.integers(0, len(TEXTS), n) for c in plan.design.generate}
+    written = 0
+    for condition in plan.design.generate:
+        for start in range(0, n, fragment_rows):
+            ids = item_ids.slice(first + start, min(fragment_rows, n - start))
+            pick = picks[condition.id][start : start + fragment_rows]
+            write_fragment(store.partition("solutions", condition.id), _solutions(ids, pick, rng))
+    for grade in plan.design.grade:
+        for condition in plan.design.generate:
+            for start in range(0, n, fragment_rows):
+                ids = item_ids.slice(first + start, min(fragment_rows, n - start))
+                pick = picks[condition.id][start : start + fragment_rows]
+                table = _grades(ids, pick, condition.id, grade.kind, rng)
+                write_fragment(store.partition("grades", grade.id), table)
+                written += table.num_rows
+    return written
+
+
+def write_rest(root: Path, hold_back: float, fragment_rows: int) -> int:
+    """The rows `build(hold_back=...)` held back, written now (as a run writes them)."""
+    plan = make_plan(load_study(root / "study.yaml"), with_pending=False)
+    items = plan.item_count
+    return _write_rows(plan, items - int(items * hold_back), items, fragment_rows)
 
 
 def _now(n: int) -> pa.Array:
@@ -161,6 +186,7 @@ def _solutions(ids: pa.Array, picks: np.ndarray, rng: np.random.Generator) -> pa
             "request_id": pa.nulls(n, pa.string()),
             "attempts": pa.repeat(pa.scalar(1, pa.int32()), n),
             "cached": pa.repeat(False, n),
+            "tier": pa.repeat("live", n),
             "request_hash": pa.array(HASHES).take(pick),
             "model": pa.repeat("sim/model", n),
             "run_id": pa.repeat("bench", n),
@@ -204,6 +230,7 @@ def _grades(
             "request_id": pa.nulls(n, pa.string()),
             "attempts": pa.repeat(pa.scalar(1, pa.int32()), n),
             "cached": pa.repeat(False, n),
+            "tier": pa.repeat("live", n),
             "request_hash": pa.repeat("judge", n) if judge else pa.nulls(n, pa.string()),
             "grader": pa.repeat("sim/judge" if judge else "auto", n),
             "run_id": pa.repeat("bench", n),
@@ -251,13 +278,28 @@ def child(mode: str, root: Path, batch_rows: int) -> None:
     plan = make_plan(study, with_pending=False)
     plan_s = time.perf_counter() - started
     out = root / f"out-{mode}"
-    shutil.rmtree(out, ignore_errors=True)
+    if mode.startswith("into:"):  # an export into the one folder of --incremental
+        out = root / "out-incremental"
+    else:
+        shutil.rmtree(out, ignore_errors=True)
     before = _rss_mb()
     rows = None
+    written: dict[str, object] = {}
     with _PeakRss() as watch:
         started = time.perf_counter()
         if mode == "report":
             write_report(plan, str(out))
+        elif mode.startswith("into:"):
+            profile = os.environ.get("EXPORT_BENCH_PROFILE")  # a file: cProfile of this export
+            profiler = cProfile.Profile() if profile and mode == "into:+1%" else None
+            if profiler is not None:
+                profiler.enable()
+            result = export_study(plan, ExportOptions(out=str(out), batch_rows=batch_rows))
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(str(profile))
+            rows = result.rows
+            written = result.as_dict()["written"]
         else:
             formats = {"long-table": ("parquet", "csv"), "parquet": ("parquet",), "eee": ("eee",)}
             options = ExportOptions(out=str(out), formats=formats[mode], batch_rows=batch_rows)
@@ -278,12 +320,14 @@ def child(mode: str, root: Path, batch_rows: int) -> None:
                 "arrow_peak_mb": watch.arrow_peak,
                 "output_mb": size / 1e6,
                 "files": files,
+                "written": written,
             }
         )
     )
 
 
-def measure(root: Path, modes: list[str], batch_rows: int, grade_rows: int) -> None:
+def measure(root: Path, modes: list[str], batch_rows: int, grade_rows: int) -> list[dict]:
+    results = []
     for mode in modes:
         proc = subprocess.run(
             [
@@ -301,6 +345,7 @@ def measure(root: Path, modes: list[str], batch_rows: int, grade_rows: int) -> N
             check=True,
         )
         result = json.loads(proc.stdout.strip().splitlines()[-1])
+        results.append(result)
         rate = grade_rows / result["seconds"]
         print(
             f"  {mode:<11} {result['seconds']:7.1f} s  {rate:>10,.0f} rows/s  "
@@ -311,6 +356,16 @@ def measure(root: Path, modes: list[str], batch_rows: int, grade_rows: int) -> N
             f"(plan {result['plan_seconds']:.1f} s)",
             flush=True,
         )
+        if result["written"]:
+            w = result["written"]
+            print(
+                f"{'':14}{w['rows_written']:,} rows read from the store, "
+                f"{w['pairs_changed']} pairs changed ({w['pairs_advanced']} advanced from "
+                f"their key index), {w['files_written']} files written, "
+                f"{w['statistics_seconds']:.1f} s of it the statistics files",
+                flush=True,
+            )
+    return results
 
 
 def main() -> None:
@@ -320,6 +375,9 @@ def main() -> None:
     parser.add_argument("--batch-rows", type=int, default=20_000)
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--compact", action="store_true", help="measure again after compaction")
+    parser.add_argument(
+        "--incremental", action="store_true", help="full, unchanged and +1%% exports into a folder"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the generated store")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
@@ -328,7 +386,13 @@ def main() -> None:
         child(args.child, Path(args.root), args.batch_rows)
         return
     root = Path("/tmp") / f"itemeval-export-bench-{args.rows}"
-    print(f"itemeval export benchmark, {os.cpu_count()} cpus, pyarrow {pa.__version__}")
+    print(
+        f"itemeval export benchmark, {os.cpu_count()} cpus, pyarrow {pa.__version__}, "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+    if args.incremental:
+        incremental(root, args)
+        return
     built = build(root, args.rows, args.fragment_rows)
     print(
         f"store: {built['grade_rows']:,} grade rows ({built['items']:,} items x {MODELS} models "
@@ -345,6 +409,41 @@ def main() -> None:
         measure(root, modes, args.batch_rows, int(built["grade_rows"]))
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
+
+
+HOLD_BACK = 0.01
+
+
+def incremental(root: Path, args: argparse.Namespace) -> None:
+    """Full, unchanged and +1% exports into one folder (see the module doc)."""
+    built = build(root, args.rows, args.fragment_rows, hold_back=HOLD_BACK)
+    print(
+        f"store: {built['grade_rows']:,} grade rows, the last {HOLD_BACK:.0%} of items held "
+        f"back, {args.fragment_rows:,}-row fragments",
+        flush=True,
+    )
+    if args.compact:
+        started = time.perf_counter()
+        compact(StudyStore.open(root / "store"))
+        print(f"compacted in {time.perf_counter() - started:.1f} s", flush=True)
+    grade_rows = int(built["grade_rows"])
+    full, again = measure(root, ["into:full", "into:unchanged"], args.batch_rows, grade_rows)
+    added = write_rest(root, HOLD_BACK, args.fragment_rows)
+    print(f"wrote {added:,} more grade rows (runtime fragments)", flush=True)
+    (more,) = measure(root, ["into:+1%"], args.batch_rows, grade_rows + added)
+    print(
+        f"export+1%: {more['seconds']:.1f} s = {more['seconds'] / full['seconds']:.1%} of the "
+        f"full export's {full['seconds']:.1f} s (without the statistics files: "
+        f"{_own(more) / _own(full):.1%}); unchanged: {again['seconds']:.2f} s; "
+        f"load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _own(result: dict) -> float:
+    return float(result["seconds"] - result["written"]["statistics_seconds"])
 
 
 if __name__ == "__main__":

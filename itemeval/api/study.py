@@ -33,6 +33,7 @@ from itemeval.api.summaries import (
     PlanSummary,
     RunSummary,
     StatusSummary,
+    status_results,
 )
 from itemeval.batch import open_batches
 from itemeval.config import StudyConfig, load_study, study_from_mapping
@@ -49,7 +50,9 @@ from itemeval.export import (
     export_study,
     leaderboard_text,
     parse_formats,
+    read_cells,
     study_judges,
+    study_numbers,
     study_pairwise,
     write_gold_sample,
     write_report,
@@ -245,8 +248,11 @@ class Study:
     ) -> StatusSummary:
         """Per condition: expected, done, pending, errors by code, parse failures, cached,
         tokens and USD; and what the runs paid. Reads the store only. With `differences`
-        (the default), also whether the headline grader's paired comparisons tell the
-        conditions apart yet (`StatusSummary.differences`; it reads every grade)."""
+        (the default), also the report's numbers per generate condition (headline accuracy
+        with its interval, tier and rank interval; paid, saved by the response cache, alone,
+        per correct answer: `StatusSummary.results`) and whether the headline grader's paired
+        comparisons tell the conditions apart yet (`StatusSummary.differences`); these read
+        every grade."""
         plan = self._plan(store, limit, condition, with_pending=False)
         design = plan.design
         per_condition: int | None = plan.item_count * design.epochs
@@ -263,10 +269,11 @@ class Study:
             s.as_dict() | {"slug": design.condition(s.condition_id).slug}
             for s in (*generate, *grade)
         ]
-        from itemeval.statistics import tell_apart
-
+        # Every grader's grades (the costs count them); no panels: status shows the headline.
+        numbers = study_numbers(plan, read_cells(plan)) if differences else None
         return StatusSummary(
-            differences=tell_apart(plan) if differences else None,
+            differences=numbers.differences() if numbers is not None else None,
+            results=status_results(numbers) if numbers is not None else [],
             study=plan.study.study,
             store=plan.store.root.url,
             items=plan.item_count,

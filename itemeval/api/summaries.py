@@ -16,6 +16,7 @@ from itemeval.runtime import RunOutcome, StageResult
 from itemeval.store import RunsSpend
 
 if TYPE_CHECKING:
+    from itemeval.export import StudyNumbers
     from itemeval.statistics import PowerPlan
 
 
@@ -250,6 +251,8 @@ class StatusSummary:
     open_batches: list[dict[str, Any]] = field(default_factory=list)  # records not collected
     #: whether the headline grader's paired comparisons tell the conditions apart yet
     differences: str | None = None
+    #: the report's numbers per generate condition, in leaderboard order (`status_results`)
+    results: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def prompt_cache(self) -> dict[str, Any]:
@@ -270,6 +273,43 @@ class StatusSummary:
             "open": self.open_batches,
         }
 
+    def results_text(self) -> str:
+        """`results` as `itemeval status` prints them: the report's formatting ("" without)."""
+        from itemeval.export import fmt_proportion, fmt_usd, text_table
+        from itemeval.statistics import Proportion
+
+        if not self.results:
+            return ""
+        rows = []
+        for r in self.results:
+            accuracy = (
+                Proportion(r["accuracy"], r["low"], r["high"], 0.0, r["correct"], r["graded"], 1)
+                if r["accuracy"] is not None
+                else None
+            )
+            rows.append(
+                [
+                    r["slug"],
+                    fmt_proportion(accuracy),
+                    r["tier"] or "",
+                    f"{r['correct']:,} / {r['graded']:,}",
+                    fmt_usd(r["paid_usd"]),
+                    fmt_usd(r["cache_saved_usd"]),
+                    fmt_usd(r["alone_usd"]),
+                    fmt_usd(r["per_correct_usd"]),
+                ]
+            )
+        header = ["condition", "accuracy", "tier (rank)", "correct / graded", "paid"]
+        header += ["saved by the response cache", "alone", "alone per correct"]
+        first = self.results[0]
+        return (
+            f"By {first['grader']}: accuracy with its {first['confidence'] * 100:g}% interval "
+            f"({first['resampled']}), as the report and the viewer show it. Cost: paid; saved "
+            "by the response cache (its answers paid nothing: their calls at their prices); "
+            "alone = paid + saved, every call at its price, whatever ran before; per correct "
+            "answer from alone.\n" + text_table(rows, header, right={1, 3, 4, 5, 6, 7})
+        )
+
     def to_json(self) -> dict[str, Any]:
         """What `itemeval status --json` prints."""
         return {
@@ -280,7 +320,47 @@ class StatusSummary:
             "prompt_cache": self.prompt_cache,
             "batch": self.batch,
             "differences": self.differences,
+            "results": self.results,
         }
+
+
+def status_results(numbers: StudyNumbers) -> list[dict[str, Any]]:
+    """Per generate condition, in the leaderboard's order: the headline grader's accuracy with
+    its interval, tier and rank interval, and the costs (paid, saved by the response cache,
+    alone, alone per correct answer): the numbers the report and the viewer show."""
+    board = numbers.leaderboard
+    tiers = numbers.tiers()
+    by_id = {c.generate.id: c for c in numbers.costs}
+    out = []
+    for line in board.conditions:
+        g = line.generate
+        assert g is not None
+        value = board.headline(line)
+        cost = by_id[g.id]
+        defined = value is not None and value.defined
+        out.append(
+            {
+                "condition_id": g.id,
+                "slug": g.slug,
+                "grader": board.primary.label if board.primary is not None else None,
+                "accuracy": value.value if defined else None,  # type: ignore[union-attr]
+                "low": value.low if defined else None,  # type: ignore[union-attr]
+                "high": value.high if defined else None,  # type: ignore[union-attr]
+                "confidence": numbers.bootstrap.confidence,
+                "resampled": "over items"
+                if numbers.bootstrap.clusters is None
+                else "over clusters of items, analysis.cluster_by",
+                "graded": cost.graded,
+                "correct": cost.correct,
+                "tier": tiers.get(g.id),
+                "paid_usd": cost.usd,
+                "cache_hits": cost.cache_hits,
+                "cache_saved_usd": cost.cache_saved_usd,
+                "alone_usd": cost.alone_usd,
+                "per_correct_usd": cost.per_correct,
+            }
+        )
+    return out
 
 
 def gate_verdict(plan: Plan) -> str:

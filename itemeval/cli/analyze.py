@@ -130,20 +130,15 @@ def cmd_irt(args: argparse.Namespace) -> int:
         "store",
     ]
     print(table(rows, header, {2, 4, 5, 6, 7}))
-    flagged = result.flagged
-    counts: dict[str, int] = {}
-    for item in flagged:
-        counts[item.flag or ""] = counts.get(item.flag or "", 0) + 1
+    counts = result.items.flag_counts()
+    flagged = sum(counts.values())
     print(
-        f"\nSuspicious items: {len(flagged):,}"
+        f"\nSuspicious items: {flagged:,}"
         + (" (" + ", ".join(f"{k} {v:,}" for k, v in counts.items()) + ")" if counts else "")
         + f"; negative discrimination: the 2PL discrimination below 0 at Benjamini-Hochberg "
         f"q <= {FLAG_Q} over the items"
     )
-    shown = sorted(
-        flagged,
-        key=lambda i: (i.flag != "negative discrimination", i.discrimination_q, i.discrimination),
-    )
+    shown = result.items.suspicious(MAX_PRINTED)  # negative discrimination first, by q
     rows = [
         [
             i.dataset,
@@ -160,8 +155,8 @@ def cmd_irt(args: argparse.Namespace) -> int:
     if rows:
         header = ["dataset", "item", "flag", "right", "discrim. (SE)", "q", "intercept (SE)"]
         print(table(rows, [*header, "input"], {3, 4, 5, 6}))
-        if len(flagged) > MAX_PRINTED:
-            print(f"... and {len(flagged) - MAX_PRINTED:,} more")
+        if flagged > MAX_PRINTED:
+            print(f"... and {flagged - MAX_PRINTED:,} more")
     if result.written:
         print(f"\nWritten: {result.written}/ (responses, conditions, items, fit.json)")
     return int(ExitCode.OK)

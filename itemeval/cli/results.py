@@ -22,7 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write one row per grading event (item fields, every facet, solution, "
         "grade, tokens, USD, latency, error codes) as parquet and CSV, and Every Eval Ever "
         "aggregate and per-sample records, streaming from the store in bounded memory. "
-        "See docs/results.md for the columns and the Every Eval Ever mapping.",
+        "Into a folder that holds an earlier export, only what changed since is written "
+        "(an unchanged store writes nothing). "
+        "See docs/results.md for the layout, the columns and the Every Eval Ever mapping.",
     )
     add_study(export, store_alone=True)
     _add_common(export)
@@ -104,6 +106,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         return int(ExitCode.OK)
     what = "rows (grading events)" if not args.include_ungraded else "rows"
     print(f"Exported {result.rows:,} {what} of study {result.study} in {result.seconds:.1f} s")
+    if result.unchanged:
+        print("  nothing changed since the last export into this folder: nothing written")
+    else:
+        print(
+            f"  {result.rows_written:,} rows read from the store for {result.pairs_changed:,} "
+            f"changed condition pairs, {result.files_written:,} files written"
+        )
     statistics = [k for k in result.files if k.startswith(STATISTICS_FILES)]
     for kind, url in result.files.items():
         if kind in statistics:

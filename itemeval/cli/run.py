@@ -191,8 +191,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "cached",
                 "tokens",
                 "prompt-cached",
-                "USD spent",
-                "saved",
+                "paid, every row",
+                "prompt-cache saved",
             ],
             right={2, 3, 4, 6, 7, 8, 9, 10, 11},
         )
@@ -218,6 +218,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"Open batches: {len(batch['open'])} ({cells:,} cells); the next run collects them "
             "(or the run still polling them)"
         )
+    if status.results:
+        print()
+        print(status.results_text())
     if status.differences:
         print(status.differences)
     return int(ExitCode.OK)
@@ -229,7 +232,7 @@ def _runs_line(spent: RunsSpend) -> str:
     line = f"Paid by {counted(spent.runs, 'run')}: {usd(spent.usd)}"
     if spent.runs > 1:
         line += f" (the latest run {usd(spent.last_usd)})"
-    if spent.unstored_usd > 0:
+    if spent.unstored_usd >= 0.00005:  # below what `usd` shows: the sums' rounding
         line += (
             f" ({usd(spent.unstored_usd)} of it on answers of failed or interrupted shards, "
             "stored later from the response cache)"

@@ -9,7 +9,9 @@ store read as tables that the viewer, `itemeval.statistics` and `itemeval.irt` r
                  key, the conditions' facets, the report's cells
 * `_eee/`        Every Eval Ever: records, aggregates, the streaming writer, the JSON schemas
 * `_report/`     `write_report`: report.html and report.md (summary, difficulty, tables, plots)
-* `_study`       `export_study`: parquet, CSV and Every Eval Ever in one streaming pass
+* `_study`       `export_study`: parquet, CSV and Every Eval Ever, from what changed since the
+                 last export (`_manifest` the folder's manifest and commit, `_delta` a pair's
+                 changes, `_parts` the long table's parts, `read_long_table`)
 * `_gold_sample` the stratified sample of answers a person labels (`itemeval gold sample`)
 * `_stats`       agreement and Cohen's kappa (intervals and comparisons: `itemeval.statistics`)
 * `_outputs`     output directories at any fsspec URL, files written wholly or not at all
@@ -20,24 +22,28 @@ store read as tables that the viewer, `itemeval.statistics` and `itemeval.irt` r
 
 from itemeval.export._eee.records import EEE_VERSIONS, RELATIONSHIPS, eee_schema
 from itemeval.export._gold_sample import GoldSample, write_gold_sample
+from itemeval.export._parts import read_long_table
 from itemeval.export._report import ReportResult, write_report
+from itemeval.export._report.costs import Cost, costs
 from itemeval.export._report.data import (
     ReportData,
     format_leaderboard,
     leaderboard_text,
     report_data,
+    text_table,
 )
 from itemeval.export._report.judges import study_judges
+from itemeval.export._report.numbers import StudyNumbers, study_cells, study_numbers
 from itemeval.export._report.pairwise import study_pairwise
 from itemeval.export._report.summary import (
     Bootstrap,
-    Cost,
     Errors,
+    ItemCounts,
     Leaderboard,
     Ranked,
-    costs,
     errors,
     fmt_proportion,
+    fmt_usd,
 )
 from itemeval.export._study import FORMATS, ExportOptions, ExportResult, export_study, parse_formats
 from itemeval.export._table.cells import (
@@ -85,6 +91,7 @@ __all__ = [
     "GoldSample",
     "GradeFacets",
     "GradePartition",
+    "ItemCounts",
     "ItemFetcher",
     "Leaderboard",
     "LongTableScan",
@@ -94,11 +101,13 @@ __all__ = [
     "ReportResult",
     "RowFetcher",
     "StudyCells",
+    "StudyNumbers",
     "costs",
     "eee_schema",
     "errors",
     "export_study",
     "fmt_proportion",
+    "fmt_usd",
     "format_leaderboard",
     "leaderboard_text",
     "locate_logical_rows",
@@ -106,9 +115,13 @@ __all__ = [
     "plain_columns",
     "primary_grader",
     "read_cells",
+    "read_long_table",
     "report_data",
+    "study_cells",
     "study_judges",
+    "study_numbers",
     "study_pairwise",
+    "text_table",
     "write_gold_sample",
     "write_report",
 ]

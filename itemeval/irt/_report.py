@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from itemeval.errors import InputError
-from itemeval.irt._analysis import ItemParameters, analyze_irt
+from itemeval.irt._analysis import analyze_irt
 from itemeval.irt._flags import FLAG_Q
+from itemeval.irt._items import NEGATIVE, ItemParameters
 from itemeval.planning import Plan
 
 if TYPE_CHECKING:
@@ -60,17 +61,12 @@ def irt_section(plan: Plan, cells: StudyCells | None = None) -> IrtSection:
         result = analyze_irt(plan, write=False, held_out=False, cells=cells)
     except InputError as exc:
         return IrtSection(0, 0, {}, [], note=str(exc.problems[0].message))
-    flagged = result.flagged
-    counts = {f: sum(1 for i in flagged if i.flag == f) for f in FLAG_ORDER}
-    ordered = sorted(
-        (i for i in flagged if i.flag == "negative discrimination"),
-        key=lambda i: (i.discrimination_q, i.discrimination),
-    )
+    counts = result.items.flag_counts()
     return IrtSection(
         conditions=len(result.conditions),
         items=len(result.items),
-        counts={k: v for k, v in counts.items() if v},
-        flagged=ordered[:MAX_LISTED],
+        counts={f: counts[f] for f in FLAG_ORDER if f in counts},
+        flagged=result.items.suspicious(MAX_LISTED, flags=[NEGATIVE]),
     )
 
 

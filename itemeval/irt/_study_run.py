@@ -44,14 +44,14 @@ from itemeval.config import Adaptive as AdaptiveConfig
 from itemeval.config import StudyConfig
 from itemeval.errors import InputError, Problem
 from itemeval.irt._adaptive import MIN_CALIBRATION, Adaptive, Bank
-from itemeval.irt._analysis import (
+from itemeval.irt._fit import fit_irt
+from itemeval.irt._responses import (
     ANALYSIS_DIR,
     RESPONSES_FILE,
     item_hashes,
     other_responses,
     study_responses,
 )
-from itemeval.irt._fit import fit_irt
 from itemeval.planning import Plan, make_plan
 from itemeval.storage import resolve
 

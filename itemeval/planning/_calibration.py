@@ -188,7 +188,7 @@ def calibrate(
     visible: list[pa.Table] = []  # a judge's input covers the judged solution's visible tokens
     cells = len(priors.item_ids) * design.epochs
     for cond in generate:
-        stored = store_rows(store, SOLUTIONS, cond.id, [*CELL, *USAGE, "cached"])
+        stored = store_rows(store, SOLUTIONS, cond.id, [*CELL, *USAGE, "cached"], lookup)
         if covers_selection(stored, lookup, design.epochs, cells):
             extra = cache_only(None, stored)
         else:

@@ -97,6 +97,8 @@ class UsageRows:
     ) -> UsageRows:
         """`per_item`: the prior input of each selected item; or `per_stored_row`: of each
         stored row (judges: cache rows have no judged solution to count, so NaN)."""
+        lookup = item_ids if isinstance(item_ids, ItemLookup) else ItemLookup(item_ids)
+        stored_pos = _positions(stored, lookup) if stored.num_rows else np.zeros(0, np.int64)
         stored = stored.select([*CELL, *USAGE, "cached"])
         # The store's columns are non-nullable and an empty cache read's are not: the same
         # columns either way, so let arrow unify their nullability.
@@ -104,8 +106,7 @@ class UsageRows:
             [stored.select([*CELL, *USAGE]), extra.select([*CELL, *USAGE])],
             promote_options="permissive",
         )
-        lookup = item_ids if isinstance(item_ids, ItemLookup) else ItemLookup(item_ids)
-        pos = lookup.positions(table.column("item_id"))
+        pos = np.concatenate([stored_pos, lookup.positions(extra.column("item_id"))])
         if len(lookup) < 2**31:
             pos = pos.astype(np.int32)
         known = pos >= 0
@@ -155,15 +156,28 @@ class UsageRows:
 # -- reading -----------------------------------------------------------------------------------
 
 
+#: A column `store_rows` adds when it knows each row's item position without an id look-up.
+ITEM_POSITION = "_item"
+
+
 def store_rows(
-    store: StudyStore, stage: str, condition_id: str, columns: Sequence[str]
+    store: StudyStore,
+    stage: str,
+    condition_id: str,
+    columns: Sequence[str],
+    items: ItemLookup | None = None,
 ) -> pa.Table:
     """The usage of every stored cell's row of one condition (its best row: ok before error),
     from the partition's cells (its summary and the fragments it does not cover). Error rows
     count when the provider reported usage: an empty or filtered answer was billed, and its
     retry will be too."""
     stage_of = store.stage(stage)
-    table = read_partition_cells(stage_of, store.partition(stage_of, condition_id), columns).cells
+    read = read_partition_cells(
+        stage_of, store.partition(stage_of, condition_id), columns, items=items
+    )
+    table = read.cells
+    if read.item_positions is not None:
+        table = table.append_column(ITEM_POSITION, pa.array(read.item_positions))
     if table.num_rows == 0:  # nothing stored yet
         if stage_of.name == GRADES.name:
             return empty_grade_rows()
@@ -178,7 +192,7 @@ def covers_selection(stored: pa.Table, lookup: ItemLookup, epochs: int, cells: i
     this study's own rows are too few), and is not read."""
     if stored.num_rows < cells:
         return False
-    pos = lookup.positions(stored.column("item_id"))
+    pos = _positions(stored, lookup)
     epoch = stored.column("epoch").to_numpy()
     # One row per key (cell, or grade and cell): counting those inside counts the cells held.
     return int(((pos >= 0) & (epoch < epochs)).sum()) >= cells
@@ -212,6 +226,13 @@ class CacheReader:
             self._url = None
             return None
         return with_usage(table.select([*CELL, *USAGE]))
+
+
+def _positions(stored: pa.Table, lookup: ItemLookup) -> np.ndarray:
+    """Each stored row's item position: as read (`ITEM_POSITION`), else looked up."""
+    if ITEM_POSITION in stored.column_names:
+        return stored.column(ITEM_POSITION).to_numpy().astype(np.int64)
+    return lookup.positions(stored.column("item_id"))
 
 
 def with_usage(table: pa.Table) -> pa.Table:

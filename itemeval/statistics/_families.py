@@ -10,11 +10,16 @@ Metrics: `accuracy` (correct answers / graded answers) under every grader, and `
 (the judge's score, on the rubric's scale) under judges. The p-values of each family are
 adjusted together (`analysis.adjust`). Variance components come per generate condition under
 every grader and metric.
+
+A unit's own accuracy interval is the leaderboard's (`bootstrap_proportion` over the unit's
+cluster tallies, the same resamples, seed and confidence), so the rankings table, the report,
+the viewer and the Every Eval Ever records give one interval for one accuracy; the rank
+intervals and tiers come from the paired bootstrap.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +27,7 @@ import pyarrow.compute as pc
 
 from itemeval.export import GradeFacets, StudyCells, primary_grader
 from itemeval.statistics._components import Components, components
+from itemeval.statistics._intervals import bootstrap_proportion
 from itemeval.statistics._paired import (
     DEFAULT_ALPHA,
     DEFAULT_CONFIDENCE,
@@ -190,13 +196,31 @@ def _same_as_accuracy(rows: pa.Table, values: np.ndarray) -> bool:
 
 
 def _compare(tallies: Tallies, options: Options) -> Family:
-    return compare(
+    family = compare(
         tallies,
         resamples=options.resamples,
         seed=options.seed,
         confidence=options.confidence,
         adjustment=options.adjustment,
         alpha=options.alpha,
+    )
+    if not tallies.binary:
+        return family
+    # Accuracy: each unit's interval is the leaderboard's (see the module doc).
+    intervals = [
+        bootstrap_proportion(
+            tallies.sums[:, u],
+            tallies.counts[:, u],
+            resamples=options.resamples,
+            seed=options.seed,
+            confidence=options.confidence,
+        )
+        for u in range(len(tallies.units))
+    ]
+    return replace(
+        family,
+        lows=np.array([p.low for p in intervals]),
+        highs=np.array([p.high for p in intervals]),
     )
 
 

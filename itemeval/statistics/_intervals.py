@@ -94,7 +94,8 @@ def bootstrap_proportion(
     # pair, how many clusters of that pair the resample holds: a multinomial over the distinct
     # pairs. Tallies are small integers (epochs, conditions), so there are few distinct pairs
     # and each resample costs O(pairs), not O(clusters): exact, and fast for a million items.
-    pairs, counts = np.unique(np.stack([s, t]), axis=1, return_counts=True)
+    distinct, _, counts = distinct_rows(np.stack([s, t], axis=1))
+    pairs = distinct.T
     probabilities = counts / n
     stats = np.empty(resamples, dtype=np.float64)
     chunk = max(1, _CHUNK_CELLS // pairs.shape[1])
@@ -107,3 +108,22 @@ def bootstrap_proportion(
     low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
     se = float(stats.std(ddof=1))
     return Proportion(value, float(low), float(high), se, total_s, total_t, n, **common)
+
+
+def distinct_rows(base: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`np.unique(base, axis=0)` with the inverse and counts. Tallies of small counts (every
+    value a small whole number) are packed into one integer a row first: a sort of integers,
+    not of rows (1.1 s -> 0.05 s on 250,000 clusters of four units)."""
+    columns = base.shape[1]
+    if base.size and columns:
+        top = float(base.max())
+        whole = bool(np.all(base >= 0)) and bool(np.all(base == np.floor(base)))
+        radix = int(top) + 1
+        if whole and columns * math.log2(max(radix, 2)) < 62:
+            places = radix ** np.arange(columns, dtype=np.int64)
+            keys = base.astype(np.int64) @ places
+            _, first, inverse, counts = np.unique(
+                keys, return_index=True, return_inverse=True, return_counts=True
+            )
+            return base[first], inverse, counts
+    return np.unique(base, axis=0, return_inverse=True, return_counts=True)

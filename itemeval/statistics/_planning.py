@@ -11,8 +11,7 @@ detect (the comparisons that difference is about; a pair 30 points apart is told
 the one whose difference varies most from item to item (the closest pair when none is that
 close). `power_plan_of` puts it together with the calibrated cost of one item at one epoch for
 every condition (the plan's estimate over its cells), says what it assumed, and flags a plan
-beyond the study's budget. `tell_apart` is `status`'s answer: can the data already tell the
-conditions apart?
+beyond the study's budget.
 """
 
 from __future__ import annotations
@@ -29,8 +28,7 @@ from itemeval.export._table.conditions import primary_grader
 from itemeval.planning import Plan
 from itemeval.statistics._families import Clusters
 from itemeval.statistics._power import DesignVariance, PowerPlan, flag_budget, power_plan
-from itemeval.statistics._study import item_clusters, plan_statistics
-from itemeval.statistics._words import verdict
+from itemeval.statistics._study import study_clusters
 from itemeval.store import select_conditions
 
 #: The default plan is for pairs whose observed difference is at most this many times the
@@ -234,9 +232,7 @@ def power_plan_of(
     known = [(c.id, c.slug) for c in plan.design.generate]
     named = named_pairs(known, pair) if pair else None
     cells = read_cells(plan)
-    by = plan.study.analysis.cluster_by
-    clusters = item_clusters(plan, by) if by and cells.grades.num_rows else None
-    stored = pair_variances(cells, clusters)
+    stored = pair_variances(cells, study_clusters(plan, cells))
     chosen: PairVariance | None = None
     if stored is None:
         assumed = ["nothing stored to learn from: the conservative default"]
@@ -267,16 +263,3 @@ def power_plan_of(
             f"{alpha / pairs:.2g}."
         )
     return result
-
-
-def tell_apart(plan: Plan) -> str | None:
-    """`status`'s line: what the headline grader's paired comparisons say now (None when
-    nothing is graded or the study has one condition)."""
-    if len(plan.design.generate) < 2:
-        return None
-    statistics = plan_statistics(plan, headline_only=True)
-    found = statistics.find()
-    if found is None:
-        return None
-    key, family = found
-    return f"{verdict(family)} ({key.grader.label})"

@@ -1,9 +1,12 @@
 """A plan's statistics: its cells read once, `analysis:` applied (clusters, adjustment, level).
 
-`plan_statistics(plan)` is what the report, `export`, `status` and the Python API call;
-`item_clusters` reads `analysis.cluster_by` from the items snapshot: an item attribute
-(`difficulty`, `modality`, `grading_scheme`, `task_prompt`, `dataset`) or a key of the item's
-metadata. Items without the field are each a cluster of their own (and counted).
+`plan_statistics(plan)` is what the report, `export`, `status` and the Python API call (through
+`export.study_numbers` for the leaderboard, its tiers and costs); its cells hold the study's
+panels as grade conditions, as the report's do. `analysis_options` and `study_clusters` are the
+one place the options and `analysis.cluster_by` are read; `item_clusters` reads the field from
+the items snapshot: an item attribute (`difficulty`, `modality`, `grading_scheme`,
+`task_prompt`, `dataset`) or a key of the item's metadata. Items without the field are each a
+cluster of their own (and counted).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pyarrow.compute as pc
 
 from itemeval.errors import ConfigError, Problem
 from itemeval.export._table.cells import StudyCells, read_cells
+from itemeval.export._table.conditions import DesignFacets, primary_grader
 from itemeval.export._table.fetch import ItemFetcher
 from itemeval.planning import CLUSTER_ATTRIBUTES, Plan
 from itemeval.statistics._families import Clusters, Options, StudyStatistics, study_statistics
@@ -24,14 +28,30 @@ from itemeval.statistics._families import Clusters, Options, StudyStatistics, st
 ATTRIBUTES = CLUSTER_ATTRIBUTES
 
 
-def analysis_options(plan: Plan, resamples: int | None = None, seed: int | None = None) -> Options:
+def analysis_options(
+    plan: Plan,
+    resamples: int | None = None,
+    seed: int | None = None,
+    confidence: float | None = None,
+) -> Options:
+    """The study's `analysis:` (adjustment, level) with the bootstrap's resamples, seed and
+    confidence (the defaults unless given)."""
     analysis = plan.study.analysis
     options = Options(adjustment=analysis.adjust, alpha=analysis.alpha)
     if resamples is not None:
         options = replace(options, resamples=resamples)
     if seed is not None:
         options = replace(options, seed=seed)
+    if confidence is not None:
+        options = replace(options, confidence=confidence)
     return options
+
+
+def study_clusters(plan: Plan, cells: StudyCells) -> Clusters | None:
+    """`analysis.cluster_by`'s cluster of every selected item (None without it, or before
+    anything is graded)."""
+    by = plan.study.analysis.cluster_by
+    return item_clusters(plan, by) if by and cells.grades.num_rows else None
 
 
 def item_clusters(plan: Plan, by: str) -> Clusters:
@@ -75,9 +95,16 @@ def plan_statistics(
     cells: StudyCells | None = None,
     headline_only: bool = False,
 ) -> StudyStatistics:
-    """The study's families and variance components (`families.study_statistics`)."""
+    """The study's families and variance components (`families.study_statistics`), from the
+    plan's cells with its panels (read here unless given)."""
     options = options or analysis_options(plan)
-    cells = cells if cells is not None else read_cells(plan)
-    by = plan.study.analysis.cluster_by
-    clusters = item_clusters(plan, by) if by and cells.grades.num_rows else None
+    if cells is None and headline_only:  # the headline grader's grades are all it reads
+        primary = primary_grader(DesignFacets.of(plan.design).grade)
+        only = [primary.id] if primary is not None else []
+        cells = read_cells(plan, graders=only, count_solutions=False)
+    if cells is None:
+        from itemeval.export import study_cells  # the report's cells: panels as graders
+
+        cells = study_cells(plan)
+    clusters = study_clusters(plan, cells)
     return study_statistics(cells, options, clusters=clusters, headline_only=headline_only)

@@ -51,9 +51,11 @@ def solution_index(
     if fragment_names:
         columns.append("fragment")
     partition = store.partition(SOLUTIONS, gen_condition_id)
-    cells = read_cells(SOLUTIONS, partition, columns).cells
-    ok = cells.filter(cells.column("ok"))
-    rows, positions = cell_positions(ok, lookup, epochs)
+    read = read_cells(SOLUTIONS, partition, columns, items=lookup)
+    mask = read.cells.column("ok").combine_chunks().to_numpy(zero_copy_only=False)
+    ok = read.cells.filter(pa.array(mask))
+    item = None if read.item_positions is None else read.item_positions[mask]
+    rows, positions = cell_positions(ok, lookup, epochs, item)
     order = np.argsort(positions, kind="stable")
     take = pa.array(rows[order])
     fragments = None

@@ -34,7 +34,7 @@ from itemeval.errors import InputError, Problem
 from itemeval.store._layout import GRADES, SOLUTIONS, StudyStore
 from itemeval.store._positions import ItemLookup
 from itemeval.store._schemas import STATUS_OK
-from itemeval.store._summary import read_cells
+from itemeval.store._summary import PartitionCells, read_cells
 
 #: `CellMasks.to_table()` of generate masks (keyed by condition id).
 GENERATE_CELL_SCHEMA = pa.schema(
@@ -156,11 +156,12 @@ def ok_rows(table: pa.Table) -> pa.Table:
 
 
 def cell_positions(
-    table: pa.Table, items: ItemLookup, epochs: int
+    table: pa.Table, items: ItemLookup, epochs: int, item: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows of `table` that name a selected item and epoch, and their cell positions
-    (`item index * epochs + epoch`)."""
-    item = items.positions(table.column("item_id"))
+    (`item index * epochs + epoch`); `item`: each row's item position when known already."""
+    if item is None:
+        item = items.positions(table.column("item_id"))
     epoch = table.column("epoch").to_numpy().astype(np.int64)
     rows = np.flatnonzero((item >= 0) & (epoch < epochs))
     return rows, item[rows] * epochs + epoch[rows]
@@ -184,15 +185,27 @@ def pending_generate(
     for cid in dict.fromkeys(condition_ids):
         pending = np.ones(n * epochs, dtype=bool)
         if lookup is not None:
-            cells = read_cells(SOLUTIONS, store.partition(SOLUTIONS, cid), _KEYS_OK).cells
-            ok = cells.filter(cells.column("ok"))
-            _, positions = cell_positions(ok, lookup, epochs)
+            read = read_cells(SOLUTIONS, store.partition(SOLUTIONS, cid), _KEYS_OK, items=lookup)
+            ok, item = _ok_cells(read)
+            _, positions = cell_positions(ok, lookup, epochs, item)
             pending[positions] = False
         masks[cid] = pending.reshape(n, epochs)
     return CellMasks(items, epochs, masks)
 
 
 _KEYS_OK = ["item_id", "epoch", "ok"]
+
+
+def _ok_cells(read: PartitionCells) -> tuple[pa.Table, np.ndarray | None]:
+    """The `ok` cells of a read, and their item positions when the read knew them."""
+    ok = read.cells.column("ok")
+    mask = (
+        ok.to_numpy(zero_copy_only=False)
+        if not isinstance(ok, pa.ChunkedArray)
+        else (ok.combine_chunks().to_numpy(zero_copy_only=False))
+    )
+    item = read.item_positions
+    return read.cells.filter(pa.array(mask)), (None if item is None else item[mask])
 
 
 def pending_grade(
@@ -225,14 +238,15 @@ def pending_grade(
         for gid in grade_ids:
             pending = solutions.present.copy()
             if not force and len(solutions.keys):
-                graded = read_cells(
+                read = read_cells(
                     GRADES,
                     store.partition(GRADES, gid),
                     ["item_id", "epoch", "ok", "solution_hash"],
                     generate=[gen],
-                ).cells
-                graded = graded.filter(graded.column("ok"))
-                rows, positions = cell_positions(graded, lookup, epochs)
+                    items=lookup,
+                )
+                graded, item = _ok_cells(read)
+                rows, positions = cell_positions(graded, lookup, epochs, item)
                 keys = graded.column("solution_hash").to_numpy()[rows]
                 pending[positions[solutions.is_current(positions, keys)]] = False
             masks[(gid, gen)] = pending.reshape(n, epochs)
@@ -264,11 +278,14 @@ def current_solution_keys(
     text: the partition's cells (the store's rule: an `ok` row beats an error, then the later
     `written_at`, then the later fragment)."""
     lookup = items if isinstance(items, ItemLookup) else ItemLookup(items)
-    cells = read_cells(
-        SOLUTIONS, store.partition(SOLUTIONS, gen_condition_id), [*_KEYS_OK, "text_hash"]
-    ).cells
-    ok = cells.filter(cells.column("ok"))
-    rows, positions = cell_positions(ok, lookup, epochs)
+    read = read_cells(
+        SOLUTIONS,
+        store.partition(SOLUTIONS, gen_condition_id),
+        [*_KEYS_OK, "text_hash"],
+        items=lookup,
+    )
+    ok, item = _ok_cells(read)
+    rows, positions = cell_positions(ok, lookup, epochs, item)
     present = np.zeros(len(lookup) * epochs, dtype=bool)
     if not len(rows):
         return SolutionKeys(present, np.zeros(0, dtype=np.uint64))

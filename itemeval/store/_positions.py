@@ -3,7 +3,9 @@
 The pending sets place every stored row (a million and more) among the selected items, batch
 by batch as the store is streamed. Arrow's `index_in` builds a hash table of its value set on
 every call, so placing many batches against a million ids rebuilt that table per batch (and
-its peak grew with the ids). `ItemLookup` hashes the ids once and keeps one sorted array of
+its peak grew with the ids). A batch that is every item in id order (a partition's cells, sorted
+by key, of a study whose cells are all stored) is placed by one comparison with the ids sorted
+once. Otherwise `ItemLookup` hashes the ids once and keeps one sorted array of
 64-bit words (8 bytes per id): each word is an id's hash with its low bits replaced by the id's
 position (20 bits for a million ids), so the sort carries the positions along. A batch is hashed
 the same way and binary-searched on the high bits, and every hit is confirmed by comparing the
@@ -12,6 +14,8 @@ share (rare: ~0.03 pairs among a million ids) are placed among those items by `i
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +41,25 @@ def string_hashes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
         piece = values.slice(start, _HASH_SLICE)
         hashes[start : start + len(piece)] = _slice_hashes(piece)
     return hashes
+
+
+def ids_digest(ids: pa.Array | pa.ChunkedArray) -> str:
+    """A sha256 of a sequence of ids (their lengths and bytes, in order): equal for equal
+    sequences, whatever their arrays' layout. Of ids sorted and distinct it names a set."""
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    array = ids.cast(pa.large_string()).fill_null("")
+    n = len(array)
+    digest = hashlib.sha256(str(n).encode())
+    if n:
+        offsets = np.frombuffer(array.buffers()[1], dtype=np.int64)[
+            array.offset : array.offset + n + 1
+        ]
+        data = array.buffers()[2]
+        digest.update(np.diff(offsets).astype("<i8").tobytes())
+        if data is not None:
+            digest.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
+    return digest.hexdigest()
 
 
 def _slice_hashes(values: pa.Array) -> np.ndarray:
@@ -78,6 +101,9 @@ class ItemLookup:
             items = items.combine_chunks()
         self.items = items
         self._built = False  # the hashes are made when a first row is placed (often never)
+        self._order: np.ndarray | None = None  # the items' positions in id order, when needed
+        self._sorted: pa.Array | None = None
+        self._digest: str | None = None
 
     def __len__(self) -> int:
         return len(self.items)
@@ -110,6 +136,9 @@ class ItemLookup:
         found = np.full(len(values), -1, dtype=np.int64)
         if not len(values) or not len(self.items):
             return found
+        in_order = self._in_sorted_order(values)
+        if in_order is not None:
+            return in_order
         if not self._built:
             self._build()
         # A slice at a time: the confirmation copies the strings it compares (a million rows
@@ -121,12 +150,56 @@ class ItemLookup:
             found[start : start + len(piece)] = self._place(piece)
         return found
 
+    def sorted_order(self) -> np.ndarray:
+        """The items' positions in id order (computed once)."""
+        if self._order is None:
+            order = pc.sort_indices(self.items)
+            self._order = order.to_numpy().astype(np.int64)
+            self._sorted = self.items.take(order)
+        return self._order
+
+    @property
+    def digest(self) -> str:
+        """`ids_digest` of the items in id order: what a partition summary's layout names when
+        its cells are these items (computed once)."""
+        if self._digest is None:
+            self.sorted_order()
+            assert self._sorted is not None
+            self._digest = ids_digest(self._sorted)
+        return self._digest
+
+    def _in_sorted_order(self, values: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
+        """The positions when `values` are every item in id order, each repeated as often (a
+        partition's cells, sorted by item and epoch, when every cell is stored: the common
+        case); None otherwise. One comparison of strings instead of a hash and a search each
+        (at a million items, 0.1 s against 0.9 s)."""
+        n = len(self.items)
+        if len(values) % n:
+            return None
+        times = len(values) // n
+        self.sorted_order()
+        assert self._sorted is not None
+        if times > 1:
+            expected = self._sorted.take(pa.array(np.repeat(np.arange(n), times)))
+        else:
+            expected = self._sorted
+        # A null (a value that is not a string) fails the comparison, as it must.
+        same = pc.equal(values, expected)
+        if same.null_count or not pc.all(same).as_py():
+            return None
+        return self._order if times == 1 else np.repeat(self._order, times)
+
     def _place(self, values: pa.Array) -> np.ndarray:
         found = np.full(len(values), -1, dtype=np.int64)
         hashes = string_hashes(values) & self._high
         # the first word at or above a hash's high bits (its low bits are 0) is the first item
         # with those high bits, if any
-        at = np.minimum(np.searchsorted(self._words, hashes), len(self._words) - 1)
+        # Searched in sorted order: a binary search of sorted queries walks the words in order
+        # (4.5x quicker on a million ids than in the queries' random order).
+        order = np.argsort(hashes)
+        at = np.empty(len(hashes), dtype=np.int64)
+        at[order] = np.searchsorted(self._words, hashes[order])
+        at = np.minimum(at, len(self._words) - 1)
         words = self._words[at]
         rows = np.flatnonzero((words & self._high) == hashes)
         candidates = (words[rows] & self._low).astype(np.int64)

@@ -63,6 +63,7 @@ from itemeval.store._cells import (
     spent_to_json,
 )
 from itemeval.store._layout import GRADES, Stage
+from itemeval.store._positions import ItemLookup, ids_digest
 from itemeval.store.fragments import (
     FRAGMENT_NAME,
     FragmentInfo,
@@ -100,6 +101,7 @@ class PartitionSummary:
     fragments: dict[str, int]
     spent: pa.Table = field(default_factory=SPENT_SCHEMA.empty_table)
     groups: pa.Table | None = None  # `cell_groups` of the cells, as written (read back only)
+    layout: dict[str, dict[str, object]] = field(default_factory=dict)  # `layout_of`, read back
 
     @property
     def rows(self) -> int:
@@ -114,8 +116,9 @@ def encode_summary(summary: PartitionSummary) -> bytes:
         "fragments": summary.fragments,
         "spent": spent_to_json(summary.spent),
         "groups": groups_to_json(cell_groups(summary.stage, summary.cells)),
+        "layout": layout_of(summary.stage, summary.cells),
     }
-    cells = summary.cells.select(cells_schema(summary.stage).names)
+    cells = _sorted_by_key(summary.stage, summary.cells.select(cells_schema(summary.stage).names))
     cells = cells.replace_schema_metadata({SUMMARY_KEY: json.dumps(meta).encode()})
     sink = io.BytesIO()
     with pq.ParquetWriter(sink, cells.schema, compression="zstd", write_statistics=True) as out:
@@ -127,6 +130,48 @@ def encode_summary(summary: PartitionSummary) -> bytes:
 
 
 _SUMMARY_ROW_GROUP = 1 << 17
+
+
+def layout_of(stage: Stage, cells: pa.Table) -> dict[str, dict[str, object]]:
+    """Per generate condition (grades) or for the whole (solutions, key ""), sorted cells: how
+    many rows, which items (`ids_digest` of the distinct ids in order) and, when every item has
+    the epochs 0 .. k-1 and no other, k. A reader whose selection is those items places every
+    cell without reading an id: row i is the selection's i // k-th id in order, epoch i % k."""
+    out: dict[str, dict[str, object]] = {}
+    if cells.num_rows == 0:
+        return out
+    parts = _by_generate_condition(stage, _sorted_by_key(stage, cells))
+    for part in parts:
+        key = part.column("gen_condition_id")[0].as_py() if stage.name == GRADES.name else ""
+        ids = part.column("item_id").combine_chunks()
+        n = len(ids)
+        starts = np.concatenate(
+            (
+                [0],
+                np.flatnonzero(
+                    pc.not_equal(ids.slice(1), ids.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+                )
+                + 1,
+            )
+        )
+        items = len(starts)
+        epochs: int | None = n // items if n % items == 0 else None
+        if epochs is not None:
+            epoch = part.column("epoch").to_numpy()
+            if not np.array_equal(epoch, np.tile(np.arange(epochs, dtype=epoch.dtype), items)):
+                epochs = None
+        out[str(key)] = {
+            "rows": n,
+            "items": items,
+            "epochs": epochs,
+            "digest": ids_digest(ids.take(pa.array(starts))),
+        }
+    return out
+
+
+def _sorted_by_key(stage: Stage, cells: pa.Table) -> pa.Table:
+    order = pc.sort_indices(cells, [(k, "ascending") for k in stage.keys])
+    return cells.take(order)
 
 
 def _by_generate_condition(stage: Stage, cells: pa.Table) -> list[pa.Table]:
@@ -162,8 +207,12 @@ class SummaryFile:
         if generate is None or self.stage.name != GRADES.name:
             return self.parquet.read(columns=chosen).replace_schema_metadata(None)
         wanted = set(generate)
+        groups, pure = _row_groups_of(self.parquet, wanted)
+        if pure:  # every row group chosen is one wanted condition's: no filter
+            return self.parquet.read_row_groups(groups, columns=chosen).replace_schema_metadata(
+                None
+            )
         extra = [] if "gen_condition_id" in chosen else ["gen_condition_id"]
-        groups = _row_groups_of(self.parquet, wanted)
         table = self.parquet.read_row_groups(groups, columns=[*chosen, *extra])
         table = table.filter(
             pc.is_in(table.column("gen_condition_id"), pa.array(sorted(wanted), pa.string()))
@@ -211,20 +260,24 @@ def read_summary(
     return PartitionSummary(stage, cells, summary.fragments, summary.spent, summary.groups)
 
 
-def _row_groups_of(parquet: pq.ParquetFile, generate: set[str]) -> list[int]:
-    """The row groups that may hold a row of the `generate` conditions (by their statistics)."""
+def _row_groups_of(parquet: pq.ParquetFile, generate: set[str]) -> tuple[list[int], bool]:
+    """The row groups that may hold a row of the `generate` conditions (by their statistics),
+    and whether each of them holds only one wanted condition's rows."""
     meta = parquet.metadata
     column = parquet.schema_arrow.get_field_index("gen_condition_id")
     chosen = []
+    pure = True
     for g in range(meta.num_row_groups):
         stats = meta.row_group(g).column(column).statistics
         if stats is None or not stats.has_min_max:
             chosen.append(g)
+            pure = False
             continue
         low, high = str(stats.min), str(stats.max)
         if any(low <= cid <= high for cid in generate):
             chosen.append(g)
-    return chosen
+            pure = pure and low == high and low in generate
+    return chosen, pure
 
 
 def _summary_of(
@@ -240,6 +293,7 @@ def _summary_of(
         {str(k): int(v) for k, v in meta["fragments"].items()},
         spent_from_json(meta.get("spent", [])),
         groups_from_json(stage, meta.get("groups", [])),
+        dict(meta.get("layout", {})),
     )
 
 
@@ -253,13 +307,17 @@ def remove_summary(partition: Location) -> None:
 @dataclass
 class PartitionCells:
     """What a reader of one partition gets: its cells (one row per key), what its physical rows
-    cost, and how they were read (for tests and benchmarks: the rows read in full)."""
+    cost (empty when only some generate conditions' cells were asked for), and how they were
+    read (for tests and benchmarks: the rows read in full)."""
 
     cells: pa.Table
     spent: pa.Table
     fragments: int = 0  # fragments in the partition
     read_in_full: int = 0  # fragments whose rows were read (not covered by a summary)
     summary_used: bool = False
+    #: With `items` given and the summary's cells exactly those items (`layout_of`): each
+    #: row's item position among them, known without reading an id (None otherwise).
+    item_positions: np.ndarray | None = None
 
 
 def read_cells(
@@ -268,10 +326,13 @@ def read_cells(
     columns: Sequence[str] | None = None,
     *,
     generate: Collection[str] | None = None,
+    items: ItemLookup | None = None,
 ) -> PartitionCells:
     """The partition's cells, `columns` of them (None: all), from its summary and the fragments
     the summary does not cover (see the module doc); of grades, only those of the `generate`
-    conditions when given."""
+    conditions when given. With `items` (a selection's ids), a summary whose cells are every
+    item's, in order, with the same epochs each (the common case: a complete study, compacted)
+    gives each row's item position (`item_positions`) and reads no id."""
     schema = cells_schema(stage)
     wanted = list(columns) if columns is not None else list(schema.names)
     unknown = [c for c in wanted if c not in schema.names]
@@ -290,13 +351,23 @@ def read_cells(
                 continue  # compacted since: read the newer summary
             newer = [info for info in listed if info.name not in summary.fragments]
             if not newer:  # the summary is the partition: only the columns asked for
+                placed = _placed(opened, stage, wanted, only, items)
+                if placed is not None:
+                    cells, positions = placed
+                    spent = summary.spent if only is None else SPENT_SCHEMA.empty_table()
+                    return PartitionCells(
+                        cells,
+                        spent,
+                        fragments=len(listed),
+                        summary_used=True,
+                        item_positions=positions,
+                    )
                 try:
                     cells = opened.cells(wanted, only)
                 except (ValueError, TypeError, pa.ArrowException, OSError):
                     break  # unreadable: it is derived data, the rows are read instead
-                return PartitionCells(
-                    cells, summary.spent, fragments=len(listed), summary_used=True
-                )
+                spent = summary.spent if only is None else SPENT_SCHEMA.empty_table()
+                return PartitionCells(cells, spent, fragments=len(listed), summary_used=True)
             read = _read_rows(stage, partition, newer)
             if read is None:
                 continue  # a newer fragment was compacted away meanwhile
@@ -308,14 +379,88 @@ def read_cells(
             except (ValueError, TypeError, pa.ArrowException, OSError):
                 break
             cells = merge_cells(stage, base, _only(rows.select(needed), only))
+            spent = add_spent(summary.spent, paid_spent(costs))
             return PartitionCells(
                 cells.select(wanted),
-                add_spent(summary.spent, paid_spent(costs)),
+                spent if only is None else SPENT_SCHEMA.empty_table(),
                 fragments=len(listed),
                 read_in_full=len(newer),
                 summary_used=True,
             )
     return _every_row(stage, partition, needed, wanted, only)
+
+
+def generate_span(footer: pq.FileMetaData) -> tuple[str, str] | None:
+    """The least and greatest `gen_condition_id` of a grades fragment, from its footer's
+    statistics; None when they are not known (it may hold any condition)."""
+    try:
+        column = footer.schema.to_arrow_schema().get_field_index("gen_condition_id")
+    except (ValueError, pa.ArrowException):
+        return None
+    if column < 0:
+        return None
+    low = high = None
+    for g in range(footer.num_row_groups):
+        stats = footer.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            return None
+        lo, hi = str(stats.min), str(stats.max)
+        low = lo if low is None or lo < low else low
+        high = hi if high is None or hi > high else high
+    return None if low is None or high is None else (low, high)
+
+
+def _placed(
+    opened: SummaryFile,
+    stage: Stage,
+    wanted: list[str],
+    only: Collection[str] | None,
+    items: ItemLookup | None,
+) -> tuple[pa.Table, np.ndarray] | None:
+    """The summary's cells and each row's item position, when its layout says they are every
+    item of `items` in order, each with epochs 0 .. k-1 (see `layout_of`); None otherwise.
+    `item_id` and `epoch` are made from the positions, not read."""
+    if items is None or not len(items.items):
+        return None
+    layout = opened.summary.layout
+    groups = sorted(only) if only is not None else [""]
+    if stage.name == GRADES.name and only is None:
+        return None  # every generate condition's grades: placed per condition by the caller
+    shapes = [layout.get(g) for g in groups]
+    if any(
+        shape is None
+        or shape.get("epochs") is None
+        or shape.get("items") != len(items.items)
+        or shape.get("digest") != items.digest
+        for shape in shapes
+    ):
+        return None
+    order = items.sorted_order()
+    positions = []
+    epochs_of = []
+    for shape in shapes:
+        assert shape is not None
+        k = int(shape["epochs"])  # type: ignore[call-overload]
+        positions.append(np.repeat(order, k))
+        epochs_of.append(np.tile(np.arange(k, dtype=np.int32), len(order)))
+    position = np.concatenate(positions)
+    read = [c for c in wanted if c not in ("item_id", "epoch")]
+    try:
+        table = opened.cells(read, only)
+    except (ValueError, TypeError, pa.ArrowException, OSError):
+        return None
+    if table.num_rows != len(position):
+        return None  # not the layout the footer describes: read it the plain way
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for name in wanted:
+        if name == "epoch":
+            columns[name] = pa.array(np.concatenate(epochs_of), pa.int32())
+        elif name == "item_id":
+            columns[name] = items.items.take(pa.array(position))
+        else:
+            columns[name] = table.column(name)
+    schema = cells_schema(stage)
+    return pa.table(columns, schema=pa.schema([schema.field(c) for c in wanted])), position
 
 
 def _only(cells: pa.Table, generate: Collection[str] | None) -> pa.Table:
@@ -380,27 +525,49 @@ def _every_row(
     only: Collection[str] | None = None,
 ) -> PartitionCells:
     """The cells of every row of the partition (no summary), consistent beside compaction."""
-    table, spent, read = _all_rows(stage, partition)
+    table, spent, read = _all_rows(stage, partition, only)
     names = table.column(FRAGMENT_NAME).cast(pa.string())
     cells = _only(rows_to_cells(stage, table, names).select(needed), only)
     return PartitionCells(
         best_cells(stage, cells).select(wanted),
-        spent,
+        spent if only is None else SPENT_SCHEMA.empty_table(),
         fragments=read,
         read_in_full=read,
     )
 
 
-def _all_rows(stage: Stage, partition: Location) -> tuple[pa.Table, pa.Table, int]:
+def _all_rows(
+    stage: Stage, partition: Location, generate: Collection[str] | None = None
+) -> tuple[pa.Table, pa.Table, int]:
     """Every row of the partition (`row_columns` and `FRAGMENT_NAME`), what its physical rows
-    cost (`paid_spent`), and how many fragments were read."""
+    cost (`paid_spent`), and how many fragments were read. With `generate` (grades), only the
+    rows of those generate conditions: a fragment whose footer says it holds none of them is not
+    read (a run's grade fragments hold one condition each), and the cost is of what was read."""
     notes: dict[str, FragmentCost] = {}
 
     def note(name: str, table: pa.Table) -> None:
         notes[name] = fragment_cost(stage, table)
 
+    skip_if = reduce = None
+    if generate is not None and stage.name == GRADES.name:
+        wanted = sorted(generate)
+        value_set = pa.array(wanted, pa.string())
+
+        def skip_if(footer: pq.FileMetaData) -> bool:
+            span = generate_span(footer)
+            return span is not None and not any(span[0] <= g <= span[1] for g in wanted)
+
+        def reduce(table: pa.Table) -> pa.Table:
+            return table.filter(pc.is_in(table.column("gen_condition_id"), value_set))
+
     tables = read_partitions(
-        {"": partition}, stage.schema, row_columns(stage), fragment_names=True, on_read=note
+        {"": partition},
+        stage.schema,
+        row_columns(stage),
+        fragment_names=True,
+        on_read=note,
+        skip_if=skip_if,
+        reduce=reduce,
     )
     table = tables[""]
     read = set(pc.unique(table.column(FRAGMENT_NAME).cast(pa.string())).to_pylist())

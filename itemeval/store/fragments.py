@@ -51,6 +51,8 @@ SCAN_BATCH_ROWS = 1 << 14
 #: What `read_partitions` applies to each fragment as it is read, and `scan_partition` to each
 #: batch (see there).
 FragmentReducer = Callable[[pa.Table], pa.Table]
+#: Whether a fragment can be left unread, judged from its footer (its row groups' statistics).
+FooterFilter = Callable[[pq.FileMetaData], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,7 @@ def read_partitions(
     fragment_names: bool = False,
     reduce: FragmentReducer | None = None,
     on_read: Callable[[str, pa.Table], None] | None = None,
+    skip_if: FooterFilter | None = None,
 ) -> dict[str, pa.Table]:
     """Every row of every fragment of each partition, `columns` only, plus `FRAGMENT_ORDINAL`
     (and `FRAGMENT_NAME` with `fragment_names`: where each row lives, for readers that come
@@ -167,7 +170,8 @@ def read_partitions(
     Passes after the first read only files they have not read.
 
     `on_read(fragment name, table)` sees each fragment's table as read, before `reduce`, with
-    the file's metadata in its schema (what a compaction noted there).
+    the file's metadata in its schema (what a compaction noted there). `skip_if(footer)`: a
+    fragment it says true of is read as no rows (only its footer is read).
     """
     names = _checked_columns(schema, columns)
     read: dict[str, dict[str, pa.Table]] = {key: {} for key in partitions}
@@ -177,7 +181,7 @@ def read_partitions(
         read[key] = {n: t for n, t in read[key].items() if n in still}
 
     for key, name, table in _consistent_reads(
-        partitions, schema, names, reduce, listed, on_read=on_read
+        partitions, schema, names, reduce, listed, on_read=on_read, skip_if=skip_if
     ):
         read[key][name] = table
     empty = pa.schema([schema.field(c) for c in names]).empty_table()
@@ -253,6 +257,7 @@ def _consistent_reads(
     listed: Callable[[str, set[str]], None] | None = None,
     skip: Container[str] = (),
     on_read: Callable[[str, pa.Table], None] | None = None,
+    skip_if: FooterFilter | None = None,
 ) -> Iterator[tuple[str, str, pa.Table]]:
     """`(partition key, fragment name, reduced table)` for each fragment not in `skip`,
     partition by partition in name order, in the passes `read_partitions` describes. After each
@@ -271,7 +276,9 @@ def _consistent_reads(
         ]
         again: set[str] = set()
         for (key, info), table in zip(
-            jobs, _read_many(partitions, jobs, schema, names, reduce, on_read), strict=True
+            jobs,
+            _read_many(partitions, jobs, schema, names, reduce, on_read, skip_if),
+            strict=True,
         ):
             if table is None:
                 again.add(key)  # compacted away since it was listed
@@ -339,6 +346,7 @@ def _read_many(
     columns: list[str],
     reduce: FragmentReducer | None = None,
     on_read: Callable[[str, pa.Table], None] | None = None,
+    skip_if: FooterFilter | None = None,
 ) -> Iterator[pa.Table | None]:
     """Read each job's fragment (reduced by `reduce`), in the jobs' order; None for a fragment
     that vanished since it was listed."""
@@ -368,14 +376,15 @@ def _read_many(
         url = _url(partitions[key], info.name)
         try:
             if location.is_local:
-                return _project(open_parquet(info.path), schema, columns, url)
+                return _project(open_parquet(info.path), schema, columns, url, skip_if)
             if info.path in payloads:
                 payload = payloads.pop(info.path)
                 if isinstance(payload, BaseException):
                     raise payload
-                return _project(open_parquet(pa.BufferReader(payload)), schema, columns, url)
+                source = open_parquet(pa.BufferReader(payload))
+                return _project(source, schema, columns, url, skip_if)
             with fs.open(info.path, "rb") as handle:  # large: ranged reads, pre-buffered
-                return _project(pq.ParquetFile(handle), schema, columns, url)
+                return _project(pq.ParquetFile(handle), schema, columns, url, skip_if)
         except FileNotFoundError:
             return None
         except StoreError:
@@ -414,8 +423,17 @@ def _read_many(
             yield table
 
 
-def _project(parquet: pq.ParquetFile, schema: pa.Schema, columns: list[str], url: str) -> pa.Table:
+def _project(
+    parquet: pq.ParquetFile,
+    schema: pa.Schema,
+    columns: list[str],
+    url: str,
+    skip_if: FooterFilter | None = None,
+) -> pa.Table:
     stored = parquet.schema_arrow
+    if skip_if is not None and skip_if(parquet.metadata):
+        empty = pa.schema([schema.field(c) for c in columns]).empty_table()
+        return empty.replace_schema_metadata(stored.metadata)
     fills = conform_older(stored, schema)
     if fills:  # an older version of the schema: read what it has, fill what it lacks
         present = [c for c in columns if c not in fills]

@@ -17,8 +17,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from itemeval.datasets import table_to_items
+from itemeval.judging._panels import MEMBER_PARSE_FAILURE
 from itemeval.store import GRADES, SOLUTIONS, Stage
 from itemeval.view._index import ViewIndex
 from itemeval.view._partitions import Where
@@ -208,7 +210,10 @@ def answers_of(
             (code, grades.filter(pa.array(keep & (g_grade == code))))
             for code in range(len(facets.grade))
         ]
-        fetched_by_grade = _fetch(GRADES, _GRADE_FIELDS, index.grade_where, chosen_by_grade)
+        stored = index.stored_graders  # the panels after them are stored nowhere
+        fetched_by_grade = _fetch(
+            GRADES, _GRADE_FIELDS, index.grade_where, chosen_by_grade[:stored]
+        ) + [_panel_fields(chosen) for _, chosen in chosen_by_grade[stored:]]
         for (code, chosen), fetched in zip(chosen_by_grade, fetched_by_grade, strict=True):
             grader = facets.grade[code]
             for item, gen, epoch, stale, valid, fields in zip(
@@ -226,6 +231,23 @@ def answers_of(
     for (item, _, _), answer in sorted(answers.items()):
         out[item].append(answer)
     return out
+
+
+def _panel_fields(rows: pa.Table) -> pa.Table:
+    """What the page shows of a panel's verdicts (index rows): correct or wrong, or that a
+    member's output could not be parsed."""
+    valid = rows.column("valid")
+    n = rows.num_rows
+    return pa.table(
+        {
+            "status": pa.array(["ok"] * n, pa.string()),
+            "correct": rows.column("correct"),
+            "parse_ok": valid,
+            "parse_code": pc.if_else(valid, pa.scalar(None, pa.string()), MEMBER_PARSE_FAILURE),
+            **{name: pa.nulls(n) for name in ("score", "extracted", "reasoning", "judge_text")},
+            "cached": pa.array([False] * n),
+        }
+    )
 
 
 _TOKENS = re.compile(r"\s+|[^\s]+")

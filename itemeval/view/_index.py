@@ -6,9 +6,13 @@ pair of a grade partition) at a time, never a text. Each logical row also keeps 
 stored (its fragment and its position there, `FRAG`/`POS`), so a page fetches the texts of the
 rows it shows and nothing else (`export.table.fetch.RowFetcher`).
 
-From those rows it derives, per generate condition and item, dense counts under the headline
-grader (`correct`, `graded`) and of errors, judge parse failures and judge/scorer disagreements:
-every filter of the items page is a numpy mask over them.
+The grades hold the study's panels too, as grade conditions after the stored ones
+(`export.study_cells`; a panel's rows are stored nowhere: no `frag`, `pos`). From those rows it
+derives, per grade condition, generate condition and item, dense counts of correct and valid
+grades (what the overview's leaderboard resamples, `export.study_numbers`), failed calls and
+parse failures; per generate condition and item, the headline grader's counts, failed calls,
+parse failures and judge/scorer disagreements: every filter of the items page is a numpy mask
+over them.
 
 `store_version(plan)` names the store's contents (every partition's fragment names and
 compaction marker): the viewer builds a new index when it changes (a run under way).
@@ -37,7 +41,7 @@ from itemeval.export import (
     ItemFetcher,
     StudyCells,
     primary_grader,
-    read_cells,
+    study_cells,
 )
 from itemeval.planning import Plan
 from itemeval.store import GRADES, SOLUTIONS, SnapshotInfo, read_snapshot_info
@@ -53,9 +57,10 @@ _NAME = pa.dictionary(pa.int16(), pa.string())  # error and parse codes: a few n
 _TOKENS = pa.int32()  # one call's tokens; the sums the overview takes of them are int64
 
 
-#: What pages read of the index's grades, once the overview is computed.
+#: What pages read of the index's grades, once the overview is computed (`correct`: a panel's
+#: verdict, which no fragment holds).
 PAGE_COLUMNS = {
-    "grades": ["grade", "gen", "item", "epoch", "stale", "valid", "frag", "pos"],
+    "grades": ["grade", "gen", "item", "epoch", "correct", "stale", "valid", "frag", "pos"],
 }
 
 
@@ -95,9 +100,11 @@ class ViewIndex:
     judge_scorer: tuple[int, int] | None  # (scorer code, judge code) compared for disagreement
     correct_by_grade: np.ndarray  # [grade, gen, item]: correct answers (valid grades)
     graded_by_grade: np.ndarray  # [grade, gen, item]: valid grades
+    failed_by_grade: np.ndarray  # [grade, gen, item]: failed grading calls
+    unparsed_by_grade: np.ndarray  # [grade, gen, item]: parse failures (panels: a member's)
     correct: np.ndarray  # [gen, item]: correct answers under the headline grader
     graded: np.ndarray  # [gen, item]: valid grades under the headline grader
-    errors: np.ndarray  # [gen, item]: failed calls (solutions and grades)
+    errors: np.ndarray  # [gen, item]: failed calls (solutions and stored grades)
     parse_failures: np.ndarray  # [gen, item]: judge outputs without a valid score block
     disagree: np.ndarray  # [gen, item]: epochs where the judge and the scorer disagree
     done: np.ndarray  # [gen, item]: ok solutions
@@ -125,6 +132,11 @@ class ViewIndex:
         found = pc.index(self.item_ids, item_id).as_py()
         return None if found is None or found < 0 else int(found)
 
+    @property
+    def stored_graders(self) -> int:
+        """Grade conditions with stored rows (codes below it); panels come after."""
+        return len(self.grade_where)
+
     def gen_code(self, ref: str | None) -> int | None:
         """A generate condition by id or slug (None when absent or unknown)."""
         if not ref:
@@ -133,6 +145,29 @@ class ViewIndex:
             if ref in (g.id, g.slug):
                 return code
         return None
+
+    def gen_codes(self, ref: str | None) -> list[int] | None:
+        """A generate condition by id or slug, or every condition of a model by its name
+        (None when absent or unknown)."""
+        code = self.gen_code(ref)
+        if code is not None:
+            return [code]
+        found = [c for c, g in enumerate(self.facets.generate) if ref and g.model_name == ref]
+        return found or None
+
+    def grade_code(self, ref: str | None) -> int | None:
+        """A grade condition (a panel too) by id or slug (None when absent or unknown)."""
+        if not ref:
+            return None
+        for code, g in enumerate(self.facets.grade):
+            if ref in (g.id, g.slug):
+                return code
+        return None
+
+    def counts(self, code: int) -> tuple[np.ndarray, np.ndarray]:
+        """`export.ItemCounts`: grade condition `code`'s correct and valid grades per generate
+        condition and item."""
+        return self.correct_by_grade[code], self.graded_by_grade[code]
 
     def keep_page_columns(self) -> None:
         """Drop the columns only the overview reads (status, codes, USD, tokens, cache and
@@ -199,12 +234,14 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
             ).combine_chunks()
         )
 
-    cells = read_cells(plan, locations=True, on_solutions=keep_answers)
+    cells = study_cells(plan, locations=True, on_solutions=keep_answers)
+    if plan.design.panels:  # the panels' rows were appended: one chunk a column for the pages
+        cells = dataclasses.replace(cells, grades=cells.grades.combine_chunks())
     release_unused_memory()
     answers = _combined(answer_parts, _ANSWERS_SCHEMA)
-    grade_where = [
+    grade_where = [  # the stored grade conditions (the panels come after them)
         Where(g.id, plan.store.partition(GRADES, g.id), names)
-        for g, names in zip(cells.facets.grade, cells.grade_fragments, strict=True)
+        for g, names in zip(cells.facets.grade, cells.grade_fragments, strict=False)
     ]
     facets = cells.facets
     n_items = cells.items.num_rows
@@ -216,7 +253,7 @@ def build_index(plan: Plan, version: str | None = None) -> ViewIndex:
     scorers = [k for k, g in enumerate(facets.grade) if g.kind == "scorer"]
     judges = [k for k, g in enumerate(facets.grade) if g.kind == "judge"]
     judge_scorer = (scorers[0], judges[0]) if scorers and judges else None
-    counts = _counts(cells, answers, n_items, epochs, headline, judge_scorer)
+    counts = _counts(cells, answers, n_items, epochs, headline, judge_scorer, len(grade_where))
     solution_rows = RowsByItem.of(answers.column("item"), n_items)
     grade_rows = RowsByItem.of(cells.grades.column("item"), n_items)
     release_unused_memory()
@@ -259,6 +296,7 @@ def _counts(
     epochs: int,
     headline: int | None,
     judge_scorer: tuple[int, int] | None,
+    stored: int,
 ) -> dict[str, np.ndarray]:
     n_gen = len(cells.facets.generate)
     shape = (n_gen, n_items)
@@ -281,10 +319,15 @@ def _counts(
     n_grade = len(cells.facets.grade)
     graded_by = np.zeros((n_grade, *shape), dtype=np.int32)
     correct_by = np.zeros((n_grade, *shape), dtype=np.int32)
+    failed_by = np.zeros((n_grade, *shape), dtype=np.int32)
+    unparsed_by = np.zeros((n_grade, *shape), dtype=np.int32)
     for code in range(n_grade):
-        mine = g_valid & (g_grade == code)
+        grader = g_grade == code
+        mine = g_valid & grader
         graded_by[code] = per_cell(mine)
         correct_by[code] = per_cell(mine & g_correct)
+        failed_by[code] = per_cell(grader & ~g_ok)
+        unparsed_by[code] = per_cell(grader & g_ok & ~g_parse)
     if headline is not None:
         graded, correct = graded_by[headline], correct_by[headline]
     else:
@@ -294,9 +337,10 @@ def _counts(
         + solutions.column("item").to_numpy()
     )
     s_ok = solutions.column("ok").to_numpy(zero_copy_only=False)
-    errors = per_cell(~g_ok) + per_cell(~s_ok, s_flat)
+    # Over the stored graders: a panel's parse failure is its member's, counted there.
+    errors = failed_by[:stored].sum(axis=0, dtype=np.int32) + per_cell(~s_ok, s_flat)
     done = per_cell(s_ok, s_flat)
-    parse_failures = per_cell(g_ok & ~g_parse)
+    parse_failures = unparsed_by[:stored].sum(axis=0, dtype=np.int32)
     disagree = np.zeros(shape, dtype=np.int32)
     if judge_scorer is not None:
         cell = flat * epochs + grades.column("epoch").to_numpy()
@@ -311,6 +355,8 @@ def _counts(
     return {
         "correct_by_grade": correct_by,
         "graded_by_grade": graded_by,
+        "failed_by_grade": failed_by,
+        "unparsed_by_grade": unparsed_by,
         "correct": correct,
         "graded": graded,
         "errors": errors,

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from itemeval.export import fmt_proportion
+from itemeval.export import fmt_proportion, fmt_usd
 from itemeval.view._answers import compare, item_detail
 from itemeval.view._queries import SORTS, ItemQuery
 from itemeval.view._queries import items_page as query_items
@@ -50,7 +50,7 @@ def _count(value: int | float) -> str:
 
 
 _ENV.globals.update(url=url, fmt_proportion=fmt_proportion, sorts=SORTS)
-_ENV.filters.update(money=_money, share=_share, count=_count)
+_ENV.filters.update(money=_money, usd=fmt_usd, share=_share, count=_count)
 
 
 def render(template: str, **context: Any) -> str:

@@ -1,12 +1,14 @@
 """What each page shows, computed from a `ViewIndex`: filters are numpy masks over the index's
 per-item counts; texts are fetched for the rows of the page only.
 
-* `overview`: the report's leaderboard (bootstrap intervals), coverage, cost and errors;
+* `overview`: the report's numbers (`export.study_numbers`: the leaderboard with its intervals
+  over `analysis.cluster_by`'s clusters, tiers and rank intervals, costs), coverage and errors;
 * `items_page`: one page of items matching an `ItemQuery`;
 (`answers`: one item with every condition's answers, and two conditions compared.)
 
 "Right" for a condition means that most of its graded answers to the item (its epochs) are
-correct under the headline grader; "wrong" that it has graded answers and is not right.
+correct under the grader the query names (the headline grader by default); "wrong" that it has
+graded answers and is not right.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,13 +29,10 @@ from itemeval.export import (
     Cost,
     Errors,
     Leaderboard,
-    Ranked,
     StudyCells,
-    costs,
     errors,
-    primary_grader,
+    study_numbers,
 )
-from itemeval.statistics import Proportion, bootstrap_proportion
 from itemeval.store import latest_manifest, read_items_part
 from itemeval.view._index import ViewIndex
 
@@ -41,44 +40,15 @@ PER_PAGE = 50
 SORTS = ("accuracy", "-accuracy", "difficulty", "-difficulty", "id")
 
 #: Tiers of the leaderboard (conditions whose accuracies the data cannot tell apart), by
-#: generate condition id. By default `paired_tiers` (the report's paired comparisons);
-#: assign a function taking the `Leaderboard` and returning {condition id: tier label} to
-#: replace it. The overview shows a "tier" column when it returns anything.
+#: generate condition id. By default the report's (`export.study_numbers`: the headline
+#: grader's paired comparisons); assign a function taking the `Leaderboard` and returning
+#: {condition id: tier label} to replace it. The overview shows a "tier" column when it
+#: returns anything.
 TierFunction = Callable[[Leaderboard], dict[str, str]]
 tiers_hook: TierFunction | None = None
 #: Above this many items the overview leaves tiers to `itemeval report`: the paired bootstrap
 #: over every item would add to the server's start and memory on a big store.
 TIER_ITEMS_MAX = 20_000
-
-
-def paired_tiers(index: ViewIndex, board: Leaderboard, bootstrap: Bootstrap) -> dict[str, str]:
-    """Each generate condition's tier and rank interval under the headline grader, from the
-    paired comparisons the report's leaderboard shows (`itemeval.statistics.compare` over the
-    index's per-item counts, items as clusters; a study's `analysis.cluster_by` is left to the
-    report): {condition id: "1 (rank 1-2)"}."""
-    if board.primary is None or index.correct_by_grade.shape[2] > TIER_ITEMS_MAX:
-        return {}
-    from itemeval.statistics import Tallies, compare, rank_text
-
-    k = index.facets.grade.index(board.primary)
-    correct = index.correct_by_grade[k].T.astype(np.float64)  # (items, conditions)
-    graded = index.graded_by_grade[k].T.astype(np.float64)
-    if not graded.any():
-        return {}
-    units = [g.id for g in index.facets.generate]
-    analysis = index.plan.study.analysis
-    family = compare(
-        Tallies(units=units, sums=correct, squares=correct, counts=graded),
-        resamples=bootstrap.resamples,
-        seed=bootstrap.seed,
-        adjustment=analysis.adjust,
-        alpha=analysis.alpha,
-    )
-    return {
-        unit: f"{family.tiers[u]} (rank {rank_text(family, u)})"
-        for u, unit in enumerate(units)
-        if family.answers[u] > 0
-    }
 
 
 # -- overview ---------------------------------------------------------------------------------
@@ -96,14 +66,31 @@ class Overview:
     last_run: dict[str, str]
     solutions: int
     grades: int
-    usd: float
+    usd: float  # paid
+    cache_saved: float  # saved by the response cache
+    bootstrap: Bootstrap = field(default_factory=Bootstrap)  # what the intervals resampled
+
+    @property
+    def resampled(self) -> str:
+        """What the intervals resample, in words."""
+        if self.bootstrap.clusters is None:
+            return "over items, epochs kept together"
+        return "over clusters of items, analysis.cluster_by, epochs kept together"
 
 
 def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
     cells = index.cells
-    bootstrap = bootstrap or Bootstrap()
-    board = ranked(index, bootstrap)
-    tiers = tiers_hook(board) if tiers_hook is not None else paired_tiers(index, board, bootstrap)
+    families = "headline" if index.item_count <= TIER_ITEMS_MAX else "none"
+    numbers = study_numbers(
+        index.plan,
+        _projected(cells, _NUMBERS_SOLUTIONS, _NUMBERS_GRADES),
+        bootstrap,
+        counts=index.counts,
+        families=families,  # type: ignore[arg-type]
+    )
+    release_unused_memory()
+    board = numbers.leaderboard
+    tiers = tiers_hook(board) if tiers_hook is not None else numbers.tiers()
     manifest = latest_manifest(index.plan.store)
     last_run = (
         {
@@ -115,102 +102,72 @@ def overview(index: ViewIndex, bootstrap: Bootstrap | None = None) -> Overview:
         if manifest is not None
         else {}
     )
-    usd = sum(
-        float(pc.sum(t.column("usd")).as_py() or 0.0)
-        for t in (cells.solutions, cells.grades)
-        if t.num_rows
-    )
     gens = index.facets.generate
-    cost_lines = condition_costs(index)
-    release_unused_memory()
     error_lines = errors(_projected(cells, _ERRORS_SOLUTIONS, _ERRORS_GRADES))
     release_unused_memory()
     return Overview(
         board=board,
         tiers=tiers,
-        costs=cost_lines,
+        costs={c.generate.id: c for c in numbers.costs},
         errors=error_lines,
         done={g.id: int(index.done[k].sum()) for k, g in enumerate(gens)},
         error_counts={g.id: int(index.errors[k].sum()) for k, g in enumerate(gens)},
         expected=cells.expected_per_condition,
         last_run=last_run,
         solutions=cells.answers,
-        grades=cells.grades.num_rows,
-        usd=usd,
+        grades=_stored_grades(index),
+        usd=sum(c.usd for c in numbers.costs),
+        cache_saved=sum(c.cache_saved_usd for c in numbers.costs),
+        bootstrap=numbers.bootstrap,
     )
 
 
-# The columns the report's `costs` and `errors` read: what they filter is copied, so they are
+# The columns the report's numbers and errors read: what they filter is copied, so they are
 # given only these (a `select` copies nothing).
-_COSTS_SOLUTIONS = [
+_NUMBERS_SOLUTIONS = [
     "gen",
+    "ok",
     "rows",
     "usd",
     "input_tokens",
     "output_tokens",
     "cached",
     "cached_input_tokens",
+    "batch",
+    "cache_usd",
 ]
-_COSTS_GRADES = ["gen", "grade", "usd", "valid", "correct", "cached", "cached_input_tokens"]
+_NUMBERS_GRADES = [
+    "grade",
+    "gen",
+    "item",
+    "dataset",
+    "epoch",
+    "correct",
+    "score",
+    "valid",
+    "usd",
+    "cached",
+    "cached_input_tokens",
+    "batch",
+]
 _ERRORS_SOLUTIONS = ["gen", "ok", "error_code", "rows"]
 _ERRORS_GRADES = ["gen", "grade", "ok", "error_code", "parse_ok", "parse_code", "valid", "stale"]
 
 
+def _stored_grades(index: ViewIndex) -> int:
+    """Grades in the store (the panels' rows, computed from them, are not)."""
+    stored = pc.less(index.cells.grades.column("grade"), index.stored_graders)
+    return int(pc.sum(stored).as_py() or 0)
+
+
 def _projected(cells: StudyCells, solutions: list[str], grades: list[str]) -> StudyCells:
     return dataclasses.replace(
-        cells, solutions=cells.solutions.select(solutions), grades=cells.grades.select(grades)
+        cells,
+        solutions=cells.solutions.select(
+            [c for c in solutions if c in cells.solutions.schema.names]
+        ),
+        grades=cells.grades.select(grades),
     )
-
-
-def condition_costs(index: ViewIndex) -> dict[str, Cost]:
-    """The report's `costs` (the same numbers, a test holds them equal) by generate condition
-    id, computed one condition at a time: the report filters the grades (the paid ones, the
-    headline grader's), and a condition's rows are a tenth of the copy all of them were."""
-    cells = _projected(index.cells, [*_COSTS_SOLUTIONS, "batch"], [*_COSTS_GRADES, "batch"])
-    out = {}
-    for code, condition in enumerate(index.facets.generate):
-        mine = dataclasses.replace(
-            cells,
-            solutions=cells.solutions.filter(pc.equal(cells.solutions.column("gen"), code)),
-            grades=cells.grades.filter(pc.equal(cells.grades.column("gen"), code)),
-        )
-        out[condition.id] = costs(mine, index.plan.pricing)[code]
-        del mine
-    return out
-
-
-def ranked(index: ViewIndex, bootstrap: Bootstrap) -> Leaderboard:
-    """The report's leaderboard (`export.report.summary.leaderboard`: the same numbers, a test
-    holds them equal), from the index's per-item counts instead of group-bys over the grades:
-    per (condition, grader) and per (model, grader), the items are the bootstrap's clusters."""
-    f = index.facets
-    correct, graded = index.correct_by_grade, index.graded_by_grade
-
-    def accuracy(gens: list[int]) -> dict[str, Proportion]:
-        out = {}
-        for k, grader in enumerate(f.grade):
-            trials = graded[k, gens].sum(axis=0)
-            if trials.any():
-                successes = correct[k, gens].sum(axis=0)
-                out[grader.id] = bootstrap_proportion(
-                    successes, trials, resamples=bootstrap.resamples, seed=bootstrap.seed
-                )
-        return out
-
-    conditions = [
-        Ranked(name=g.slug, generate=g, accuracy=accuracy([c])) for c, g in enumerate(f.generate)
-    ]
-    models = []
-    for name in f.models:
-        mine = [c for c, g in enumerate(f.generate) if g.model_name == name]
-        models.append(Ranked(name=name, accuracy=accuracy(mine), conditions=len(mine)))
-    primary = primary_grader(f.grade)
-
-    def rank(line: Ranked) -> tuple[float, str]:
-        value = line.accuracy.get(primary.id) if primary else None
-        return (-(value.value if value is not None and value.defined else -1.0), line.name)
-
-    return Leaderboard(primary, f.grade, sorted(conditions, key=rank), sorted(models, key=rank))
 
 
 # -- items ------------------------------------------------------------------------------------
@@ -225,8 +182,11 @@ class ItemQuery:
     max_difficulty: float | None = None
     wrong: str = ""  # generate condition (id or slug): items it got wrong
     right: str = ""  # generate condition: items it got right (with `wrong`: right here only)
-    missed: str = ""  # generate condition: items with at least one wrong answer of it
+    missed: str = ""  # generate condition or model: items with at least one wrong answer of it
     condition: str = ""  # scope of errors / parse / disagree (default every condition)
+    #: grade condition or panel (id or slug) of right / wrong / missed and accuracy (default
+    #: the headline grader), and the scope of errors / parse (default every grader)
+    grader: str = ""
     errors: bool = False
     parse: bool = False
     disagree: bool = False
@@ -258,6 +218,7 @@ class ItemQuery:
             right=query.get("right", ""),
             missed=query.get("missed", ""),
             condition=query.get("condition", ""),
+            grader=query.get("grader", ""),
             errors=query.get("errors") in ("1", "on", "true"),
             parse=query.get("parse") in ("1", "on", "true"),
             disagree=query.get("disagree") in ("1", "on", "true"),
@@ -301,13 +262,24 @@ class ItemsPage:
     pages: int
     datasets: list[str]
     modalities: list[str]
+    grader: str = ""  # the label of the grader of right / wrong / missed and accuracy
 
 
-def right_wrong(index: ViewIndex, gen: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per item: whether condition `gen` got it right, and whether it got it wrong."""
-    correct, graded = index.correct[gen], index.graded[gen]
-    right = 2 * correct > graded
-    return right, (graded > 0) & ~right
+def _grader_counts(index: ViewIndex, grader: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """[gen, item] correct and valid grades under `grader` (None: the headline grader)."""
+    if grader is None:
+        return index.correct, index.graded
+    return index.counts(grader)
+
+
+def right_wrong(
+    index: ViewIndex, gen: int, grader: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per item: whether condition `gen` got it right under `grader` (default the headline
+    grader), and whether it got it wrong."""
+    correct, graded = _grader_counts(index, grader)
+    right = 2 * correct[gen] > graded[gen]
+    return right, (graded[gen] > 0) & ~right
 
 
 def text_matches(index: ViewIndex, text: str) -> np.ndarray:
@@ -327,10 +299,12 @@ def text_matches(index: ViewIndex, text: str) -> np.ndarray:
     return np.asarray(mask, dtype=bool)
 
 
-def item_accuracy(index: ViewIndex) -> tuple[np.ndarray, np.ndarray]:
-    """Per item: accuracy over every condition and epoch (headline grader), and graded count."""
-    graded = index.graded.sum(axis=0)
-    correct = index.correct.sum(axis=0)
+def item_accuracy(index: ViewIndex, grader: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per item: accuracy over every condition and epoch under `grader` (default the headline
+    grader), and graded count."""
+    correct_by, graded_by = _grader_counts(index, grader)
+    graded = graded_by.sum(axis=0)
+    correct = correct_by.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         accuracy = np.where(graded > 0, correct / np.maximum(graded, 1), np.nan)
     return accuracy, graded
@@ -352,22 +326,24 @@ def items_page(index: ViewIndex, query: ItemQuery, per_page: int = PER_PAGE) -> 
         mask &= index.difficulty >= query.min_difficulty
     if query.max_difficulty is not None:
         mask &= index.difficulty <= query.max_difficulty
+    grader = index.grade_code(query.grader)
     wrong, right = index.gen_code(query.wrong), index.gen_code(query.right)
     if wrong is not None:
-        mask &= right_wrong(index, wrong)[1]
+        mask &= right_wrong(index, wrong, grader)[1]
     if right is not None:
-        mask &= right_wrong(index, right)[0]
-    missed = index.gen_code(query.missed)
+        mask &= right_wrong(index, right, grader)[0]
+    missed = index.gen_codes(query.missed)
     if missed is not None:
-        mask &= index.correct[missed] < index.graded[missed]
+        correct, graded = _grader_counts(index, grader)
+        mask &= (correct[missed] < graded[missed]).any(axis=0)
     scope = index.gen_code(query.condition)
 
     def scoped(counts: np.ndarray) -> np.ndarray:
         return counts[scope] if scope is not None else counts.sum(axis=0)
 
     errors, parse, disagree = (
-        scoped(index.errors),
-        scoped(index.parse_failures),
+        scoped(index.errors if grader is None else index.failed_by_grade[grader]),
+        scoped(index.parse_failures if grader is None else index.unparsed_by_grade[grader]),
         scoped(index.disagree),
     )
     if query.errors:
@@ -380,7 +356,7 @@ def items_page(index: ViewIndex, query: ItemQuery, per_page: int = PER_PAGE) -> 
         mask &= index.flags[query.flag]
     if query.q:
         mask &= text_matches(index, query.q)
-    accuracy, graded = item_accuracy(index)
+    accuracy, graded = item_accuracy(index, grader)
     chosen = np.flatnonzero(mask)
     if query.sort.endswith("accuracy"):
         key = accuracy[chosen]
@@ -426,6 +402,9 @@ def items_page(index: ViewIndex, query: ItemQuery, per_page: int = PER_PAGE) -> 
         pages=pages,
         datasets=datasets,
         modalities=sorted(str(m) for m in present),
+        grader=index.facets.grade[grader].label
+        if grader is not None
+        else (index.facets.grade[index.headline].label if index.headline is not None else ""),
     )
 
 

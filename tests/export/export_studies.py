@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from itemeval.config import load_study
-from itemeval.export import LONG_TABLE_SCHEMA
+from itemeval.export import LONG_TABLE_SCHEMA, read_long_table
 from itemeval.planning import Plan, make_plan
 from itemeval.runtime import RunOptions, RunOutcome, run_study
 
@@ -113,6 +113,12 @@ def read_csv(path: str | Path) -> pa.Table:
 
 def read_parquet(path: str | Path) -> pa.Table:
     return pq.read_table(path)
+
+
+def read_table(out: str | Path, *, csv: bool = False) -> pa.Table:
+    """The long table an export wrote under `out`: every row of every part (nothing
+    deduplicated), in the long table's columns."""
+    return read_long_table(str(out), csv=csv)
 
 
 def eee_files(out: Path) -> tuple[list[Path], list[Path]]:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pyarrow.compute as pc
-from export_studies import Run, read_csv, read_parquet, run
+from export_studies import Run, read_parquet, read_table, run
 
 from itemeval.api import Study
 from itemeval.cli.main import main
@@ -19,8 +19,8 @@ def test_export_json_and_a_condition_selection(demo_run: Run, tmp_path: Path, ca
     out = tmp_path / "all"
     assert main(["export", study, "--out", str(out), "--format", "parquet", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["rows"] == read_parquet(out / "long_table.parquet").num_rows > 0
-    assert summary["files"]["parquet"] == str(out / "long_table.parquet")
+    assert summary["rows"] == read_table(out).num_rows > 0
+    assert summary["files"]["parquet"] == str(out / "long_table")
 
     strong = tmp_path / "strong"
     code = main(
@@ -28,12 +28,12 @@ def test_export_json_and_a_condition_selection(demo_run: Run, tmp_path: Path, ca
     )
     assert code == 0
     printed = capsys.readouterr().out
-    assert "Exported" in printed and "long_table.csv" in printed
-    table = read_csv(strong / "long_table.csv")
+    assert "Exported" in printed and "long_table_csv" in printed
+    table = read_table(strong, csv=True)
     assert set(table.column("model_name").to_pylist()) == {"strong"}
     # Selecting generate conditions keeps every grader.
     assert set(table.column("grader_kind").to_pylist()) == {"scorer", "judge"}
-    assert not (strong / "long_table.parquet").exists()
+    assert not (strong / "long_table").exists()
 
 
 def test_bad_options_write_nothing(demo_run: Run, tmp_path: Path, capsys):
@@ -65,12 +65,13 @@ def test_defaults_write_next_to_the_store(tmp_path: Path, capsys):
     exports = Path(result.store_url) / "exports"
     assert main(["export", str(result.study_path), "--eee-version", "0.3.0"]) == 0
     assert sorted(p.name for p in exports.iterdir()) == [
+        "_export",
         "comparisons.csv",
         "comparisons.parquet",
         "eee",
         "export.json",
-        "long_table.csv",
-        "long_table.parquet",
+        "long_table",
+        "long_table_csv",
         "rankings.csv",
         "rankings.parquet",
         "variance_components.csv",
@@ -102,5 +103,5 @@ def test_defaults_write_next_to_the_store(tmp_path: Path, capsys):
     assert printed.splitlines()[3].split()[:2] == ["tier", "rank"]
     assert "Which differences are real" in printed
     assert (exports / "report.html").exists() and (exports / "report.md").exists()
-    table = read_parquet(exports / "long_table.parquet")
+    table = read_table(exports)
     assert table.num_rows == 16 and pc.all(table.column("graded")).as_py()

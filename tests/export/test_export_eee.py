@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pyarrow.compute as pc
 import pytest
-from export_studies import Run, eee_files, jsonl, read_parquet
+from export_studies import Run, eee_files, jsonl, read_table
 
 from itemeval.export import ExportOptions, eee_schema, export_study
 
@@ -103,7 +103,7 @@ def test_aggregates_and_samples_agree(exported, demo_run: Run):
 
 def test_samples_carry_the_long_table_values(exported, demo_run: Run):
     version, out = exported
-    table = read_parquet(out / "long_table.parquet")
+    table = read_table(out)
     final = table.filter(
         pc.and_(
             pc.and_(pc.equal(table.column("grade_status"), "ok"), table.column("parse_ok")),
@@ -144,7 +144,7 @@ def test_samples_carry_the_long_table_values(exported, demo_run: Run):
 
 def test_failed_and_unparsed_grades_are_counted_not_sampled(exported, demo_run: Run):
     _, out = exported
-    table = read_parquet(out / "long_table.parquet")
+    table = read_table(out)
     summary = json.loads((out / "export.json").read_text())
     excluded = summary["eee"]["excluded"]
     unparsed = table.filter(

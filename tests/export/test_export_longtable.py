@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from export_studies import Run, read_csv, read_parquet, run
+from export_studies import Run, read_table, run
 
 from itemeval.export import LONG_TABLE_SCHEMA, ExportOptions, LongTableScan, export_study
 from itemeval.export._table.columns import markdown_table
@@ -25,8 +25,8 @@ KEY = ["grade_condition_id", "gen_condition_id", "item_id", "epoch"]
 def _export(demo_run: Run, out: Path, **options) -> pa.Table:
     plan = demo_run.plan()
     result = export_study(plan, ExportOptions(out=str(out), formats=("parquet",), **options))
-    assert result.files["parquet"] == str(out / "long_table.parquet")
-    return read_parquet(out / "long_table.parquet")
+    assert result.files["parquet"] == str(out / "long_table")
+    return read_table(out)
 
 
 def _sorted(table: pa.Table) -> pa.Table:
@@ -36,7 +36,7 @@ def _sorted(table: pa.Table) -> pa.Table:
 def test_one_row_per_grading_event_and_csv_equals_parquet(demo_run: Run, tmp_path: Path):
     plan = demo_run.plan()
     result = export_study(plan, ExportOptions(out=str(tmp_path), formats=("parquet", "csv")))
-    table = read_parquet(tmp_path / "long_table.parquet")
+    table = read_table(tmp_path)
     assert table.schema.equals(LONG_TABLE_SCHEMA, check_metadata=False)
 
     store = StudyStore.open(demo_run.store_url)
@@ -49,7 +49,7 @@ def test_one_row_per_grading_event_and_csv_equals_parquet(demo_run: Run, tmp_pat
     assert pc.sum(pc.equal(table.column("grade_status"), "error")).as_py() > 0
     assert pc.sum(pc.invert(table.column("parse_ok"))).as_py() > 0
 
-    csv = read_csv(tmp_path / "long_table.csv")
+    csv = read_table(tmp_path, csv=True)
     assert csv.num_rows == table.num_rows
     for name in table.column_names:
         assert csv.column(name).to_pylist() == table.column(name).to_pylist(), name
@@ -128,19 +128,22 @@ def test_small_batches_and_a_compacted_store_give_the_same_table(
 ):
     reference = _export(demo_run, tmp_path / "a")
     tiny = _export(demo_run, tmp_path / "b", batch_rows=7)
-    assert tiny.equals(reference)
+    assert _sorted(tiny).equals(_sorted(reference))
 
     # A compacted copy of the store, written with row groups of 100 rows, so rows are fetched
     # row group by row group from big fragments.
     copy = tmp_path / "compacted"
     StudyStore.open(demo_run.store_url).root.fs.copy(demo_run.store_url, str(copy), recursive=True)
     monkeypatch.setattr("itemeval.store.fragments.ROW_GROUP_ROWS", 100)
+    monkeypatch.setattr("itemeval.store._compact.ROW_GROUP_ROWS", 100)
     compact(StudyStore.open(str(copy)))
-    fragments = list((copy / "grades").rglob("*.parquet"))
-    assert len(fragments) == 2 and pq.ParquetFile(fragments[0]).num_row_groups > 5
     plan = demo_run.plan(store_url=str(copy))
+    # One compacted fragment per generate condition in each grade partition (and a summary).
+    fragments = [p for p in (copy / "grades").rglob("*.parquet") if not p.name.startswith("_")]
+    assert len(fragments) == len(plan.design.grade) * len(plan.design.generate)
+    assert pq.ParquetFile(fragments[0]).num_row_groups > 2
     export_study(plan, ExportOptions(out=str(tmp_path / "c"), formats=("parquet",)))
-    compacted = read_parquet(tmp_path / "c" / "long_table.parquet")
+    compacted = read_table(tmp_path / "c")
     assert _sorted(compacted).equals(_sorted(reference))
 
 
@@ -172,7 +175,7 @@ def test_a_changed_solution_marks_its_grades_stale(tmp_path: Path):
         ],
     )
     export_study(plan, ExportOptions(out=str(tmp_path / "out"), formats=("parquet",)))
-    table = read_parquet(tmp_path / "out" / "long_table.parquet")
+    table = read_table(tmp_path / "out")
     stale = table.filter(pc.field("grade_stale"))
     assert stale.column("item_id").to_pylist() == ["arithmetic.001"]
     assert stale.column("solution_text").to_pylist() == ["a different answer"]
@@ -185,12 +188,12 @@ def test_ungraded_cells_only_when_asked(tmp_path: Path):
     plan = result.plan()
     out = tmp_path / "out"
     graded = export_study(plan, ExportOptions(out=str(out), formats=("parquet",)))
-    assert graded.rows == 0 and read_parquet(out / "long_table.parquet").num_rows == 0
+    assert graded.rows == 0 and read_table(out).num_rows == 0
 
     everything = export_study(
         plan, ExportOptions(out=str(out), formats=("parquet",), include_ungraded=True)
     )
-    table = read_parquet(out / "long_table.parquet")
+    table = read_table(out)
     solutions = StudyStore.open(result.store_url).read("solutions", columns=["item_id"])
     assert table.num_rows == everything.rows == solutions.num_rows * len(plan.design.grade)
     assert not any(table.column("graded").to_pylist())
@@ -204,32 +207,39 @@ def test_export_to_s3(demo_run: Run, s3_bucket: str, tmp_path: Path):
 
     out = f"{s3_bucket}/exports/demo"
     fs = s3fs.S3FileSystem()
-    fs.pipe(f"{out}/eee/data/gone/old/model/stale.json", b"{}")  # a previous export's record
+    fs.pipe(f"{out}/eee/data/gone/old/model/stale.json", b"{}")  # an earlier export's record
+    fs.pipe(f"{out}/long_table.parquet", b"0.1.0's single file")
     result = export_study(demo_run.plan(), ExportOptions(out=out))
-    assert result.files["parquet"] == f"{out}/long_table.parquet"
-    with fs.open(f"{out}/long_table.parquet", "rb") as handle:
-        remote = pq.read_table(handle)
+    assert result.files["parquet"] == f"{out}/long_table"
+    remote = read_table(out)
     local = _export(demo_run, tmp_path)
-    assert remote.equals(local)
+    assert _sorted(remote).equals(_sorted(local))
     fs.invalidate_cache()
     assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(out)) == [
+        "_export",
         "comparisons.csv",
         "comparisons.parquet",
         "eee",
         "export.json",
         "judges.json",  # the study has a judge: its analysis (itemeval.judging)
-        "long_table.csv",
-        "long_table.parquet",
+        "long_table",
+        "long_table_csv",
         "rankings.csv",
         "rankings.parquet",
         "variance_components.csv",
         "variance_components.parquet",
     ]
-    # The Every Eval Ever tree replaced the previous one as a whole.
     records = fs.glob(f"{out}/eee/data/**/*.json")
     samples = fs.glob(f"{out}/eee/data/**/*_samples.jsonl")
     assert len(records) == len(samples) == result.eee_evaluations > 0
+    # What the earlier export left is gone once this one is published; nothing staged stays.
     assert not fs.exists(f"{out}/eee/data/gone/old/model/stale.json")
+    assert not fs.glob(f"{out}/**/.staged-*")
+    # Again, unchanged: nothing is written.
+    before = {p: fs.info(p)["ETag"] for p in fs.find(out)}
+    again = export_study(demo_run.plan(), ExportOptions(out=out))
+    fs.invalidate_cache()
+    assert again.unchanged and {p: fs.info(p)["ETag"] for p in fs.find(out)} == before
 
 
 def test_a_failed_export_leaves_no_partial_file(demo_run: Run, tmp_path: Path):

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from export_studies import DEMO, Run, read_parquet, run
+from export_studies import DEMO, Run, read_table, run
 
 from itemeval.export import ExportOptions, export_study, report_data, write_report
 from itemeval.export._stats import cohen_kappa
+from itemeval.providers.types import Usage
 from itemeval.runtime import RunOptions
 
 
@@ -22,7 +23,7 @@ from itemeval.runtime import RunOptions
 def long_rows(demo_run: Run, tmp_path_factory) -> list[dict]:
     out = tmp_path_factory.mktemp("long")
     export_study(demo_run.plan(), ExportOptions(out=str(out), formats=("parquet",)))
-    return read_parquet(out / "long_table.parquet").to_pylist()
+    return read_table(out).to_pylist()
 
 
 def _final(row: dict) -> bool:
@@ -101,14 +102,36 @@ def test_agreement_cost_errors_and_difficulty_match_the_long_table(
     assert 0.5 < pair.agreement.kappa < 1  # the simulated judge is good but not perfect
 
     # Cost per correct answer: generation once per solution, every grade's cost, headline
-    # correct answers.
+    # correct answers; what the response cache saved: each answer it gave priced row by row
+    # as its call was (`ModelPrice.cost` at the row's tier).
+    pricing = demo_run.plan().pricing
+
+    def priced(model: str | None, tier: str, usage: Usage) -> float:
+        price = pricing.price(model) if model else None
+        return price.at_tier(tier).cost(usage) if price is not None else 0.0
+
     primary = data.leaderboard.primary.id
     solutions: dict[tuple, float] = {}
     grading: Counter[str] = Counter()
     correct: Counter[str] = Counter()
+    saved: Counter[str] = Counter()
+    hits: Counter[str] = Counter()
     for row in long_rows:
-        solutions[(row["gen_condition_id"], row["item_id"], row["epoch"])] = row["solution_usd"]
+        key = (row["gen_condition_id"], row["item_id"], row["epoch"])
+        if key not in solutions and row["solution_cached"]:
+            usage = Usage(
+                row["solution_input_tokens"],
+                row["solution_output_tokens"],
+                row["solution_cached_input_tokens"],
+            )
+            saved[key[0]] += priced(row["model"], row["solution_tier"], usage)
+            hits[key[0]] += 1
+        solutions[key] = row["solution_usd"]
         grading[row["gen_condition_id"]] += row["grade_usd"]
+        if row["grade_cached"]:  # the simulated judges report no prompt-cache reads
+            usage = Usage(row["grade_input_tokens"], row["grade_output_tokens"])
+            saved[key[0]] += priced(row["grader_model"], row["grade_tier"], usage)
+            hits[key[0]] += 1
         if row["grade_condition_id"] == primary and _final(row):
             correct[row["gen_condition_id"]] += row["correct"]
     generation: Counter[str] = Counter()
@@ -122,7 +145,11 @@ def test_agreement_cost_errors_and_difficulty_match_the_long_table(
         assert cost.grading_usd == pytest.approx(grading[cid])
         if cost.generate.slug not in failed:
             assert cost.generation_usd == pytest.approx(generation[cid])
-        assert cost.per_correct == pytest.approx(cost.usd / cost.correct)
+        assert cost.cache_hits == hits[cid]
+        assert cost.cache_saved_usd == pytest.approx(saved[cid], rel=1e-9, abs=1e-12)
+        assert cost.alone_usd == pytest.approx(cost.usd + saved[cid])
+        assert cost.per_correct == pytest.approx(cost.alone_usd / cost.correct)
+    assert sum(hits.values()) > 0 and sum(saved.values()) > 0
 
     # Errors and parse failures by code.
     grade_errors = Counter(

@@ -6,10 +6,12 @@ replications after a compaction of half the partitions, one of them compacted mi
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from export_studies import run, write_study
 
 from itemeval.cli.main import main
@@ -35,6 +37,21 @@ def mixed_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path = write_study(folder, **{"facets.replications": 2})
         outcome = run_study(load_study(path), INLINE)  # newer fragments beside the summaries
         assert outcome.status == "completed", outcome.message
+    return path
+
+
+@pytest.fixture(scope="module")
+def compacted_store(mixed_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of that store with every partition compacted: the summaries cover every cell
+    (readers place them without reading an id)."""
+    folder = tmp_path_factory.mktemp("compacted")
+    source = Path(load_study(mixed_store).store_url.removeprefix("file://"))
+    shutil.copytree(source, folder / "store")
+    data = yaml.safe_load(mixed_store.read_text())
+    data["store"] = str(folder / "store")
+    path = folder / "study.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    compact(StudyStore.open(str(folder / "store")))
     return path
 
 
@@ -64,19 +81,31 @@ def _both(path: Path, argv: list[str], capsys: pytest.CaptureFixture[str], mp) -
     ],
     ids=["status", "plan", "irt"],
 )
+@pytest.mark.parametrize("layout", ["mixed", "compacted"])
 def test_reading_commands_print_the_same_with_and_without_summaries(
-    mixed_store: Path, command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch
+    request: pytest.FixtureRequest,
+    layout: str,
+    command: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch,
 ) -> None:
+    store = request.getfixturevalue(f"{layout}_store")
     with_summaries, every_row = _both(
-        mixed_store, [*command[:2], str(mixed_store), *command[2:]], capsys, monkeypatch
+        store, [*command[:2], str(store), *command[2:]], capsys, monkeypatch
     )
     assert with_summaries == every_row
     assert len(with_summaries.splitlines()) > 5
 
 
+@pytest.mark.parametrize("layout", ["mixed", "compacted"])
 def test_report_and_long_table_are_the_same_with_and_without_summaries(
-    mixed_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+    request: pytest.FixtureRequest,
+    layout: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch,
 ) -> None:
+    mixed_store = request.getfixturevalue(f"{layout}_store")
     written = {}
     for setting in ("on", "off"):
         monkeypatch.setenv(SUMMARIES_ENV, setting)

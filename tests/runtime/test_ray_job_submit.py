@@ -268,9 +268,10 @@ def test_the_hand_started_cluster_flow_reaches_s3_through_the_study(tmp_path, s3
     grading_events = 2 * 4 * 12
     assert exported["rows"] == grading_events
     long_table = exported["files"]["parquet"]
-    assert long_table == f"{bucket}/exports/sweep/long_table.parquet"
-    assert pq.read_table(fs.open(long_table)).num_rows == grading_events
-    assert fs.exists(f"{bucket}/exports/sweep/long_table.csv")
+    assert long_table == f"{bucket}/exports/sweep/long_table"
+    parts = fs.glob(f"{long_table}/*/*/*.parquet")
+    assert sum(pq.read_metadata(fs.open(p)).num_rows for p in parts) == grading_events
+    assert fs.glob(f"{bucket}/exports/sweep/long_table_csv/*/*/*.csv")
 
     reported = client_command("report", str(study), "--out", f"{bucket}/reports/sweep")
     assert reported["html"] == f"{bucket}/reports/sweep/report.html"

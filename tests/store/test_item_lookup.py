@@ -73,3 +73,24 @@ def test_placing_a_slice_at_a_time_places_every_value(monkeypatch) -> None:  # t
     )
     found = _check(items, values)
     assert (found >= 0).sum() == len(values) - 2
+
+
+def test_every_item_in_id_order_is_placed_by_one_comparison(monkeypatch) -> None:
+    """A batch that is every item in id order, each repeated (a partition's sorted cells, two
+    epochs), is placed without hashing, and the same as by hashing; a batch that differs in one
+    value is placed by hashing, exactly."""
+    import itemeval.store._positions as positions_module
+
+    ids = pa.array([f"item-{i}" for i in (5, 3, 9, 1, 7)])
+    lookup = ItemLookup(ids)
+    ordered = pa.array(sorted(ids.to_pylist() * 2))
+    hashed = ItemLookup(ids)
+    hashed._in_sorted_order = lambda values: None  # type: ignore[method-assign]
+    monkeypatch.setattr(
+        positions_module, "string_hashes", lambda values: (_ for _ in ()).throw(AssertionError)
+    )
+    fast = lookup.positions(ordered)
+    monkeypatch.undo()
+    assert fast.tolist() == hashed.positions(ordered).tolist() == [3, 3, 1, 1, 0, 0, 4, 4, 2, 2]
+    off = pa.array([*sorted(ids.to_pylist())[:-1], "not-an-item"])
+    assert lookup.positions(off).tolist() == [3, 1, 0, 4, -1]

@@ -242,3 +242,29 @@ def test_a_writer_killed_between_fragment_and_summary_loses_no_count(
         .select(["item_id", "epoch", "ok"])
         .equals(_sorted(SOLUTIONS, cells).select(["item_id", "epoch", "ok"]))
     )
+
+
+def test_a_summary_of_every_selected_cell_places_them_without_reading_an_id(
+    store: StudyStore, solution: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cells that are every selected item's, with epochs 0 and 1 each: the summary's layout
+    says so, and a reader given the selection gets each row's item position (the same as a
+    look-up of its id) and the same cells; another selection, or a newer fragment, is read the
+    plain way."""
+    from itemeval.store import ItemLookup
+
+    ids = [f"q{i}" for i in (4, 0, 3, 1, 2)]
+    store.write_solutions("c1", [solution(i, e, at=1) for i in ids for e in (0, 1)])
+    store.write_solutions("c1", [solution("q3", 1, text="again", at=2)])
+    compact_partition(store, SOLUTIONS, "c1")
+    partition = store.partition(SOLUTIONS, "c1")
+    lookup = ItemLookup(pa.array(ids))
+    placed = read_cells(SOLUTIONS, partition, ["item_id", "epoch", "text_hash"], items=lookup)
+    assert placed.item_positions is not None
+    plain = read_cells(SOLUTIONS, partition, ["item_id", "epoch", "text_hash"])
+    assert placed.cells.equals(plain.cells)
+    assert placed.item_positions.tolist() == lookup.positions(plain.cells["item_id"]).tolist()
+    other = ItemLookup(pa.array([*ids, "q9"]))
+    assert read_cells(SOLUTIONS, partition, ["epoch"], items=other).item_positions is None
+    store.write_solutions("c1", [solution("q0", 0, text="newer", at=3)])
+    assert read_cells(SOLUTIONS, partition, ["epoch"], items=lookup).item_positions is None

@@ -47,16 +47,17 @@ def test_port_in_use_is_bad_input(study_plan: Plan, capsys) -> None:  # type: ig
 
 
 def test_overview_leaderboard_is_the_reports(study_plan: Plan) -> None:
-    """The overview ranks from the index's per-item counts; the report from group-bys over the
-    grades: the same conditions, order, accuracies and intervals."""
+    """The overview ranks from the index's per-item counts; the report from its own cells: the
+    same conditions, order, accuracies and intervals."""
     from itemeval.export import Bootstrap
     from itemeval.export._report.summary import leaderboard
     from itemeval.view._index import build_index
-    from itemeval.view._queries import ranked
+    from itemeval.view._queries import overview
 
     index = build_index(study_plan)
     bootstrap = Bootstrap(resamples=300, seed=3)
-    ours, report = ranked(index, bootstrap), leaderboard(index.cells, bootstrap)
+    report = leaderboard(index.cells, bootstrap)
+    ours = overview(index, bootstrap).board
     assert ours == report
     assert len(ours.conditions) == 6 and len(ours.models) == 3
     assert all(len(line.accuracy) == 2 for line in ours.conditions)

@@ -100,6 +100,7 @@ class Evaluation:
     endpoint_kind: str
     prompt_text: str
     rubric_text: str | None
+    begun: str | None = None  # when its samples file was begun (default: `context.retrieved`)
 
     @property
     def uuid(self) -> str:
@@ -132,7 +133,7 @@ class Evaluation:
         model = self.generate.model.replace("/", "_")
         return (
             f"{self.dataset.name}/{model}/{self.generate.id}/{self.grade.id}/"
-            f"{self.context.retrieved}"
+            f"{self.begun or self.context.retrieved}"
         )
 
     @property

@@ -8,7 +8,7 @@ demo prints (`leaderboard_text`) is built from the same pieces.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -16,24 +16,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval import __version__
+from itemeval.export._report.costs import Cost
 from itemeval.export._report.difficulty import DatasetDifficulty, item_difficulty
-from itemeval.export._report.judges import judge_analysis, with_panels
+from itemeval.export._report.judges import judge_analysis
+from itemeval.export._report.numbers import headline_family, study_cells, study_numbers
 from itemeval.export._report.pairwise import study_pairwise
 from itemeval.export._report.summary import (
     Bootstrap,
-    Cost,
     Errors,
     FacetTable,
     GraderAgreement,
     Leaderboard,
-    costs,
     errors,
     facet_table,
     fmt_proportion,
     grader_agreement,
-    leaderboard,
 )
-from itemeval.export._table.cells import StudyCells, read_cells
+from itemeval.export._table.cells import StudyCells
 from itemeval.export._table.conditions import DesignFacets
 from itemeval.export._table.fetch import ItemFetcher
 from itemeval.importing import imported_notes
@@ -67,7 +66,9 @@ class ReportData:
     difficulty: list[DatasetDifficulty]
     graded: int  # valid grades, every grader
     solutions: int  # logical solution rows
-    usd: float  # generation + grading, logical rows
+    usd: float  # paid: generation + grading, logical rows
+    cache_hits: int = 0  # rows answered from the response cache (they paid nothing)
+    cache_saved_usd: float = 0.0  # what those calls would have cost at their prices
     prompt_cache_saved_usd: float = 0.0  # what providers' prompt caches saved on them
     batch_rows: int = 0  # rows answered through providers' batch APIs
     batch_saved_usd: float = 0.0  # what the batch prices saved on them
@@ -87,8 +88,7 @@ class ReportData:
 
 
 def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
-    bootstrap = bootstrap or Bootstrap()
-    cells = with_panels(read_cells(plan), plan.design)
+    cells = study_cells(plan)
     facets = cells.facets
     snapshots = {d.name: d.snapshot for d in plan.datasets if d.snapshot is not None}
     fetcher = ItemFetcher(plan.items, snapshots, ["input", "target", "difficulty"])
@@ -106,14 +106,8 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
             )
         }
 
-    from itemeval.statistics import analysis_options, plan_statistics
-
-    cost_lines = costs(cells, plan.pricing)
-    statistics = plan_statistics(
-        plan, analysis_options(plan, bootstrap.resamples, bootstrap.seed), cells=cells
-    )
-    if statistics.clusters is not None:  # analysis.cluster_by: every interval over clusters
-        bootstrap = replace(bootstrap, clusters=statistics.clusters.codes)
+    numbers = study_numbers(plan, cells, bootstrap, families="all")
+    bootstrap, cost_lines = numbers.bootstrap, numbers.costs
     manifest = latest_manifest(plan.store)
     last_run = (
         {
@@ -133,7 +127,7 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         facets=facets,
         datasets=[(d.name, d.selected) for d in plan.datasets],
         bootstrap=bootstrap,
-        leaderboard=leaderboard(cells, bootstrap),
+        leaderboard=numbers.leaderboard,
         by_prompt=facet_table(cells, "prompt", bootstrap),
         by_config=(
             facet_table(cells, "model_config", bootstrap) if len(facets.model_configs) > 1 else None
@@ -147,11 +141,13 @@ def report_data(plan: Plan, bootstrap: Bootstrap | None = None) -> ReportData:
         graded=cells.valid_grades().num_rows,
         solutions=cells.answers,
         usd=_total_usd(cells),
+        cache_hits=sum(c.cache_hits for c in cost_lines),
+        cache_saved_usd=sum(c.cache_saved_usd for c in cost_lines),
         prompt_cache_saved_usd=sum(c.prompt_cache_saved_usd for c in cost_lines),
         batch_rows=sum(c.batch_rows for c in cost_lines),
         batch_saved_usd=sum(c.batch_saved_usd for c in cost_lines),
         last_run=last_run,
-        statistics=statistics,
+        statistics=numbers.statistics,
         judges=judge_analysis(
             cells,
             plan,
@@ -175,13 +171,6 @@ def _irt_section(plan: Plan, cells: StudyCells) -> IrtSection:
     from itemeval.irt import irt_section  # irt/ reads the report's cells
 
     return irt_section(plan, cells)
-
-
-def headline_family(statistics: StudyStatistics | None, board: Leaderboard) -> Family | None:
-    if statistics is None or board.primary is None:
-        return None
-    found = statistics.find(board.primary.id)
-    return found[1] if found is not None else None
 
 
 def _total_usd(cells: StudyCells) -> float:
@@ -287,14 +276,7 @@ def _unit(bootstrap: Bootstrap) -> str:
 def leaderboard_text(plan: Plan, bootstrap: Bootstrap | None = None) -> str:
     """The leaderboard of `plan`'s store as aligned plain text, with 95% intervals, tiers and
     rank intervals of the headline grader's paired comparisons."""
-    from itemeval.statistics import analysis_options, plan_statistics
-
-    bootstrap = bootstrap or Bootstrap()
-    cells = with_panels(read_cells(plan), plan.design)
-    options = analysis_options(plan, bootstrap.resamples, bootstrap.seed)
-    statistics = plan_statistics(plan, options, cells=cells, headline_only=True)
-    if statistics.clusters is not None:  # analysis.cluster_by: every interval over clusters
-        bootstrap = replace(bootstrap, clusters=statistics.clusters.codes)
-    board = leaderboard(cells, bootstrap)
-    family = headline_family(statistics, board)
-    return format_leaderboard(plan.study.study, board, bootstrap, family)
+    numbers = study_numbers(plan, study_cells(plan), bootstrap)
+    return format_leaderboard(
+        plan.study.study, numbers.leaderboard, numbers.bootstrap, numbers.family
+    )

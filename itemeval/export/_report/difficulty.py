@@ -7,7 +7,6 @@ fail an item, the item (its target, its wording) is often what is wrong.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,6 +36,10 @@ class ItemScore:
         return self.correct / self.graded if self.graded else float("nan")
 
 
+#: Unsolved items a dataset lists by name (the rest are counted).
+LISTED_UNSOLVED = 50
+
+
 @dataclass(frozen=True)
 class DatasetDifficulty:
     dataset: str
@@ -44,53 +47,60 @@ class DatasetDifficulty:
     graded_items: int  # items with at least one valid grade
     mean_accuracy: float  # mean of the per-item accuracies
     solved_by_all: int  # items every graded answer got right
-    unsolved: list[ItemScore]  # items no graded answer got right
+    unsolved: list[ItemScore]  # items no graded answer got right (the first `LISTED_UNSOLVED`)
     hardest: list[ItemScore]  # the lowest accuracies (unsolved ones first)
     accuracies: np.ndarray  # per-item accuracy of the graded items
+    unsolved_items: int = 0  # every item no graded answer got right
+
+    @property
+    def unlisted_unsolved(self) -> int:
+        return max(0, self.unsolved_items - len(self.unsolved))
 
 
 def item_difficulty(
     cells: StudyCells, item_text: ItemText | None = None, *, hardest: int = 5
 ) -> list[DatasetDifficulty]:
-    """Per dataset (study order): item accuracies, the hardest items and the unsolved ones."""
+    """Per dataset (study order): item accuracies, the hardest items and the unsolved ones.
+    Arrays over the items; an `ItemScore` only for the items listed."""
     code = headline_code(cells)
     grades = cells.valid_grades(code) if code is not None else cells.grades.slice(0, 0)
-    table = grades.select(["dataset", "item"]).append_column(
-        "c", pc.cast(grades.column("correct"), pa.int64())
-    )
-    per_item = table.group_by(["dataset", "item"], use_threads=False).aggregate(
-        [("c", "sum"), ("c", "count")]
-    )
-    ids = cells.item_ids(per_item.column("item").to_pylist())
-    selected = Counter(cells.items.column("dataset").to_pylist())
-    scores: dict[str, list[ItemScore]] = {d: [] for d in cells.datasets}
-    for dataset, item, correct, graded in zip(
-        per_item.column("dataset").to_pylist(),
-        ids,
-        per_item.column("c_sum").to_pylist(),
-        per_item.column("c_count").to_pylist(),
-        strict=True,
-    ):
-        name = cells.datasets[dataset]
-        scores[name].append(ItemScore(item, name, int(correct), int(graded)))
+    n_items = cells.items.num_rows
+    item = grades.column("item").to_numpy()
+    correct = np.bincount(
+        item, weights=pc.cast(grades.column("correct"), pa.int64()).to_numpy(), minlength=n_items
+    ).astype(np.int64)
+    graded = np.bincount(item, minlength=n_items).astype(np.int64)
+    dataset_of = pc.index_in(cells.items.column("dataset"), value_set=pa.array(cells.datasets))
+    dataset_codes = dataset_of.to_numpy(zero_copy_only=False)
+    ids = cells.items.column("item_id")
     out = []
     wanted: list[str] = []
-    for dataset in cells.datasets:
-        items = sorted(scores[dataset], key=lambda s: (s.accuracy, -s.graded, s.item_id))
-        unsolved = [s for s in items if s.correct == 0]
-        chosen = items[:hardest]
-        wanted += [s.item_id for s in unsolved[:50]] + [s.item_id for s in chosen]
-        accuracies = np.array([s.accuracy for s in items], dtype=np.float64)
+    for code_d, dataset in enumerate(cells.datasets):
+        mine = np.flatnonzero((dataset_codes == code_d) & (graded > 0))
+        accuracy = correct[mine] / graded[mine]
+        # Lowest accuracy first, then more graded answers, then the item id.
+        names = ids.take(pa.array(mine)).to_numpy(zero_copy_only=False)
+        order = np.lexsort((names, -graded[mine], accuracy)) if len(mine) else mine
+        ranked = mine[order]
+
+        def score(i: int, name: str = dataset) -> ItemScore:
+            return ItemScore(ids[int(i)].as_py(), name, int(correct[i]), int(graded[i]))
+
+        unsolved_at = ranked[correct[ranked] == 0]
+        unsolved = [score(i) for i in unsolved_at[:LISTED_UNSOLVED]]
+        chosen = [score(i) for i in ranked[:hardest]]
+        wanted += [s.item_id for s in unsolved] + [s.item_id for s in chosen]
         out.append(
             DatasetDifficulty(
                 dataset=dataset,
-                items=selected.get(dataset, 0),
-                graded_items=len(items),
-                mean_accuracy=float(accuracies.mean()) if len(items) else float("nan"),
-                solved_by_all=sum(1 for s in items if s.correct == s.graded),
+                items=int((dataset_codes == code_d).sum()),
+                graded_items=len(mine),
+                mean_accuracy=float(accuracy.mean()) if len(mine) else float("nan"),
+                solved_by_all=int((correct[mine] == graded[mine]).sum()),
                 unsolved=unsolved,
                 hardest=chosen,
-                accuracies=accuracies,
+                accuracies=accuracy[order],
+                unsolved_items=len(unsolved_at),
             )
         )
     if item_text is None or not wanted:
@@ -106,6 +116,7 @@ def item_difficulty(
             unsolved=[_with_text(s, texts) for s in d.unsolved],
             hardest=[_with_text(s, texts) for s in d.hardest],
             accuracies=d.accuracies,
+            unsolved_items=d.unsolved_items,
         )
         for d in out
     ]

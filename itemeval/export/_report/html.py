@@ -156,14 +156,14 @@ def cost_plot(data: ReportData) -> str | None:
     return svg.scatter(
         points,
         title="Cost per correct answer vs accuracy",
-        x_label="USD per correct answer (generation + grading)",
+        x_label="USD per correct answer (alone: every call at its price)",
         y_label="accuracy",
         legend=models,
     )
 
 
 def difficulty_plot(data: ReportData) -> str | None:
-    series = {d.dataset: d.accuracies.tolist() for d in data.difficulty if len(d.accuracies)}
+    series = {d.dataset: d.accuracies for d in data.difficulty if len(d.accuracies)}
     if not series:
         return None
     return svg.histogram(
@@ -322,10 +322,7 @@ def report_html(data: ReportData) -> str:
     add(pairwise_html(data.pairwise))
 
     add("<section id='cost'><h2>Cost per correct answer</h2>")
-    add(
-        "<p class='note'>What each condition's answers and their grading cost, divided by its "
-        "correct answers under the headline grader.</p>"
-    )
+    add(f"<p class='note'>{escape(t.COST_NOTE)}</p>")
     add(html_table(t.cost_table(data), table_id="cost-table"))
     plot = cost_plot(data)
     if plot:

@@ -30,7 +30,8 @@ def shape_of(cells: StudyCells) -> Shape:
 
 
 def with_panels(cells: StudyCells, design: Design) -> StudyCells:
-    """The cells with each panel of `design` as one more grade condition (kind `panel`)."""
+    """The cells with each panel of `design` as one more grade condition (kind `panel`), after
+    the stored ones (cells read with `locations` give its rows no fragment: null `frag`, `pos`)."""
     if not design.panels:
         return cells
     grade = list(cells.facets.grade)
@@ -56,6 +57,9 @@ def with_panels(cells: StudyCells, design: Design) -> StudyCells:
         rule = PanelRule(panel.combine, panel.tie, panel.pass_at)  # type: ignore[arg-type]
         members = [codes[m] for m in panel.members]
         rows = panel_grades(cells.grades, members, code, rule, shape_of(cells))
+        for f in cells.grades.schema:  # located cells' `frag`, `pos`: a panel is stored nowhere
+            if f.name not in rows.column_names:
+                rows = rows.append_column(f.name, pa.nulls(rows.num_rows, f.type))
         parts.append(rows.select(cells.grades.schema.names).cast(cells.grades.schema))
     facets = dataclasses.replace(cells.facets, grade=tuple(grade))
     return dataclasses.replace(cells, facets=facets, grades=pa.concat_tables(parts))

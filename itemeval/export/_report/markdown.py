@@ -134,7 +134,7 @@ def report_markdown(data: ReportData) -> str:
     out += judges_markdown(data.judges)
     out += pairwise_markdown(data.pairwise)
 
-    out += ["", "## Cost per correct answer", "", md_table(t.cost_table(data))]
+    out += ["", "## Cost per correct answer", "", t.COST_NOTE, "", md_table(t.cost_table(data))]
 
     out += ["", "## Errors and parse failures", "", "### Coverage", ""]
     out += [md_table(t.coverage_table(data))]

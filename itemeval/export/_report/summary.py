@@ -1,23 +1,16 @@
 """What the report says, computed from `StudyCells`: leaderboards, facet tables, grader
-agreement, cost per correct answer, errors and coverage (item difficulty: `report.difficulty`).
+agreement, errors and coverage (costs: `report.costs`; item difficulty: `report.difficulty`).
 
 Definitions (the report and `docs/results.md` state them too):
 
 * accuracy = correct answers / graded answers, counting only final grades of the current
   answer (`StudyCells` "valid"); failed calls, judge parse failures and stale grades are left
   out of both numbers and reported under errors;
-* every interval is a 95% percentile bootstrap over items with an item's epochs (and, for a
-  model, its conditions) kept together (`stats.bootstrap_proportion`), seeded;
+* every interval is a 95% percentile bootstrap over items (or `analysis.cluster_by`'s
+  clusters) with an item's epochs (and, for a model, its conditions) kept together
+  (`statistics.bootstrap_proportion`), seeded;
 * the headline grader is the first verifiable scorer, else the first judge
   (`conditions.primary_grader`); every grader's accuracy is shown next to it;
-* cost per correct answer = (generation USD + grading USD of every grader, of the condition's
-  logical rows) / correct answers under the headline grader;
-* saved by prompt caching = input tokens the providers served from their prompt caches, on the
-  condition's paid rows (generation and grading; response-cache answers paid nothing), times
-  the model's input minus cached-input price, at the pricing table's prices;
-* saved by the batch tier = what the condition's paid batch rows (generation and grading,
-  `tier = batch`) would have cost more at live prices: `usd / share - usd`, the share of the
-  model's prices its provider charges through its batch API (the pricing table's `batch`).
 
 Everything works on the integer codes of `StudyCells` (vectorised group-bys and joins) and maps
 codes back to names only for the few result rows.
@@ -27,8 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.export._stats import (
+    DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     Agreement,
@@ -45,13 +38,17 @@ from itemeval.export._stats import (
 )
 from itemeval.export._table.cells import StudyCells
 from itemeval.export._table.conditions import GenerateFacets, GradeFacets, primary_grader
-from itemeval.providers.money import Pricing
 
 
 @dataclass(frozen=True)
 class Bootstrap:
+    """How every interval is drawn: the leaderboard's, and (through
+    `statistics.analysis_options`) the paired comparisons' with the same resamples, seed and
+    confidence."""
+
     resamples: int = DEFAULT_RESAMPLES
     seed: int = DEFAULT_SEED
+    confidence: float = DEFAULT_CONFIDENCE
     #: per selected item, the cluster it is resampled with (`analysis.cluster_by`); None: each
     #: item is its own
     clusters: np.ndarray | None = field(default=None, compare=False, repr=False)
@@ -111,8 +108,52 @@ def proportions(
             trials[start:stop],
             resamples=bootstrap.resamples,
             seed=bootstrap.seed,
+            confidence=bootstrap.confidence,
         )
     return out
+
+
+#: Per grade condition code: its correct and its valid grades per generate condition and item,
+#: two (generate conditions, items) arrays; what the leaderboard's intervals resample.
+ItemCounts = Callable[[int], tuple[np.ndarray, np.ndarray]]
+
+
+def item_counts(cells: StudyCells) -> ItemCounts:
+    """`ItemCounts` of the cells' valid grades, one grade condition at a time (the viewer
+    keeps them for every grade condition in its index and passes its own)."""
+    grades = cells.grades
+    shape = (len(cells.facets.generate), cells.items.num_rows)
+    grade = grades.column("grade").to_numpy()
+    valid = grades.column("valid").to_numpy(zero_copy_only=False)
+    gen = grades.column("gen").to_numpy()
+    item = grades.column("item").to_numpy()
+    correct = pc.fill_null(grades.column("correct"), False).to_numpy(zero_copy_only=False)
+
+    def of(code: int) -> tuple[np.ndarray, np.ndarray]:
+        mine = valid & (grade == code)
+        flat = gen[mine].astype(np.int64) * shape[1] + item[mine]
+        size = shape[0] * shape[1]
+        graded = np.bincount(flat, minlength=size).reshape(shape)
+        right = np.bincount(flat[correct[mine]], minlength=size).reshape(shape)
+        return right, graded
+
+    return of
+
+
+def interval(successes: np.ndarray, trials: np.ndarray, bootstrap: Bootstrap) -> Proportion:
+    """Accuracy with its interval from per-item counts (summed into `analysis.cluster_by`'s
+    clusters when the study names one): every accuracy a reader shows comes from here."""
+    if bootstrap.clusters is not None:
+        codes = bootstrap.clusters
+        successes = np.bincount(codes, weights=successes, minlength=int(codes.max()) + 1)
+        trials = np.bincount(codes, weights=trials, minlength=int(codes.max()) + 1)
+    return bootstrap_proportion(
+        successes,
+        trials,
+        resamples=bootstrap.resamples,
+        seed=bootstrap.seed,
+        confidence=bootstrap.confidence,
+    )
 
 
 # -- leaderboard ------------------------------------------------------------------------------
@@ -145,30 +186,36 @@ def _rank_key(primary: GradeFacets | None, line: Ranked) -> tuple[float, str]:
     return (-score, line.name)
 
 
-def leaderboard(cells: StudyCells, bootstrap: Bootstrap | None = None) -> Leaderboard:
-    """Accuracy per generate condition and per model, ordered by the headline accuracy."""
+def leaderboard(
+    cells: StudyCells, bootstrap: Bootstrap | None = None, counts: ItemCounts | None = None
+) -> Leaderboard:
+    """Accuracy per generate condition and per model under every grade condition (panels
+    included when the cells have them), ordered by the headline accuracy; from the per-item
+    `counts` (computed from the cells when not given)."""
     bootstrap = bootstrap or Bootstrap()
+    counts = counts or item_counts(cells)
     f = cells.facets
-    grades = cells.valid_grades()
-    gen, grade = grades.column("gen"), grades.column("grade")
-    models, model_of = facet_codes(cells, "model")
-    by_condition = proportions(grades, [gen, grade], bootstrap)
-    by_model = proportions(grades, [model_of.take(gen), grade], bootstrap)
+    by_model = [[c for c, g in enumerate(f.generate) if g.model_name == m] for m in f.models]
+    accuracy: list[dict[str, Proportion]] = [{} for _ in f.generate]
+    model_accuracy: list[dict[str, Proportion]] = [{} for _ in f.models]
+    for k, grader in enumerate(f.grade):
+        correct, graded = counts(k)
+        if not graded.any():
+            continue
+        for c in range(len(f.generate)):
+            if graded[c].any():
+                accuracy[c][grader.id] = interval(correct[c], graded[c], bootstrap)
+        for m, gens in enumerate(by_model):
+            if gens and graded[gens].any():
+                pooled = correct[gens].sum(axis=0), graded[gens].sum(axis=0)
+                model_accuracy[m][grader.id] = interval(*pooled, bootstrap)
     conditions = [
-        Ranked(
-            name=g.slug,
-            generate=g,
-            accuracy={
-                j.id: by_condition[(c, k)] for k, j in enumerate(f.grade) if (c, k) in by_condition
-            },
-        )
-        for c, g in enumerate(f.generate)
+        Ranked(name=g.slug, generate=g, accuracy=accuracy[c]) for c, g in enumerate(f.generate)
     ]
-    lines = []
-    for m, name in enumerate(models):
-        count = sum(1 for g in f.generate if g.model_name == name)
-        accuracy = {j.id: by_model[(m, k)] for k, j in enumerate(f.grade) if (m, k) in by_model}
-        lines.append(Ranked(name=name, accuracy=accuracy, conditions=count))
+    lines = [
+        Ranked(name=name, accuracy=model_accuracy[m], conditions=len(by_model[m]))
+        for m, name in enumerate(f.models)
+    ]
     primary = primary_grader(f.grade)
     conditions.sort(key=lambda line: _rank_key(primary, line))
     lines.sort(key=lambda line: _rank_key(primary, line))
@@ -246,149 +293,6 @@ def grader_agreement(cells: StudyCells) -> list[GraderAgreement]:
             joined.column("other").to_numpy(zero_copy_only=False),
         )
         out.append(GraderAgreement(grade[a], grade[b], verdicts))
-    return out
-
-
-# -- cost -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Cost:
-    generate: GenerateFacets
-    generation_usd: float
-    grading_usd: float
-    correct: int
-    graded: int
-    tokens: int
-    prompt_cached_tokens: int = 0  # input tokens served from providers' prompt caches
-    prompt_cache_saved_usd: float = 0.0
-    batch_rows: int = 0  # generation and grading rows answered through batch APIs
-    batch_saved_usd: float = 0.0  # what the batch price saved on them
-
-    @property
-    def usd(self) -> float:
-        return self.generation_usd + self.grading_usd
-
-    @property
-    def per_correct(self) -> float | None:
-        return self.usd / self.correct if self.correct else None
-
-
-def costs(cells: StudyCells, pricing: Pricing | None = None) -> list[Cost]:
-    """Per generate condition: what its answers and their grading cost, per correct answer, and
-    (with `pricing`) what prompt caching saved on them."""
-    generation = _sums(cells.solutions, "gen", ["usd", "input_tokens", "output_tokens"])
-    grading = _sums(cells.grades, "gen", ["usd"])
-    code = headline_code(cells)
-    headline = cells.valid_grades(code) if code is not None else cells.grades.slice(0, 0)
-    headline = headline.append_column("c", pc.cast(headline.column("correct"), pa.int64()))
-    headline = headline.append_column("n", pa.repeat(pa.scalar(1, pa.int64()), headline.num_rows))
-    tallies = _sums(headline, "gen", ["c", "n"])
-    cached, saved = _prompt_cache(cells, pricing)
-    batch_rows, batch_saved = _batch_tier(cells, pricing)
-    out = []
-    for c, g in enumerate(cells.facets.generate):
-        gen = generation.get(c, {})
-        out.append(
-            Cost(
-                generate=g,
-                generation_usd=gen.get("usd", 0.0),
-                grading_usd=grading.get(c, {}).get("usd", 0.0),
-                correct=int(tallies.get(c, {}).get("c", 0)),
-                graded=int(tallies.get(c, {}).get("n", 0)),
-                tokens=int(gen.get("input_tokens", 0) + gen.get("output_tokens", 0)),
-                prompt_cached_tokens=cached.get(c, 0),
-                prompt_cache_saved_usd=saved.get(c, 0.0),
-                batch_rows=batch_rows.get(c, 0),
-                batch_saved_usd=batch_saved.get(c, 0.0),
-            )
-        )
-    return out
-
-
-def _prompt_cache(
-    cells: StudyCells, pricing: Pricing | None
-) -> tuple[dict[int, int], dict[int, float]]:
-    """Per generate condition code: prompt-cached input tokens of its paid generation and
-    grading rows, and what they saved at the models' prices (0 without `pricing`)."""
-    tokens: dict[int, int] = defaultdict(int)
-    saved: dict[int, float] = defaultdict(float)
-    for table, keys in _call_tables(cells):
-        paid = table.filter(pc.invert(table.column("cached")))
-        sums = _sums_by(paid, keys, "cached_input_tokens")
-        for key, value in sums.items():
-            gen = key[0]
-            tokens[gen] += value
-            model = _model_of(cells, key)
-            price = pricing.price(model) if pricing is not None and model else None
-            if price is not None:
-                saved[gen] += price.read_savings(value)
-    return dict(tokens), dict(saved)
-
-
-def _batch_tier(
-    cells: StudyCells, pricing: Pricing | None
-) -> tuple[dict[int, int], dict[int, float]]:
-    """Per generate condition code: its generation and grading rows answered through batch
-    APIs, and what the batch price saved on the paid ones (0 without `pricing`)."""
-    rows: dict[int, int] = defaultdict(int)
-    saved: dict[int, float] = defaultdict(float)
-    for table, keys in _call_tables(cells):
-        batch = table.filter(table.column("batch"))
-        for key, value in _sums_by(batch, keys, "rows").items():
-            rows[key[0]] += value
-        paid = batch.filter(pc.invert(batch.column("cached")))
-        if paid.num_rows == 0:
-            continue
-        grouped = paid.group_by(keys, use_threads=False).aggregate([("usd", "sum")])
-        columns = [grouped.column(k).to_pylist() for k in keys]
-        for *key, usd in zip(*columns, grouped.column("usd_sum").to_pylist(), strict=True):
-            gen = key[0]
-            model = _model_of(cells, key)
-            price = pricing.price(model) if pricing is not None and model else None
-            share = price.batch_share if price is not None else None
-            if share and usd:
-                saved[gen] += float(usd) / share - float(usd)
-    return dict(rows), dict(saved)
-
-
-def _call_tables(cells: StudyCells) -> list[tuple[pa.Table, list[str]]]:
-    """The generation and the grading rows (those that hold any), each with the keys that
-    name the model of a row's call: `gen`, or `gen, grade`, and how many calls a row stands
-    for (`rows`: the solutions are counted, a grade is one)."""
-    grades = cells.grades.append_column(
-        "rows", pa.repeat(pa.scalar(1, pa.int64()), cells.grades.num_rows)
-    )
-    tables = ((cells.solutions, ["gen"]), (grades, ["gen", "grade"]))
-    return [(table, keys) for table, keys in tables if table.num_rows]
-
-
-def _model_of(cells: StudyCells, key: Sequence[int]) -> str:
-    """The model of the calls under `key` (`gen`, or `gen, grade`: the judge's; "" for a
-    scorer)."""
-    if len(key) == 1:
-        return cells.facets.generate[key[0]].model
-    return cells.facets.grade[key[1]].grader_model or ""
-
-
-def _sums_by(table: pa.Table, keys: list[str], column: str) -> dict[tuple[int, ...], int]:
-    if table.num_rows == 0:
-        return {}
-    grouped = table.group_by(keys, use_threads=False).aggregate([(column, "sum")])
-    columns = [grouped.column(k).to_pylist() for k in keys]
-    values = grouped.column(f"{column}_sum").to_pylist()
-    return {tuple(parts): int(v or 0) for *parts, v in zip(*columns, values, strict=True) if v}
-
-
-def _sums(table: pa.Table, key: str, columns: list[str]) -> dict[int, dict[str, float]]:
-    if table.num_rows == 0:
-        return {}
-    grouped = table.group_by(key, use_threads=False).aggregate([(c, "sum") for c in columns])
-    keys = grouped.column(key).to_pylist()
-    out: dict[int, dict[str, float]] = {k: {} for k in keys}
-    for c in columns:
-        for k, v in zip(keys, grouped.column(f"{c}_sum").to_pylist(), strict=True):
-            out[k][c] = float(v or 0)
     return out
 
 
@@ -496,3 +400,14 @@ def fmt_proportion(value: Proportion | None, digits: int = 3) -> str:
     if value is None or not value.defined or math.isnan(value.value):
         return "n/a"
     return f"{value.value:.{digits}f} [{value.low:.{digits}f}, {value.high:.{digits}f}]"
+
+
+def fmt_usd(value: float | None) -> str:
+    """Dollars: cents from $1 up, three significant digits below (simulated and small models
+    cost fractions of a cent per answer); what the report, the viewer and `status` print."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if value == 0 or abs(value) >= 1:
+        return f"${value:,.2f}"
+    decimals = max(2, 2 - math.floor(math.log10(abs(value))))
+    return f"${value:.{decimals}f}"

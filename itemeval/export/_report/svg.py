@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
+import numpy as np
+
 PALETTE = (
     "#4e79a7",
     "#f28e2b",
@@ -361,12 +363,10 @@ def histogram(
     edges = [lo + (hi - lo) * i / bins for i in range(bins + 1)]
     counts: list[list[int]] = []
     for values in series.values():
-        row = [0] * bins
-        for v in values:
-            if math.isfinite(v):
-                index = min(bins - 1, max(0, int((v - lo) / (hi - lo) * bins)))
-                row[index] += 1
-        counts.append(row)
+        array = np.asarray(values, dtype=np.float64)
+        array = array[np.isfinite(array)]
+        index = np.clip(((array - lo) / (hi - lo) * bins).astype(np.int64), 0, bins - 1)
+        counts.append(np.bincount(index, minlength=bins).tolist())
     totals = [sum(c[i] for c in counts) for i in range(bins)]
     y_ticks = nice_ticks(0, max([*totals, 1]), 4)
     y_hi = y_ticks[-1] or 1

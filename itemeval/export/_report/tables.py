@@ -13,7 +13,7 @@ from typing import Protocol
 
 from itemeval.export._report.data import ReportData, leaderboard_lines
 from itemeval.export._report.difficulty import ItemScore
-from itemeval.export._report.summary import CodeCount, FacetTable, fmt_proportion
+from itemeval.export._report.summary import CodeCount, FacetTable, fmt_proportion, fmt_usd
 
 MAX_LISTED_UNSOLVED = 50
 NOTHING_GRADED = "Nothing graded yet: `itemeval run STUDY` (or `itemeval grade STUDY`) first."
@@ -48,15 +48,7 @@ class TextTable:
         return bool(self.rows)
 
 
-def usd(value: float | None) -> str:
-    """Dollars: cents from $1 up, three significant digits below (simulated and small models
-    cost fractions of a cent per answer)."""
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    if value == 0 or abs(value) >= 1:
-        return f"${value:,.2f}"
-    decimals = max(2, 2 - math.floor(math.log10(abs(value))))
-    return f"${value:.{decimals}f}"
+usd = fmt_usd  # the report's dollars, as the viewer and `status` print them
 
 
 def number(value: int | float) -> str:
@@ -88,8 +80,23 @@ def overview(data: ReportData) -> list[tuple[str, str, str]]:
             f"{data.graded:,}",
             f"of {expected:,} the design asks for; {data.solutions:,} answers stored",
         ),
-        ("Spent", usd(data.usd), "generation and grading of the current rows"),
+        ("Paid", usd(data.usd), "generation and grading of the current rows"),
     ]
+    if data.cache_hits:
+        facts += [
+            (
+                "Saved by the response cache",
+                usd(data.cache_saved_usd),
+                f"{data.cache_hits:,} answers and grades came from the response cache and paid "
+                "nothing; their calls at their prices",
+            ),
+            (
+                "Alone",
+                usd(data.usd + data.cache_saved_usd),
+                "paid + saved: what the conditions cost, every call at its price, whatever "
+                "ran before",
+            ),
+        ]
     if data.prompt_cache_saved_usd > 0:
         facts.append(
             (
@@ -209,6 +216,8 @@ def agreement_table(data: ReportData) -> TextTable:
 
 
 def cost_table(data: ReportData) -> TextTable:
+    """Per generate condition, cheapest per correct answer first: paid, saved by the response
+    cache, alone (paid + saved), and alone per correct answer."""
     rows = []
     ordered = sorted(
         data.costs,
@@ -221,9 +230,13 @@ def cost_table(data: ReportData) -> TextTable:
                 cost.generate.model_name,
                 usd(cost.generation_usd),
                 usd(cost.grading_usd),
-                f"{cost.tokens:,}",
+                usd(cost.usd),
+                f"{cost.cache_hits:,}",
+                usd(cost.cache_saved_usd),
+                usd(cost.alone_usd),
                 f"{cost.correct:,} / {cost.graded:,}",
                 usd(cost.per_correct),
+                f"{cost.tokens:,}",
                 f"{cost.prompt_cached_tokens:,}",
                 usd(cost.prompt_cache_saved_usd),
                 f"{cost.batch_rows:,}",
@@ -233,17 +246,32 @@ def cost_table(data: ReportData) -> TextTable:
     header = [
         "condition",
         "model",
-        "generation USD",
-        "grading USD",
-        "generation tokens",
+        "generation paid",
+        "grading paid",
+        "paid",
+        "response-cache answers",
+        "saved by the response cache",
+        "alone",
         "correct / graded",
-        "USD per correct answer",
+        "alone per correct answer",
+        "generation tokens",
         "prompt-cached tokens",
         "saved by prompt caching",
         "batch rows",
         "saved by the batch tier",
     ]
-    return TextTable(header, rows, {2, 3, 4, 5, 6, 7, 8, 9, 10})
+    return TextTable(header, rows, set(range(2, len(header))))
+
+
+#: What the cost table's columns mean (the report prints it above the table).
+COST_NOTE = (
+    "Paid: what the condition's current answers and every grade of them cost. Response-cache "
+    "answers paid nothing: 'saved by the response cache' is what those calls cost at their "
+    "prices (their stored tokens at the pricing table's prices). Alone = paid + saved: what the "
+    "condition would cost run by itself, every call at its price; it does not depend on which "
+    "condition ran first. Alone per correct answer divides it by the correct answers under the "
+    "headline grader."
+)
 
 
 def coverage_table(data: ReportData) -> TextTable:
@@ -289,7 +317,7 @@ def difficulty_table(data: ReportData) -> TextTable:
             f"{d.graded_items:,}",
             "n/a" if math.isnan(d.mean_accuracy) else f"{d.mean_accuracy:.3f}",
             f"{d.solved_by_all:,}",
-            f"{len(d.unsolved):,}",
+            f"{d.unsolved_items:,}",
         ]
         for d in data.difficulty
     ]
@@ -339,7 +367,7 @@ def unsolved_table(data: ReportData) -> TextTable:
 
 
 def unsolved_overflow(data: ReportData) -> int:
-    return sum(max(0, len(d.unsolved) - MAX_LISTED_UNSOLVED) for d in data.difficulty)
+    return sum(d.unlisted_unsolved for d in data.difficulty)
 
 
 def headline_note(data: ReportData) -> str:
@@ -388,8 +416,12 @@ METHOD = [
     "verdicts (correct or not) and Cohen's kappa = (p_o - p_e) / (1 - p_e), where p_e is the "
     "agreement expected from each grader's own rate of 'correct'. Kappa is n/a when both "
     "graders gave a single identical verdict to everything.",
-    "Cost per correct answer = (USD of the condition's generations + USD of every grade of "
-    "them) / correct answers under the headline grader. Response-cache hits cost 0.",
+    "Cost: paid = USD of the condition's current answers + USD of every grade of them. A row "
+    "answered from the response cache paid nothing and keeps its call's tokens: saved by the "
+    "response cache = those tokens at the call's prices (the pricing table, as calls are "
+    "priced: input, prompt-cache reads, output, the batch tier's share). Alone = paid + saved, "
+    "every call at its price, whatever ran before. Cost per correct answer = alone / correct "
+    "answers under the headline grader.",
     "Saved by prompt caching = input tokens the providers served from their prompt caches "
     "(on paid calls of the condition's generations and grades) x (input price - cached-input "
     "price), at the pricing table's prices. Anthropic bills cache writes at 1.25x the input "

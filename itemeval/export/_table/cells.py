@@ -18,16 +18,21 @@ layout. With `locations`, also `frag, pos`: the row's fragment (its position in
 `grade_fragments[grade]`) and its place there, so a page fetches the texts it shows.
 
 `solutions`, counted: a row per `gen, ok, error_code, cached, batch` with the answers (`rows`)
-and the sums of `usd, input_tokens, output_tokens, cached_input_tokens, latency_ms`. A reader
-that needs each answer (the viewer) passes `on_solutions`, which sees each generate
-condition's located cells as they are read.
+and the sums of `usd, input_tokens, output_tokens, cached_input_tokens, latency_ms`, and
+`cache_usd`: what the response cache's answers among them would have cost at their price
+(`priced.call_usd` over the plan's pricing table; 0 for paid rows). A reader that needs each
+answer (the viewer) passes `on_solutions`, which sees each generate condition's located cells
+as they are read.
+
+`grade_hits`, counted: a row per `grade, gen` whose grades hold response-cache answers: how many
+(`rows`) and what they would have cost (`cache_usd`, priced as for the solutions).
 
 About 30 bytes a grade: ten million grades in 300 MB.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,8 +41,10 @@ import pyarrow.compute as pc
 
 from itemeval.export._table.conditions import DesignFacets
 from itemeval.export._table.fetch import plain_columns
+from itemeval.export._table.priced import call_usd
 from itemeval.planning import Plan
-from itemeval.store import GRADES, SOLUTIONS, ItemLookup, read_partition_cells
+from itemeval.providers.money import ModelPrice
+from itemeval.store import GRADES, SOLUTIONS, ItemLookup, PartitionCells, read_partition_cells
 
 _CODE = pa.int32()
 #: What is read of a grade's cells besides its keys.
@@ -67,9 +74,21 @@ SOLUTION_CELL_COLUMNS = [
     "latency_ms",
     "text_hash",
 ]
-#: What the solutions are counted by, and what is summed.
+#: What the solutions are counted by, and what is summed (`cache_usd`: computed while read).
 SOLUTION_GROUPS = ["gen", "ok", "error_code", "cached", "batch"]
-SOLUTION_SUMS = ["usd", "input_tokens", "output_tokens", "cached_input_tokens", "latency_ms"]
+SOLUTION_SUMS = [
+    "usd",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "latency_ms",
+    "cache_usd",
+]
+
+#: Token counts a response-cache answer is priced by (`priced.call_usd`), and those of them a
+#: grade's cells are read for besides `GRADE_CELL_COLUMNS`.
+_TOKENS = ["input_tokens", "output_tokens", "cached_input_tokens"]
+_GRADE_TOKENS = ["input_tokens", "output_tokens"]
 
 #: Called with a generate condition's code and its located cells (`item` codes added).
 SolutionsHook = Callable[[int, pa.Table], None]
@@ -86,6 +105,8 @@ class StudyCells:
     datasets: list[str]
     #: With `locations`: each grade condition's fragment names (`frag` codes index them).
     grade_fragments: list[list[str]] = field(default_factory=list)
+    #: counted: grade, gen, rows, cache_usd of the grades answered from the response cache
+    grade_hits: pa.Table = field(default_factory=lambda: GRADE_HITS_SCHEMA.empty_table())
 
     @property
     def expected_per_condition(self) -> int:
@@ -113,12 +134,16 @@ def read_cells(
     *,
     locations: bool = False,
     on_solutions: SolutionsHook | None = None,
+    graders: Collection[str] | None = None,
+    count_solutions: bool = True,
 ) -> StudyCells:
-    """Read the plan's grades and count its solutions (see the module doc)."""
+    """Read the plan's grades and count its solutions (see the module doc). `graders`: only
+    these grade conditions' grades (by id; the others read as none); `count_solutions=False`:
+    the solutions' text keys only (what `stale` needs), `solutions` left empty."""
     facets = DesignFacets.of(plan.design)
     items = plain_columns(plan.items.select(["item_id", "dataset"])).combine_chunks()
     datasets = [d.name for d in plan.datasets]
-    lookup = ItemLookup(items.column("item_id"))
+    placer = _ItemPlacer(items.column("item_id").combine_chunks(), facets.epochs)
     dataset_of = pc.index_in(items.column("dataset"), value_set=pa.array(datasets)).cast(_CODE)
     if isinstance(dataset_of, pa.ChunkedArray):
         dataset_of = dataset_of.combine_chunks()
@@ -130,12 +155,17 @@ def read_cells(
     #: per generate condition: the stored answer's text key per cell, and which cells have one
     hashes: list[tuple[np.ndarray, np.ndarray]] = []
     for code, condition in enumerate(facets.generate):
-        wanted = ["item_id", "epoch", *SOLUTION_CELL_COLUMNS]
+        counted_columns = SOLUTION_CELL_COLUMNS if count_solutions else ["text_hash"]
+        wanted = ["item_id", "epoch", *counted_columns]
         if locations:
             wanted += ["fragment", "position"]
         partition = plan.store.partition(SOLUTIONS, condition.id)
-        cells = read_partition_cells(SOLUTIONS, partition, wanted).cells
-        cells, item = _located(cells, lookup, epochs)
+        cells, item = placer.located(
+            read_partition_cells(SOLUTIONS, partition, wanted, items=placer.lookup)
+        )
+        if count_solutions:
+            price = plan.pricing.price(condition.model)
+            cells = cells.append_column("cache_usd", pa.array(_cache_usd(price, cells)))
         # The stored answer's text key per cell (an error's is the empty text's).
         current = np.zeros(n_items * epochs, dtype=np.uint64)
         has = np.zeros(n_items * epochs, dtype=bool)
@@ -145,77 +175,39 @@ def read_cells(
         hashes.append((current, has))
         if on_solutions is not None:
             on_solutions(code, cells.append_column("item", pa.array(item, _CODE)))
-        counted.append(_count_solutions(code, cells))
+        if count_solutions:
+            counted.append(_count_solutions(code, cells))
         del cells, item, cell
 
     grade_parts = []
+    hit_parts = []
     grade_fragments: list[list[str]] = []
-    gen_ids = [g.id for g in facets.generate]
     for code, condition in enumerate(facets.grade):
+        if graders is not None and condition.id not in graders:
+            grade_fragments.append([])
+            continue
+        partition = plan.store.partition(GRADES, condition.id)
         extra = ["fragment", "position"] if locations else []
-        cells = read_partition_cells(
-            GRADES,
-            plan.store.partition(GRADES, condition.id),
-            ["gen_condition_id", "item_id", "epoch", *GRADE_CELL_COLUMNS, *extra],
-            generate=gen_ids,
-        ).cells
-        cells, item = _located(cells, lookup, epochs)
-        gen = pc.index_in(
-            cells.column("gen_condition_id"), value_set=pa.array(gen_ids, pa.string())
-        )
-        known = pc.is_valid(gen)
-        if not pc.all(known).as_py():
-            cells, item = cells.filter(known), item[known.to_numpy(zero_copy_only=False)]
-            gen = gen.filter(known)
-        gen_codes = gen.to_numpy(zero_copy_only=False).astype(np.int32)
-        n = cells.num_rows
-        epoch = cells.column("epoch").to_numpy().astype(np.int64)
-        cell = item.astype(np.int64) * epochs + epoch
-        current = np.zeros(n, dtype=np.uint64)
-        answered = np.zeros(n, dtype=bool)
-        for g in range(len(gen_ids)):
-            mine = np.flatnonzero(gen_codes == g)
-            if len(mine):
-                text, has = hashes[g]
-                current[mine] = text[cell[mine]]
-                answered[mine] = has[cell[mine]]
-        # A grade of another text than the answer stored now (none stored: not stale).
-        stale = answered & (cells.column("solution_hash").to_numpy() != current)
-        ok = cells.column("ok").to_numpy(zero_copy_only=False)
-        parse_ok = cells.column("parse_ok").to_numpy(zero_copy_only=False)
-        verdict = cells.column("correct").is_valid().to_numpy(zero_copy_only=False)
-        valid = ok & parse_ok & verdict & ~stale
-        columns: dict[str, pa.Array | pa.ChunkedArray] = {
-            "grade": pa.array(np.full(n, code, dtype=np.int32)),
-            "gen": pa.array(gen_codes),
-            "item": pa.array(item, _CODE),
-            "dataset": pa.array(dataset_codes[item] if n else np.zeros(0, np.int32)),
-            "epoch": cells.column("epoch"),
-            "ok": cells.column("ok"),
-            "error_code": cells.column("error_code"),
-            "score": cells.column("score"),
-            "correct": cells.column("correct"),
-            "parse_ok": cells.column("parse_ok"),
-            "parse_code": cells.column("parse_code"),
-            "usd": cells.column("usd"),
-            "cached": cells.column("cached"),
-            "cached_input_tokens": cells.column("cached_input_tokens"),
-            "batch": cells.column("batch"),
-            "stale": pa.array(stale),
-            "valid": pa.array(valid),
-        }
-        if locations:
-            encoded = pc.dictionary_encode(cells.column("fragment")).combine_chunks()
-            grade_fragments.append(encoded.dictionary.to_pylist())
-            columns["frag"] = encoded.indices.cast(pa.int32())
-            columns["pos"] = cells.column("position").cast(pa.int32())
-        schema = _grades_schema(locations)
-        part = pa.table(columns).select(schema.names).cast(schema)
-        # One order whatever the store's layout (summaries, fragments, compactions): analyses
-        # that resample or hold out rows see them in the same order.
-        order = np.lexsort((epoch, item, gen_codes))
-        grade_parts.append(part.take(pa.array(order)).combine_chunks())
-        del cells, columns
+        names: dict[str, int] = {}  # fragment name -> its `frag` code in this partition
+        price = plan.pricing.price(condition.grader_model) if condition.grader_model else None
+        for gen, generate in enumerate(facets.generate):
+            # A generate condition at a time: a summary's row groups are one condition's.
+            cells, item = placer.located(
+                read_partition_cells(
+                    GRADES,
+                    partition,
+                    ["item_id", "epoch", *GRADE_CELL_COLUMNS, *_GRADE_TOKENS, *extra],
+                    generate=[generate.id],
+                    items=placer.lookup,
+                )
+            )
+            if cells.num_rows:
+                grade_parts.append(
+                    _grade_part(code, gen, cells, item, hashes[gen], dataset_codes, epochs, names)
+                )
+                hit_parts.append(_count_hits(code, gen, price, cells))
+            del cells, item
+        grade_fragments.append(list(names))
     del hashes
     return StudyCells(
         facets=facets,
@@ -224,17 +216,119 @@ def read_cells(
         items=items,
         datasets=datasets,
         grade_fragments=grade_fragments,
+        grade_hits=_concat(hit_parts, GRADE_HITS_SCHEMA),
     )
 
 
-def _located(cells: pa.Table, lookup: ItemLookup, epochs: int) -> tuple[pa.Table, np.ndarray]:
-    """The cells in the selection (an item of the plan, an epoch below `epochs`), and their
-    item codes (positions among the selected items)."""
-    item = lookup.positions(cells.column("item_id"))
-    keep = (item >= 0) & (cells.column("epoch").to_numpy() < epochs)
-    if keep.all():
-        return cells, item
-    return cells.filter(pa.array(keep)), item[keep]
+def _cache_usd(price: ModelPrice | None, cells: pa.Table) -> np.ndarray:
+    """Per cell: what its call would have cost at `price` if it was answered from the response
+    cache (0 for a paid one)."""
+    hits = _flag(cells, "cached")
+    out = np.zeros(cells.num_rows, dtype=np.float64)
+    if price is None or not hits.any():
+        return out
+    mask = pa.array(hits)
+    tokens = [pc.fill_null(cells.column(c).filter(mask), 0).to_numpy() for c in _TOKENS]
+    out[hits] = call_usd(price, *tokens, _flag(cells, "batch")[hits])
+    return out
+
+
+def _flag(cells: pa.Table, column: str) -> np.ndarray:
+    return pc.fill_null(cells.column(column), False).to_numpy(zero_copy_only=False).astype(bool)
+
+
+def _count_hits(code: int, gen: int, price: ModelPrice | None, cells: pa.Table) -> pa.Table:
+    """One (grade, generate) condition pair's response-cache answers counted, and what they
+    would have cost at `price` (no row when there are none)."""
+    hit = _flag(cells, "cached")
+    rows = int(hit.sum())
+    usd = float(_cache_usd(price, cells)[hit].sum()) if rows else 0.0
+    present = [(code, gen, rows, usd)] if rows else []
+    return pa.Table.from_pylist(
+        [dict(zip(GRADE_HITS_SCHEMA.names, row, strict=True)) for row in present],
+        schema=GRADE_HITS_SCHEMA,
+    )
+
+
+def _grade_part(
+    code: int,
+    gen: int,
+    cells: pa.Table,
+    item: np.ndarray,
+    answers: tuple[np.ndarray, np.ndarray],
+    dataset_codes: np.ndarray,
+    epochs: int,
+    names: dict[str, int],
+) -> pa.Table:
+    """One (grade, generate) condition pair's located grade cells as `grades` rows, in item
+    and epoch order, `stale` and `valid` from the answers stored now (`answers`: the text key
+    per cell and which cells have one)."""
+    n = cells.num_rows
+    epoch = cells.column("epoch").to_numpy().astype(np.int64)
+    cell = item.astype(np.int64) * epochs + epoch
+    text, has = answers
+    # A grade of another text than the answer stored now (none stored: not stale).
+    stale = has[cell] & (cells.column("solution_hash").to_numpy() != text[cell])
+    ok = cells.column("ok").to_numpy(zero_copy_only=False)
+    parse_ok = cells.column("parse_ok").to_numpy(zero_copy_only=False)
+    verdict = cells.column("correct").is_valid().to_numpy(zero_copy_only=False)
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {
+        "grade": pa.array(np.full(n, code, dtype=np.int32)),
+        "gen": pa.array(np.full(n, gen, dtype=np.int32)),
+        "item": pa.array(item, _CODE),
+        "dataset": pa.array(dataset_codes[item] if n else np.zeros(0, np.int32)),
+        "epoch": cells.column("epoch"),
+        "ok": cells.column("ok"),
+        "error_code": cells.column("error_code"),
+        "score": cells.column("score"),
+        "correct": cells.column("correct"),
+        "parse_ok": cells.column("parse_ok"),
+        "parse_code": cells.column("parse_code"),
+        "usd": cells.column("usd"),
+        "cached": cells.column("cached"),
+        "cached_input_tokens": cells.column("cached_input_tokens"),
+        "batch": cells.column("batch"),
+        "stale": pa.array(stale),
+        "valid": pa.array(ok & parse_ok & verdict & ~stale),
+    }
+    locations = "fragment" in cells.column_names
+    if locations:
+        encoded = pc.dictionary_encode(cells.column("fragment")).combine_chunks()
+        codes = np.array(
+            [names.setdefault(name, len(names)) for name in encoded.dictionary.to_pylist()],
+            dtype=np.int32,
+        )
+        columns["frag"] = pa.array(codes[encoded.indices.to_numpy(zero_copy_only=False)])
+        columns["pos"] = cells.column("position").cast(pa.int32())
+    schema = _grades_schema(locations)
+    part = pa.table(columns).select(schema.names).cast(schema)
+    # One order whatever the store's layout (summaries, fragments, compactions): analyses that
+    # resample or hold out rows see them in the same order.
+    order = np.lexsort((epoch, item))
+    if (np.diff(order) == 1).all():
+        return part.combine_chunks()
+    return part.take(pa.array(order)).combine_chunks()
+
+
+class _ItemPlacer:
+    """Where cells' items are among the plan's selected items (`ItemLookup`: one comparison
+    when the cells are every selected cell in order, a hash look-up otherwise)."""
+
+    def __init__(self, item_ids: pa.Array, epochs: int) -> None:
+        self.lookup = ItemLookup(item_ids)
+        self.epochs = epochs
+
+    def located(self, read: PartitionCells) -> tuple[pa.Table, np.ndarray]:
+        """The cells in the selection (an item of the plan, an epoch below `epochs`), and their
+        item codes (positions among the selected items)."""
+        cells = read.cells
+        item = read.item_positions
+        if item is None:
+            item = self.lookup.positions(cells.column("item_id"))
+        keep = (item >= 0) & (cells.column("epoch").to_numpy() < self.epochs)
+        if keep.all():
+            return cells, item
+        return cells.filter(pa.array(keep)), item[keep]
 
 
 def _count_solutions(code: int, cells: pa.Table) -> pa.Table:
@@ -265,7 +359,11 @@ SOLUTIONS_SCHEMA = pa.schema(
         ("output_tokens", pa.int64()),
         ("cached_input_tokens", pa.int64()),
         ("latency_ms", pa.float64()),
+        ("cache_usd", pa.float64()),
     ]
+)
+GRADE_HITS_SCHEMA = pa.schema(
+    [("grade", _CODE), ("gen", _CODE), ("rows", pa.int64()), ("cache_usd", pa.float64())]
 )
 _GRADES_SCHEMA = pa.schema(
     [

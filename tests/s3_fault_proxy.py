@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -34,7 +35,8 @@ def s3_fault_proxy(
     only_paths: str = "",
     put_delay_s: float = 0.0,
 ) -> Iterator[dict]:
-    """Run the proxy on 127.0.0.1 in a thread; yields {"url": ..., "failed": n, "puts": n}.
+    """Run the proxy on 127.0.0.1 in a thread; yields {"url": ..., "failed": n, "puts": n,
+    "requests": Counter by method}.
 
     Besides the random `put_failure_rate`, `fail_objects` fails every PUT (retries included) of
     the first N distinct objects whose path contains `only_paths` (every PUT when it is ""):
@@ -44,13 +46,21 @@ def s3_fault_proxy(
     doomed: set[str] = set()
     judged: set[str] = set()
     rng = random.Random(seed)
-    stats = {"url": "", "failed": 0, "puts": 0, "enabled": True, "matching": 0}
+    stats: dict = {
+        "url": "",
+        "failed": 0,
+        "puts": 0,
+        "enabled": True,
+        "matching": 0,
+        "requests": Counter(),  # every request forwarded or failed, by method
+    }
     loop = asyncio.new_event_loop()
     started = threading.Event()
     holder: dict = {}
 
     async def handle(request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        stats["requests"][request.method] += 1
         if request.method == "PUT":
             stats["puts"] += 1
             matches = only_paths in request.path
