@@ -11,8 +11,9 @@ turns each into a row's error code, a retry, a failed shard or an interruption):
 (the machine's limiter file: the rate limiter and the slots log it and keep asking),
 `TemplateFieldError` (templates and adapters), `ScorerError` (a custom scorer's bug),
 `LedgerUnavailable` (the budget ledger did not answer: the shard fails with its message),
-`WorkerLost` and `Interrupted` (the dispatch loop, the workers and the call path). Their old
-homes re-export them.
+`NotSent` (an attempt whose larger reservation did not fit under the budget cap: the retry path
+ends the call with its result), `WorkerLost` and `Interrupted` (the dispatch loop, the workers
+and the call path). Their old homes re-export them.
 
 Some stay near their code: no code outside their module raises or catches them, and no user
 reads them.
@@ -20,7 +21,8 @@ reads them.
 * `itemeval.runtime._worker.RunGone`: a worker's shard outlived its driver; it ends that orphaned
   worker's task, and nobody is left to read it.
 * `_Busy` (machine limiter), `_NotFound` (simulated batch API), `_Reject` (Every Eval Ever
-  reader), `_NotUtf8` (CSV reader): private to their module.
+  reader), `_NotUtf8` (CSV reader), `_Damaged` (the HELM and inspect_ai log readers: a file
+  that cannot be read, carrying its rejection): private to their module.
 
 tests/core/test_exception_homes.py fails when an exception class is defined elsewhere without
 being named here.
@@ -251,6 +253,14 @@ class LimiterUnreachable(Exception):
     def __init__(self, message: str, *, cannot_open: bool = False):
         super().__init__(message)
         self.cannot_open = cannot_open
+
+
+class NotSent(Exception):
+    """An attempt was not sent: its call's larger reservation did not fit under the cap."""
+
+    def __init__(self, result: ModelResult):
+        super().__init__(result.error_message)
+        self.result = result
 
 
 class WorkerLost(Exception):

@@ -42,6 +42,7 @@ from itemeval.api.summaries import (
 )
 from itemeval.export import EEE_VERSIONS, RELATIONSHIPS, format_leaderboard
 from itemeval.export import FORMATS as EXPORT_FORMATS
+from itemeval.irt import FLAG_Q, q_text
 
 __all__ = [
     "COMPACT_STAGES",
@@ -50,6 +51,7 @@ __all__ = [
     "DIALECTS",
     "EEE_VERSIONS",
     "EXPORT_FORMATS",
+    "FLAG_Q",
     "RELATIONSHIPS",
     "VALIDATE_FORMATS",
     "ConvertedDataset",
@@ -69,6 +71,7 @@ __all__ = [
     "gate_verdict",
     "import_sources",
     "list_limiters",
+    "q_text",
     "rebuild_store_summaries",
     "remove_limiters",
     "validate_dataset",

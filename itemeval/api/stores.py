@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from itemeval.errors import StoreError
 from itemeval.store import STAGES, CompactionResult, StudyStore, compact, rebuild_summaries
 
 if TYPE_CHECKING:
@@ -43,11 +44,25 @@ def compact_store(
     write to and read from the store. `stage`: only these stages (default: solutions and
     grades); `condition`: only conditions matching these ids, id prefixes, slugs or globs;
     `full`: merge every fragment, large ones too."""
-    store = StudyStore.open(url)
+    store = _existing_store(url)
     stages = [stage] if isinstance(stage, str) else stage
     conditions = [condition] if isinstance(condition, str) else condition
     results = compact(store, stages=stages or None, conditions=conditions or None, full=full)
     return StoreCompaction(store=store.root.url, partitions=results)
+
+
+def _existing_store(url: str) -> StudyStore:
+    """The store at `url`, or a `StoreError` saying what `url` is instead (a study file, a
+    path that holds nothing): compaction rewrites partitions, so it never guesses."""
+    store = StudyStore.open(url)
+    root = store.root
+    if root.isdir():
+        return store
+    what = "a file" if root.exists() else "nothing"
+    raise StoreError(
+        f"{url}: no study store here ({what}; a store holds solutions/ and grades/ folders)",
+        hint="pass the store's URL or path, the study file's `store:` (not the study file)",
+    )
 
 
 @dataclass(frozen=True)
@@ -66,7 +81,7 @@ def rebuild_store_summaries(
 ) -> SummaryRebuild:
     """Write each partition's summary again from its rows (`itemeval compact
     --rebuild-summaries`). Summaries are derived data: no row changes."""
-    store = StudyStore.open(url)
+    store = _existing_store(url)
     stages = [stage] if isinstance(stage, str) else stage
     conditions = [condition] if isinstance(condition, str) else condition
     rebuilt = rebuild_summaries(store, stages=stages or None, conditions=conditions or None)

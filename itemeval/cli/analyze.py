@@ -74,7 +74,7 @@ def _se(value: float, se: float) -> str:
 
 
 def cmd_irt(args: argparse.Namespace) -> int:
-    from itemeval.irt import FLAG_Q, q_text
+    from itemeval.api import FLAG_Q, q_text
 
     result = study_from(args).irt(
         store=args.store,

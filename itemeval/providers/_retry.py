@@ -6,9 +6,10 @@ those with full-jitter exponential backoff, never sooner than the provider's `Re
 most `max_attempts` attempts, and turns the last transient failure into a result. A 429 is not
 one of those attempts: the endpoint's limiter paces what follows it (it paused every caller and
 slowed the shared schedule), so a rate-limited call waits the provider's hint (or up to
-`backoff_initial_s`) and goes on until it is answered or the run stops; a slow gateway makes a
-run slow, never failed. Only a hint longer than `max_retry_after_s` ends it. Nothing raises out
-of it except cancellation.
+`backoff_initial_s`) and goes on, up to `max_rate_limited_attempts` 429s: a slow gateway makes a
+run slow, not failed, while a limit that never lifts (a spent quota) still ends the call, as
+`rate_limited`, for a later run to retry. A hint longer than `max_retry_after_s` ends it at once.
+Nothing raises out of it except cancellation.
 """
 
 from __future__ import annotations
@@ -59,8 +60,10 @@ class RetryPolicy:
         backoff_initial_s: float = 1.0,
         backoff_max_s: float = 60.0,
         max_retry_after_s: float = 300.0,
+        max_rate_limited_attempts: int = 100,
     ):
         self.max_attempts = max_attempts
+        self.max_rate_limited_attempts = max_rate_limited_attempts
         self.max_retry_after_s = max_retry_after_s
         self._jitter = wait_random_exponential(multiplier=backoff_initial_s, max=backoff_max_s)
         self._rate_limited_jitter_s = backoff_initial_s
@@ -85,10 +88,13 @@ class RetryPolicy:
         return delay
 
     def _out_of_attempts(self, state: RetryCallState) -> bool:
-        """`max_attempts` attempts that were not rate-limited (429s do not count)."""
+        """`max_attempts` attempts that were not rate-limited, or `max_rate_limited_attempts`
+        that were (429s are counted apart)."""
         failure = state.outcome.exception() if state.outcome is not None else None
         if isinstance(failure, TransientFailure) and failure.code == ErrorCode.RATE_LIMITED:
-            return False
+            limited = getattr(state, "rate_limited_attempts", 0) + 1
+            state.rate_limited_attempts = limited  # type: ignore[attr-defined]
+            return limited >= self.max_rate_limited_attempts
         counted = getattr(state, "counted_attempts", 0) + 1
         state.counted_attempts = counted  # type: ignore[attr-defined]
         return counted >= self.max_attempts

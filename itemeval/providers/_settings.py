@@ -332,6 +332,12 @@ class EndpointSettings(_Strict):
     max_retry_after_s: Annotated[float, Field(ge=0)] = Field(
         300.0, description="a Retry-After longer than this ends the call as rate_limited"
     )
+    max_rate_limited_attempts: Annotated[int, Field(ge=1, le=10_000)] = Field(
+        100,
+        description="429s a call takes before it ends as rate_limited (a later run retries the "
+        "cell); they do not use up max_attempts, and the endpoint's limiter paces what follows "
+        "each. 1: a 429 ends the call",
+    )
     anthropic_version: str = "2023-06-01"
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] | None = Field(
         None,

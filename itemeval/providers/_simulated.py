@@ -37,6 +37,7 @@ class SimProvider:
             backoff_initial_s=settings.backoff_initial_s,
             backoff_max_s=settings.backoff_max_s,
             max_retry_after_s=settings.max_retry_after_s,
+            max_rate_limited_attempts=settings.max_rate_limited_attempts,
         )
 
     async def complete(self, request: ModelRequest) -> ModelResult:

@@ -73,6 +73,7 @@ class HttpProvider:
             backoff_initial_s=settings.backoff_initial_s,
             backoff_max_s=settings.backoff_max_s,
             max_retry_after_s=settings.max_retry_after_s,
+            max_rate_limited_attempts=settings.max_rate_limited_attempts,
         )
         self._timeout = aiohttp.ClientTimeout(
             total=settings.timeout_s, sock_connect=settings.connect_timeout_s

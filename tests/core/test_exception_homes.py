@@ -16,7 +16,7 @@ PACKAGE = Path(itemeval.__file__).parent
 
 #: Defined near their code: nothing outside their module names them (errors.py says why).
 KEPT_NEAR_CODE = {"RunGone"}
-KEPT_PRIVATE = {"_Busy", "_NotFound", "_Reject", "_NotUtf8"}
+KEPT_PRIVATE = {"_Busy", "_NotFound", "_Reject", "_NotUtf8", "_Damaged"}
 
 #: Moved into errors.py; the old module re-exports each (old imports keep working).
 MOVED = {
@@ -31,6 +31,7 @@ MOVED = {
     "LedgerUnavailable": "itemeval.calls._spend",
     "WorkerLost": "itemeval.runtime._dispatch",
     "Interrupted": "itemeval.calls._shard_calls",
+    "NotSent": "itemeval.providers.money._attempts",
 }
 
 #: Base names that make a class an exception: the builtin ones, and asyncio's and

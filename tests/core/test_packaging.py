@@ -40,6 +40,11 @@ def _declared() -> tuple[set[str], dict[str, set[str]]]:
     return runtime, extras
 
 
+#: Standard library in a later Python than the one running the test, imported only under a version
+#: check (`compression.zstd`: Python 3.14's; before it, the declared `backports.zstd`).
+LATER_STDLIB = {"compression"}
+
+
 def _third_party_imports(path: Path) -> set[str]:
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
@@ -51,7 +56,7 @@ def _third_party_imports(path: Path) -> set[str]:
             continue
         for name in names:
             top = name.split(".")[0]
-            if top != "itemeval" and top not in sys.stdlib_module_names:
+            if top != "itemeval" and top not in sys.stdlib_module_names | LATER_STDLIB:
                 found.add(top)
     return found
 

@@ -430,7 +430,10 @@ def test_arrivals_over_the_servers_concurrency_are_refused_and_counted(start_sim
     endpoint = {"kind": "sim", "base_url": f"{server.url}/v1", "max_concurrency": 12}
     # A client allowed 12 at once against a server that takes 4: 8 arrivals over the limit,
     # refused at once with a 429.
-    results = run_client({**endpoint, "max_attempts": 1}, [mc_request(i) for i in range(12)])
+    results = run_client(
+        {**endpoint, "max_attempts": 1, "max_rate_limited_attempts": 1},
+        [mc_request(i) for i in range(12)],
+    )
     refused = sum(r.error_code == ErrorCode.RATE_LIMITED for r in results)
     stats = stats_of(server)
     assert refused == 8 and stats["ok"] == 4 and stats["max_concurrent"] <= 12
@@ -458,7 +461,10 @@ def test_admitted_arrivals_give_the_most_requests_in_any_window(start_sim_server
     server = start_sim_server("--rpm", "600")  # the server's bucket holds 10 requests
     endpoint = {"kind": "sim", "base_url": f"{server.url}/v1", "max_concurrency": 32}
     started = time.time()
-    first = run_client({**endpoint, "max_attempts": 1}, [mc_request(i) for i in range(25)])
+    first = run_client(
+        {**endpoint, "max_attempts": 1, "max_rate_limited_attempts": 1},
+        [mc_request(i) for i in range(25)],
+    )
     time.sleep(1.5)
     second = run_client(endpoint, [mc_request(i) for i in range(5)])
     refused = sum(r.error_code == ErrorCode.RATE_LIMITED for r in first)

@@ -351,6 +351,7 @@ def settings(kind: str, base_url: str, **extra: Any) -> EndpointSettings:
         "base_url": base_url,
         "api_key_env": "ITEMEVAL_TEST_WIRE_KEY",
         "max_attempts": 2,
+        "max_rate_limited_attempts": 2,
         "backoff_initial_s": 0.01,
         "backoff_max_s": 0.02,
     }

@@ -60,6 +60,19 @@ def test_cli_compact(store: StudyStore, solution, capsys: pytest.CaptureFixture[
     assert "matches no condition" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", [[], ["--rebuild-summaries"]])
+def test_cli_compact_refuses_what_is_not_a_store(
+    tmp_path, flag: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    study = tmp_path / "study.yaml"
+    study.write_text("study: x\n")
+    for given, what in ((study, "a file"), (tmp_path / "nowhere", "nothing")):
+        assert main(["compact", str(given), *flag]) == 2
+        err = capsys.readouterr().err
+        assert f"no study store here ({what}" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["study.yaml"]  # nothing written
+
+
 def test_writer_and_reader_during_compaction_see_every_row_once(
     store: StudyStore, solution
 ) -> None:

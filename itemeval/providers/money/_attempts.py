@@ -32,18 +32,11 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
+from itemeval.errors import NotSent
 from itemeval.providers.types import ErrorCode, ModelResult
 
 #: The meter of the call this task's attempts belong to (None: nobody is counting).
 ATTEMPTS: ContextVar[AttemptMeter | None] = ContextVar("attempts", default=None)
-
-
-class NotSent(Exception):
-    """An attempt was not sent: its call's larger reservation did not fit under the cap."""
-
-    def __init__(self, result: ModelResult):
-        super().__init__(result.error_message)
-        self.result = result
 
 
 class AttemptMeter:
