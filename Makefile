@@ -36,6 +36,9 @@ demo: $(VENV)/.base
 # not a failure of either part; any other failure fails `make test` after both parts ran.
 PYTEST_WORKERS ?= 4
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
+# Bytecode caches are written even where the environment turns them off: without them every
+# worker rewrites the test modules and every CLI, server and Ray process compiles itemeval again.
+test test-fast: export PYTHONDONTWRITEBYTECODE :=
 
 test: $(VENV)/.dev
 	$(PY) -m ruff check itemeval tests benchmarks jobs
