@@ -208,8 +208,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     * `ray`: the test uses `ray_local`; `browser`: it uses the viewer's `browser` fixture (both
       left out by `make test-fast`).
-    * The tests of `ray_local` go last, in their order, so that one cluster serves them all, and
-      form one xdist group (one worker, one cluster).
+    * The tests of `ray_local` go first, in their order, so that one cluster serves them all, and
+      form one xdist group (one worker, one cluster) that starts while the other workers take
+      the rest (last, it was the run's tail: one worker on Ray, three idle).
     * A test using a module-scoped fixture joins its module's group: that fixture (a cluster
       harness, a sim-server, a browser page) starts once, on one worker.
     """
@@ -223,7 +224,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
-    items.sort(key=_uses_local_ray)  # stable: the rest keep their order
+    items.sort(key=lambda item: not _uses_local_ray(item))  # stable: the rest keep their order
 
 
 def _module_scoped(item: pytest.Item) -> bool:
