@@ -1,9 +1,10 @@
 # The two commands: `make demo` and `make test`. Both build .venv themselves.
+# `make test-fast` is the inner loop: the suite without Ray clusters, browsers or the rate tests.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(VENV)/.base: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,10 +29,27 @@ $(VENV)/.s3rver: $(VENV)/.base
 demo: $(VENV)/.base
 	$(PY) -m itemeval demo
 
+# The suite runs on PYTEST_WORKERS pytest-xdist workers (most of its time is waiting on Ray,
+# servers and subprocesses, so more workers than cores), the tests that share an expensive
+# fixture grouped on one worker (tests/conftest.py); then the `serial` tests, which count a rate
+# at a server against the wall clock, alone. Exit 5 (nothing selected, e.g. by PYTEST_ARGS) is
+# not a failure of either part; any other failure fails `make test` after both parts ran.
+PYTEST_WORKERS ?= 4
+PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
+# Bytecode caches are written even where the environment turns them off: without them every
+# worker rewrites the test modules and every CLI, server and Ray process compiles itemeval again.
+test test-fast: export PYTHONDONTWRITEBYTECODE :=
+
 test: $(VENV)/.dev
 	$(PY) -m ruff check itemeval tests benchmarks jobs
 	$(PY) -m mypy itemeval
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@status=0; \
+	$(PY) -m pytest $(PARALLEL) -m "not serial" $(PYTEST_ARGS) || { code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
+	$(PY) -m pytest -m serial $(PYTEST_ARGS) || { code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
+	exit $$status
+
+test-fast: $(VENV)/.dev
+	$(PY) -m pytest $(PARALLEL) -m "not ray and not browser and not serial and not slow" $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check itemeval tests benchmarks jobs

@@ -7,8 +7,17 @@
   pass on both.
 * `seaweedfs_server`, `s3rver_server`: two more S3 servers on 127.0.0.1 (session-wide; each
   skips with the way to install it when absent), as s3fs `storage_options`. See `s3_servers.py`.
-* `ray_local`: one local Ray cluster for the session, bounded to 2 CPUs.
+* `ray_local`: one local Ray cluster, bounded to 2 CPUs, shared by the tests that ask for it
+  (they run one after another, and the cluster stops after the last of them).
 * `shared_data`: the real benchmarks in `../shared/data`; tests that use it skip when absent.
+
+Running in parallel (`make test`: pytest-xdist, `--dist loadgroup`): every worker is its own
+process with its own temporary folders, limiter folder, moto server and ports (each picked free).
+`pytest_collection_modifyitems` below marks what `make test-fast` leaves out (`ray`, `browser`)
+and keeps together on one worker the tests that share an expensive fixture: those of `ray_local`,
+and those of a module-scoped fixture (a cluster harness, a sim-server, a browser). Tests marked
+`serial` (they count a rate at a server against the wall clock) run in a pytest run of their own,
+after the parallel one, with nothing else on the machine's two cores from this suite.
 
 `s3_servers.S3_KEYS_BY_NAME` are storage options that name the variables holding the test
 servers' S3 credentials (a study file never holds a credential); the variables are set when this
@@ -161,9 +170,12 @@ def s3rver_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         yield storage_options(endpoint, S3RVER_KEYS)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def ray_local() -> Iterator[None]:
-    """One local Ray cluster for the session, bounded to 2 CPUs, no dashboard."""
+    """A local Ray cluster bounded to 2 CPUs, no dashboard: started by the first test that asks
+    for it and shared by those that follow it directly (the collection puts them together), then
+    stopped (`pytest_runtest_teardown`), so that no later test runs on it unasked: a process that
+    has called `ray.init` runs its studies on that Ray (`runtime.local_ray: auto`)."""
     import ray
 
     if not ray.is_initialized():
@@ -176,7 +188,54 @@ def ray_local() -> Iterator[None]:
             namespace="itemeval-tests",
         )
     yield
-    ray.shutdown()
+
+
+def _uses_local_ray(item: pytest.Item | None) -> bool:
+    return item is not None and "ray_local" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if _uses_local_ray(item) and not _uses_local_ray(nextitem):
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Markers from what a test uses, and the order and groups of a parallel run.
+
+    * `ray`: the test uses `ray_local`; `browser`: it uses the viewer's `browser` fixture (both
+      left out by `make test-fast`).
+    * The tests of `ray_local` go first, in their order, so that one cluster serves them all, and
+      form one xdist group (one worker, one cluster) that starts while the other workers take
+      the rest (last, it was the run's tail: one worker on Ray, three idle).
+    * A test using a module-scoped fixture joins its module's group: that fixture (a cluster
+      harness, a sim-server, a browser page) starts once, on one worker.
+    """
+    grouped = config.pluginmanager.hasplugin("xdist")
+    for item in items:
+        if _uses_local_ray(item):
+            item.add_marker(pytest.mark.ray)
+            if grouped:
+                item.add_marker(pytest.mark.xdist_group("ray_local"))
+        elif grouped and _module_scoped(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+    items.sort(key=lambda item: not _uses_local_ray(item))  # stable: the rest keep their order
+
+
+def _module_scoped(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        definitions[-1].scope in ("module", "class", "package")
+        for definitions in info.name2fixturedefs.values()
+        if definitions
+    )
 
 
 @pytest.fixture(scope="session")

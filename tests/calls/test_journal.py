@@ -15,6 +15,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from itemeval.calls import ResponseJournal
 from itemeval.store import ResponseCache, cache_group, cache_key
 
@@ -59,6 +61,7 @@ class NotedCache:
         return out
 
 
+@pytest.mark.serial  # half a second of the wall clock
 def test_every_answer_starts_its_write_within_half_a_second(tmp_path):
     url = str(tmp_path / "cache")
     rows = [_row(i) for i in range(20)]

@@ -50,7 +50,9 @@ from itemeval.config import load_study
 from itemeval.runtime._actors import limiter_name
 from itemeval.store import StudyStore, list_manifests, read_manifest
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+#: A four-raylet cluster whose tests count the server's limits in windows of the wall clock and
+#: a 3 s stop window: `make test` runs these alone.
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.serial]
 
 HARNESS = Path(__file__).with_name("cluster_harness.py")
 ITEMS, RPM, CONCURRENCY = 150, 1200, 8

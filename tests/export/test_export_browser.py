@@ -16,6 +16,8 @@ from export_studies import Run
 
 from itemeval.export import write_report
 
+pytestmark = pytest.mark.browser
+
 #: Executable names of chromium (Debian: `chromium`; other distributions: `chromium-browser`) and
 #: of Google Chrome, which takes the same flags.
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")

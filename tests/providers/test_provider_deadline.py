@@ -55,6 +55,7 @@ def test_only_its_own_expiry_becomes_deadline() -> None:
     asyncio.run(main())
 
 
+@pytest.mark.serial  # deadlines of tenths of a second
 def test_in_process_never_answered_calls_end_as_deadline_after_every_attempt() -> None:
     endpoint = {
         "kind": "sim",
@@ -76,6 +77,7 @@ def test_in_process_never_answered_calls_end_as_deadline_after_every_attempt() -
     assert elapsed < 3 * 0.2 + 3.0  # three deadlines, not the 600 s hang
 
 
+@pytest.mark.serial  # deadlines of tenths of a second
 def test_over_http_a_deadline_is_retried_and_the_server_saw_every_attempt(
     start_sim_server,
 ) -> None:
@@ -101,6 +103,7 @@ def test_over_http_a_deadline_is_retried_and_the_server_saw_every_attempt(
     assert stats["faults"]["timeout"] == sum(r.attempts - 1 for r in results)
 
 
+@pytest.mark.serial  # deadlines of tenths of a second
 def test_over_http_a_never_answered_request_is_an_error_with_code_deadline(
     start_sim_server,
 ) -> None:

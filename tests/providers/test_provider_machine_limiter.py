@@ -163,6 +163,7 @@ def test_an_unreadable_file_starts_as_a_restarted_limiter(tmp_path):
     assert min(limiter.call(lambda state: state.exchange(5, 0)).at_s) >= 0.2
 
 
+@pytest.mark.serial  # a time per call on the wall clock
 def test_one_call_costs_well_under_a_millisecond(tmp_path):
     limiter = MachineLimiter(NAME, EndpointLimits(600_000, 10_000_000, 64), tmp_path)
     limiter.call(lambda state: state.lease(f"{os.getpid()}-a", 0, 64))

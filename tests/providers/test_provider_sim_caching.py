@@ -78,6 +78,7 @@ def test_openai_reports_the_shared_prefix_in_128_token_steps(sim_server) -> None
         assert usage.prompt_tokens_details.cached_tokens == 0
 
 
+@pytest.mark.serial  # a 0.4 s time to live
 def test_cache_entries_expire_and_caching_can_be_turned_off(start_sim_server) -> None:
     server = start_sim_server("--cache-ttl-s", "0.4")
     off = start_sim_server("--no-prompt-cache")

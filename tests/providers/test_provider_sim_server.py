@@ -156,6 +156,7 @@ def test_hints_make_http_answers_match_in_process_answers(sim_server) -> None:
 # --------------------------------------------------------------------------- limits
 
 
+@pytest.mark.serial  # the fill is counted against the wall clock
 def test_client_stays_under_600_rpm_and_reaches_90_percent(start_sim_server) -> None:
     server = start_sim_server("--rpm", "600", "--latency-ms", "20")
     n = 220  # about 22 s at 10 requests/s
@@ -424,6 +425,7 @@ def test_max_concurrent_is_the_peak_of_requests_in_flight(start_sim_server) -> N
     assert stats_of(server)["max_concurrent"] == 4
 
 
+@pytest.mark.serial  # arrivals counted in a window of the wall clock
 def test_arrivals_over_the_servers_concurrency_are_refused_and_counted(start_sim_server) -> None:
     server = start_sim_server("--latency-ms", "500", "--max-concurrency", "4")
     endpoint = {"kind": "sim", "base_url": f"{server.url}/v1", "max_concurrency": 12}
@@ -456,6 +458,7 @@ def brute_max_in_window(times: list[float], window_s: float) -> int:
     return max((sum(t - window_s < u <= t for u in times) for t in times), default=0)
 
 
+@pytest.mark.serial  # arrivals counted in a window of the wall clock
 def test_admitted_arrivals_give_the_most_requests_in_any_window(start_sim_server) -> None:
     server = start_sim_server("--rpm", "600")  # the server's bucket holds 10 requests
     endpoint = {"kind": "sim", "base_url": f"{server.url}/v1", "max_concurrency": 32}

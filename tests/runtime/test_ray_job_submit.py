@@ -279,6 +279,7 @@ def test_the_hand_started_cluster_flow_reaches_s3_through_the_study(tmp_path, s3
     assert fs.exists(reported["markdown"])
 
 
+@pytest.mark.serial  # the stop races a run of seconds and Ray's 3 s stop window
 def test_ray_job_stop_with_the_documented_entrypoint_is_an_interruption(tmp_path, head_node):
     """docs/cluster.md's entrypoint, `exec python jobs/sweep.py ...`: `ray job stop` sends the
     driver itself SIGTERM (the shell is replaced), the driver records `interrupted` with what

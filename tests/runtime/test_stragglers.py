@@ -21,6 +21,10 @@ from itemeval.planning import make_plan
 from itemeval.runtime import RunOptions, run_study
 from itemeval.store import StudyStore, latest_manifest
 
+#: Deadlines and hedges of tenths of a second, counted on the wall clock: `make test` runs
+#: these alone.
+pytestmark = pytest.mark.serial
+
 INLINE = RunOptions(no_ray=True, yes=True, quiet=True, stages=("generate",))
 ONE_CONDITION = {
     "models": [{"id": "sim/strong", "endpoint": "sim"}],
