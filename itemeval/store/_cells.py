@@ -134,11 +134,12 @@ def rows_to_cells(stage: Stage, rows: pa.Table, fragment: pa.Array | str) -> pa.
     starting at its first), or its `ROW_IN_FRAGMENT` when the rows carry one (a reader kept
     only some of them)."""
     n = rows.num_rows
+    names: pa.Array | pa.ChunkedArray
     if ROW_IN_FRAGMENT in rows.column_names:
         names = pa.array([fragment] * n, pa.string()) if isinstance(fragment, str) else fragment
         positions = rows.column(ROW_IN_FRAGMENT).to_numpy().astype(np.int64)
     elif isinstance(fragment, str):
-        names: pa.Array = pa.array([fragment] * n, pa.string()) if n else pa.array([], pa.string())
+        names = pa.array([fragment] * n, pa.string()) if n else pa.array([], pa.string())
         positions = np.arange(n, dtype=np.int64)
     else:
         names = fragment
