@@ -56,7 +56,7 @@ from itemeval.planning import Plan
 from itemeval.storage import resolve
 
 if TYPE_CHECKING:
-    from itemeval.export import StudyCells
+    from itemeval.results import StudyCells
 
 # The names that lived here before `_responses` and `_items` took them, kept importable from
 # this module for the old path `itemeval.irt.analysis` (`itemeval._moved`).

@@ -18,7 +18,7 @@ from itemeval.irt._items import NEGATIVE, ItemParameters
 from itemeval.planning import Plan
 
 if TYPE_CHECKING:
-    from itemeval.export import StudyCells
+    from itemeval.results import StudyCells
 
 #: Flagged items listed in the report (the rest are counted).
 MAX_LISTED = 30

@@ -32,6 +32,7 @@ from tenacity import (
 )
 
 from itemeval.errors import TransientFailure
+from itemeval.providers._failures import failure_result
 from itemeval.providers.money import ATTEMPTS, NotSent
 from itemeval.providers.types import ErrorCode, ModelResult
 
@@ -152,7 +153,7 @@ class RetryPolicy:
         try:
             result = await self._template.copy()(replaying_the_first)
         except TransientFailure as last:  # the policy gave up (reraise=True)
-            return last.to_result(), attempts
+            return failure_result(last), attempts
         return result, attempts
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 from html import escape
 
-from itemeval.export._report import svg
-from itemeval.export._report import tables as t
-from itemeval.export._report.data import ReportData
-from itemeval.export._report.judge_tables import judges_html
-from itemeval.export._report.pairwise_tables import pairwise_html
-from itemeval.export._report.summary import FacetTable
 from itemeval.irt import _report as irt  # irt writes its own report section
+from itemeval.report import _svg as svg
+from itemeval.report import _tables as t
+from itemeval.report._data import ReportData
+from itemeval.report._judge_tables import judges_html
+from itemeval.report._pairwise_tables import pairwise_html
+from itemeval.report._summary import FacetTable
 
 _CI = re.compile(r"^(\S+) (\[[^\]]*\])$")
 
@@ -176,7 +176,7 @@ def difficulty_plot(data: ReportData) -> str | None:
 def differences_section(data: ReportData) -> str:
     """The section "Which differences are real" (`report.comparisons`)."""
     # imported here: a run imports this module and never compares
-    from itemeval.export._report import comparisons as cmp
+    from itemeval.report import _comparisons as cmp
 
     parts = [f"<section id='differences'><h2>{escape(cmp.TITLE)}</h2>"]
     parts.append(f"<p class='note'>{escape(cmp.note(data))}</p>")

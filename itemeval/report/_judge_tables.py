@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from itemeval.export._report.tables import TextTable, interval_text
 from itemeval.judging import JudgeAnalysis
+from itemeval.report._tables import TextTable, interval_text
 
 
 def _p(value: float | None) -> str:
@@ -125,7 +125,7 @@ JUDGE_METHOD = [
 
 def judges_markdown(analysis: JudgeAnalysis | None) -> list[str]:
     """The Markdown lines of the judges section (empty without judges)."""
-    from itemeval.export._report.markdown import md_table
+    from itemeval.report._markdown import md_table
 
     if analysis is None:
         return []
@@ -148,7 +148,7 @@ def judges_html(analysis: JudgeAnalysis | None) -> str:
     """The judges section of the HTML page ('' without judges)."""
     from html import escape
 
-    from itemeval.export._report.html import html_table
+    from itemeval.report._html import html_table
 
     if analysis is None:
         return ""

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from itemeval.export._report.tables import TextTable, interval_text
 from itemeval.judging import Interval, PairwiseAnalysis
+from itemeval.report._tables import TextTable, interval_text
 
 PAIRWISE_METHOD = [
     "Pairwise: each condition's answer against the baseline's to the same item and epoch, "
@@ -48,7 +48,7 @@ def pairwise_table(analysis: PairwiseAnalysis) -> TextTable:
 
 
 def pairwise_markdown(analyses: list[PairwiseAnalysis]) -> list[str]:
-    from itemeval.export._report.markdown import md_table
+    from itemeval.report._markdown import md_table
 
     if not analyses:
         return []
@@ -68,7 +68,7 @@ def pairwise_markdown(analyses: list[PairwiseAnalysis]) -> list[str]:
 def pairwise_html(analyses: list[PairwiseAnalysis]) -> str:
     from html import escape
 
-    from itemeval.export._report.html import html_table
+    from itemeval.report._html import html_table
 
     if not analyses:
         return ""
