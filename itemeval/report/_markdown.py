@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import re
 
-from itemeval.irt import _report as irt  # irt writes its own report section
+import itemeval.irt as irt  # irt writes its own report section's rows and notes
 from itemeval.report import _tables as t
 from itemeval.report._data import ReportData
 from itemeval.report._judge_tables import judges_markdown
@@ -26,7 +26,8 @@ def irt_markdown(data: ReportData) -> list[str]:
     out = ["", "### Suspicious items (item response theory)", "", irt.summary_line(data.irt)]
     rows = irt.flagged_rows(data.irt, t.shorten)
     if rows:
-        out += ["", irt.NOTE, "", md_table(t.TextTable(irt.HEADER, rows, irt.NUMERIC))]
+        flagged = t.TextTable(irt.FLAGGED_HEADER, rows, irt.FLAGGED_NUMERIC)
+        out += ["", irt.FLAGGED_NOTE, "", md_table(flagged)]
     return out
 
 

@@ -63,22 +63,3 @@ def pairwise_markdown(analyses: list[PairwiseAnalysis]) -> list[str]:
         ]
     out += [f"- {line}" for line in PAIRWISE_METHOD]
     return out
-
-
-def pairwise_html(analyses: list[PairwiseAnalysis]) -> str:
-    from html import escape
-
-    from itemeval.report._html import html_table
-
-    if not analyses:
-        return ""
-    parts = ["<section id='pairwise'><h2>Pairwise</h2>"]
-    for analysis in analyses:
-        parts.append(
-            "<p class='note'>Judge position bias over every pair: first shown wins "
-            f"{escape(interval_text(analysis.position_first_wins))}.</p>"
-        )
-        parts.append(html_table(pairwise_table(analysis), table_id="pairwise-table"))
-    parts += [f"<p class='note'>{escape(line)}</p>" for line in PAIRWISE_METHOD]
-    parts.append("</section>")
-    return "\n".join(parts)
