@@ -160,7 +160,7 @@ class ViewIndex:
         return None
 
     def counts(self, code: int) -> tuple[np.ndarray, np.ndarray]:
-        """`export.ItemCounts`: grade condition `code`'s correct and valid grades per generate
+        """`report.ItemCounts`: grade condition `code`'s correct and valid grades per generate
         condition and item."""
         return self.correct_by_grade[code], self.graded_by_grade[code]
 
