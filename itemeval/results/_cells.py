@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from itemeval._util.heap import release_unused_memory
 from itemeval.planning import Plan
 from itemeval.providers.money import ModelPrice
 from itemeval.results._conditions import DesignFacets
@@ -123,6 +124,8 @@ class StudyCells:
         mask = self.grades.column("valid")
         if grade is not None:
             mask = pc.and_(mask, pc.equal(self.grades.column("grade"), grade))
+        if pc.all(mask).as_py() is not False:  # every grade: no copy of the study's grades
+            return self.grades
         return self.grades.filter(mask)
 
     def item_ids(self, codes: list[int]) -> list[str]:
@@ -209,7 +212,7 @@ def read_cells(
             del cells, item
         grade_fragments.append(list(names))
     del hashes
-    return StudyCells(
+    cells = StudyCells(
         facets=facets,
         grades=_concat(grade_parts, _grades_schema(locations)),
         solutions=_concat(counted, SOLUTIONS_SCHEMA),
@@ -218,6 +221,11 @@ def read_cells(
         grade_fragments=grade_fragments,
         grade_hits=_concat(hit_parts, GRADE_HITS_SCHEMA),
     )
+    del grade_parts, counted, hit_parts
+    # The reads' buffers are freed now; arrow's pool and malloc would keep their pages for the
+    # analyses that follow to grow on top of.
+    release_unused_memory()
+    return cells
 
 
 def _cache_usd(price: ModelPrice | None, cells: pa.Table) -> np.ndarray:

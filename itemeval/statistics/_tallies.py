@@ -68,11 +68,26 @@ class Tallies:
         if len(unit) == 0:
             empty = np.zeros((0, k))
             return cls(list(units), empty, empty, empty, binary, item_clusters)
-        present, dense = np.unique(cluster, return_inverse=True)
-        flat = dense.astype(np.int64) * k + unit
+        present, dense = _dense_codes(cluster)
+        flat = dense * k + unit
         size = len(present) * k
         shape = (len(present), k)
         sums = np.bincount(flat, weights=values, minlength=size).reshape(shape)
         squares = np.bincount(flat, weights=values * values, minlength=size).reshape(shape)
         counts = np.bincount(flat, minlength=size).reshape(shape).astype(np.float64)
         return cls(list(units), sums, squares, counts, binary, item_clusters)
+
+
+def _dense_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(codes, return_inverse=True)` (the codes present, increasing, and each code's
+    place among them). Codes that are small non-negative integers (item codes: a study's items)
+    are placed by a table as long as the largest code instead of a sort: at 5M grades the sort
+    took 200 MB more at the peak of `status` (measured)."""
+    low, high = int(codes.min()), int(codes.max())
+    if low < 0 or high > 4 * len(codes) + 1024:
+        present, dense = np.unique(codes, return_inverse=True)
+        return present, dense.astype(np.int64)
+    seen = np.zeros(high + 1, dtype=bool)
+    seen[codes] = True
+    place = np.cumsum(seen, dtype=np.int64) - 1
+    return np.flatnonzero(seen), place[codes]

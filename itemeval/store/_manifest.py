@@ -249,12 +249,18 @@ def runs_spend(store: StudyStore) -> RunsSpend:
 
 
 def _rows_usd(store: StudyStore, run_ids: list[str]) -> float:
-    """What the rows that `run_ids` wrote cost (solutions and grades, read without dedup)."""
+    """What the rows that `run_ids` wrote cost (solutions and grades, read without dedup). Each
+    fragment is cut to those runs' dollars as it is read, so memory holds one fragment's two
+    columns, never the store's."""
     wanted = pa.array(run_ids, pa.string())
+
+    def theirs(rows: pa.Table) -> pa.Table:
+        return rows.filter(pc.is_in(rows.column("run_id"), value_set=wanted)).select(["usd"])
+
     usd = 0.0
     for stage in ("solutions", "grades"):
-        rows = store.read(stage, columns=["run_id", "usd"], dedup=False)
-        if rows.num_rows:
-            mine = rows.filter(pc.is_in(rows.column("run_id"), value_set=wanted))
-            usd += float(pc.sum(mine.column("usd")).as_py() or 0.0)
+        tables = store.read_by_condition(
+            stage, store.condition_ids(stage), ["run_id", "usd"], dedup=False, reduce=theirs
+        )
+        usd += sum(float(pc.sum(t.column("usd")).as_py() or 0.0) for t in tables.values())
     return usd

@@ -103,3 +103,27 @@ def test_invalid_manifests_are_store_errors(store: StudyStore) -> None:
         read_manifest(store, "broken")
     with pytest.raises(ValueError):
         _manifest(outcome="exploded")
+
+
+def test_a_run_that_never_ended_is_charged_its_stored_rows(store: StudyStore, solution) -> None:
+    from itemeval.store import compact, runs_spend
+
+    ended = _manifest()
+    write_manifest_start(store, ended)
+    write_manifest_end(
+        store,
+        ended.finished("completed").model_copy(update={"spend": SpendRecord(usd=2.0, calls=2)}),
+    )
+    killed = _manifest()
+    write_manifest_start(store, killed)
+    # Rows of both runs, an answer written twice by the killed run (both paid), some compacted.
+    store.write_solutions("c1", [solution("q1", run_id=ended.run_id, usd=1.0)])
+    store.write_solutions("c1", [solution("q2", run_id=killed.run_id, usd=0.25)])
+    compact(store)
+    store.write_solutions("c1", [solution("q2", run_id=killed.run_id, usd=0.5)])
+    store.write_solutions("c2", [solution("q3", run_id=killed.run_id, usd=0.125)])
+    spend = runs_spend(store)
+    assert (spend.runs, spend.unfinished) == (2, 1)
+    assert spend.usd == 2.0  # the ledgers'
+    assert spend.unfinished_usd == 0.875  # the killed run's rows, each physical row once
+    assert spend.study_usd == 2.875
