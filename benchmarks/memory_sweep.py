@@ -1,10 +1,12 @@
-"""Peak memory of the driver and of each worker during a sweep of N items x 2 models.
+"""Peak memory of the driver and of each worker during a sweep of N items x M models.
 
     .venv/bin/python benchmarks/memory_sweep.py --items 100000 1000000
+    .venv/bin/python benchmarks/memory_sweep.py --paths ray --items 2500000 --models 4  # 10M cells
 
 For each N: writes a dataset of N items (item format, under /tmp), then runs the study as
 `itemeval run` does (`run_study` in the sweep's own process, started as the command starts it
-unless `--driver library`: generate with two simulated models, then verifiable grading), with
+unless `--driver library`: generate with two simulated models (`--models`: up to four), then
+verifiable grading, then the run's compaction of what it wrote), with
 the simulator in-process (no
 HTTP, no latency: the sweep is as fast as the pipeline, and memory is what is measured), along
 two paths:
@@ -31,6 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -78,11 +81,29 @@ def worker_pids(session: str) -> list[int]:
     return pids
 
 
+def compaction_pids() -> list[int]:
+    """The run's compaction processes (children of this driver)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    if b"itemeval.runtime._compaction_process" not in handle.read():
+                        continue
+                with open(f"/proc/{entry}/stat") as handle:
+                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                        pids.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return pids
+
+
 class Sampler(threading.Thread):
     def __init__(self, session: str) -> None:
         super().__init__(daemon=True)
         self.session = session
         self.driver_peak = self.driver_own_peak = 0.0
+        self.compaction_peak = 0.0  # a compaction process's, when the run starts one
         self.worker_peaks: dict[int, float] = {}
         self.worker_own_peaks: dict[int, float] = {}
         self._halt = threading.Event()
@@ -92,6 +113,8 @@ class Sampler(threading.Thread):
             total, own = rss_mb(os.getpid())
             self.driver_peak = max(self.driver_peak, total)
             self.driver_own_peak = max(self.driver_own_peak, own)
+            for pid in compaction_pids():
+                self.compaction_peak = max(self.compaction_peak, rss_mb(pid)[0])
             for pid in worker_pids(self.session) if self.session else []:
                 total, own = rss_mb(pid)
                 self.worker_peaks[pid] = max(self.worker_peaks.get(pid, 0.0), total)
@@ -102,7 +125,12 @@ class Sampler(threading.Thread):
         self.join()
 
 
-def sweep(items: int, path_kind: str, driver: str) -> dict[str, float]:
+MODELS = ("strong", "weak", "medium", "reasoner")
+
+
+def sweep(
+    items: int, path_kind: str, driver: str, models: int = 2, compact: bool = True
+) -> dict[str, Any]:
     if driver == "command":  # as `cli.main.entry` starts the command: pyarrow without pandas
         from itemeval._util.arrow_start import skip_pandas_probe
 
@@ -121,13 +149,10 @@ def sweep(items: int, path_kind: str, driver: str) -> dict[str, float]:
             "store": str(folder / "store"),
             "datasets": [{"name": "sweep", "path": str(folder / "sweep")}],
             "endpoints": {"sim": {"kind": "sim", "max_concurrency": 512}},
-            "models": [
-                {"id": "sim/strong", "endpoint": "sim"},
-                {"id": "sim/weak", "endpoint": "sim"},
-            ],
+            "models": [{"id": f"sim/{m}", "endpoint": "sim"} for m in MODELS[:models]],
             "facets": {"scorer": ["auto"]},
             "cache": {"enabled": False},
-            "runtime": {"shard_size": 512, "workers": 2},
+            "runtime": {"shard_size": 512, "workers": 2, "compact": compact},
         }
         path = folder / "study.yaml"
         path.write_text(yaml.safe_dump(study))
@@ -153,11 +178,21 @@ def sweep(items: int, path_kind: str, driver: str) -> dict[str, float]:
         assert outcome.exit_code == 0, outcome.message
         generate = outcome.stages["generate"].counts.done
         grade = outcome.stages["grade"].counts.done
+        from itemeval.store import StudyStore, latest_manifest
+
+        store = StudyStore.open(str(folder / "store"))
+        compaction = latest_manifest(store).compaction
+        fragments = [  # what the run leaves in each partition
+            len(store.fragments(table, cid))
+            for table in ("solutions", "grades")
+            for cid in store.condition_ids(table)
+        ]
         peaks = sorted(sampler.worker_peaks.values(), reverse=True)
         own = sorted(sampler.worker_own_peaks.values(), reverse=True)
         return {
             "path": path_kind,
             "items": items,
+            "models": models,
             "samples": generate,
             "grades": grade,
             "seconds": seconds,
@@ -168,6 +203,13 @@ def sweep(items: int, path_kind: str, driver: str) -> dict[str, float]:
             "workers": len(peaks),
             "worker_peaks": ", ".join(f"{p:.0f}" for p in peaks) or "-",
             "worker_own_peaks": ", ".join(f"{p:.0f}" for p in own) or "-",
+            "compaction_s": compaction.end_seconds if compaction else 0.0,
+            "compaction_total_s": compaction.seconds if compaction else 0.0,
+            "fragments_merged": compaction.fragments_merged if compaction else 0,
+            "compaction_peak_mb": sampler.compaction_peak,
+            "partitions": len(fragments),
+            "fragments_max": max(fragments, default=0),
+            "fragments_total": sum(fragments),
         }
 
 
@@ -175,6 +217,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--paths", nargs="+", choices=["local", "ray"], default=["local", "ray"])
+    parser.add_argument("--models", type=int, default=2, choices=range(1, len(MODELS) + 1))
     parser.add_argument(
         "--driver",
         choices=["command", "library"],
@@ -182,16 +225,24 @@ def main() -> None:
         help="start the driver as the `itemeval` command does (pandas kept from pyarrow), or as "
         "a library user's process does (sweeps before commit 8509785 ran this way)",
     )
+    parser.add_argument(
+        "--no-compact", action="store_true", help="runtime.compact: false (what a run leaves)"
+    )
     parser.add_argument("--one", nargs=2, metavar=("PATH", "ITEMS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:  # one sweep, in a fresh process: a peak must not include an earlier sweep's
-        print(json.dumps(sweep(int(args.one[1]), args.one[0], args.driver)))
+        result = sweep(int(args.one[1]), args.one[0], args.driver, args.models, not args.no_compact)
+        print(json.dumps(result))
         return
     results = []
     for kind in args.paths:
         for n in args.items:
             done = subprocess.run(
-                [sys.executable, __file__, "--one", kind, str(n), "--driver", args.driver],
+                [
+                    *(sys.executable, __file__, "--one", kind, str(n)),
+                    *("--driver", args.driver, "--models", str(args.models)),
+                    *(("--no-compact",) if args.no_compact else ()),
+                ],
                 capture_output=True,
                 text=True,
             )
@@ -203,15 +254,24 @@ def main() -> None:
                     f"{done.stderr[-4000:]}"
                 )
             results.append(json.loads(lines[-1]))
-    print("peak RSS in MB; 'own' leaves out shared pages (Ray's object store)")
+    print("peak RSS in MB; 'own' leaves out shared pages (Ray's object store); compaction: the")
+    print("seconds the run's end spent compacting (of all its compaction), fragments merged, and")
+    print("its process's peak; fragments: what the run leaves, most in a partition (in all)")
     header = ("path", "items", "samples", "seconds", "driver", "own", "workers", "own")
-    print("{:>6} {:>10} {:>10} {:>8} {:>7} {:>7} {:>12} {:>12}".format(*header))
+    header += ("compaction", "its MB", "fragments")
+    print("{:>6} {:>10} {:>10} {:>8} {:>7} {:>7} {:>12} {:>12} {:>20} {:>6} {:>14}".format(*header))
     for r in results:
+        compacted = (
+            f"{r['compaction_s']:.0f} ({r['compaction_total_s']:.0f}) s, {r['fragments_merged']:,}"
+        )
+        fragments = f"{r['fragments_max']:,} ({r['fragments_total']:,})"
         print(
             f"{r['path']:>6} {r['items']:>10,} {r['samples']:>10,} {r['seconds']:>8.0f} "
             f"{r['driver_peak_mb']:>7.0f} {r['driver_own_peak_mb']:>7.0f} "
-            f"{r['worker_peaks']:>12} {r['worker_own_peaks']:>12}"
+            f"{r['worker_peaks']:>12} {r['worker_own_peaks']:>12} {compacted:>20} "
+            f"{r['compaction_peak_mb']:>6.0f} {fragments:>14}"
         )
+    print(json.dumps(results))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from itemeval._util.lazy import lazy_exports
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _EXPORTS: dict[str, str] = {
     "Study": "itemeval.api",
@@ -95,12 +95,3 @@ if TYPE_CHECKING:  # pragma: no cover
     from itemeval.config import StudyConfig
     from itemeval.errors import ConfigError, ExitCode, InputError, ItemevalError
     from itemeval.scoring import Score, scorer
-
-
-def _install_moved_paths() -> None:
-    from itemeval import _moved
-
-    _moved.install()
-
-
-_install_moved_paths()

@@ -1,3 +1,4 @@
+# One piece: `Study` is one facade class, a short method per command delegating to its package.
 """`Study`: a study in Python, doing everything the command line does (docs/python-api.md).
 
     study = Study.from_yaml("study.yaml")         # or Study.from_dict({...})

@@ -1,3 +1,4 @@
+# One piece: `BatchStage` is one state machine (reserve, submit, poll, collect) over shared state.
 """The batch tier of one stage: cells in, batches submitted, polled and collected, rows out.
 
     stage = BatchStage(context, BatchLog(store.root), spend, message=..., summary=...)

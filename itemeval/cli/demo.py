@@ -5,6 +5,11 @@ odd 500 and a few malformed judge answers, so retries and parse-failure accounti
 random 429s, which would make the shared limiter back off as a real 429 storm should), runs
 `configs/demo.yaml` exactly as `itemeval run` would, and prints the leaderboard and where the
 results are. Run again, it finds nothing left to do.
+
+Outside a checkout (no `configs/demo.yaml` under the working directory) it runs the copy the
+package carries, `itemeval/_demo/` (the study and its four datasets; `tests/core/test_packaging.py`
+holds the copy equal to `configs/`), so an installed wheel runs the demo anywhere. The store goes
+under the working directory either way (`./studies/demo`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -41,20 +47,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "demo",
         help="run the demo study on local Ray against itemeval sim-server; print a leaderboard",
     )
-    demo.add_argument("study", nargs="?", default=DEFAULT_STUDY, help=f"default {DEFAULT_STUDY}")
+    demo.add_argument(
+        "study",
+        nargs="?",
+        default=None,
+        help=f"default {DEFAULT_STUDY}, or the demo the package carries when there is none here",
+    )
     demo.add_argument("--no-ray", action="store_true", help="run in this process, without Ray")
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.add_argument("--json", action="store_true", help="the run outcome as JSON")
     demo.set_defaults(func=cmd_demo)
 
 
+def packaged_study() -> Path:
+    """The demo study the package carries (installed wheels have no `configs/`)."""
+    return Path(str(resources.files("itemeval").joinpath("_demo", "demo.yaml")))
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    if args.study is None:
+        here = Path(DEFAULT_STUDY)
+        args.study = str(here if here.is_file() else packaged_study())
     if not Path(args.study).is_file():
         raise ConfigError(
             Problem(
                 "demo study not found",
                 file=args.study,
-                hint="run `make demo` or `itemeval demo` from the repository root",
+                hint="pass a study file, or run `itemeval demo` alone for the demo study",
             )
         )
     config = Study.from_yaml(args.study).config

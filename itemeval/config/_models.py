@@ -199,6 +199,12 @@ class Runtime(StrictModel):
     #: Under `auto`, a process that has already called `ray.init` runs on that Ray. See
     #: docs/study.md#runtime.
     local_ray: Literal["auto", "always", "never"] = "auto"
+    #: The run compacts the partitions it wrote (docs/store.md#compaction): at its end, and
+    #: while it runs a partition to which it has written `compact_fragments` fragments (and as
+    #: many rows as before) since that partition's last compaction, in a thread of the driver
+    #: beside dispatch. false: fragments stay as written (`itemeval compact` merges them).
+    compact: bool = True
+    compact_fragments: int = Field(default=1000, ge=1, le=10_000_000)
 
 
 class Analysis(StrictModel):

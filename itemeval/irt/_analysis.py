@@ -45,30 +45,15 @@ from itemeval.irt._responses import (
     RESPONSES_FILE,
     RESPONSES_SCHEMA,
     ResponseMatrix,
-    TextOf,
-    item_hashes,
     other_responses,
     own_responses,
     response_matrix,
-    study_responses,
 )
 from itemeval.planning import Plan
 from itemeval.storage import resolve
 
 if TYPE_CHECKING:
     from itemeval.results import StudyCells
-
-# The names that lived here before `_responses` and `_items` took them, kept importable from
-# this module for the old path `itemeval.irt.analysis` (`itemeval._moved`).
-__all__ = [
-    "ANALYSIS_DIR",
-    "RESPONSES_SCHEMA",
-    "ItemParameters",
-    "TextOf",
-    "item_hashes",
-    "other_responses",
-    "study_responses",
-]
 
 CONDITIONS_FILE = "conditions.parquet"
 ITEMS_FILE = "items.parquet"

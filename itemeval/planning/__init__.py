@@ -6,7 +6,8 @@
     commit_plan(plan)                                       # pins datasets, snapshots items
 
 - `_design`: the design grid (generate, grade and panel conditions, their content-derived ids)
-- `_plan`: `make_plan`, `refresh_estimate`, `restrict_plan`, `commit_plan`, `check_cap_bounds`
+- `_plan`: `make_plan`, `refresh_estimate`, `restrict_plan`, `commit_plan`
+- `_cap_bounds`: `check_cap_bounds`, a capped run's calls priced and bounded before any is sent
 - `_tokens`: the estimate's prior, tokens counted from the real prompts
 - `_estimate`: tokens and USD per stage and model, and the confirmation gate
 - `_calibration`, `_usage_rows`: the estimate's corrections learned from reported usage
@@ -21,17 +22,14 @@ from __future__ import annotations
 
 from itemeval._util.lazy import lazy_exports
 
-# Other names of the former module `itemeval.planning` (now `itemeval.planning._plan`) still
-# resolve here (`fallback`) for one release.
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     """
-    _plan: DatasetPlan Plan check_cap_bounds commit_plan keep_item_tables make_plan refresh_estimate
-        restrict_plan
+    _plan: DatasetPlan Plan commit_plan keep_item_tables make_plan refresh_estimate restrict_plan
+    _cap_bounds: check_cap_bounds
     _design: Design GenerateCondition GradeCondition PanelCondition build_design
     _estimate: Estimate EstimateLine build_estimate gate
     _item_index: PartRun SelectedItems build_item_index
     _item_keys: CLUSTER_ATTRIBUTES
     """,
-    fallback="_plan",
 )

@@ -31,10 +31,10 @@ _EXPORTS: dict[str, str] = {
     "Usage": "types",
     # configuration and construction
     "EndpointSettings": "_settings",
-    "FaultSettings": "_settings",
-    "LatencySettings": "_settings",
-    "SimModelSpec": "_settings",
-    "SimSettings": "_settings",
+    "FaultSettings": "_sim_settings",
+    "LatencySettings": "_sim_settings",
+    "SimModelSpec": "_sim_settings",
+    "SimSettings": "_sim_settings",
     "make_bucket": "_factory",
     "make_limiter": "_factory",
     "make_provider": "_factory",
@@ -71,9 +71,9 @@ _EXPORTS: dict[str, str] = {
     "BatchStatus": "_batch_client",
     "UncertainCreate": "_batch_client",
     "make_batch_client": "_batch_client",
-    "BatchSettings": "_settings",
+    "BatchSettings": "_sim_settings",
     "BUILTIN_KINDS": "_settings",
-    "PromptCacheSettings": "_settings",
+    "PromptCacheSettings": "_sim_settings",
     "ATTEMPT_SENT": "_deadline",
     "AttemptDeadline": "_deadline",
     "HedgeSettings": "_hedge_settings",
@@ -165,10 +165,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from itemeval.providers._openai_chat import OpenAIChatProvider
     from itemeval.providers._reachability import EndpointProbe
     from itemeval.providers._retry import RetryPolicy, TransientFailure, retry_after_from_headers
-    from itemeval.providers._settings import (
-        BUILTIN_KINDS,
+    from itemeval.providers._settings import BUILTIN_KINDS, EndpointSettings
+    from itemeval.providers._sim_settings import (
         BatchSettings,
-        EndpointSettings,
         FaultSettings,
         LatencySettings,
         PromptCacheSettings,

@@ -31,6 +31,11 @@ class RunContext:
     cache_storage_options: dict[str, Any] | None = None
     #: Under --force, only answers paid since this moment (by this run) are reused.
     reuse_since: datetime | None = None
+    #: A worker's view of the response cache holds what was cached before this (the run's id,
+    #: a sortable id): what the run itself pays is found by a fresh listing, when a shard is
+    #: dispatched again or repeats a request (`store.ResponseCache`, `indexed_before`). None:
+    #: everything, the worker's own answers included.
+    cache_indexed_before: str | None = None
     capped: bool = False  # budget.max_usd is set: every call reserves its worst case first
     #: Verifiable scorer conditions whose grades generate shards write with their solutions
     #: (the run grades too, without --force): the grade stage then has nothing left for them.

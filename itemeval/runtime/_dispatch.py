@@ -165,9 +165,12 @@ def dispatch(
     stop: Stop,
     cap: Cap,
     settle: Callable[[StageResult], RowCost | None] | None = None,
+    on_summary: Callable[[ShardSummary], None] | None = None,
 ) -> StageResult:
     """`settle(result)`: called before the final progress line when a shard ended without its
-    summary, to count its stored rows (`count_unreported_rows`); returns the correction."""
+    summary, to count its stored rows (`count_unreported_rows`); returns the correction.
+    `on_summary(summary)`: told of each shard's summary (the run's compaction counts the
+    fragments written)."""
     result = StageResult()
     result.counts.planned = cells
     retries: list[tuple[float, Shard]] = []  # (not before, shard): shards to dispatch again first
@@ -206,11 +209,11 @@ def dispatch(
         hint = getattr(executor, "progress", None)
         if hint is not None:  # a local run decides about Ray from the progress so far
             hint(progress.done, cells, waiting=bool(retries or upcoming is not None))
-        collect(executor.poll(POLL_S), retries, result, progress, cap)
+        collect(executor.poll(POLL_S), retries, result, progress, cap, on_summary=on_summary)
         _report_health(executor, progress, told)
         progress.tick()
     if stop.requested:
-        drain(executor, result, progress, cap, stop.grace_s)
+        drain(executor, result, progress, cap, stop.grace_s, on_summary)
     if settle is not None and result.unreported:
         correction = settle(result)
         if correction is not None:
@@ -252,11 +255,14 @@ def collect(
     progress: Progress,
     cap: Cap,
     retry: bool = True,
+    on_summary: Callable[[ShardSummary], None] | None = None,
 ) -> None:
     for shard, outcome in finished:
         if isinstance(outcome, ShardSummary):
             progress.add(outcome)
             fold(result, outcome)
+            if on_summary is not None:
+                on_summary(outcome)
             if outcome.not_sent:
                 cap.reached = True
             continue
@@ -283,7 +289,12 @@ def collect(
 
 
 def drain(
-    executor: Executor, result: StageResult, progress: Progress, cap: Cap, grace_s: float
+    executor: Executor,
+    result: StageResult,
+    progress: Progress,
+    cap: Cap,
+    grace_s: float,
+    on_summary: Callable[[ShardSummary], None] | None = None,
 ) -> None:
     """After a stop request: let shards in flight finish for a while, then cancel them (a
     cancelled shard still writes the calls that finished)."""
@@ -296,12 +307,14 @@ def drain(
     deadline = time.monotonic() + grace_s
     ignored: list[tuple[float, Shard]] = []
     while executor.in_flight() and time.monotonic() < deadline:
-        collect(executor.poll(min(POLL_S, grace_s)), ignored, result, progress, cap, retry=False)
+        finished = executor.poll(min(POLL_S, grace_s))
+        collect(finished, ignored, result, progress, cap, retry=False, on_summary=on_summary)
     if executor.in_flight():
         executor.cancel_all()
         deadline = time.monotonic() + 5.0
         while executor.in_flight() and time.monotonic() < deadline:
-            collect(executor.poll(POLL_S), ignored, result, progress, cap, retry=False)
+            finished = executor.poll(POLL_S)
+            collect(finished, ignored, result, progress, cap, retry=False, on_summary=on_summary)
     result.unreported.update(shard.condition_id for shard in executor.in_flight())
 
 

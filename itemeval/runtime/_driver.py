@@ -45,6 +45,7 @@ from itemeval.planning import (
     restrict_plan,
 )
 from itemeval.providers import EndpointProbe
+from itemeval.runtime._compaction import RunCompaction
 from itemeval.runtime._context import RunContext
 from itemeval.runtime._dispatch import (
     Cap,
@@ -58,13 +59,14 @@ from itemeval.runtime._dispatch import (
 from itemeval.runtime._executors import open_executor, run_context
 from itemeval.runtime._failures import failed_mid_run
 from itemeval.runtime._progress import Progress
-from itemeval.runtime._shards import Shard, generate_shards, grade_shards
+from itemeval.runtime._shards import Shard, ShardSummary, generate_shards, grade_shards
 from itemeval.runtime._timeline import TIMELINE
 from itemeval.secrets import redact
 from itemeval.store import (
     GRADES,
     SOLUTIONS,
     CellMasks,
+    CompactionRecord,
     ConditionRecord,
     DatasetRecord,
     EstimateRecord,
@@ -225,6 +227,15 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
     cap = Cap(allowance.cap)
     context = run_context(plan, manifest.run_id, options, capped=cap.max_usd is not None)
     outcome.cache_url = context.cache_url
+    runtime = study.runtime
+    compaction = RunCompaction(
+        plan.store,
+        storage_options=context.storage_options,
+        enabled=runtime.compact,
+        every=runtime.compact_fragments,
+        inline=context.score_inline,
+        progress=progress,
+    )
     stop = Stop()
     error: str | None = None
     mid_run: StoreFailedMidRun | None = None  # a storage failure after the writing began
@@ -237,14 +248,24 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
             TIMELINE.mark("executor ready")
             try:
                 for stage in stages:
+                    compaction.stage(stage)
                     outcome.stages[stage] = _stage(
-                        plan, stage, context, executor, progress, stop, cap, _next_id(outcome)
+                        plan,
+                        stage,
+                        context,
+                        executor,
+                        progress,
+                        stop,
+                        cap,
+                        _next_id(outcome),
+                        compaction,
                     )
                     if stage == "grade" and "generate" in outcome.stages:
                         _count_inline_grades(outcome)
                     TIMELINE.mark(f"{stage} dispatched")
                     if stop.requested or cap.reached:
                         break
+                    compaction.between_stages(lambda: stop.requested)
             finally:
                 with contextlib.suppress(Exception):
                     outcome.ledger = executor.spend()
@@ -264,15 +285,25 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
         try:
             _count_unreported_rows(outcome, plan, progress)
         finally:  # a second Ctrl-C during the count still ends the manifest
+            skip = "interrupted" if stop.requested else None
+            if error is not None:
+                skip = "the run failed: " + error[:200]
+            if skip is not None or not compaction.enabled:
+                compaction.finish(lambda: stop.requested, skip=skip)
+            ended = None
             try:
-                _finish(outcome, manifest, plan, stop, cap, error)
+                ended = _finish(outcome, manifest, plan, stop, cap, error, compaction.record)
             except Exception as exc:
+                compaction.abandon()  # nothing more is written after a manifest that failed
                 if mid_run is None:
                     raise
                 mid_run.args = (
                     f"{mid_run} (the manifest could not be updated: {redact(repr(exc))})",
                 )
             TIMELINE.mark("manifest written")
+            if ended is not None and skip is None and compaction.enabled:
+                outcome.message += compaction.at_end(ended, lambda: stop.requested)
+                TIMELINE.mark("compacted")
             TIMELINE.report()
     if mid_run is not None:
         raise mid_run
@@ -347,6 +378,7 @@ def _stage(
     stop: Stop,
     cap: Cap,
     first_id: int,
+    compaction: RunCompaction,
 ) -> StageResult:
     """One stage: the batch tier (`itemeval/batch/`, if any condition uses it, or open batch
     records hold some cells) runs in a thread beside the live dispatch of the other cells; then
@@ -355,24 +387,34 @@ def _stage(
     run_id = context.run_id
     source = getattr(executor, "spend_source", None) or (lambda: None)
     tier = BatchTier.open(plan, stage, pending, context, spend=source, progress=progress)
+    told = compaction.shard_done
     if tier is None:
-        return _dispatch(plan, stage, pending, executor, progress, stop, cap, first_id, run_id)
+        return _dispatch(
+            plan, stage, pending, executor, progress, stop, cap, first_id, run_id, told
+        )
     try:
         result = StageResult()
         if tier.live.num_rows:
             result = _dispatch(
-                plan, stage, tier.live, executor, progress, stop, cap, first_id, run_id
+                plan, stage, tier.live, executor, progress, stop, cap, first_id, run_id, told
             )
         else:
             progress.begin(stage, tier.cells, _usd_of(tier.taken, _usd_per_cell(plan)))
 
         def dispatch_live(leftovers: CellMasks) -> StageResult:
             later = first_id + 500_000  # shard ids apart from the first dispatch's
-            return _dispatch(plan, stage, leftovers, executor, progress, stop, cap, later, run_id)
+            return _dispatch(
+                plan, stage, leftovers, executor, progress, stop, cap, later, run_id, told
+            )
 
         return tier.finish(result, stop, cap, dispatch_live)
     finally:
         tier.close()
+        # The batches write fragments of their own: their partitions are compacted at the end.
+        table = SOLUTIONS.name if stage == "generate" else GRADES.name
+        conditions = plan.design.generate if stage == "generate" else plan.design.grade
+        for condition in conditions:
+            compaction.wrote(table, condition.id)
 
 
 def _dispatch(
@@ -385,6 +427,7 @@ def _dispatch(
     cap: Cap,
     first_id: int,
     run_id: str,
+    on_summary: Callable[[ShardSummary], None] | None = None,
 ) -> StageResult:
     shards, cells, usd = _shards(plan, stage, pending, first_id=first_id)
     progress.begin(stage, cells, usd)
@@ -392,7 +435,9 @@ def _dispatch(
     def settle(result: StageResult) -> RowCost | None:
         return _settle(plan, stage, run_id, progress, result)
 
-    return dispatch(executor, shards, cells, progress, stop, cap, settle=settle)
+    return dispatch(
+        executor, shards, cells, progress, stop, cap, settle=settle, on_summary=on_summary
+    )
 
 
 def _release_planning_memory(plan: Plan) -> None:
@@ -533,7 +578,10 @@ def _finish(
     stop: Stop,
     cap: Cap,
     error: str | None,
-) -> None:
+    compaction: CompactionRecord | None = None,
+) -> RunManifest:
+    """Record how the run ended (the manifest); returns what was written. `compaction`: what
+    the run's compaction did, or "running" when the end's compaction comes next."""
     failed = [f for r in outcome.stages.values() for f in r.failed_shards]
     cell_errors = sum(r.counts.errors for r in outcome.stages.values())
     if error is not None:
@@ -559,14 +607,18 @@ def _finish(
         spend.not_sent += result.not_sent
     spend.usd = outcome.spent_usd
     spend.unstored_usd = max(0.0, outcome.spent_usd - outcome.stored_usd)
+    if compaction is not None and compaction.enabled and compaction.status == "compacted":
+        compaction = compaction.model_copy(update={"status": "running"})
     ended = manifest.model_copy(
         update={
             "spend": spend,
             "counts": {stage: r.counts for stage, r in outcome.stages.items()},
+            "compaction": compaction,
         }
     ).finished(outcome.status if outcome.status != "nothing_to_do" else "completed", error=error)
     write_manifest_end(plan.store, ended)
     outcome.message = _summary_line(outcome, plan)
+    return ended
 
 
 def _summary_line(outcome: RunOutcome, plan: Plan) -> str:

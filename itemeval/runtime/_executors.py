@@ -46,6 +46,7 @@ def run_context(plan: Plan, run_id: str, options: RunOptions, *, capped: bool) -
         cache_url=cache_url,
         cache_storage_options=storage.for_url(cache_url),
         reuse_since=datetime.now(UTC) if options.force else None,
+        cache_indexed_before=run_id,
         capped=capped,
         score_inline=(
             tuple(c.id for c in plan.design.scorers)

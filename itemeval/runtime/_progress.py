@@ -37,6 +37,7 @@ class Progress:
         self.errors: Counter[str] = Counter()
         self.parse_failures: Counter[str] = Counter()
         self.status = ""  # what is wrong right now ("" when all is well)
+        self.compacting = ""  # what the run's compaction does beside dispatch, if anything
 
     def begin(self, stage: str, total_cells: int, estimate_usd: float) -> None:
         self._stage = stage
@@ -121,6 +122,8 @@ class Progress:
             parts.append(f"ETA {_duration(eta)}")
         if self.status and not final:
             parts.append(self.status)
+        if self.compacting and not final:
+            parts.append(self.compacting)
         return " | ".join(parts)
 
 

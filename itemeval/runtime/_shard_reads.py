@@ -9,6 +9,7 @@ from collections import OrderedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from itemeval.datasets import WorkItem, table_to_items
 from itemeval.errors import StoreError
@@ -27,7 +28,12 @@ from itemeval.store.fragments import FragmentInfo, read_fragments
 #: shards in flight in one worker come from one or two parts at a time.
 ITEM_PARTS_CACHED = 4
 FRAGMENTS_CACHED = 4
+#: A solutions fragment with more rows (a compacted one) is not read whole: only the row groups
+#: that hold the shard's cells, found from its keys a row group at a time, so a worker's memory
+#: does not grow with a partition's size.
+WHOLE_FRAGMENT_ROWS = 50_000
 _TEXT_COLUMNS = ["item_id", "epoch", "text", "text_hash", "status"]
+_KEY_COLUMNS = ["item_id", "epoch"]
 
 
 class ShardReads:
@@ -91,7 +97,7 @@ class ShardReads:
         wanted = shard.cells.select(["item_id", "epoch"])
         tables = []
         for name in sorted(set(shard.cells.column("fragment").to_pylist())):
-            table = self._fragment(gen, name)
+            table = self._fragment(gen, name, wanted)
             if table is None:  # compacted since planning: read the partition once
                 partition = self.store.read_by_condition(SOLUTIONS, [gen], _TEXT_COLUMNS)
                 tables = [partition[gen]]
@@ -112,7 +118,9 @@ class ShardReads:
             )
         }
 
-    def _fragment(self, gen: str, name: str) -> pa.Table | None:
+    def _fragment(self, gen: str, name: str, wanted: pa.Table) -> pa.Table | None:
+        """The fragment's text columns: a small fragment whole (kept for the next shards), a
+        large one only the rows of `wanted` cells (`WHOLE_FRAGMENT_ROWS`); None if it is gone."""
         key = (gen, name)
         if key in self._fragments:
             self._fragments.move_to_end(key)
@@ -120,7 +128,15 @@ class ShardReads:
         partition = self.store.partition(SOLUTIONS, gen)
         # Opened by name, not found in a listing: listing a partition of thousands of fragments
         # for every fragment a shard names made grading quadratic in the stage's size.
-        info = FragmentInfo(name, partition.join(name).path, None)
+        location = partition.join(name)
+        try:
+            with location.open("rb") as handle:
+                parquet = pq.ParquetFile(handle)
+                if parquet.metadata.num_rows > WHOLE_FRAGMENT_ROWS and _current(parquet):
+                    return _rows_of(parquet, wanted)
+        except FileNotFoundError:
+            return None
+        info = FragmentInfo(name, location.path, None)
         (table,) = read_fragments(partition, [info], SOLUTION_SCHEMA, _TEXT_COLUMNS)
         if table is None:
             return None
@@ -128,3 +144,30 @@ class ShardReads:
         if len(self._fragments) > FRAGMENTS_CACHED:
             self._fragments.popitem(last=False)
         return table
+
+
+def _current(parquet: pq.ParquetFile) -> bool:
+    """Whether the fragment has the text columns as the current schema has them."""
+    stored = parquet.schema_arrow
+    return all(
+        name in stored.names and stored.field(name).type == SOLUTION_SCHEMA.field(name).type
+        for name in _TEXT_COLUMNS
+    )
+
+
+def _rows_of(parquet: pq.ParquetFile, wanted: pa.Table) -> pa.Table:
+    """The text columns of the rows of `parquet` whose key is one of `wanted`'s, read a row
+    group at a time: its keys first, its texts only where one of them is wanted."""
+    cells = wanted.select(_KEY_COLUMNS)
+    cells = cells.set_column(1, "epoch", cells.column("epoch").cast(pa.int32()))
+    parts = []
+    for group in range(parquet.num_row_groups):
+        keys = parquet.read_row_group(group, columns=_KEY_COLUMNS, use_threads=False)
+        keys = keys.append_column("_row", pa.array(range(keys.num_rows), pa.int64()))
+        hits = keys.join(cells, _KEY_COLUMNS, join_type="left semi", use_threads=False)
+        if hits.num_rows:
+            rows = parquet.read_row_group(group, columns=_TEXT_COLUMNS, use_threads=False)
+            parts.append(rows.take(hits.column("_row")))
+    if not parts:
+        return SOLUTION_SCHEMA.empty_table().select(_TEXT_COLUMNS)
+    return pa.concat_tables(parts)

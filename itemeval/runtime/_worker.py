@@ -58,8 +58,9 @@ from itemeval.store import (
     text_hash,
 )
 
-#: How old a worker's view of the response cache may get (what it writes itself is added to it
-#: at once; a shard dispatched again lists afresh; other studies' answers are seen this late).
+#: How old a worker's view of the response cache may get. The view holds what was cached before
+#: the run (`RunContext.cache_indexed_before`); a shard dispatched again, or repeating a request
+#: an earlier shard paid, lists afresh and finds this run's answers too.
 CACHE_REFRESH_S = 60.0
 
 
@@ -89,6 +90,7 @@ class ShardRunner:
                 context.cache_url,
                 context.cache_storage_options,
                 refresh_interval_s=CACHE_REFRESH_S,
+                indexed_before=context.cache_indexed_before,
             )
             if context.cache_url
             else None

@@ -18,17 +18,11 @@ store and the benchmarks import directly. The other modules are private, one per
 * `_selection` `--condition` selections
 * `_status`    counts per condition for `itemeval status`
 * `_compact`   merge a partition's small fragments, safely while others read and write
-* `_summary`   partition summaries: a partition's cells (one row per key) kept beside it
+* `_summary`   a partition's cells read through its summary (or from every row)
+* `_summary_file` the summary kept beside a partition: its cells (one row per key), written, read
 * `_cache`     the content-keyed response cache
 * `_manifest`  `manifests/<run_id>.json`
-
-Names the package exported before and no longer does (`build_table`, `deduplicate`, ...) still
-import, with a `DeprecationWarning`, until the next release.
 """
-
-import warnings
-from importlib import import_module
-from typing import Any
 
 from itemeval.store._cache import (
     RESPONSES,
@@ -55,6 +49,7 @@ from itemeval.store._items import (
 )
 from itemeval.store._layout import GRADES, SOLUTIONS, STAGES, Stage, StudyStore, partition_dir
 from itemeval.store._manifest import (
+    CompactionRecord,
     ConditionRecord,
     DatasetRecord,
     EstimateRecord,
@@ -108,6 +103,7 @@ __all__ = [
     "TIMESTAMP",
     "CellMasks",
     "Column",
+    "CompactionRecord",
     "CompactionResult",
     "ConditionRecord",
     "ConditionStatus",
@@ -163,31 +159,3 @@ __all__ = [
     "write_manifest_end",
     "write_manifest_start",
 ]
-
-#: Names exported before, kept one release (CHANGELOG.md): their module, now private.
-_DEPRECATED = {
-    "GENERATE_CELL_SCHEMA": "itemeval.store._pending",
-    "GRADE_CELL_SCHEMA": "itemeval.store._pending",
-    "TIERS": "itemeval.store._schemas",
-    "TIER_LIVE": "itemeval.store._schemas",
-    "build_table": "itemeval.store._schemas",
-    "check_table": "itemeval.store._schemas",
-    "compact_partition": "itemeval.store._compact",
-    "deduplicate": "itemeval.store._dedup",
-    "read_items": "itemeval.store._items",
-    "request_content": "itemeval.store._cache",
-    "request_hash": "itemeval.store._cache",
-    "status_table": "itemeval.store._status",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _DEPRECATED.get(name)
-    if module is None:
-        raise AttributeError(f"module 'itemeval.store' has no attribute {name!r}")
-    warnings.warn(
-        f"itemeval.store.{name} is no longer public ({module}); it goes in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(import_module(module), name)

@@ -175,8 +175,8 @@ class LegacyLookup:
 class _Index:
     """What is known about one partition: its fragments and, per row, where each key is.
 
-    A worker's index holds every answer of the groups it looks up, its own journal's included,
-    so it grows with the run: 24 bytes a row (the key's 64 bits, `written_at`, the fragment's
+    An index holds every answer of the groups looked up (a run's worker: those cached before
+    its run, `indexed_before`): 24 bytes a row (the key's 64 bits, `written_at`, the fragment's
     number and the row's), not the ~160 of the key's text and the fragment's name per row (a
     million-item run's workers grew by ~300 MB each with those)."""
 
@@ -202,13 +202,28 @@ _INDEX_SCHEMA = pa.schema(
 class ResponseCache:
     """A content-keyed cache of model responses at any fsspec URL (see the module doc)."""
 
-    def __init__(self, root: Location, *, refresh_interval_s: float = 0.0):
+    def __init__(
+        self,
+        root: Location,
+        *,
+        refresh_interval_s: float = 0.0,
+        indexed_before: str | None = None,
+    ):
         """`refresh_interval_s`: how old a partition's index may be before a lookup lists the
-        partition again (0: every lookup). A long-running worker uses about a minute: what it
-        writes itself is added to its index as it is written, and a lookup can ask for a fresh
-        listing (`fresh=True`, e.g. for a shard dispatched again after a failure elsewhere)."""
+        partition again (0: every lookup). A long-running worker uses about a minute, and a
+        lookup can ask for a fresh listing (`fresh=True`, e.g. for a shard dispatched again
+        after a failure elsewhere). Without `indexed_before`, what this process writes is
+        added to its index as it is written.
+
+        `indexed_before` (a sortable id: a run's): a lookup that is not fresh sees only the
+        fragments named before it, and what this process writes is not added to its index.
+        A run's worker then holds the answers that were cached before its run, whatever the
+        run's size (its own answers, 24 bytes each, grew every worker by the run's answers);
+        a fresh lookup (a shard dispatched again, or repeating an earlier request) lists and
+        reads everything, as before."""
         self.root = root
         self.refresh_interval_s = refresh_interval_s
+        self.indexed_before = indexed_before
         self._indexes: dict[str, _Index] = {}
         self._refreshed_at: dict[str, float] = {}
         self._legacy_present: dict[str, bool] = {}
@@ -221,9 +236,10 @@ class ResponseCache:
         storage_options: dict[str, Any] | None = None,
         *,
         refresh_interval_s: float = 0.0,
+        indexed_before: str | None = None,
     ) -> ResponseCache:
         location = resolve(url if url is not None else default_cache_url(), storage_options)
-        return cls(location, refresh_interval_s=refresh_interval_s)
+        return cls(location, refresh_interval_s=refresh_interval_s, indexed_before=indexed_before)
 
     def __repr__(self) -> str:
         return f"ResponseCache({self.root.url!r})"
@@ -245,6 +261,8 @@ class ResponseCache:
         if table.num_rows == 0:
             return None
         name = write_fragment(partition, table)
+        if self.indexed_before is not None:
+            return name  # found by a fresh listing, when one is asked for
         with self._lock:
             index = self._indexes.get(partition.url)
             if index is not None:
@@ -294,7 +312,10 @@ class ResponseCache:
     def _lookup(
         self, partition: Location, keys: pa.Array, since: datetime | None, fresh: bool
     ) -> pa.Table:
-        index = self._refresh(partition) if fresh else self._current_index(partition)
+        if fresh:
+            index = self._refresh(partition, everything=True)
+        else:
+            index = self._current_index(partition)
         asked = pa.array(hash_keys(keys), pa.uint64())
         hits = index.filter(pc.is_in(index.column(_KEY), value_set=asked))
         if since is not None and hits.num_rows:
@@ -369,15 +390,21 @@ class ResponseCache:
                 return self._indexes[partition.url].table
         return self._refresh(partition)
 
-    def _refresh(self, partition: Location) -> pa.Table:
-        """Bring the partition's index up to date (reads only fragments not seen before)."""
+    def _refresh(self, partition: Location, *, everything: bool = False) -> pa.Table:
+        """Bring the partition's index up to date (reads only fragments not seen before; with
+        `indexed_before`, only those named before it unless `everything`)."""
         started = time.monotonic()
         listed = list_fragments(partition)
+        before = None if everything else self.indexed_before
         with self._lock:
             index = self._indexes.setdefault(
                 partition.url, _Index({}, [], _INDEX_SCHEMA.empty_table())
             )
-            new = [info for info in listed if info.name not in index.fragments]
+            new = [
+                info
+                for info in listed
+                if info.name not in index.fragments and (before is None or info.name < before)
+            ]
             present = {info.name for info in listed}
             gone = [name for name in index.fragments if name not in present]
         tables = read_fragments(partition, new, RESPONSE_SCHEMA, _INDEX_COLUMNS) if new else []

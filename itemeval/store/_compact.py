@@ -15,11 +15,13 @@ rewritten for each small addition (a resumed run's 1% costs 1% to compact).
 
 Safe while writers and readers run, because of the order of operations:
 
-1. list the partition and read the summary (a summary naming a fragment no longer listed is
-   ignored);
+1. list the partition and read the summary's footer (a summary naming a fragment no longer
+   listed is ignored);
 2. read exactly the fragments chosen (F) and write the best row of each key of F as one new
-   fragment per unit (C), wholly or not at all, with what F's dropped rows cost in its metadata;
-3. write the summary covering C and the fragments not merged;
+   fragment per unit (C), wholly or not at all, with what F's dropped rows cost in its metadata
+   (a unit at a time, in bounded memory: `_compact_merge.py`);
+3. write the summary covering C and the fragments not merged (its cells a generate condition
+   at a time);
 4. rewrite the partition's `_compaction` marker;
 5. delete exactly F, never a fragment written meanwhile.
 
@@ -28,53 +30,34 @@ fragment of F vanishes re-lists and finds C; a reader whose listing overlapped t
 the marker change and reads the partition again (`fragments.read_partitions`); a reader of the
 summary that finds a fragment it names gone reads the newer summary. A crash between any two
 steps leaves duplicates that reads deduplicate and the next compaction removes, or fragments the
-summary does not cover, which readers read in full. Rows keep their `written_at`.
+summary does not cover, which readers read in full. Rows keep their `written_at`. A compaction
+that fails or is asked to stop (`stop`) before 3 removes the fragments it wrote in 2 (none is
+named by a summary yet): the partition is as it was.
 """
 
 from __future__ import annotations
 
-import io
-import json
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from itemeval.errors import Problem, StoreError
-from itemeval.storage import Location, unique_name
-from itemeval.store._cells import (
-    MERGED_KEY,
-    SUPERSEDED_KEY,
-    add_spent,
-    best_cells,
-    cells_schema,
-    fragment_cost,
-    merge_cells,
-    paid_spent,
-    replaces_any,
-    row_columns,
-    rows_to_cells,
-    spent_of,
-    spent_to_json,
-)
+from itemeval.storage import Location
+from itemeval.store._cells import FragmentCost, add_spent, paid_spent, replaces_any
+from itemeval.store._compact_merge import MergedUnit, Stopped, Vanished, merge_unit
+from itemeval.store._compact_summary import write_summary_streamed
 from itemeval.store._layout import GRADES, STAGES, Stage, StudyStore
 from itemeval.store._selection import select_conditions
-from itemeval.store._summary import (
-    PartitionSummary,
-    read_summary,
-    summarise_partition,
-    write_summary,
-)
+from itemeval.store._summary import summarise_partition
+from itemeval.store._summary_file import SUMMARY_FILE, PartitionSummary, read_summary
+from itemeval.store._summary_file import write_summary as write_summary_of
 from itemeval.store.fragments import (
-    FRAGMENT_SUFFIX,
-    ROW_GROUP_ROWS,
     FragmentInfo,
     list_fragments,
     mark_compaction,
-    read_fragments,
 )
 
 _MAX_ATTEMPTS = 5
@@ -96,6 +79,7 @@ class CompactionResult:
     fragment_written: str | None  # the first new fragment; None when nothing was merged
     fragments_written: tuple[str, ...] = field(default=())
     summary_written: bool = False
+    stopped: bool = False  # asked to stop: nothing changed (what it had written was removed)
 
     @property
     def duplicates_dropped(self) -> int:
@@ -103,9 +87,16 @@ class CompactionResult:
 
 
 def compact_partition(
-    store: StudyStore, stage: Stage | str, condition_id: str, *, full: bool = False
+    store: StudyStore,
+    stage: Stage | str,
+    condition_id: str,
+    *,
+    full: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> CompactionResult:
-    """Compact one partition (see the module doc) and write its summary."""
+    """Compact one partition (see the module doc) and write its summary. `stop()` is asked
+    between batches of fragments: once it is true the compaction removes what it wrote and
+    returns with `stopped` (the partition as it was)."""
     stage = store.stage(stage)
     partition = store.partition(stage, condition_id)
     for _ in range(_MAX_ATTEMPTS):
@@ -113,10 +104,15 @@ def compact_partition(
         if not listed:
             return CompactionResult(stage.name, condition_id, 0, 0, 0, None)
         names = {info.name for info in listed}
-        summary = read_summary(partition, stage)
+        summary = read_summary(partition, stage, [])  # what it covers; cells read per condition
         if summary is not None and not set(summary.fragments) <= names:
             summary = None  # names a fragment another compaction removed: start afresh
-        done = _compact_once(stage, partition, listed, summary, full=full or summary is None)
+        try:
+            done = _compact_once(
+                stage, partition, listed, summary, full=full or summary is None, stop=stop
+            )
+        except Stopped:
+            return CompactionResult(stage.name, condition_id, 0, 0, 0, None, stopped=True)
         if done is not None:
             return CompactionResult(stage.name, condition_id, *done)
     raise StoreError(
@@ -127,6 +123,10 @@ def compact_partition(
     )
 
 
+class _Restart(Exception):
+    """A fragment chosen merged a covered one: compact from every row."""
+
+
 def _compact_once(
     stage: Stage,
     partition: Location,
@@ -134,6 +134,7 @@ def _compact_once(
     summary: PartitionSummary | None,
     *,
     full: bool,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[int, int, int, str | None, tuple[str, ...], bool] | None:
     covered = summary.fragments if summary is not None else {}
     units = _units(stage, partition, listed, summary)
@@ -148,125 +149,66 @@ def _compact_once(
             chosen[unit] = pick
     if not chosen:
         return 0, 0, 0, None, (), False
-    merged_names = {i.name for infos in chosen.values() for i in infos}
+    merged_names = frozenset(i.name for infos in chosen.values() for i in infos)
     if summary is not None:
-        kept = summary.cells.filter(
-            pc.invert(pc.is_in(summary.cells.column("fragment"), pa.array(list(merged_names))))
-        )
         spent = summary.spent
         fragments = {n: r for n, r in summary.fragments.items() if n not in merged_names}
     else:
-        kept = cells_schema(stage).empty_table()
         spent = add_spent()
         fragments = {}
-    rows_read = rows_written = 0
-    written: list[tuple[str, bytes]] = []
-    new_cells: list[pa.Table] = []
-    for infos in chosen.values():
-        done = _merge_unit(stage, partition, infos)
-        if done is None:
-            return None
-        name, payload, cells, unit_rows, costs = done
-        rows_read += unit_rows
-        rows_written += cells.num_rows
-        written.append((name, payload))
-        new_cells.append(cells)
-        fragments[name] = cells.num_rows
-        # What covered fragments cost is in `summary.spent` already.
+
+    def check(costs: dict[str, FragmentCost]) -> None:
+        # A compaction died after writing one of these and before its summary: the summary's
+        # cost counts rows this fragment holds again. Start from every row.
         if replaces_any(costs, covered):
-            # A compaction died after writing this fragment and before its summary: the
-            # summary's cost counts rows this fragment holds again. Start from every row.
-            return _compact_once(stage, partition, listed, None, full=True)
-        spent = add_spent(spent, paid_spent({n: c for n, c in costs.items() if n not in covered}))
-    for name, payload in written:  # 2: the new fragments, wholly or not at all
-        partition.join(name).write_atomic(payload)
-    cells = kept
-    for part in new_cells:
-        cells = merge_cells(stage, cells, part)
-    # 3: the summary of what stays, then 4 and 5
-    write_summary(partition, PartitionSummary(stage, _sorted(stage, cells), fragments, spent))
+            raise _Restart
+
+    done: list[MergedUnit] = []
+    try:
+        for infos in chosen.values():  # 2: the new fragments, each wholly or not at all
+            unit = merge_unit(stage, partition, infos, stop, check=check)
+            partition.join(unit.name).write_atomic(unit.payload)
+            unit.payload = b""
+            done.append(unit)
+            fragments[unit.name] = unit.rows_written
+            # What covered fragments cost is in `summary.spent` already.
+            uncovered = {n: c for n, c in unit.costs.items() if n not in covered}
+            spent = add_spent(spent, paid_spent(uncovered))
+        # 3: the summary of what stays, then 4 and 5
+        payload = write_summary_streamed(
+            stage, partition, summary, merged_names, done, fragments, spent, stop
+        )
+        write_summary(partition, payload)
+    except Vanished:
+        _remove_written(partition, done)
+        return None
+    except _Restart:
+        _remove_written(partition, done)
+        return _compact_once(stage, partition, listed, None, full=True, stop=stop)
+    except BaseException:
+        _remove_written(partition, done)  # stopped, or failed: as if it had not started
+        raise
     merged = [i for infos in chosen.values() for i in infos]
     mark_compaction(partition)
     _remove(partition, merged)
-    names = tuple(name for name, _ in written)
+    names = tuple(unit.name for unit in done)
+    rows_read = sum(unit.rows_read for unit in done)
+    rows_written = sum(unit.rows_written for unit in done)
     return len(merged), rows_read, rows_written, names[0] if names else None, names, True
 
 
-def _merge_unit(
-    stage: Stage, partition: Location, infos: list[FragmentInfo]
-) -> tuple[str, bytes, pa.Table, int, dict[str, pa.Table]] | None:
-    """One unit's fragments merged: the new fragment's name and bytes, its cells (located in
-    it), the rows read and what each fragment's rows cost (its superseded rows included).
-    None when a fragment vanished."""
-    tables = read_fragments(partition, infos, stage.schema)
-    if any(t is None for t in tables):
-        return None
-    parts = [t for t in tables if t is not None]
-    cells = pa.concat_tables(
-        [
-            rows_to_cells(stage, t.select(row_columns(stage)), info.name)
-            for t, info in zip(parts, infos, strict=True)
-        ]
-    )
-    rows_read = cells.num_rows
-    best = best_cells(stage, cells)
-    # The winners' rows, in key order, gathered from the fragments they are in.
-    order = {info.name: i for i, info in enumerate(infos)}
-    offsets = np.cumsum([0] + [t.num_rows for t in parts])
-    frag = np.array([order[n] for n in best.column("fragment").to_pylist()], dtype=np.int64)
-    at = offsets[frag] + best.column("position").to_numpy()
-    rows = pa.concat_tables(parts).take(pa.array(at))
-    costs = {info.name: fragment_cost(stage, t) for t, info in zip(parts, infos, strict=True)}
-    superseded = _difference(paid_spent(costs), spent_of(stage, best))
-    name = unique_name(suffix=FRAGMENT_SUFFIX)
-    payload = _encode(rows, superseded, [info.name for info in infos])
-    located = best.set_column(
-        best.schema.get_field_index("fragment"),
-        "fragment",
-        pa.array([name] * best.num_rows, pa.string()),
-    ).set_column(
-        best.schema.get_field_index("position"),
-        "position",
-        pa.array(np.arange(best.num_rows, dtype=np.int64)),
-    )
-    return name, payload, located, rows_read, costs
+def write_summary(partition: Location, payload: bytes) -> None:
+    """Step 3: the partition's summary (`write_summary_streamed`'s bytes), atomically."""
+    partition.join(SUMMARY_FILE).write_atomic(payload)
 
 
-def _difference(total: pa.Table, part: pa.Table) -> pa.Table:
-    """`total - part` per model (what the dropped rows cost)."""
-    negative = part.set_column(1, "usd", pc.negate(part.column("usd")))
-    negative = negative.set_column(
-        2, "paid_cached_input_tokens", pc.negate(part.column("paid_cached_input_tokens"))
-    )
-    negative = negative.set_column(3, "paid_batch_usd", pc.negate(part.column("paid_batch_usd")))
-    return add_spent(total, negative)
-
-
-def _encode(table: pa.Table, superseded: pa.Table, merged: list[str]) -> bytes:
-    meta = dict(table.schema.metadata or {})
-    meta.pop(SUPERSEDED_KEY, None)
-    meta.pop(MERGED_KEY, None)
-    if superseded.num_rows:
-        meta[SUPERSEDED_KEY] = json.dumps(spent_to_json(superseded)).encode()
-    # Which fragments it holds: until they are deleted, readers count their cost once.
-    meta[MERGED_KEY] = json.dumps(merged).encode()
-    table = table.replace_schema_metadata(meta)
-    sink = io.BytesIO()
-    pq.write_table(
-        table,
-        sink,
-        compression="zstd",
-        use_dictionary=False,
-        row_group_size=ROW_GROUP_ROWS,
-        write_statistics=True,
-    )
-    return sink.getvalue()
-
-
-def _sorted(stage: Stage, cells: pa.Table) -> pa.Table:
-    if cells.num_rows <= 1:
-        return cells
-    return cells.take(pc.sort_indices(cells, [(k, "ascending") for k in stage.keys]))
+def _remove_written(partition: Location, units: list[MergedUnit]) -> None:
+    """Remove the fragments an abandoned compaction wrote (no summary names them; a reader
+    that listed one finds it gone and lists again). What cannot be removed stays: a duplicate
+    of rows that reads resolve and the next compaction merges."""
+    for unit in units:
+        with contextlib.suppress(Exception):
+            partition.join(unit.name).delete(missing_ok=True)
 
 
 def _units(
@@ -340,13 +282,17 @@ def compact(
     conditions: Sequence[str] | None = None,
     *,
     full: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> list[CompactionResult]:
     """Compact every partition of `stages` (default: solutions and grades), or those that the
-    `conditions` selections (ids, prefixes, slugs, globs) name."""
-    return [
-        compact_partition(store, stage, cid, full=full)
-        for stage, cid in _partitions(store, stages, conditions)
-    ]
+    `conditions` selections (ids, prefixes, slugs, globs) name. `stop()`: see
+    `compact_partition`; the partitions after a stopped one are left as they are."""
+    results = []
+    for stage, cid in _partitions(store, stages, conditions):
+        if stop is not None and stop():
+            break
+        results.append(compact_partition(store, stage, cid, full=full, stop=stop))
+    return results
 
 
 def rebuild_summaries(
@@ -360,7 +306,7 @@ def rebuild_summaries(
     for stage, cid in _partitions(store, stages, conditions):
         partition = store.partition(stage, cid)
         summary = summarise_partition(stage, partition)
-        write_summary(partition, summary)
+        write_summary_of(partition, summary)
         out.append((stage.name, cid, summary.cells.num_rows))
     return out
 

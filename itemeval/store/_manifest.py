@@ -98,6 +98,24 @@ class StageCounts(_Model):
     parse_failures: int = 0
 
 
+class CompactionRecord(_Model):
+    """What the run's compaction of the partitions it wrote did (`runtime.compact`)."""
+
+    enabled: bool = True
+    #: "compacted" | "skipped" (interrupted, off, the store failed) | "failed" | "running"
+    #: (written so while the run's end compacts: the outcome above is final already).
+    status: str = "compacted"
+    reason: str | None = None  # why it was skipped or failed
+    partitions: int = 0  # partitions compacted, while the run went and at its end
+    fragments_merged: int = 0
+    fragments_written: int = 0
+    rows_written: int = 0
+    seconds: float = 0.0  # spent compacting, in the driver's thread and at the end
+    end_seconds: float = 0.0  # of it, at the end (the run waited for it)
+    failed: list[str] = Field(default_factory=list)  # partitions whose compaction failed, why
+    left: int = 0  # partitions the run wrote and did not compact (skipped or failed)
+
+
 class HostRecord(_Model):
     hostname: str
     platform: str
@@ -128,6 +146,7 @@ class RunManifest(_Model):
     estimate: EstimateRecord | None = None
     spend: SpendRecord = Field(default_factory=SpendRecord)
     counts: dict[str, StageCounts] = Field(default_factory=dict)  # "generate" / "grade"
+    compaction: CompactionRecord | None = None  # None: a run before runs compacted
     host: HostRecord = Field(default_factory=lambda: host_record())
 
     def finished(self, outcome: RunOutcome, *, error: str | None = None) -> RunManifest:

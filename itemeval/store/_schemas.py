@@ -355,7 +355,7 @@ def check_table(table: pa.Table, schema: pa.Schema, *, what: str | None = None) 
                     f"column has type {actual}, the store keeps {field.type}",
                     file=what,
                     field=field.name,
-                    hint="build tables with itemeval.store.build_table or cast explicitly",
+                    hint="cast to its schema in itemeval.store (SOLUTION_SCHEMA, GRADE_SCHEMA...)",
                 )
             )
         elif not field.nullable and table.column(field.name).null_count:

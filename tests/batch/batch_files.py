@@ -86,7 +86,9 @@ def write_study(
     **overrides: Any,
 ) -> Path:
     """A small study over the arithmetic sample: sim/strong, the direct prompt; with `judge`, a
-    judge (sim/judge) on its own endpoint (batched too unless `judge_batch` is False)."""
+    judge (sim/judge) on its own endpoint (batched too unless `judge_batch` is False). Runs
+    leave their fragments as written (`runtime.compact: false`): the tests read the rows they
+    wrote, duplicates included."""
     tier = {"enabled": True, "poll_interval_s": 0.1} | (batch or {})
     endpoint: dict[str, Any] = {"kind": "sim", "base_url": base_url(url, wire), "batch": tier}
     if wire != "openai":
@@ -107,6 +109,7 @@ def write_study(
         },
         "budget": {"policy": "dev", "dev_items": items},
         "cache": {"enabled": True, "location": str(folder / "cache")},
+        "runtime": {"compact": False},
     }
     if judge:
         study["graders"] = {

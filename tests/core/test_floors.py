@@ -23,9 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "itemeval"
-# the front door, `python -m itemeval`, and the old module paths answered for one release
-# (`_moved` imports nothing when it loads: it finds modules by name when an old path is used)
-NOT_PACKAGES = {"__init__", "__main__", "_moved"}
+NOT_PACKAGES = {"__init__", "__main__"}  # the front door and `python -m itemeval`
 
 #: (importer, imported): the arrows that still run up a floor, and why.
 LEANING = {

@@ -1,5 +1,4 @@
-"""Each package's public names (its `__all__`, imported on first use) resolve, and the names of
-the former module `itemeval.planning` still do."""
+"""Each package's public names (its `__all__`, imported on first use) resolve, and only those."""
 
 from __future__ import annotations
 
@@ -37,8 +36,9 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         importlib.import_module("itemeval.calls").no_such_name  # noqa: B018
 
 
-def test_the_former_planning_module_names_resolve_on_the_package() -> None:
+def test_a_private_name_is_not_on_the_package() -> None:
+    """`itemeval.planning` was a module before 0.2.0; its private names are no longer answered."""
     planning = importlib.import_module("itemeval.planning")
-    plan = importlib.import_module("itemeval.planning._plan")
-    assert planning.selection_limit is plan.selection_limit
-    assert planning.make_plan is plan.make_plan
+    assert planning.make_plan is importlib.import_module("itemeval.planning._plan").make_plan
+    with pytest.raises(AttributeError, match="selection_limit"):
+        planning.selection_limit  # noqa: B018

@@ -75,3 +75,25 @@ def test_every_third_party_import_is_a_declared_dependency() -> None:
             if not names & allowed:
                 undeclared.append(f"{relative}: {module} (from {', '.join(sorted(names))})")
     assert not undeclared, "imports missing from [project].dependencies:\n" + "\n".join(undeclared)
+
+
+#: Copies the package carries of files kept in `configs/`: the demo study and its datasets
+#: (`itemeval demo` outside a checkout), and the starter's sample dataset (`itemeval init`).
+PACKAGED_COPIES = {
+    "itemeval/_demo/demo.yaml": "configs/demo.yaml",
+    "itemeval/_demo/datasets": "configs/datasets",
+    "itemeval/starter_datasets/arithmetic": "configs/datasets/arithmetic",
+}
+
+
+def _files(path: Path) -> dict[str, bytes]:
+    if path.is_file():
+        return {path.name: path.read_bytes()}
+    return {p.relative_to(path).as_posix(): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+
+def test_the_packaged_copies_equal_their_originals_in_configs() -> None:
+    for copy, original in PACKAGED_COPIES.items():
+        copied, kept = _files(ROOT / copy), _files(ROOT / original)
+        assert kept, original
+        assert copied == kept, f"{copy} differs from {original}: copy {original} over it"

@@ -42,7 +42,11 @@ def sim_server(*args: str) -> Iterator[str]:
 
 
 def write_study(folder: Path, **overrides: Any) -> Path:
-    """A small study over the sample datasets (two models, two prompts, judge and scorer)."""
+    """A small study over the sample datasets (two models, two prompts, judge and scorer).
+
+    Runs leave their fragments as written (`runtime.compact: false`): these tests read the rows
+    a run wrote, duplicates and superseded errors included, which compaction would merge away
+    (test_run_compaction.py runs with it)."""
     study: dict[str, Any] = {
         "study": "rt",
         "store": str(folder / "store"),
@@ -63,7 +67,7 @@ def write_study(folder: Path, **overrides: Any) -> Path:
         "graders": {"judge": {"model": "sim/judge", "endpoint": "sim", "max_tokens": 200}},
         "budget": {"policy": "dev", "dev_items": 12},
         "cache": {"enabled": True, "location": str(folder / "cache")},
-        "runtime": {"shard_size": 8},
+        "runtime": {"shard_size": 8, "compact": False},
     }
     for key, value in overrides.items():
         node = study

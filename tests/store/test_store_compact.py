@@ -5,12 +5,22 @@ from __future__ import annotations
 import threading
 import time
 
+import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from itemeval.cli.main import main
-from itemeval.store import StudyStore, compact
+from itemeval.store import GRADES, StudyStore, compact
 from itemeval.store._compact import compact_partition
+from itemeval.store._summary import SUMMARIES_ENV, read_cells
+from itemeval.store._summary_file import (
+    SUMMARY_FILE,
+    PartitionSummary,
+    encode_summary,
+    open_summary,
+    read_summary,
+)
 
 
 def test_compaction_keeps_the_best_row_of_every_key(store: StudyStore, solution) -> None:
@@ -139,3 +149,147 @@ def test_writer_and_reader_during_compaction_see_every_row_once(
     assert sorted(
         store.read_solutions(["c1"], dedup=False).column("item_id").to_pylist()
     ) == sorted(base + written)
+
+
+# -- compaction in bounded memory (`_compact_merge.py`) ---------------------------------------
+
+
+def _physical(store: StudyStore, stage: str, cid: str) -> pa.Table:
+    """Every physical row of the partition, sorted by key (no deduplication)."""
+    rows = store.read(stage, [cid], dedup=False)
+    keys = ["gen_condition_id", "item_id", "epoch"] if stage == "grades" else ["item_id", "epoch"]
+    return rows.take(pc.sort_indices(rows, [(k, "ascending") for k in keys]))
+
+
+def _parquet(store: StudyStore, cid: str) -> pq.ParquetFile:
+    """The partition's only fragment, opened."""
+    (only,) = store.fragments("solutions", cid)
+    data = store.partition("solutions", cid).join(only.name).read_bytes()
+    return pq.ParquetFile(pa.BufferReader(data))
+
+
+def test_large_fragments_are_merged_a_row_group_at_a_time(
+    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Row groups of 7 rows and every fragment "large": both passes read row group by row group,
+    # and the winners of a fragment span several of its row groups.
+    monkeypatch.setattr("itemeval.store._compact_merge.ROW_GROUP_ROWS", 7)
+    monkeypatch.setattr("itemeval.store.fragments.ROW_GROUP_ROWS", 7)
+    monkeypatch.setattr("itemeval.store._compact_merge.LARGE_BYTES", 1)
+    store.write_solutions("c1", [solution(f"q{i:02d}", ok=i % 4 != 0, at=1) for i in range(30)])
+    store.write_solutions(
+        "c1", [solution(f"q{i:02d}", text="again", at=2) for i in range(0, 30, 4)]
+    )
+    store.write_solutions("c1", [solution(f"q{i:02d}", at=3) for i in range(30, 45)])
+    logical = store.read_solutions(["c1"])
+    result = compact_partition(store, "solutions", "c1")
+    assert (result.fragments_read, result.rows_read, result.rows_written) == (3, 53, 45)
+    assert _parquet(store, "c1").num_row_groups == 7  # 45 rows in groups of 7
+    physical = _physical(store, "solutions", "c1")
+    assert physical.select(logical.column_names).equals(logical)  # one row per key: the best
+
+
+def test_rows_keep_the_order_they_were_written_in(store: StudyStore, solution) -> None:
+    # A grade shard's solutions (one items part) lie together in the compacted fragment.
+    store.write_solutions("c1", [solution(f"z{i}") for i in range(5)])
+    store.write_solutions("c1", [solution(f"a{i}") for i in range(5)])
+    compact_partition(store, "solutions", "c1")
+    ids = _parquet(store, "c1").read(columns=["item_id"]).column("item_id").to_pylist()
+    assert ids == [f"z{i}" for i in range(5)] + [f"a{i}" for i in range(5)]
+
+
+@pytest.mark.parametrize("range_cells", [1 << 18, 3])
+def test_the_streamed_summary_is_the_summary_format(
+    store: StudyStore, grade, monkeypatch: pytest.MonkeyPatch, range_cells: int
+) -> None:
+    # Written a generate condition at a time (and a range of item ids at a time), it reads back
+    # as `encode_summary` writes it: same cells in the same order, same fragments, spent,
+    # groups and layout (gen-a and gen-b: every item with epochs 0 and 1; gen-c: not).
+    monkeypatch.setattr("itemeval.store._compact_summary.SUMMARY_GROUP_ROWS", 4)
+    monkeypatch.setattr("itemeval.store._compact_summary.RANGE_CELLS", range_cells)
+    for gen in ("gen-b", "gen-a", "gen-c"):
+        for part in range(2):
+            rows = [
+                grade(gen, f"q{i}", epoch, solution_hash="h", ok=(i + part) % 3 != 0)
+                for i in range(part * 5, part * 5 + 9)
+                for epoch in ((0,) if gen == "gen-c" and i % 4 else (0, 1))
+            ]
+            store.write_grades("judge", rows)
+    compact_partition(store, "grades", "judge")
+    partition = store.partition("grades", "judge")
+    streamed = read_summary(partition, GRADES)
+    assert streamed is not None
+    streamed_summary = open_summary(partition, GRADES)
+    assert streamed_summary is not None
+    layout = streamed_summary.summary.layout
+    assert [layout[g]["epochs"] for g in ("gen-a", "gen-b", "gen-c")] == [2, 2, None]
+    expected = encode_summary(
+        PartitionSummary(GRADES, streamed.cells, streamed.fragments, streamed.spent)
+    )
+    partition.join(SUMMARY_FILE).write_atomic(expected)
+    reference = read_summary(partition, GRADES)
+    assert reference is not None
+    assert streamed.cells.equals(reference.cells)
+    assert streamed.cells.equals(_sorted_cells(streamed.cells))
+    assert streamed.groups is not None and streamed.groups.equals(reference.groups)
+    written = open_summary(partition, GRADES)
+    assert written is not None and layout == written.summary.layout
+    assert (streamed.fragments, streamed.spent.equals(reference.spent)) == (
+        reference.fragments,
+        True,
+    )
+
+
+def _sorted_cells(cells: pa.Table) -> pa.Table:
+    keys = ["gen_condition_id", "item_id", "epoch"]
+    return cells.take(pc.sort_indices(cells, [(k, "ascending") for k in keys]))
+
+
+@pytest.mark.parametrize("range_cells", [1 << 18, 2])
+def test_a_grades_partition_compacts_one_condition_beside_the_others(
+    store: StudyStore, grade, monkeypatch: pytest.MonkeyPatch, range_cells: int
+) -> None:
+    # Only gen-b gets new fragments: its unit is merged with its summary cells, the others'
+    # cells are carried over from the summary (a range of item ids at a time with 2-cell
+    # ranges); reads with and without it agree.
+    monkeypatch.setattr("itemeval.store._compact_summary.RANGE_CELLS", range_cells)
+    for gen in ("gen-a", "gen-b"):
+        store.write_grades("judge", [grade(gen, f"q{i}", solution_hash="h") for i in range(6)])
+    compact_partition(store, "grades", "judge")
+    store.write_grades("judge", [grade("gen-b", "q0", solution_hash="h2")])
+    store.write_grades("judge", [grade("gen-b", "q9", solution_hash="h")])
+    result = compact_partition(store, "grades", "judge")
+    assert result.fragments_read == 3 and len(result.fragments_written) == 1
+    partition = store.partition("grades", "judge")
+    monkeypatch.setenv(SUMMARIES_ENV, "on")
+    used = read_cells(GRADES, partition)
+    monkeypatch.setenv(SUMMARIES_ENV, "off")
+    every = read_cells(GRADES, partition)
+    assert used.summary_used and used.read_in_full == 0
+    assert _sorted_cells(used.cells).equals(_sorted_cells(every.cells))
+    assert used.cells.num_rows == 13
+
+
+def test_a_stopped_compaction_leaves_the_partition_as_it_was(
+    store: StudyStore, grade, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Asked to stop after it wrote one condition's fragment: it removes that fragment and
+    # writes no summary; the partition reads as before and compacts later.
+    monkeypatch.setattr("itemeval.store._compact_merge.BATCH_FRAGMENTS", 1)
+    for gen in ("gen-a", "gen-b"):
+        for _ in range(2):
+            store.write_grades("judge", [grade(gen, f"q{i}", solution_hash="h") for i in range(4)])
+    before = sorted(f.name for f in store.fragments("grades", "judge"))
+    logical = store.read_grades(["judge"])
+    asked = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) > 4  # pass 1 and 2 of the first unit, then stop
+
+    result = compact_partition(store, "grades", "judge", stop=stop)
+    assert result.stopped and result.fragment_written is None
+    assert sorted(f.name for f in store.fragments("grades", "judge")) == before
+    assert not store.partition("grades", "judge").join(SUMMARY_FILE).exists()
+    assert store.read_grades(["judge"]).equals(logical)
+    assert len(compact_partition(store, "grades", "judge").fragments_written) == 2

@@ -14,11 +14,11 @@ from itemeval.errors import StoreError
 from itemeval.store import (
     StudyStore,
     read_item_ids,
-    read_items,
     read_items_part,
     read_snapshot_info,
     write_items_snapshot,
 )
+from itemeval.store._items import read_items
 
 FINGERPRINT = "sha256:" + "ab12" * 16
 

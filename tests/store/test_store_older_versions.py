@@ -27,6 +27,9 @@ def old_store(tmp_path: Path) -> Path:
     shutil.copytree(DATA / "store_v1", tmp_path / "store")
     study = yaml.safe_load((DATA / "store_v1_study.yaml").read_text())
     study["store"] = str(tmp_path / "store")
+    # Its runs leave their fragments as written: the tests read them beside the older ones
+    # (a run that compacts rewrites them: the last test).
+    study.setdefault("runtime", {})["compact"] = False
     for dataset in study["datasets"]:
         dataset["path"] = str(REPO / "configs" / "datasets" / Path(dataset["path"]).name)
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(study, sort_keys=False))
@@ -99,3 +102,19 @@ def test_a_new_run_adds_current_fragments_and_compaction_rewrites_them(old_store
     )
     grades = store.read("grades", dedup=False)
     assert grades.num_rows == 16 and set(grades.column("tier").to_pylist()) == {"live"}
+
+
+def test_a_run_that_compacts_rewrites_the_older_fragments_it_merges(old_store: Path) -> None:
+    path = old_store / "study.yaml"
+    study = yaml.safe_load(path.read_text())
+    study["runtime"]["compact"] = True
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    outcome = Study.from_yaml(path).run(limit=4, in_process=True, yes=True, quiet=True)
+    assert outcome.ok, outcome.message
+    root = old_store / "store"
+    assert _schemas(root, "solutions") == {"solutions/2"}
+    assert _schemas(root, "grades") == {"grades/2"}
+    store = StudyStore.open(str(root))
+    solutions = store.read("solutions", dedup=False)
+    assert solutions.num_rows == 8 and set(solutions.column("tier").to_pylist()) == {"live"}
+    assert store.read("grades", dedup=False).num_rows == 16

@@ -19,13 +19,8 @@ import pytest
 
 from itemeval.store import GRADES, SOLUTIONS, StudyStore
 from itemeval.store._compact import SMALL_ROWS, compact_partition
-from itemeval.store._summary import (
-    SUMMARIES_ENV,
-    SUMMARY_FILE,
-    read_cells,
-    read_groups,
-    read_summary,
-)
+from itemeval.store._summary import SUMMARIES_ENV, read_cells, read_groups
+from itemeval.store._summary_file import SUMMARY_FILE, read_summary
 
 
 def _sorted(stage: Any, table: pa.Table) -> pa.Table:
