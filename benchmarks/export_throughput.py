@@ -271,7 +271,8 @@ class _PeakRss:
 
 def child(mode: str, root: Path, batch_rows: int) -> None:
     """One measurement in this process; prints a JSON line."""
-    from itemeval.export import ExportOptions, export_study, write_report
+    from itemeval.export import ExportOptions, export_study
+    from itemeval.report import write_report
 
     study = load_study(root / "study.yaml")
     started = time.perf_counter()

@@ -25,12 +25,7 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from itemeval.export import (  # noqa: E402
-    DesignFacets,
-    GenerateFacets,
-    GradeFacets,
-    StudyCells,
-)
+from itemeval.results import DesignFacets, GenerateFacets, GradeFacets, StudyCells  # noqa: E402
 from itemeval.statistics import (  # noqa: E402
     Options,
     comparisons_table,

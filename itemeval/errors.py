@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
-# This module imports nothing of itemeval's when it loads (secrets imports it): these are for
-# annotations, and two methods below import what they use when called.
+from itemeval._util.redaction import redact
+
+# Nothing of itemeval's above the ground floor: these are for annotations only.
 if TYPE_CHECKING:
     from itemeval.calls import CallOutcome
     from itemeval.providers.types import ErrorCode, ModelResult
@@ -192,18 +193,6 @@ class TransientFailure(Exception):
         self.retry_after_s = retry_after_s
         self.request_id = request_id
 
-    def to_result(self) -> ModelResult:
-        from itemeval.providers.types import ModelResult
-        from itemeval.secrets import redact
-
-        return ModelResult(
-            ok=False,
-            error_code=self.code,
-            error_message=redact(self.message),
-            http_status=self.http_status,
-            request_id=self.request_id,
-        )
-
 
 class MalformedBody(Exception):
     """A 2xx body that is not the documented shape (becomes `malformed_response`)."""
@@ -218,8 +207,6 @@ class BatchApiError(Exception):
     """A batch API call failed (the message is redacted)."""
 
     def __init__(self, message: str, *, status: int | None = None, transient: bool = False):
-        from itemeval.secrets import redact  # here: secrets imports this module
-
         super().__init__(redact(message))
         self.status = status
         self.transient = transient

@@ -5,6 +5,7 @@
 - `heap.py`: the process heap during a run (the garbage collector's pace, malloc arenas, free
   pages handed back)
 - `arrow_start.py`: pyarrow at a command's start without importing pandas
+- `redaction.py`: secrets scrubbed from text (`itemeval.secrets.redact`; `itemeval.errors` uses it)
 
 This file imports nothing, so that `cli.main` can reach `arrow_start` before anything heavy.
 """

@@ -40,9 +40,10 @@ from itemeval.api.summaries import (
     format_usd,
     gate_verdict,
 )
-from itemeval.export import EEE_VERSIONS, RELATIONSHIPS, format_leaderboard
+from itemeval.export import EEE_VERSIONS, RELATIONSHIPS
 from itemeval.export import FORMATS as EXPORT_FORMATS
 from itemeval.irt import FLAG_Q, q_text
+from itemeval.report import format_leaderboard
 
 __all__ = [
     "COMPACT_STAGES",

@@ -41,25 +41,17 @@ from itemeval.config import StudyConfig, load_study, study_from_mapping
 from itemeval.errors import ConfigError, InputError, Problem
 from itemeval.export import (
     FORMATS,
-    LONG_TABLE_SCHEMA,
-    Bootstrap,
     ExportOptions,
     ExportResult,
     GoldSample,
-    LongTableScan,
-    ReportResult,
     export_study,
-    leaderboard_text,
     parse_formats,
-    read_cells,
-    study_judges,
-    study_numbers,
-    study_pairwise,
     write_gold_sample,
-    write_report,
 )
-from itemeval.judging import JudgeAnalysis, PairwiseAnalysis
+from itemeval.judging import JudgeAnalysis, PairwiseAnalysis, study_judges, study_pairwise
 from itemeval.planning import Design, Plan, build_design, make_plan
+from itemeval.report import Bootstrap, ReportResult, leaderboard_text, study_numbers, write_report
+from itemeval.results import LONG_TABLE_SCHEMA, LongTableScan, read_cells
 
 if TYPE_CHECKING:
     from itemeval.irt import IrtResult

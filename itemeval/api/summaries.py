@@ -16,7 +16,7 @@ from itemeval.runtime import RunOutcome, StageResult
 from itemeval.store import RunsSpend
 
 if TYPE_CHECKING:
-    from itemeval.export import StudyNumbers
+    from itemeval.report import StudyNumbers
     from itemeval.statistics import PowerPlan
 
 
@@ -275,7 +275,7 @@ class StatusSummary:
 
     def results_text(self) -> str:
         """`results` as `itemeval status` prints them: the report's formatting ("" without)."""
-        from itemeval.export import fmt_proportion, fmt_usd, text_table
+        from itemeval.report import fmt_proportion, fmt_usd, text_table
         from itemeval.statistics import Proportion
 
         if not self.results:

@@ -23,13 +23,7 @@ import pyarrow.parquet as pq
 
 from itemeval.export._eee.writer import EEE_INDEX_FIELDS
 from itemeval.export._outputs import OutputDir
-from itemeval.export._table.pairs import (
-    STATE_SCHEMA,
-    Selection,
-    key_strings,
-    row_words,
-    words,
-)
+from itemeval.results import STATE_SCHEMA, Selection, key_strings, row_words, words
 
 KEY_INDEX_SCHEMA = pa.schema(
     [

@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval.errors import InputError, Problem
-from itemeval.export._table.fetch import ItemFetcher
 from itemeval.judging._gold import sample_rows, write_labels_file
 from itemeval.planning import Plan
+from itemeval.results import ItemFetcher
 from itemeval.storage import resolve
 from itemeval.store import SOLUTIONS
 

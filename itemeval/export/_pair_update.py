@@ -31,9 +31,13 @@ from itemeval.export._manifest import (
 )
 from itemeval.export._outputs import OutputDir
 from itemeval.export._parts import PairParts
-from itemeval.export._table.columns import LONG_TABLE_SCHEMA
-from itemeval.export._table.pairs import (
+from itemeval.ids import canonical_json
+from itemeval.planning import Plan
+from itemeval.results import (
+    LONG_TABLE_SCHEMA,
     STATE_SCHEMA,
+    LongTableScan,
+    Pair,
     PairRows,
     advance_state,
     content_digest,
@@ -42,9 +46,6 @@ from itemeval.export._table.pairs import (
     ordered_rows,
     read_state,
 )
-from itemeval.export._table.scan import LongTableScan, Pair
-from itemeval.ids import canonical_json
-from itemeval.planning import Plan
 from itemeval.storage import unique_name
 from itemeval.store import GRADES, SOLUTIONS
 from itemeval.store.fragments import FragmentInfo

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from itemeval.export._manifest import CSV_DIR, PART_ROWS, TABLE_DIR, Commit, PartRecord, pair_folder
 from itemeval.export._outputs import OutputDir, OutputFile
-from itemeval.export._table.columns import LONG_TABLE_SCHEMA
+from itemeval.results import LONG_TABLE_SCHEMA
 from itemeval.storage import resolve
 
 TABLE_FORMATS = ("parquet", "csv")

@@ -68,11 +68,10 @@ from itemeval.export._manifest import (
 from itemeval.export._outputs import OutputDir
 from itemeval.export._pair_update import PairUpdate, digest
 from itemeval.export._parts import TABLE_FORMATS
-from itemeval.export._report.judges import study_judges
-from itemeval.export._report.pairwise import study_pairwise
-from itemeval.export._stats import DEFAULT_RESAMPLES, DEFAULT_SEED
-from itemeval.export._table.scan import DEFAULT_BATCH_ROWS, LongTableScan, ScanCounts
+from itemeval.judging import study_judges, study_pairwise
 from itemeval.planning import Plan
+from itemeval.results import DEFAULT_BATCH_ROWS, LongTableScan, ScanCounts
+from itemeval.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED
 from itemeval.store import GRADES, SOLUTIONS
 from itemeval.store.fragments import FragmentInfo, list_fragments
 

@@ -36,7 +36,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
     _responses: ANALYSIS_DIR study_responses
     _analysis: HELD_OUT_ITEMS MIN_CONDITIONS ConditionAbility IrtResult analyze_irt
     _adaptive: FLOOR MIN_CALIBRATION WEIGHT Adaptive Bank Estimate choose
-    _report: IrtSection adaptive_rows irt_section q_text
+    _report: ADAPTIVE_HEADER ADAPTIVE_NOTE ADAPTIVE_NUMERIC FLAGGED_HEADER FLAGGED_NOTE
+             FLAGGED_NUMERIC IrtSection adaptive_rows flagged_rows irt_section q_text summary_line
     _study_run: adaptive_costs read_adaptive render_adaptive_costs run_adaptive
     """,
 )

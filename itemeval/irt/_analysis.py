@@ -53,7 +53,7 @@ from itemeval.planning import Plan
 from itemeval.storage import resolve
 
 if TYPE_CHECKING:
-    from itemeval.export import StudyCells
+    from itemeval.results import StudyCells
 
 CONDITIONS_FILE = "conditions.parquet"
 ITEMS_FILE = "items.parquet"

@@ -18,13 +18,13 @@ from itemeval.irt._items import NEGATIVE, ItemParameters
 from itemeval.planning import Plan
 
 if TYPE_CHECKING:
-    from itemeval.export import StudyCells
+    from itemeval.results import StudyCells
 
 #: Flagged items listed in the report (the rest are counted).
 MAX_LISTED = 30
 FLAG_ORDER = ("negative discrimination", "none right", "all right")
 
-HEADER = [
+FLAGGED_HEADER = [
     "dataset",
     "item",
     "flag",
@@ -35,8 +35,8 @@ HEADER = [
     "input",
     "target",
 ]
-NUMERIC = {3, 4, 5, 6}
-NOTE = (
+FLAGGED_NUMERIC = {3, 4, 5, 6}
+FLAGGED_NOTE = (
     "A 2PL item response model fitted to the headline grader's results (docs/irt.md). "
     "Negative discrimination: weaker conditions get the item right more often than stronger "
     "ones, beyond chance (the discrimination is below 0 by a one-sided test on its standard "
@@ -122,7 +122,7 @@ def q_text(q: float) -> str:
 
 
 def flagged_rows(section: IrtSection, shorten: object) -> list[list[str]]:
-    """Rows under `HEADER` (`shorten(text, limit)` trims the item's text)."""
+    """Rows under `FLAGGED_HEADER` (`shorten(text, limit)` trims the item's text)."""
     cut = shorten  # the report's own trimming
     return [
         [

@@ -28,7 +28,7 @@ from itemeval.planning import Plan
 from itemeval.storage import Location
 
 if TYPE_CHECKING:
-    from itemeval.export import StudyCells
+    from itemeval.results import StudyCells
 
 ANALYSIS_DIR = "analysis/irt"
 RESPONSES_FILE = "responses.parquet"
@@ -113,7 +113,7 @@ def own_responses(
 ) -> OwnResponses:
     """This store's responses (see the module doc). Without `hashed` the item hashes are left
     empty (nothing is written or matched) and no item's text is read until asked for."""
-    from itemeval.export import ItemFetcher, primary_grader, read_cells
+    from itemeval.results import ItemFetcher, primary_grader, read_cells
 
     cells = cells if cells is not None else read_cells(plan)
     primary = primary_grader(cells.facets.grade)

@@ -274,7 +274,7 @@ def _bank(plan: Plan, strata: np.ndarray, responses: dict[str, list]) -> _Calibr
 
 def _strata(plan: Plan) -> np.ndarray:
     """Each item's stratum: its dataset and, where its metadata names one, its subject."""
-    from itemeval.export import ItemFetcher
+    from itemeval.results import ItemFetcher
 
     datasets = plan.items.column("dataset").to_pylist()
     snapshots = {d.name: d.snapshot for d in plan.datasets if d.snapshot is not None}
@@ -316,7 +316,7 @@ def _calibrating(plan: Plan, cfg: AdaptiveConfig, adaptive: set[str]) -> dict[st
 
 
 def _hashes(plan: Plan) -> tuple[list[str], list[str]]:
-    from itemeval.export import ItemFetcher
+    from itemeval.results import ItemFetcher
 
     snapshots = {d.name: d.snapshot for d in plan.datasets if d.snapshot is not None}
     ids = plan.items.column("item_id")

@@ -11,9 +11,12 @@ The public names are the ones below; the modules are private:
 * `_pairwise`     pairwise verdicts against a baseline: win rate, position bias, length bias,
                   length-controlled win rate, Bradley-Terry strengths (cluster-robust intervals)
 * `_analysis`     all of it for every judge and panel of a study (`analyse`)
+* `_study`        a study's cells with its panels as graders (`study_cells`), and every judge
+                  and panel against gold from its store (`study_judges`)
+* `_study_pairwise`  a study's pairwise verdicts from its store (`study_pairwise`)
 
-Nothing here reads the store or calls a model: callers hand it the grades (`export/_report/
-judges.py` for the report, `export` and `Study.judges()`).
+Nothing here calls a model; only `_study` and `_study_pairwise` read the store, through
+`itemeval.results`. The rest takes the grades from its callers.
 """
 
 from itemeval.judging._agreement import PanelAgreement, panel_agreement
@@ -43,6 +46,8 @@ from itemeval.judging._pairwise import (
     parse_pairwise_verdict,
 )
 from itemeval.judging._panels import PanelRule, combine, panel_grades
+from itemeval.judging._study import judge_analysis, study_cells, study_judges, with_panels
+from itemeval.judging._study_pairwise import study_pairwise
 from itemeval.judging._verdicts import Shape, column, merge_gold
 
 __all__ = [
@@ -69,6 +74,7 @@ __all__ = [
     "calibrate",
     "column",
     "combine",
+    "judge_analysis",
     "merge_gold",
     "panel_agreement",
     "panel_grades",
@@ -76,5 +82,9 @@ __all__ = [
     "read_label_rows",
     "resolve_labels",
     "sample_rows",
+    "study_cells",
+    "study_judges",
+    "study_pairwise",
+    "with_panels",
     "write_labels_file",
 ]

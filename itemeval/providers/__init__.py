@@ -38,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "make_bucket": "_factory",
     "make_limiter": "_factory",
     "make_provider": "_factory",
+    "failure_result": "_failures",
     # clients
     "AnthropicMessagesProvider": "_anthropic_messages",
     "GeminiProvider": "_gemini",
@@ -132,6 +133,7 @@ __all__ = [
     "UncertainCreate",
     "Usage",
     "estimate_tokens",
+    "failure_result",
     "item_difficulty",
     "make_batch_client",
     "make_bucket",
@@ -157,6 +159,7 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from itemeval.providers._deadline import ATTEMPT_SENT, AttemptDeadline
     from itemeval.providers._factory import make_bucket, make_limiter, make_provider
+    from itemeval.providers._failures import failure_result
     from itemeval.providers._gemini import GeminiProvider
     from itemeval.providers._hedge_settings import HedgeSettings
     from itemeval.providers._openai_chat import OpenAIChatProvider

@@ -14,6 +14,7 @@ decides the code. The rules, in order:
 
 from __future__ import annotations
 
+from itemeval.errors import TransientFailure
 from itemeval.providers.types import ErrorCode, ModelResult, Usage
 from itemeval.secrets import redact
 
@@ -126,4 +127,15 @@ def answer(
         usage=usage,
         request_id=request_id,
         http_status=200,
+    )
+
+
+def failure_result(failure: TransientFailure) -> ModelResult:
+    """The result of an attempt that ended in `failure` (its message redacted)."""
+    return ModelResult(
+        ok=False,
+        error_code=failure.code,
+        error_message=redact(failure.message),
+        http_status=failure.http_status,
+        request_id=failure.request_id,
     )

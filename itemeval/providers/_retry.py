@@ -31,6 +31,7 @@ from tenacity import (
 )
 
 from itemeval.errors import TransientFailure
+from itemeval.providers._failures import failure_result
 from itemeval.providers.money import ATTEMPTS, NotSent
 from itemeval.providers.types import ErrorCode, ModelResult
 
@@ -154,7 +155,7 @@ class RetryPolicy:
         try:
             result: ModelResult = await self._template.copy()(replaying_the_first)
         except TransientFailure as last:  # the policy gave up (reraise=True)
-            return last.to_result(), attempts
+            return failure_result(last), attempts
         return result, attempts
 
 

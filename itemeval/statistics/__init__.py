@@ -4,6 +4,7 @@ The public names are `__all__` below, imported on first use; the modules are pri
 docs/statistics.md describes each method with its formula):
 
 * `_intervals`     one condition's cluster-bootstrap interval (`bootstrap_proportion`)
+* `_agreement`     how often two graders agree: the agreement rate and Cohen's kappa
 * `_tallies`       per-cluster sums and counts per unit: what the paired statistics read
 * `_paired`        every pair of a family compared from one shared paired bootstrap: intervals,
                    exact McNemar or a cluster-robust paired t-test, rank intervals, tiers
@@ -11,7 +12,7 @@ docs/statistics.md describes each method with its formula):
 * `_components`    variance components: between-item and within-item shares, effective size
 * `_power`         items and epochs a paired comparison needs to detect a difference
 * `_families`      a study's families (graders x metrics x scopes) from its `StudyCells`
-* `_study`         the same from a plan, `analysis.cluster_by` read from the items
+* `_study`         the same from a plan (its cells from `itemeval.results`, panels included)
 * `_tables`        the results as arrow tables (comparisons, rankings, variance components)
 * `_planning`      `itemeval plan --detect`: the power plan with the calibrated cost
 * `_words`         p-values, ranks and verdicts in words (the report and the viewer)
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 from itemeval._util.lazy import lazy_exports
 
 _MODULES: dict[str, tuple[str, ...]] = {
+    "_agreement": ("Agreement", "agreement", "cohen_kappa"),
     "_families": ("MEAN_SCORE", "FamilyKey", "Options", "StudyStatistics", "study_statistics"),
     "_intervals": (
         "DEFAULT_CONFIDENCE",
@@ -38,7 +40,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "_paired": ("MCNEMAR", "PAIRED_T", "Family", "compare"),
     "_planning": ("power_plan_of",),
     "_power": ("DesignVariance", "PowerPlan", "items_needed"),
-    "_study": ("analysis_options", "item_clusters", "plan_statistics", "study_clusters"),
+    "_study": ("analysis_options", "plan_statistics"),
     "_tables": ("ComparisonTables", "comparisons_table", "components_table", "rankings_table"),
     "_tallies": ("Tallies",),
     "_words": ("ADJUSTMENTS", "p_text", "rank_text", "verdict"),

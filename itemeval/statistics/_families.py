@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export import GradeFacets, StudyCells, primary_grader
+from itemeval.results import Clusters, GradeFacets, StudyCells, primary_grader
 from itemeval.statistics._components import Components, components
 from itemeval.statistics._intervals import bootstrap_proportion
 from itemeval.statistics._paired import (
@@ -50,16 +50,6 @@ class Options:
     confidence: float = DEFAULT_CONFIDENCE
     adjustment: str = "holm"
     alpha: float = DEFAULT_ALPHA
-
-
-@dataclass(frozen=True)
-class Clusters:
-    """`analysis.cluster_by`: a cluster code per selected item (plan order)."""
-
-    by: str
-    codes: np.ndarray  # int64, one per selected item
-    count: int
-    missing: int = 0  # items without the field (each its own cluster)
 
 
 @dataclass(frozen=True)

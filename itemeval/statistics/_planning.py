@@ -23,12 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from itemeval.errors import InputError, Problem
-from itemeval.export._table.cells import StudyCells, read_cells
-from itemeval.export._table.conditions import primary_grader
 from itemeval.planning import Plan
-from itemeval.statistics._families import Clusters
+from itemeval.results import Clusters, StudyCells, primary_grader, read_cells, study_clusters
 from itemeval.statistics._power import DesignVariance, PowerPlan, flag_budget, power_plan
-from itemeval.statistics._study import study_clusters
 from itemeval.store import select_conditions
 
 #: The default plan is for pairs whose observed difference is at most this many times the

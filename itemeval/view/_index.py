@@ -1,15 +1,15 @@
 """What the viewer answers from: the small columns of every logical row, and where each row is.
 
-`build_index(plan)` reads the store the way the report does (`export.table.cells`): only keys,
+`build_index(plan)` reads the store the way the report does (`results.read_cells`): only keys,
 status, codes and numbers, deduplicated by the store's rule, one partition (or one condition
 pair of a grade partition) at a time, never a text. Each logical row also keeps where it is
 stored (its fragment and its position there, `FRAG`/`POS`), so a page fetches the texts of the
-rows it shows and nothing else (`export.table.fetch.RowFetcher`).
+rows it shows and nothing else (`results.RowFetcher`).
 
 The grades hold the study's panels too, as grade conditions after the stored ones
-(`export.study_cells`; a panel's rows are stored nowhere: no `frag`, `pos`). From those rows it
+(`judging.study_cells`; a panel's rows are stored nowhere: no `frag`, `pos`). From those rows it
 derives, per grade condition, generate condition and item, dense counts of correct and valid
-grades (what the overview's leaderboard resamples, `export.study_numbers`), failed calls and
+grades (what the overview's leaderboard resamples, `report.study_numbers`), failed calls and
 parse failures; per generate condition and item, the headline grader's counts, failed calls,
 parse failures and judge/scorer disagreements: every filter of the items page is a numpy mask
 over them.
@@ -37,14 +37,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval._util.heap import release_unused_memory, trim_heap
-from itemeval.export import (
-    DesignFacets,
-    ItemFetcher,
-    StudyCells,
-    primary_grader,
-    study_cells,
-)
+from itemeval.judging import study_cells
 from itemeval.planning import Plan
+from itemeval.results import DesignFacets, ItemFetcher, StudyCells, primary_grader
 from itemeval.store import GRADES, SOLUTIONS, SnapshotInfo, read_snapshot_info
 from itemeval.store.fragments import (
     compaction_generation,
@@ -166,7 +161,7 @@ class ViewIndex:
         return None
 
     def counts(self, code: int) -> tuple[np.ndarray, np.ndarray]:
-        """`export.ItemCounts`: grade condition `code`'s correct and valid grades per generate
+        """`report.ItemCounts`: grade condition `code`'s correct and valid grades per generate
         condition and item."""
         return self.correct_by_grade[code], self.graded_by_grade[code]
 

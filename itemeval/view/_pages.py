@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from itemeval.export import fmt_proportion, fmt_usd
+from itemeval.report import fmt_proportion, fmt_usd
 from itemeval.view._answers import compare, item_detail
 from itemeval.view._queries import SORTS, ItemQuery
 from itemeval.view._queries import items_page as query_items

@@ -1,7 +1,7 @@
 """What each page shows, computed from a `ViewIndex`: filters are numpy masks over the index's
 per-item counts; texts are fetched for the rows of the page only.
 
-* `overview`: the report's numbers (`export.study_numbers`: the leaderboard with its intervals
+* `overview`: the report's numbers (`report.study_numbers`: the leaderboard with its intervals
   over `analysis.cluster_by`'s clusters, tiers and rank intervals, costs), coverage and errors;
 * `items_page`: one page of items matching an `ItemQuery`;
 (`answers`: one item with every condition's answers, and two conditions compared.)
@@ -24,15 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval._util.heap import release_unused_memory
-from itemeval.export import (
-    Bootstrap,
-    Cost,
-    Errors,
-    Leaderboard,
-    StudyCells,
-    errors,
-    study_numbers,
-)
+from itemeval.report import Bootstrap, Cost, Errors, Leaderboard, errors, study_numbers
+from itemeval.results import StudyCells
 from itemeval.store import latest_manifest, read_items_part
 from itemeval.view._index import ViewIndex
 
@@ -40,7 +33,7 @@ PER_PAGE = 50
 SORTS = ("accuracy", "-accuracy", "difficulty", "-difficulty", "id")
 
 #: Tiers of the leaderboard (conditions whose accuracies the data cannot tell apart), by
-#: generate condition id. By default the report's (`export.study_numbers`: the headline
+#: generate condition id. By default the report's (`report.study_numbers`: the headline
 #: grader's paired comparisons); assign a function taking the `Leaderboard` and returning
 #: {condition id: tier label} to replace it. The overview shows a "tier" column when it
 #: returns anything.

@@ -5,7 +5,7 @@ fragments that hold the rows with `file_row_number`, filtered to the wanted posi
 decodes only the vectors that hold them, which matters for compacted fragments (one file a
 partition, row groups of up to 131,072 rows): on 100,000-row files, 4-20 ms a row against
 55-990 ms for pyarrow, which decodes the whole column chunk (`docs/decisions/0034-viewer.md`).
-A remote store (S3) is read through pyarrow (`export.table.fetch.RowFetcher`): DuckDB would need
+A remote store (S3) is read through pyarrow (`results.RowFetcher`): DuckDB would need
 its `httpfs` extension, which it fetches from the internet, and the store's credentials.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export import PartitionRows, RowFetcher
+from itemeval.results import PartitionRows, RowFetcher
 from itemeval.store import Stage
 from itemeval.view._index import Where
 

@@ -15,6 +15,11 @@ PACKAGES = [
     "itemeval.providers.limits",
     "itemeval.providers.money",
     "itemeval.simulator",
+    "itemeval.results",
+    "itemeval.report",
+    "itemeval.export",
+    "itemeval.statistics",
+    "itemeval.irt",
 ]
 
 

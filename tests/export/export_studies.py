@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 import yaml
 
 from itemeval.config import load_study
-from itemeval.export import LONG_TABLE_SCHEMA, read_long_table
+from itemeval.export import read_long_table
 from itemeval.planning import Plan, make_plan
+from itemeval.results import LONG_TABLE_SCHEMA
 from itemeval.runtime import RunOptions, RunOutcome, run_study
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from export_studies import Run
 
-from itemeval.export import write_report
+from itemeval.report import write_report
 
 pytestmark = pytest.mark.browser
 

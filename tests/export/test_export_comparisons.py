@@ -16,11 +16,10 @@ from itemeval.cli.main import main
 from itemeval.config import load_study, study_from_mapping
 from itemeval.errors import ConfigError, ExitCode
 from itemeval.export import ExportOptions, export_study
-from itemeval.export._report.data import report_data
-from itemeval.export._report.markdown import report_markdown
-from itemeval.export._report.summary import Bootstrap
-from itemeval.export._table.cells import read_cells
 from itemeval.planning import make_plan
+from itemeval.report import Bootstrap, report_data
+from itemeval.report._markdown import report_markdown
+from itemeval.results import read_cells
 from itemeval.statistics import items_needed
 from itemeval.statistics._study import plan_statistics
 from itemeval.statistics._tables import comparisons_table, components_table

@@ -22,11 +22,12 @@ import pytest
 from export_studies import write_study
 
 from itemeval.config import load_study
-from itemeval.export import Cost, costs, study_cells
-from itemeval.export._table.priced import call_usd
+from itemeval.judging import study_cells
 from itemeval.planning import Plan, make_plan
 from itemeval.providers.money import ModelPrice
 from itemeval.providers.types import Usage
+from itemeval.report import Cost, costs
+from itemeval.results import call_usd
 from itemeval.runtime import RunOptions, run_study
 
 #: No injected faults: the three runs hold the same logical rows, whatever ran first.

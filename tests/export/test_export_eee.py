@@ -186,7 +186,6 @@ def _row(**changes: Any) -> dict[str, Any]:
 
 
 def test_instance_records_leave_absent_values_out():
-    from itemeval.export import GenerateFacets, GradeFacets
     from itemeval.export._eee.records import (
         DatasetSourceInfo,
         Evaluation,
@@ -194,6 +193,7 @@ def test_instance_records_leave_absent_values_out():
         build_instance,
         item_choices,
     )
+    from itemeval.results import GenerateFacets, GradeFacets
 
     generate = GenerateFacets(
         "m_direct_default--0123456789ab",

@@ -14,8 +14,8 @@ from export_studies import Run
 from itemeval.api import Study
 from itemeval.cli.main import main
 from itemeval.errors import ExitCode
-from itemeval.export import report_data
 from itemeval.irt import analyze_irt
+from itemeval.report import report_data
 from itemeval.storage import resolve
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 from export_studies import run
 
-from itemeval.export import Bootstrap, leaderboard_text
-from itemeval.export._report.summary import leaderboard
-from itemeval.export._table.cells import read_cells
+from itemeval.report import Bootstrap, leaderboard_text
+from itemeval.report._summary import leaderboard
+from itemeval.results import read_cells
 from itemeval.simulator import DEFAULT_CATALOG, p_correct
 
 ITEMS = 400

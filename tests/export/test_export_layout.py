@@ -1,6 +1,6 @@
-"""The floors inside `itemeval/export/` that docs/architecture.md states: `_table/` reads the
-store and imports neither `_eee/` nor `_report/`; `_stats` and `_outputs` import nothing of
-`export`."""
+"""The layout inside `itemeval/export/` that its docstring states: `_outputs` imports nothing of
+`export`; every directory of modules is a package. (The floors between packages:
+tests/core/test_floors.py.)"""
 
 from __future__ import annotations
 
@@ -30,21 +30,8 @@ def _module(path: Path) -> str:
     return ".".join(("itemeval", *path.relative_to(EXPORT.parent).with_suffix("").parts))
 
 
-def test_table_reads_without_eee_or_report():
-    files = sorted((EXPORT / "_table").glob("*.py"))
-    assert len(files) >= 5
-    for path in files:
-        above = {
-            m
-            for m in _export_imports(path)
-            if m.startswith(("itemeval.export._eee", "itemeval.export._report"))
-        }
-        assert not above, f"{_module(path)} imports {sorted(above)}"
-
-
-def test_stats_and_outputs_stand_alone():
-    for name in ("_stats.py", "_outputs.py"):
-        assert not _export_imports(EXPORT / name), name
+def test_outputs_stand_alone():
+    assert not _export_imports(EXPORT / "_outputs.py")
 
 
 def test_every_directory_of_modules_is_a_package():

@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 from export_studies import Run, read_table, run
 
-from itemeval.export import LONG_TABLE_SCHEMA, ExportOptions, LongTableScan, export_study
-from itemeval.export._table.columns import markdown_table
+from itemeval.export import ExportOptions, export_study
+from itemeval.results import LONG_TABLE_SCHEMA, LongTableScan
+from itemeval.results._columns import markdown_table
 from itemeval.runtime import RunOptions
 from itemeval.store import StudyStore, compact, read_snapshot_info
 

@@ -13,10 +13,11 @@ import pytest
 import yaml
 from export_studies import DEMO, Run, read_table, run
 
-from itemeval.export import ExportOptions, export_study, report_data, write_report
-from itemeval.export._stats import cohen_kappa
+from itemeval.export import ExportOptions, export_study
 from itemeval.providers.types import Usage
+from itemeval.report import report_data, write_report
 from itemeval.runtime import RunOptions
+from itemeval.statistics import cohen_kappa
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from itemeval.export._stats import agreement, bootstrap_proportion, cohen_kappa
+from itemeval.statistics import agreement, bootstrap_proportion, cohen_kappa
 
 
 def test_bootstrap_of_a_fair_coin_matches_the_binomial_interval():

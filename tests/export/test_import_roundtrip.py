@@ -11,8 +11,9 @@ import yaml
 from export_studies import Run
 
 from itemeval import Study
-from itemeval.export import ExportOptions, export_study, leaderboard_text
+from itemeval.export import ExportOptions, export_study
 from itemeval.importing import import_sources
+from itemeval.report import leaderboard_text
 
 
 def _grades(table: pa.Table) -> set[tuple]:

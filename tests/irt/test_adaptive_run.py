@@ -13,9 +13,9 @@ import pytest
 from itemeval.api import Study
 from itemeval.config import load_study
 from itemeval.errors import InputError
-from itemeval.export import write_report
 from itemeval.irt import read_adaptive, run_adaptive, study_responses
 from itemeval.planning import make_plan
+from itemeval.report import write_report
 from itemeval.runtime import run_study
 from tests.export.export_studies import DEMO, INLINE, write_study
 

@@ -13,9 +13,9 @@ import pytest
 from itemeval.cli.main import main
 from itemeval.config import load_study
 from itemeval.errors import ExitCode, InputError
-from itemeval.export import report_data
 from itemeval.irt import FLAG_Q, MIN_CONDITIONS, discrimination_q, fit_irt, held_out_loglik
 from itemeval.planning import make_plan
+from itemeval.report import report_data
 from itemeval.runtime import run_study
 from tests.export.export_studies import DEMO, INLINE, write_study
 
@@ -214,8 +214,8 @@ def test_a_key_error_shows_with_its_standard_errors_in_the_command_and_the_repor
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from itemeval.export._report.markdown import irt_markdown
     from itemeval.irt import IrtSection, analyze_irt
+    from itemeval.report._markdown import irt_markdown
 
     path = three_condition_study(tmp_path / "study")
     plan = make_plan(load_study(path), with_pending=False)

@@ -9,7 +9,13 @@ from email.utils import format_datetime
 
 import pytest
 
-from itemeval.providers import ErrorCode, ModelResult, RetryPolicy, TransientFailure
+from itemeval.providers import (
+    ErrorCode,
+    ModelResult,
+    RetryPolicy,
+    TransientFailure,
+    failure_result,
+)
 from itemeval.providers._retry import parse_duration, retry_after_from_headers
 
 
@@ -106,7 +112,7 @@ def test_secrets_are_redacted_from_failure_messages(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("ITEMEVAL_TEST_RETRY_KEY", "sk-canary-1234567890")
     read_key("ITEMEVAL_TEST_RETRY_KEY")
     failure = TransientFailure(ErrorCode.AUTH, "bad key sk-canary-1234567890 given")
-    assert "canary" not in (failure.to_result().error_message or "")
+    assert "canary" not in (failure_result(failure).error_message or "")
 
 
 @pytest.mark.parametrize(

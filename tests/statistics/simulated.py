@@ -36,7 +36,7 @@ def study_cells(scores: np.ndarray, *, judge: bool = True, datasets: int = 2):
     or a scorer. What the report computes its statistics from, without a run."""
     import pyarrow as pa
 
-    from itemeval.export import DesignFacets, GenerateFacets, GradeFacets, StudyCells
+    from itemeval.results import DesignFacets, GenerateFacets, GradeFacets, StudyCells
 
     items, epochs, k = scores.shape
     generate = tuple(

@@ -19,10 +19,10 @@ import yaml
 
 from itemeval.cli.main import main
 from itemeval.config import load_study
-from itemeval.export import write_report
 from itemeval.planning import make_plan
 from itemeval.providers.money import Pricing
 from itemeval.providers.types import Usage
+from itemeval.report import write_report
 from itemeval.simulator._engine import input_tokens
 from itemeval.store import StudyStore
 

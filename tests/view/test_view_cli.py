@@ -49,8 +49,8 @@ def test_port_in_use_is_bad_input(study_plan: Plan, capsys) -> None:  # type: ig
 def test_overview_leaderboard_is_the_reports(study_plan: Plan) -> None:
     """The overview ranks from the index's per-item counts; the report from its own cells: the
     same conditions, order, accuracies and intervals."""
-    from itemeval.export import Bootstrap
-    from itemeval.export._report.summary import leaderboard
+    from itemeval.report import Bootstrap
+    from itemeval.report._summary import leaderboard
     from itemeval.view._index import build_index
     from itemeval.view._queries import overview
 
@@ -66,9 +66,9 @@ def test_overview_leaderboard_is_the_reports(study_plan: Plan) -> None:
 def test_overview_tiers_are_the_leaderboards(study_plan: Plan) -> None:
     """The overview's tier and rank interval per condition are the report leaderboard's (its
     paired comparisons), computed from the index's per-item counts."""
-    from itemeval.export import Bootstrap
-    from itemeval.export._report.data import headline_family
-    from itemeval.export._report.summary import leaderboard
+    from itemeval.report import Bootstrap
+    from itemeval.report._data import headline_family
+    from itemeval.report._summary import leaderboard
     from itemeval.statistics import analysis_options, plan_statistics, rank_text
     from itemeval.view._index import build_index
     from itemeval.view._queries import overview
@@ -125,7 +125,8 @@ def test_overview_costs_and_errors_are_the_reports(study_plan: Plan) -> None:
 
     import pytest
 
-    from itemeval.export import costs, errors, read_cells
+    from itemeval.report import costs, errors
+    from itemeval.results import read_cells
     from itemeval.view._index import build_index
     from itemeval.view._queries import overview
 

@@ -22,8 +22,8 @@ from export_studies import run
 
 from itemeval.api import Study
 from itemeval.config import load_study
-from itemeval.export import Bootstrap, fmt_proportion, fmt_usd, report_data
 from itemeval.planning import Plan, make_plan
+from itemeval.report import Bootstrap, fmt_proportion, fmt_usd, report_data
 from itemeval.statistics import rank_text
 from itemeval.view import ViewOptions, ViewServer
 from itemeval.view._index import build_index

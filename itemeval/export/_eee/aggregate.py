@@ -9,8 +9,8 @@ from typing import Any
 
 from itemeval import __version__
 from itemeval.export._eee.records import SCHEMAS, DatasetSourceInfo, Evaluation, strings
-from itemeval.export._stats import Proportion
 from itemeval.ids import canonical_json
+from itemeval.statistics import Proportion
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,9 +37,8 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export._table.columns import ITEM_FIELDS
-from itemeval.export._table.conditions import GenerateFacets, GradeFacets
 from itemeval.ids import canonical_json
+from itemeval.results import ITEM_FIELDS, GenerateFacets, GradeFacets
 
 EeeVersion = Literal["0.2.0", "0.3.0"]
 EEE_VERSIONS: tuple[str, ...] = ("0.2.0", "0.3.0")

@@ -50,10 +50,10 @@ from itemeval.export._manifest import (
     EvaluationRecord,
 )
 from itemeval.export._outputs import OutputDir, OutputFile
-from itemeval.export._stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion
-from itemeval.export._table.scan import Pair
 from itemeval.ids import canonical_json
 from itemeval.planning import Plan
+from itemeval.results import Pair
+from itemeval.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_proportion
 from itemeval.templates import Template
 
 #: Rendered prompts remembered (see `EeeWriter._item`).
@@ -428,7 +428,7 @@ class EeeWriter:
     def _cluster_codes(self, by: str, ids: pa.ChunkedArray | pa.Array) -> np.ndarray:
         """The `analysis.cluster_by` cluster code of each item in `ids` (read once)."""
         if self._clusters is None:
-            from itemeval.statistics import item_clusters
+            from itemeval.results import item_clusters
 
             self._clusters = (
                 self.plan.items.column("item_id").combine_chunks(),

@@ -32,7 +32,8 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
-from itemeval.errors import NotSent
+from itemeval.errors import NotSent, TransientFailure
+from itemeval.providers._failures import failure_result
 from itemeval.providers.types import ErrorCode, ModelResult
 
 #: The meter of the call this task's attempts belong to (None: nobody is counting).
@@ -66,7 +67,7 @@ class AttemptMeter:
         self.in_flight = 0
         self.abandoned = 0
         self.refused = False
-        self.last_failure: Any = None  # the last transient failure an attempt ended in
+        self.last_failure: TransientFailure | None = None  # the last one an attempt ended in
         self.refusal_result: ModelResult | None = None  # what `refusal` returned (not an attempt)
         #: Whether the call's worst case grew since it reserved (cheap, asked before each send),
         #: and the top-up of its reservation (False: it does not fit; the attempt is not sent).
@@ -103,7 +104,7 @@ class AttemptMeter:
         self.in_flight -= 1
         if exc is None:
             return
-        if hasattr(exc, "to_result"):  # a TransientFailure (duck-typed: no import cycle)
+        if isinstance(exc, TransientFailure):
             self.last_failure = exc
             if getattr(exc, "http_status", None) is not None or not getattr(exc, "sent", True):
                 return  # the provider answered with an error, or it never reached it
@@ -138,7 +139,7 @@ class AttemptMeter:
         if last is None:
             refusal = ModelResult(ok=False, error_code=ErrorCode.DEADLINE, error_message=why)
         else:
-            result = last.to_result()
+            result = failure_result(last)
             refusal = ModelResult(
                 ok=False,
                 error_code=result.error_code,

@@ -1,4 +1,4 @@
-"""The report's pairwise section: every pairwise judge's stored verdicts, analysed.
+"""A study's pairwise judges: every pairwise judge's stored verdicts, analysed.
 
 `study_pairwise` reads the grades of the design's pairwise conditions (one per order) and the
 lengths of the answers compared, and hands them to `itemeval.judging.analyse_pairwise`: what
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 
-from itemeval.judging import PairwiseAnalysis, analyse_pairwise
+from itemeval.judging._pairwise import PairwiseAnalysis, analyse_pairwise
 from itemeval.planning import Plan
 from itemeval.store import GRADES, SOLUTIONS
 

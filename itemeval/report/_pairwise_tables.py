@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from itemeval.export._report.tables import TextTable, interval_text
 from itemeval.judging import Interval, PairwiseAnalysis
+from itemeval.report._tables import TextTable, interval_text
 
 PAIRWISE_METHOD = [
     "Pairwise: each condition's answer against the baseline's to the same item and epoch, "
@@ -48,7 +48,7 @@ def pairwise_table(analysis: PairwiseAnalysis) -> TextTable:
 
 
 def pairwise_markdown(analyses: list[PairwiseAnalysis]) -> list[str]:
-    from itemeval.export._report.markdown import md_table
+    from itemeval.report._markdown import md_table
 
     if not analyses:
         return []
@@ -63,22 +63,3 @@ def pairwise_markdown(analyses: list[PairwiseAnalysis]) -> list[str]:
         ]
     out += [f"- {line}" for line in PAIRWISE_METHOD]
     return out
-
-
-def pairwise_html(analyses: list[PairwiseAnalysis]) -> str:
-    from html import escape
-
-    from itemeval.export._report.html import html_table
-
-    if not analyses:
-        return ""
-    parts = ["<section id='pairwise'><h2>Pairwise</h2>"]
-    for analysis in analyses:
-        parts.append(
-            "<p class='note'>Judge position bias over every pair: first shown wins "
-            f"{escape(interval_text(analysis.position_first_wins))}.</p>"
-        )
-        parts.append(html_table(pairwise_table(analysis), table_id="pairwise-table"))
-    parts += [f"<p class='note'>{escape(line)}</p>" for line in PAIRWISE_METHOD]
-    parts.append("</section>")
-    return "\n".join(parts)

@@ -27,16 +27,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export._table.columns import (
+from itemeval.planning import Plan
+from itemeval.results._columns import (
     GRADE_RENAMES,
     ITEM_FIELDS,
     LONG_TABLE_SCHEMA,
     SOLUTION_RENAMES,
 )
-from itemeval.export._table.conditions import DesignFacets, GenerateFacets, GradeFacets
-from itemeval.export._table.fetch import ItemFetcher, PartitionRows, RowFetcher
-from itemeval.export._table.pairs import PairRows, Selection, pair_rows, read_state
-from itemeval.planning import Plan
+from itemeval.results._conditions import DesignFacets, GenerateFacets, GradeFacets
+from itemeval.results._fetch import ItemFetcher, PartitionRows, RowFetcher
+from itemeval.results._pairs import PairRows, Selection, pair_rows, read_state
 from itemeval.storage import Location
 from itemeval.store import GRADES, SOLUTIONS, Stage
 

@@ -5,7 +5,7 @@ viewer's overview all call it, so one study reads the same everywhere, digit for
 
 * the options: resamples, seed and confidence of the `Bootstrap`, with `analysis.adjust` and
   `analysis.alpha` (`statistics.analysis_options`), and `analysis.cluster_by`'s clusters
-  (`statistics.study_clusters`): every interval resamples them;
+  (`results.study_clusters`): every interval resamples them;
 * the leaderboard: accuracy with its interval per condition and per model under every grade
   condition, panels included (`summary.leaderboard`, from per-item counts: the viewer passes
   the ones its index holds);
@@ -14,8 +14,8 @@ viewer's overview all call it, so one study reads the same everywhere, digit for
 * the costs per condition: paid, saved by the response cache, alone, per correct answer
   (`costs.costs`).
 
-`study_cells(plan)` are the cells they are computed from: the store's grades with the study's
-panels as grade conditions.
+`judging.study_cells(plan)` are the cells they are computed from: the store's grades with the
+study's panels as grade conditions.
 """
 
 from __future__ import annotations
@@ -23,11 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
-from itemeval.export._report.costs import Cost, costs
-from itemeval.export._report.judges import with_panels
-from itemeval.export._report.summary import Bootstrap, ItemCounts, Leaderboard, leaderboard
-from itemeval.export._table.cells import SolutionsHook, StudyCells, read_cells
 from itemeval.planning import Plan
+from itemeval.report._costs import Cost, costs
+from itemeval.report._summary import Bootstrap, ItemCounts, Leaderboard, leaderboard
+from itemeval.results import StudyCells, study_clusters
 
 if TYPE_CHECKING:  # imported where used: a run, which imports this module, never compares
     from itemeval.statistics import Family, Options, StudyStatistics
@@ -35,14 +34,6 @@ if TYPE_CHECKING:  # imported where used: a run, which imports this module, neve
 #: Which paired comparisons to compute: every family (the report), the headline grader's
 #: accuracy over conditions (the leaderboard's tiers), or none (a viewer over a big store).
 Families = Literal["all", "headline", "none"]
-
-
-def study_cells(
-    plan: Plan, *, locations: bool = False, on_solutions: SolutionsHook | None = None
-) -> StudyCells:
-    """The plan's cells (`read_cells`) with its panels as grade conditions (kind `panel`)."""
-    cells = read_cells(plan, locations=locations, on_solutions=on_solutions)
-    return with_panels(cells, plan.design)
 
 
 @dataclass(frozen=True)
@@ -96,7 +87,7 @@ def study_numbers(
     families: Families = "headline",
 ) -> StudyNumbers:
     """The leaderboard, its paired comparisons and the costs of `cells` (see the module doc)."""
-    from itemeval.statistics import analysis_options, study_clusters, study_statistics
+    from itemeval.statistics import analysis_options, study_statistics
 
     bootstrap = bootstrap or Bootstrap()
     options = analysis_options(plan, bootstrap.resamples, bootstrap.seed, bootstrap.confidence)

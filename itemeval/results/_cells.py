@@ -40,11 +40,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval._util.heap import release_unused_memory
-from itemeval.export._table.conditions import DesignFacets
-from itemeval.export._table.fetch import plain_columns
-from itemeval.export._table.priced import call_usd
 from itemeval.planning import Plan
 from itemeval.providers.money import ModelPrice
+from itemeval.results._conditions import DesignFacets
+from itemeval.results._fetch import plain_columns
+from itemeval.results._priced import call_usd
 from itemeval.store import GRADES, SOLUTIONS, ItemLookup, PartitionCells, read_partition_cells
 
 _CODE = pa.int32()

@@ -12,11 +12,11 @@ from __future__ import annotations
 import html
 import re
 
-from itemeval.export._report import tables as t
-from itemeval.export._report.data import ReportData
-from itemeval.export._report.judge_tables import judges_markdown
-from itemeval.export._report.pairwise_tables import pairwise_markdown
-from itemeval.irt import _report as irt  # irt writes its own report section
+import itemeval.irt as irt  # irt writes its own report section's rows and notes
+from itemeval.report import _tables as t
+from itemeval.report._data import ReportData
+from itemeval.report._judge_tables import judges_markdown
+from itemeval.report._pairwise_tables import pairwise_markdown
 
 
 def irt_markdown(data: ReportData) -> list[str]:
@@ -26,7 +26,8 @@ def irt_markdown(data: ReportData) -> list[str]:
     out = ["", "### Suspicious items (item response theory)", "", irt.summary_line(data.irt)]
     rows = irt.flagged_rows(data.irt, t.shorten)
     if rows:
-        out += ["", irt.NOTE, "", md_table(t.TextTable(irt.HEADER, rows, irt.NUMERIC))]
+        flagged = t.TextTable(irt.FLAGGED_HEADER, rows, irt.FLAGGED_NUMERIC)
+        out += ["", irt.FLAGGED_NOTE, "", md_table(flagged)]
     return out
 
 
@@ -65,7 +66,7 @@ def md_table(table: t.TextTable) -> str:
 def differences_markdown(data: ReportData) -> list[str]:
     """The section "Which differences are real" (`report.comparisons`)."""
     # imported here: a run imports this module and never compares
-    from itemeval.export._report import comparisons as cmp
+    from itemeval.report import _comparisons as cmp
 
     out = ["", f"## {cmp.TITLE}", "", cmp.note(data), ""]
     line = cmp.headline_verdict(data)

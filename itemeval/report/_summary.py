@@ -27,7 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export._stats import (
+from itemeval.results import GenerateFacets, GradeFacets, StudyCells, primary_grader
+from itemeval.statistics import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -36,8 +37,6 @@ from itemeval.export._stats import (
     agreement,
     bootstrap_proportion,
 )
-from itemeval.export._table.cells import StudyCells
-from itemeval.export._table.conditions import GenerateFacets, GradeFacets, primary_grader
 
 
 @dataclass(frozen=True)

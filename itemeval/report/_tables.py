@@ -11,9 +11,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from itemeval.export._report.data import ReportData, leaderboard_lines
-from itemeval.export._report.difficulty import ItemScore
-from itemeval.export._report.summary import CodeCount, FacetTable, fmt_proportion, fmt_usd
+from itemeval.report._data import ReportData, leaderboard_lines
+from itemeval.report._difficulty import ItemScore
+from itemeval.report._summary import CodeCount, FacetTable, fmt_proportion, fmt_usd
 
 MAX_LISTED_UNSOLVED = 50
 NOTHING_GRADED = "Nothing graded yet: `itemeval run STUDY` (or `itemeval grade STUDY`) first."

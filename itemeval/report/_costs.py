@@ -3,7 +3,7 @@ show it through `numbers.study_numbers`):
 
 * paid = USD of the condition's logical solution rows and of every grade of them;
 * saved by the response cache = what the calls whose answers came from the response cache would
-  have cost at their prices (the cells' `cache_usd`: `export.table.priced`);
+  have cost at their prices (the cells' `cache_usd`: `results._priced`);
 * alone = paid + saved: every call at its price, whatever ran before;
 * cost per correct answer = alone / correct answers under the headline grader;
 * saved by prompt caching = input tokens the providers served from their prompt caches, on the
@@ -25,10 +25,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export._report.summary import headline_code
-from itemeval.export._table.cells import StudyCells
-from itemeval.export._table.conditions import GenerateFacets
 from itemeval.providers.money import ModelPrice, Pricing
+from itemeval.report._summary import headline_code
+from itemeval.results import GenerateFacets, StudyCells
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class Cost:
     """What a generate condition's logical rows (its answers and every grade of them) cost.
 
     `usd` is what was paid; `cache_saved_usd` what the response cache saved (its answers'
-    rows paid nothing; priced at the calls' prices, `export.table.priced`); `alone_usd` what
+    rows paid nothing; priced at the calls' prices, `results._priced`); `alone_usd` what
     the condition would have cost alone, every call at its price: paid + saved, whatever ran
     before it. Cost per correct answer divides `alone_usd`, so it does not depend on run
     order or on answers another condition happened to share."""

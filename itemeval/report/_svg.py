@@ -1,8 +1,10 @@
 """The report's plots, drawn as standalone inline SVG (no plotting library, nothing fetched).
 
-Four kinds, each a pure function from numbers to an SVG string: an interval chart (estimates
-with confidence whiskers), a heatmap, a labelled scatter plot and a stacked histogram. Text is
-escaped; sizes are in CSS pixels and the SVG scales down with its container.
+Four kinds, each a pure function from numbers to SVG markup: an interval chart (estimates with
+confidence whiskers), a heatmap, a labelled scatter plot and a stacked histogram. This module
+lays a plot out (where each text, line, rectangle and circle goes, its numbers formatted);
+`templates/plot.svg` draws the shapes, escaping text. Sizes are in CSS pixels and the SVG scales
+down with its container.
 """
 
 from __future__ import annotations
@@ -10,9 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
+from typing import ClassVar
 
 import numpy as np
+from markupsafe import Markup
+
+from itemeval.report._templates import render
 
 PALETTE = (
     "#4e79a7",
@@ -56,14 +61,73 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return ticks
 
 
-def _svg(width: float, height: float, title: str, body: list[str]) -> str:
+# -- shapes: what `templates/plot.svg` draws, numbers formatted as they are written ----------
+
+
+@dataclass(frozen=True)
+class Text:
+    kind: ClassVar[str] = "text"
+    x: str
+    y: str
+    text: str
+    size: str
+    anchor: str
+    fill: str
+    weight: str
+    baseline: str
+
+
+@dataclass(frozen=True)
+class VerticalText:  # an axis's name up the left side
+    kind: ClassVar[str] = "vertical"
+    x: str
+    y: str
+    text: str
+    size: str
+    fill: str
+
+
+@dataclass(frozen=True)
+class Line:
+    kind: ClassVar[str] = "line"
+    x1: str
+    y1: str
+    x2: str
+    y2: str
+    stroke: str
+    width: str
+
+
+@dataclass(frozen=True)
+class Rect:
+    kind: ClassVar[str] = "rect"
+    x: str
+    y: str
+    width: str
+    height: str
+    fill: str
+    opacity: str | None = None
+    rx: str | None = None
+
+
+@dataclass(frozen=True)
+class Circle:
+    kind: ClassVar[str] = "circle"
+    cx: str
+    cy: str
+    r: str
+    fill: str
+    opacity: str | None = None  # with a stroke: a scatter plot's point
+    stroke: str | None = None
+    stroke_width: str | None = None
+
+
+Shape = Text | VerticalText | Line | Rect | Circle
+
+
+def _svg(width: float, height: float, title: str, body: list[Shape]) -> Markup:
     w, h = round(width), round(height)
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" viewBox="0 0 {w} {h}" '
-        f'width="{w}" height="{h}" role="img" font-family="{escape(FONT)}" '
-        f'style="max-width:100%;height:auto">'
-        f"<title>{escape(title)}</title>" + "".join(body) + "</svg>"
-    )
+    return render("plot.svg", width=w, height=h, font=FONT, title=title, shapes=body)
 
 
 def _text(
@@ -76,19 +140,12 @@ def _text(
     fill: str = INK,
     weight: str = "normal",
     baseline: str = "middle",
-) -> str:
-    return (
-        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
-        f'dominant-baseline="{baseline}" fill="{fill}" font-weight="{weight}">'
-        f"{escape(text)}</text>"
-    )
+) -> Text:
+    return Text(f"{x:.1f}", f"{y:.1f}", text, f"{size}", anchor, fill, weight, baseline)
 
 
-def _line(x1: float, y1: float, x2: float, y2: float, stroke: str, width: float = 1) -> str:
-    return (
-        f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" '
-        f'stroke="{stroke}" stroke-width="{width}"/>'
-    )
+def _line(x1: float, y1: float, x2: float, y2: float, stroke: str, width: float = 1) -> Line:
+    return Line(f"{x1:.1f}", f"{y1:.1f}", f"{x2:.1f}", f"{y2:.1f}", stroke, f"{width}")
 
 
 def _fmt(value: float) -> str:
@@ -111,12 +168,12 @@ def interval_chart(
     axis_label: str,
     domain: tuple[float, float] = (0.0, 1.0),
     width: float = 900,
-) -> str:
+) -> Markup:
     """Horizontal bars with a dot at each estimate and whiskers over its interval."""
     top, row_h, right = _ROWS_TOP, 26, _ROWS_RIGHT
     label_w, plot_w, height, x = _row_layout(rows, row_h, width, domain)
     lo, hi = domain
-    body = [_text(label_w, 18, title, size=14, weight="600")]
+    body: list[Shape] = [_text(label_w, 18, title, size=14, weight="600")]
     plot_bottom = top + row_h * len(rows)
     body += _value_axis(x, nice_ticks(lo, hi, 5), label_w, plot_w, plot_bottom, axis_label)
     for i, row in enumerate(rows):
@@ -126,10 +183,8 @@ def interval_chart(
         if not math.isfinite(row.value):
             body.append(_text(x(lo) + 4, cy, "n/a", size=11, fill=MUTED))
             continue
-        body.append(
-            f'<rect x="{x(lo):.1f}" y="{cy - 8:.1f}" width="{max(0.0, x(row.value) - x(lo)):.1f}" '
-            f'height="16" fill="{fill}" fill-opacity="0.22" rx="2"/>'
-        )
+        width = max(0.0, x(row.value) - x(lo))
+        body.append(Rect(f"{x(lo):.1f}", f"{cy - 8:.1f}", f"{width:.1f}", "16", fill, "0.22", "2"))
         body += _whisker(x, cy, row, fill)
         body.append(_text(x(hi) + 8, cy, f"{row.value:.3f}", size=11, fill=MUTED))
     return _svg(label_w + plot_w + right, height, title, body)
@@ -162,9 +217,9 @@ def _value_axis(
     plot_w: float,
     plot_bottom: float,
     axis_label: str,
-) -> list[str]:
+) -> list[Shape]:
     """Grid lines and labels at `ticks`, and the axis's name under them."""
-    out = []
+    out: list[Shape] = []
     for tick in ticks:
         out.append(_line(x(tick), _ROWS_TOP - 6, x(tick), plot_bottom, GRID))
         out.append(
@@ -178,12 +233,12 @@ def _value_axis(
     return out
 
 
-def _whisker(x: Callable[[float], float], cy: float, row: IntervalRow, fill: str) -> list[str]:
+def _whisker(x: Callable[[float], float], cy: float, row: IntervalRow, fill: str) -> list[Shape]:
     """A row's interval as a whisker with end caps and a dot at its estimate."""
-    out = [_line(x(row.low), cy, x(row.high), cy, fill, 2)]
+    out: list[Shape] = [_line(x(row.low), cy, x(row.high), cy, fill, 2)]
     for end in (row.low, row.high):
         out.append(_line(x(end), cy - 5, x(end), cy + 5, fill, 2))
-    out.append(f'<circle cx="{x(row.value):.1f}" cy="{cy:.1f}" r="4.5" fill="{fill}"/>')
+    out.append(Circle(f"{x(row.value):.1f}", f"{cy:.1f}", "4.5", fill))
     return out
 
 
@@ -195,7 +250,7 @@ def heatmap(
     title: str,
     domain: tuple[float, float] = (0.0, 1.0),
     digits: int = 3,
-) -> str:
+) -> Markup:
     """A grid of cells coloured by value (light to dark blue over `domain`), values printed."""
     label_w = max([text_width(r, 13.5) for r in rows] + [40]) + 22
     cell_w = max(90.0, max([text_width(c, 12) for c in columns] + [0]) + 20)
@@ -203,7 +258,7 @@ def heatmap(
     width = label_w + cell_w * len(columns) + 20
     height = top + cell_h * len(rows) + 16
     lo, hi = domain
-    body = [_text(12, 18, title, size=14, weight="600")]
+    body: list[Shape] = [_text(12, 18, title, size=14, weight="600")]
     for j, column in enumerate(columns):
         body.append(
             _text(label_w + cell_w * (j + 0.5), top - 12, column, anchor="middle", weight="600")
@@ -221,8 +276,14 @@ def heatmap(
                 fill = _blue(t)
                 label, ink = f"{value:.{digits}f}", ("#ffffff" if t > 0.55 else INK)
             body.append(
-                f'<rect x="{x + 1:.1f}" y="{y + 1:.1f}" width="{cell_w - 2:.1f}" '
-                f'height="{cell_h - 2}" fill="{fill}" rx="3"/>'
+                Rect(
+                    f"{x + 1:.1f}",
+                    f"{y + 1:.1f}",
+                    f"{cell_w - 2:.1f}",
+                    f"{cell_h - 2}",
+                    fill,
+                    rx="3",
+                )
             )
             body.append(_text(x + cell_w / 2, y + cell_h / 2, label, anchor="middle", fill=ink))
     return _svg(width, height, title, body)
@@ -253,7 +314,7 @@ def scatter(
     width: float = 760,
     height: float = 420,
     y_domain: tuple[float, float] | None = (0.0, 1.0),
-) -> str:
+) -> Markup:
     """Labelled points on linear axes (x from 0), one colour per group, with a legend."""
     left, right, top, bottom = 64, 170 if legend else 30, 40, 52
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -270,7 +331,7 @@ def scatter(
     def py(v: float) -> float:
         return top + plot_h - (v - y_lo) / ((y_hi - y_lo) or 1.0) * plot_h
 
-    body = [_text(left, 18, title, size=14, weight="600")]
+    body: list[Shape] = [_text(left, 18, title, size=14, weight="600")]
     for tick in x_ticks:
         body.append(_line(px(tick), top, px(tick), top + plot_h, GRID))
         body.append(
@@ -280,16 +341,14 @@ def scatter(
         body.append(_line(left, py(tick), left + plot_w, py(tick), GRID))
         body.append(_text(left - 8, py(tick), _fmt(tick), size=11, anchor="end", fill=MUTED))
     body.append(_text(left + plot_w / 2, height - 12, x_label, anchor="middle", fill=MUTED))
-    body.append(
-        f'<text transform="translate(16,{top + plot_h / 2:.1f}) rotate(-90)" font-size="12" '
-        f'text-anchor="middle" fill="{MUTED}">{escape(y_label)}</text>'
-    )
+    body.append(VerticalText("16", f"{top + plot_h / 2:.1f}", y_label, "12", MUTED))
     placed: list[tuple[float, float, float, float]] = []
     shown = [p for p in points if math.isfinite(p.x) and math.isfinite(p.y)]
     for p in shown:
         body.append(
-            f'<circle cx="{px(p.x):.1f}" cy="{py(p.y):.1f}" r="6" fill="{color(p.group)}" '
-            f'fill-opacity="0.85" stroke="#ffffff" stroke-width="1.5"/>'
+            Circle(
+                f"{px(p.x):.1f}", f"{py(p.y):.1f}", "6", color(p.group), "0.85", "#ffffff", "1.5"
+            )
         )
     bounds = (left, top, left + plot_w, top + plot_h)
     dots = [(px(p.x), py(p.y)) for p in shown]
@@ -299,7 +358,7 @@ def scatter(
     for i, name in enumerate(legend):
         y = top + 8 + i * 20
         x = left + plot_w + 24
-        body.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{color(i)}"/>')
+        body.append(Circle(f"{x:.1f}", f"{y:.1f}", "5", color(i)))
         body.append(_text(x + 12, y, name, size=12))
     return _svg(width, height, title, body)
 
@@ -355,7 +414,7 @@ def histogram(
     domain: tuple[float, float] = (0.0, 1.0),
     width: float = 760,
     height: float = 340,
-) -> str:
+) -> Markup:
     """Counts of values per bin over `domain`, stacked by series (one colour each)."""
     left, right, top, bottom = 56, 170, 40, 52
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -375,7 +434,7 @@ def histogram(
     def py(v: float) -> float:
         return top + plot_h - v / y_hi * plot_h
 
-    body = [_text(left, 18, title, size=14, weight="600")]
+    body: list[Shape] = [_text(left, 18, title, size=14, weight="600")]
     for tick in y_ticks:
         body.append(_line(left, py(tick), left + plot_w, py(tick), GRID))
         body.append(_text(left - 8, py(tick), _fmt(tick), size=11, anchor="end", fill=MUTED))
@@ -384,10 +443,9 @@ def histogram(
         for s, row in enumerate(counts):
             if row[i]:
                 y_top = py(base + row[i])
-                body.append(
-                    f'<rect x="{left + i * bar_w + 2:.1f}" y="{y_top:.1f}" '
-                    f'width="{bar_w - 4:.1f}" height="{py(base) - y_top:.1f}" fill="{color(s)}"/>'
-                )
+                bar_x, bar_h = left + i * bar_w + 2, py(base) - y_top
+                bar = (f"{bar_x:.1f}", f"{y_top:.1f}", f"{bar_w - 4:.1f}", f"{bar_h:.1f}")
+                body.append(Rect(*bar, color(s)))
                 base += row[i]
     for i, edge in enumerate(edges):
         if i % max(1, bins // 5) == 0:
@@ -406,9 +464,7 @@ def histogram(
     for s, name in enumerate(series):
         y = top + 8 + s * 20
         x = left + plot_w + 24
-        body.append(
-            f'<rect x="{x - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" fill="{color(s)}"/>'
-        )
+        body.append(Rect(f"{x - 5:.1f}", f"{y - 5:.1f}", "10", "10", color(s)))
         body.append(_text(x + 12, y, name, size=12))
     return _svg(width, height, title, body)
 
@@ -420,13 +476,13 @@ def difference_chart(
     axis_label: str,
     domain: tuple[float, float],
     width: float = 900,
-) -> str:
+) -> Markup:
     """Differences as dots with interval whiskers around a zero line (no bars): a whisker that
     crosses zero is a difference the data cannot tell from none."""
     top, row_h, right = _ROWS_TOP, 24, _ROWS_RIGHT
     label_w, plot_w, height, x = _row_layout(rows, row_h, width, domain)
     lo, hi = domain
-    body = [_text(12, 18, title, size=14, weight="600")]
+    body: list[Shape] = [_text(12, 18, title, size=14, weight="600")]
     plot_bottom = top + row_h * len(rows)
     ticks = [t for t in nice_ticks(lo, hi, 6) if lo - 1e-12 <= t <= hi + 1e-12]
     axis = _value_axis(x, ticks, label_w, plot_w, plot_bottom, axis_label)

@@ -1,10 +1,13 @@
-"""The report's judge sections: panels as grade columns, and every judge and panel against gold.
+"""A study's judges read from its store: panels as grade columns, every judge and panel
+against gold.
 
-`with_panels` adds each panel of the design to the report's cells as a grade condition of kind
-`panel` (its verdicts computed from its members' grades, `itemeval.judging._panels`), so the
-leaderboard, agreement and by-facet tables show it like any grader. `judge_analysis` gathers
-gold (the study's `gold.scorer` verdicts, then a `gold.labels` file, which wins where both give
-one) and runs `itemeval.judging.analyse`. `judge_tables.py` renders the result.
+`with_panels` adds each panel of the design to the cells (`itemeval.results`) as a grade
+condition of kind `panel` (its verdicts computed from its members' grades, `_panels`), so the
+leaderboard, agreement and by-facet tables show it like any grader; `study_cells` is a plan's
+cells with its panels, what the report, the statistics, `status` and the viewer count.
+`judge_analysis` gathers gold (the study's `gold.scorer` verdicts, then a `gold.labels` file,
+which wins where both give one) and runs `analyse`; `study_judges` does it for a plan (what
+`export` writes as `judges.json`, the report shows and `Study.judges()` returns).
 """
 
 from __future__ import annotations
@@ -15,12 +18,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export._table.cells import StudyCells, read_cells
-from itemeval.export._table.conditions import GradeFacets
-from itemeval.judging import Grader, JudgeAnalysis, PanelRule, analyse, panel_grades
+from itemeval.judging._analysis import Grader, JudgeAnalysis, analyse
 from itemeval.judging._gold import Labels, read_label_rows, resolve_labels
+from itemeval.judging._panels import PanelRule, panel_grades
 from itemeval.judging._verdicts import Shape, column, merge_gold
 from itemeval.planning import Design, Plan
+from itemeval.results import GradeFacets, SolutionsHook, StudyCells, read_cells, study_clusters
 from itemeval.storage import resolve
 from itemeval.store import SOLUTIONS
 
@@ -63,6 +66,14 @@ def with_panels(cells: StudyCells, design: Design) -> StudyCells:
         parts.append(rows.select(cells.grades.schema.names).cast(cells.grades.schema))
     facets = dataclasses.replace(cells.facets, grade=tuple(grade))
     return dataclasses.replace(cells, facets=facets, grades=pa.concat_tables(parts))
+
+
+def study_cells(
+    plan: Plan, *, locations: bool = False, on_solutions: SolutionsHook | None = None
+) -> StudyCells:
+    """The plan's cells (`read_cells`) with its panels as grade conditions (kind `panel`)."""
+    cells = read_cells(plan, locations=locations, on_solutions=on_solutions)
+    return with_panels(cells, plan.design)
 
 
 def judge_analysis(
@@ -179,11 +190,7 @@ def study_judges(
     `judges.json` and `Study.judges()` returns); None for a study without judges."""
     if not [c for c in plan.design.judges if c.pairwise is None]:
         return None
-    cells = with_panels(read_cells(plan), plan.design)
-    clusters = None
-    by = plan.study.analysis.cluster_by
-    if by and cells.grades.num_rows:  # every interval over clusters, as the report's
-        from itemeval.statistics import item_clusters
-
-        clusters = item_clusters(plan, by).codes
-    return judge_analysis(cells, plan, resamples=resamples, seed=seed, clusters=clusters)
+    cells = study_cells(plan)
+    clusters = study_clusters(plan, cells)  # every interval over clusters, as the report's
+    codes = clusters.codes if clusters is not None else None
+    return judge_analysis(cells, plan, resamples=resamples, seed=seed, clusters=codes)

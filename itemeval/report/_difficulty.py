@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export._report.summary import headline_code
-from itemeval.export._table.cells import StudyCells
+from itemeval.report._summary import headline_code
+from itemeval.results import StudyCells
 
 #: item ids -> {item_id: (input, target, stated difficulty)}
 ItemText = Callable[[list[str]], dict[str, tuple[str, str, float | None]]]

@@ -1,8 +1,4 @@
-"""How often two graders agree: counts, the agreement rate and Cohen's kappa, from arrays.
-
-The cluster-bootstrap interval of one condition moved to `itemeval.statistics._intervals`; it
-is re-exported here for the callers that import it from this module.
-"""
+"""How often two graders agree: counts, the agreement rate and Cohen's kappa, from arrays."""
 
 from __future__ import annotations
 
@@ -11,25 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from itemeval.statistics import (
-    DEFAULT_CONFIDENCE,
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
-    Proportion,
-    bootstrap_proportion,
-)
-
-__all__ = [
-    "DEFAULT_CONFIDENCE",
-    "DEFAULT_RESAMPLES",
-    "DEFAULT_SEED",
-    "Agreement",
-    "Proportion",
-    "agreement",
-    "bootstrap_proportion",
-    "cohen_kappa",
-]
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from itemeval.export._report import svg
-from itemeval.export._report.data import ReportData
-from itemeval.export._report.tables import TextTable
+from itemeval.report import _svg as svg
+from itemeval.report._data import ReportData
+from itemeval.report._tables import TextTable
 from itemeval.statistics import ADJUSTMENTS, MCNEMAR, Family, FamilyKey, p_text, rank_text, verdict
 
 TITLE = "Which differences are real"

@@ -16,12 +16,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from itemeval import __version__
-from itemeval.export._report.costs import Cost
-from itemeval.export._report.difficulty import DatasetDifficulty, item_difficulty
-from itemeval.export._report.judges import judge_analysis
-from itemeval.export._report.numbers import headline_family, study_cells, study_numbers
-from itemeval.export._report.pairwise import study_pairwise
-from itemeval.export._report.summary import (
+from itemeval.importing import imported_notes
+from itemeval.judging import (
+    JudgeAnalysis,
+    PairwiseAnalysis,
+    judge_analysis,
+    study_cells,
+    study_pairwise,
+)
+from itemeval.planning import Plan
+from itemeval.report._costs import Cost
+from itemeval.report._difficulty import DatasetDifficulty, item_difficulty
+from itemeval.report._numbers import headline_family, study_numbers
+from itemeval.report._summary import (
     Bootstrap,
     Errors,
     FacetTable,
@@ -32,12 +39,7 @@ from itemeval.export._report.summary import (
     fmt_proportion,
     grader_agreement,
 )
-from itemeval.export._table.cells import StudyCells
-from itemeval.export._table.conditions import DesignFacets
-from itemeval.export._table.fetch import ItemFetcher
-from itemeval.importing import imported_notes
-from itemeval.judging import JudgeAnalysis, PairwiseAnalysis
-from itemeval.planning import Plan
+from itemeval.results import DesignFacets, ItemFetcher, StudyCells
 from itemeval.store import latest_manifest
 
 if TYPE_CHECKING:  # imported where used: a run, which imports this module, never compares

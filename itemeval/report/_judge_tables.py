@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from itemeval.export._report.tables import TextTable, interval_text
 from itemeval.judging import JudgeAnalysis
+from itemeval.report._tables import TextTable, interval_text
 
 
 def _p(value: float | None) -> str:
@@ -125,7 +125,7 @@ JUDGE_METHOD = [
 
 def judges_markdown(analysis: JudgeAnalysis | None) -> list[str]:
     """The Markdown lines of the judges section (empty without judges)."""
-    from itemeval.export._report.markdown import md_table
+    from itemeval.report._markdown import md_table
 
     if analysis is None:
         return []
@@ -142,31 +142,3 @@ def judges_markdown(analysis: JudgeAnalysis | None) -> list[str]:
         out += ["### Panels", "", md_table(panels), ""]
     out += [f"- {line}" for line in JUDGE_METHOD]
     return out
-
-
-def judges_html(analysis: JudgeAnalysis | None) -> str:
-    """The judges section of the HTML page ('' without judges)."""
-    from html import escape
-
-    from itemeval.export._report.html import html_table
-
-    if analysis is None:
-        return ""
-    parts = ["<section id='judges'><h2>Judges</h2>"]
-    gold = analysis.gold_source or "none (set gold: in the study)"
-    parts.append(f"<p class='note'>Gold: {escape(gold)}.</p>")
-    parts += [f"<p class='note'>{escape(note)}</p>" for note in analysis.notes]
-    rates = error_rate_table(analysis)
-    if rates:
-        parts.append("<h3>Error rates against gold</h3>")
-        parts.append(html_table(rates, table_id="judge-error-rates"))
-        parts.append("<h3>Accuracy corrected for the judge's errors</h3>")
-        parts.append(html_table(corrected_table(analysis), table_id="judge-corrected"))
-    panels = panel_table(analysis)
-    if panels:
-        parts.append("<h3>Panels</h3>")
-        parts.append(html_table(panels, table_id="judge-panels"))
-    parts.append("<ul class='note'>")
-    parts += [f"<li>{escape(line)}</li>" for line in JUDGE_METHOD]
-    parts.append("</ul></section>")
-    return "".join(parts)

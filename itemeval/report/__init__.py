@@ -1,0 +1,35 @@
+"""`itemeval report`: a study's results as a self-contained HTML page and a Markdown summary,
+and the numbers every reader shows (`study_numbers`: the report, `itemeval status`, the viewer).
+
+`write_report(plan)` computes the report once (`_data`), renders it twice (`_html` through the
+Jinja2 templates in `templates/`, `_markdown`) and writes `report.html` and `report.md` under
+`--out` (default `<store>/exports/`, through `itemeval.export`'s output directories), each file
+wholly or not at all. The public names are `__all__` below, imported on first use; the modules
+are private:
+
+* `_summary`     leaderboards, facet tables, grader agreement, cost, errors and coverage
+* `_costs`       each condition's cost: paid, saved by the response cache, alone, per correct
+* `_numbers`     `study_numbers`: the leaderboard, its tiers and the costs, computed in one place
+* `_difficulty`  item difficulty as observed: hardest items, items nothing answered right
+* `_data`        everything a report shows, computed once; the terminal leaderboard
+* `_tables`      the report's tables as text cells (shared by HTML and Markdown)
+* `_comparisons` the section "Which differences are real" (numbers from `itemeval.statistics`)
+* `_judge_tables`, `_pairwise_tables`  the judges' and the pairwise sections' tables
+* `_svg`         the report's plots, drawn as inline SVG
+* `_html`, `_markdown`   the two renderings; `_write` the two files
+"""
+
+from __future__ import annotations
+
+from itemeval._util.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    """
+    _write: HTML_FILE MARKDOWN_FILE ReportResult write_report
+    _data: ReportData format_leaderboard leaderboard_text report_data text_table
+    _numbers: StudyNumbers study_numbers
+    _costs: Cost costs
+    _summary: Bootstrap Errors ItemCounts Leaderboard Ranked errors fmt_proportion fmt_usd
+    """,
+)
