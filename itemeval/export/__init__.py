@@ -17,7 +17,24 @@ below, imported on first use; the packages and modules are private:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from itemeval._util.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from itemeval.export._eee.records import EEE_VERSIONS as EEE_VERSIONS
+    from itemeval.export._eee.records import RELATIONSHIPS as RELATIONSHIPS
+    from itemeval.export._eee.records import eee_schema as eee_schema
+    from itemeval.export._gold_sample import GoldSample as GoldSample
+    from itemeval.export._gold_sample import write_gold_sample as write_gold_sample
+    from itemeval.export._outputs import OutputDir as OutputDir
+    from itemeval.export._outputs import OutputFile as OutputFile
+    from itemeval.export._parts import read_long_table as read_long_table
+    from itemeval.export._study import FORMATS as FORMATS
+    from itemeval.export._study import ExportOptions as ExportOptions
+    from itemeval.export._study import ExportResult as ExportResult
+    from itemeval.export._study import export_study as export_study
+    from itemeval.export._study import parse_formats as parse_formats
 
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,

@@ -43,7 +43,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
 )
 
 
-if TYPE_CHECKING:  # the same names, for type checkers and editors
+if TYPE_CHECKING:
     from itemeval.irt._adaptive import FLOOR as FLOOR
     from itemeval.irt._adaptive import MIN_CALIBRATION as MIN_CALIBRATION
     from itemeval.irt._adaptive import WEIGHT as WEIGHT
@@ -70,10 +70,18 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from itemeval.irt._items import ItemTable as ItemTable
     from itemeval.irt._patterns import Patterns as Patterns
     from itemeval.irt._patterns import item_patterns as item_patterns
+    from itemeval.irt._report import ADAPTIVE_HEADER as ADAPTIVE_HEADER
+    from itemeval.irt._report import ADAPTIVE_NOTE as ADAPTIVE_NOTE
+    from itemeval.irt._report import ADAPTIVE_NUMERIC as ADAPTIVE_NUMERIC
+    from itemeval.irt._report import FLAGGED_HEADER as FLAGGED_HEADER
+    from itemeval.irt._report import FLAGGED_NOTE as FLAGGED_NOTE
+    from itemeval.irt._report import FLAGGED_NUMERIC as FLAGGED_NUMERIC
     from itemeval.irt._report import IrtSection as IrtSection
     from itemeval.irt._report import adaptive_rows as adaptive_rows
+    from itemeval.irt._report import flagged_rows as flagged_rows
     from itemeval.irt._report import irt_section as irt_section
     from itemeval.irt._report import q_text as q_text
+    from itemeval.irt._report import summary_line as summary_line
     from itemeval.irt._responses import ANALYSIS_DIR as ANALYSIS_DIR
     from itemeval.irt._responses import study_responses as study_responses
     from itemeval.irt._study_run import adaptive_costs as adaptive_costs

@@ -21,7 +21,32 @@ are private:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from itemeval._util.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from itemeval.report._costs import Cost as Cost
+    from itemeval.report._costs import costs as costs
+    from itemeval.report._data import ReportData as ReportData
+    from itemeval.report._data import format_leaderboard as format_leaderboard
+    from itemeval.report._data import leaderboard_text as leaderboard_text
+    from itemeval.report._data import report_data as report_data
+    from itemeval.report._data import text_table as text_table
+    from itemeval.report._numbers import StudyNumbers as StudyNumbers
+    from itemeval.report._numbers import study_numbers as study_numbers
+    from itemeval.report._summary import Bootstrap as Bootstrap
+    from itemeval.report._summary import Errors as Errors
+    from itemeval.report._summary import ItemCounts as ItemCounts
+    from itemeval.report._summary import Leaderboard as Leaderboard
+    from itemeval.report._summary import Ranked as Ranked
+    from itemeval.report._summary import errors as errors
+    from itemeval.report._summary import fmt_proportion as fmt_proportion
+    from itemeval.report._summary import fmt_usd as fmt_usd
+    from itemeval.report._write import HTML_FILE as HTML_FILE
+    from itemeval.report._write import MARKDOWN_FILE as MARKDOWN_FILE
+    from itemeval.report._write import ReportResult as ReportResult
+    from itemeval.report._write import write_report as write_report
 
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,

@@ -25,7 +25,7 @@ JOINED = (".html", ".svg")  # templates whose lines are joined; others are kept 
 class _JoinedLines(PackageLoader):
     def get_source(
         self, environment: Environment, template: str
-    ) -> tuple[str, str | None, Callable[[], bool] | None]:
+    ) -> tuple[str, str, Callable[[], bool] | None]:
         source, path, uptodate = super().get_source(environment, template)
         if template.endswith(JOINED):
             source = "".join(line.strip() for line in source.splitlines())

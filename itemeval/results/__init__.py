@@ -18,7 +18,50 @@ public names are `__all__` below, imported on first use; the modules are private
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from itemeval._util.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from itemeval.results._cells import GRADE_CELL_COLUMNS as GRADE_CELL_COLUMNS
+    from itemeval.results._cells import SOLUTION_CELL_COLUMNS as SOLUTION_CELL_COLUMNS
+    from itemeval.results._cells import SolutionsHook as SolutionsHook
+    from itemeval.results._cells import StudyCells as StudyCells
+    from itemeval.results._cells import read_cells as read_cells
+    from itemeval.results._clusters import Clusters as Clusters
+    from itemeval.results._clusters import item_clusters as item_clusters
+    from itemeval.results._clusters import study_clusters as study_clusters
+    from itemeval.results._columns import ITEM_FIELDS as ITEM_FIELDS
+    from itemeval.results._columns import LONG_COLUMNS as LONG_COLUMNS
+    from itemeval.results._columns import LONG_TABLE_SCHEMA as LONG_TABLE_SCHEMA
+    from itemeval.results._conditions import DesignFacets as DesignFacets
+    from itemeval.results._conditions import GenerateFacets as GenerateFacets
+    from itemeval.results._conditions import GradeFacets as GradeFacets
+    from itemeval.results._conditions import primary_grader as primary_grader
+    from itemeval.results._fetch import FRAG as FRAG
+    from itemeval.results._fetch import POS as POS
+    from itemeval.results._fetch import GradePartition as GradePartition
+    from itemeval.results._fetch import ItemFetcher as ItemFetcher
+    from itemeval.results._fetch import PartitionRows as PartitionRows
+    from itemeval.results._fetch import RowFetcher as RowFetcher
+    from itemeval.results._fetch import locate_logical_rows as locate_logical_rows
+    from itemeval.results._fetch import plain_columns as plain_columns
+    from itemeval.results._pairs import STATE_SCHEMA as STATE_SCHEMA
+    from itemeval.results._pairs import PairRows as PairRows
+    from itemeval.results._pairs import Selection as Selection
+    from itemeval.results._pairs import advance_state as advance_state
+    from itemeval.results._pairs import content_digest as content_digest
+    from itemeval.results._pairs import holding as holding
+    from itemeval.results._pairs import key_strings as key_strings
+    from itemeval.results._pairs import ordered_rows as ordered_rows
+    from itemeval.results._pairs import read_state as read_state
+    from itemeval.results._pairs import row_words as row_words
+    from itemeval.results._pairs import words as words
+    from itemeval.results._priced import call_usd as call_usd
+    from itemeval.results._scan import DEFAULT_BATCH_ROWS as DEFAULT_BATCH_ROWS
+    from itemeval.results._scan import LongTableScan as LongTableScan
+    from itemeval.results._scan import Pair as Pair
+    from itemeval.results._scan import ScanCounts as ScanCounts
 
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,

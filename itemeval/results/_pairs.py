@@ -50,7 +50,7 @@ KEY = ["item_id", "epoch"]
 _TS = pa.timestamp("us", tz="UTC")
 #: What a pair's state holds of each key (`g_*`: its grade in G, `s_*`: its solution in C;
 #: null when that side has no row).
-STATE_SCHEMA = pa.schema(
+STATE_SCHEMA: pa.Schema = pa.schema(
     [
         pa.field("item_id", pa.string()),
         pa.field("epoch", pa.int32()),

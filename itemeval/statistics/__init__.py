@@ -50,7 +50,10 @@ __all__, __getattr__, __dir__ = lazy_exports(
 )
 
 
-if TYPE_CHECKING:  # the same names, for type checkers and editors
+if TYPE_CHECKING:
+    from itemeval.statistics._agreement import Agreement as Agreement
+    from itemeval.statistics._agreement import agreement as agreement
+    from itemeval.statistics._agreement import cohen_kappa as cohen_kappa
     from itemeval.statistics._families import MEAN_SCORE as MEAN_SCORE
     from itemeval.statistics._families import FamilyKey as FamilyKey
     from itemeval.statistics._families import Options as Options
@@ -70,9 +73,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from itemeval.statistics._power import PowerPlan as PowerPlan
     from itemeval.statistics._power import items_needed as items_needed
     from itemeval.statistics._study import analysis_options as analysis_options
-    from itemeval.statistics._study import item_clusters as item_clusters
     from itemeval.statistics._study import plan_statistics as plan_statistics
-    from itemeval.statistics._study import study_clusters as study_clusters
     from itemeval.statistics._tables import ComparisonTables as ComparisonTables
     from itemeval.statistics._tables import comparisons_table as comparisons_table
     from itemeval.statistics._tables import components_table as components_table
