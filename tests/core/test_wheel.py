@@ -76,8 +76,15 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_the_demo(tmp_path: Path, ra
     home = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(home)
     python = home / "bin" / "python"
-    # Dependencies from the package index (pip's own cache may answer), not --no-deps.
-    _run([str(python), "-m", "pip", "install", "-q", str(wheels[0])], tmp_path, env, 1800)
+    # Dependencies from the package index (pip's own cache may answer), not --no-deps; without
+    # compiling every installed module to bytecode (Ray's thousands of files: minutes of the
+    # suite), which the first import does for the modules the demo uses.
+    _run(
+        [str(python), "-m", "pip", "install", "-q", "--no-compile", str(wheels[0])],
+        tmp_path,
+        env,
+        1800,
+    )
 
     work = tmp_path / "elsewhere"  # no configs/, no source tree: only what the wheel installed
     work.mkdir()
