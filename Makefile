@@ -44,8 +44,8 @@ test: $(VENV)/.dev
 	$(PY) -m ruff check itemeval tests benchmarks jobs
 	$(PY) -m mypy itemeval
 	@status=0; \
-	$(PY) -m pytest $(PARALLEL) -m "not serial" $(PYTEST_ARGS) || { code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
-	$(PY) -m pytest -m serial $(PYTEST_ARGS) || { code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
+	$(PY) -m pytest $(PARALLEL) -m "not serial" --durations=25 $(PYTEST_ARGS) || { code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
+	$(PY) -m pytest -m serial --durations=10 $(PYTEST_ARGS) || { code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
 	exit $$status
 
 test-fast: $(VENV)/.dev
