@@ -222,11 +222,12 @@ IMAGE = "<img src=x onerror=alert('answer')>"
 LINK = "[click](javascript:alert('link'))"
 
 
-def test_report_md_shows_item_and_answer_markup_as_text(tmp_path: Path):
+def test_report_shows_item_and_answer_markup_as_text(tmp_path: Path):
     """Items whose text holds a `<script>`, an `<img onerror>` and a `javascript:` link, and
     whose targets (so the models' right answers) hold an `<img onerror>`: rendered by a
     CommonMark renderer that passes HTML through (as many Markdown viewers do), report.md
-    holds no tag and no link from them, only their text."""
+    holds no tag and no link from them, only their text; report.html, whose templates escape
+    every value (`itemeval/report/_templates.py`), shows them as text too."""
     from markdown_it import MarkdownIt
 
     folder = tmp_path / "data" / "unsafe"
@@ -263,3 +264,7 @@ def test_report_md_shows_item_and_answer_markup_as_text(tmp_path: Path):
     assert "<script" not in page and "<img" not in page and "<b>" not in page
     assert 'href="javascript' not in page and "<em>1</em>" not in page
     assert "&lt;img src=x onerror=alert('answer')&gt;" in page  # shown, as text
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "<script" not in html and "<img" not in html and "<b>bold" not in html
+    assert "&lt;script&gt;alert(&#x27;item&#x27;)&lt;/script&gt;" in html  # shown, as text
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html
