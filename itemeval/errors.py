@@ -6,16 +6,17 @@ to do; they never contain secrets (see `itemeval.secrets`).
 
 Below them are the signals that leave their module without being `ItemevalError`s (a caller
 turns each into a row's error code, a retry, a failed shard or an interruption):
-`TransientFailure`, `MalformedBody`, `PermitsUnavailable`, `BatchApiError` and
-`UncertainCreate` (provider clients, the simulator and the batch tier), `LimiterUnreachable`
-(the machine's limiter file: the rate limiter and the slots log it and keep asking),
-`TemplateFieldError` (templates and adapters), `ScorerError` (a custom scorer's bug),
-`LedgerUnavailable` (the budget ledger did not answer: the shard fails with its message),
-`NotSent` (an attempt whose larger reservation did not fit under the budget cap: the retry path
-ends the call with its result), `WorkerLost` and `Interrupted` (the dispatch loop, the workers
-and the call path), `Stopped` and `Vanished` (a compaction's merge was asked to stop; a fragment
-or summary changed under it: the store's compaction stops or tries again). Their old homes
-re-export them.
+`TransientFailure`, `MalformedBody`, `PermitsUnavailable`, `BatchApiError` and `UncertainCreate`
+(provider clients, the simulator and the batch tier), `LimiterUnreachable` (the machine's
+limiter file: the rate limiter and the slots log it and keep asking), `TemplateFieldError`
+(templates and adapters), `ScorerError` (a custom scorer's bug), `LedgerUnavailable` (the budget
+ledger did not answer: the shard fails with its message), `DamagedLog` (the HELM and inspect_ai
+log readers: a file that cannot be read, carrying its rejection; the reader counts and skips
+it), `NotSent` (an attempt whose larger reservation did not fit under the budget cap: the retry
+path ends the call with its result), `WorkerLost` and `Interrupted` (the dispatch loop, the
+workers and the call path), `Stopped` and `Vanished` (a compaction's merge was asked to stop; a
+fragment or summary changed under it: the store's compaction stops or tries again). Their old
+homes re-export them.
 
 Some stay near their code: no code outside their module raises or catches them, and no user
 reads them.
@@ -23,9 +24,8 @@ reads them.
 * `itemeval.runtime._worker.RunGone`: a worker's shard outlived its driver; it ends that orphaned
   worker's task, and nobody is left to read it.
 * `_Busy` (machine limiter), `_NotFound` (simulated batch API), `_Reject` (Every Eval Ever
-  reader), `_NotUtf8` (CSV reader), `_Damaged` (the HELM and inspect_ai log readers: a file
-  that cannot be read, carrying its rejection), `_Restart` (compaction: merge from every row):
-  private to their module.
+  reader), `_NotUtf8` (CSV reader), `_Restart` (compaction: merge from every row): private to
+  their module.
 
 tests/core/test_exception_homes.py fails when an exception class is defined elsewhere without
 being named here.
@@ -43,6 +43,7 @@ from itemeval._util.redaction import redact
 # Nothing of itemeval's above the ground floor: these are for annotations only.
 if TYPE_CHECKING:
     from itemeval.calls import CallOutcome
+    from itemeval.importing._model import Rejection
     from itemeval.providers.types import ErrorCode, ModelResult
 
 
@@ -243,6 +244,14 @@ class LimiterUnreachable(Exception):
     def __init__(self, message: str, *, cannot_open: bool = False):
         super().__init__(message)
         self.cannot_open = cannot_open
+
+
+class DamagedLog(Exception):
+    """An imported log that cannot be read: its rejection (the import counts it and goes on)."""
+
+    def __init__(self, rejection: Rejection) -> None:
+        super().__init__(rejection.reason)
+        self.rejection = rejection
 
 
 class NotSent(Exception):

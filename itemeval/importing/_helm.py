@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from itemeval.errors import DamagedLog
 from itemeval.importing._eee import sha256_file
 from itemeval.importing._model import (
     GenerateFacts,
@@ -37,11 +38,6 @@ HELM_FILES = ("run_spec.json", "scenario_state.json", "per_instance_stats.json")
 HELM_OPTIONAL = ("scenario.json", "stats.json")  # read for provenance only
 
 
-class _Damaged(Exception):
-    def __init__(self, rejection: Rejection) -> None:
-        self.rejection = rejection
-
-
 @dataclass
 class HelmRun:
     """A HELM run folder."""
@@ -57,13 +53,13 @@ class HelmRun:
             with open(path, encoding="utf-8") as handle:
                 data = json.load(handle)
         except json.JSONDecodeError as exc:
-            raise _Damaged(Rejection("invalid_json", path, None, str(exc)[:160])) from None
+            raise DamagedLog(Rejection("invalid_json", path, None, str(exc)[:160])) from None
         except (OSError, ValueError) as exc:
             detail = f"{type(exc).__name__}: {exc}"[:160]
-            raise _Damaged(Rejection("unreadable", path, None, detail)) from None
+            raise DamagedLog(Rejection("unreadable", path, None, detail)) from None
         if not isinstance(data, kind):
             detail = f"not a JSON {'object' if kind is dict else 'list'}"
-            raise _Damaged(Rejection("schema_violation", path, None, detail))
+            raise DamagedLog(Rejection("schema_violation", path, None, detail))
         return data
 
     def source_files(self) -> list[SourceFile]:
@@ -79,7 +75,7 @@ class HelmRun:
             spec = self._load("run_spec.json", dict)
             states = self._load("scenario_state.json", dict).get("request_states") or []
             per_instance = self._load("per_instance_stats.json", list)
-        except _Damaged as damaged:
+        except DamagedLog as damaged:
             yield damaged.rejection
             return
         adapter = spec.get("adapter_spec") or {}

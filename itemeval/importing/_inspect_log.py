@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from itemeval.errors import DamagedLog
 from itemeval.importing._eee import sha256_file
 from itemeval.importing._model import (
     GenerateFacts,
@@ -53,13 +54,6 @@ def _member_errors() -> tuple[type[BaseException], ...]:
     return (*_READ_ERRORS, _zipfile().BadZipFile, zlib.error, ZstdError)
 
 
-class _Damaged(Exception):
-    """A file that cannot be read as a log: its rejection."""
-
-    def __init__(self, rejection: Rejection) -> None:
-        self.rejection = rejection
-
-
 #: What reading a damaged file or member raises (zip, Zstandard, Deflate, JSON, I/O).
 _READ_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, EOFError, KeyError)
 
@@ -84,7 +78,7 @@ class InspectLog:
         return self.path.endswith(".eval")
 
     def _header(self) -> dict[str, Any]:
-        """The log's header (`_Damaged` when it cannot be read)."""
+        """The log's header (`DamagedLog` when it cannot be read)."""
         if self._header_cache is not None:
             return self._header_cache
         zipfile = _zipfile()
@@ -98,15 +92,17 @@ class InspectLog:
                 if isinstance(header, dict):
                     self._json_samples = header.pop("samples", None) or []
         except zipfile.BadZipFile as exc:
-            raise _Damaged(Rejection("unreadable", self.path, None, f"not a zip: {exc}")) from None
+            raise DamagedLog(
+                Rejection("unreadable", self.path, None, f"not a zip: {exc}")
+            ) from None
         except json.JSONDecodeError as exc:
             where = "header.json: " if self.archive else ""
-            raise _Damaged(Rejection("invalid_json", self.path, None, where + str(exc))) from None
+            raise DamagedLog(Rejection("invalid_json", self.path, None, where + str(exc))) from None
         except _member_errors() as exc:
             where = "member header.json: " if self.archive else ""
-            raise _Damaged(Rejection("unreadable", self.path, None, where + _what(exc))) from None
+            raise DamagedLog(Rejection("unreadable", self.path, None, where + _what(exc))) from None
         if not isinstance(header, dict) or not isinstance(header.get("eval"), dict):
-            raise _Damaged(Rejection("schema_violation", self.path, None, "no eval header"))
+            raise DamagedLog(Rejection("schema_violation", self.path, None, "no eval header"))
         self._header_cache = header
         return header
 
@@ -136,7 +132,7 @@ class InspectLog:
         if self._files is None:
             try:
                 packages = (self._header().get("eval") or {}).get("packages") or {}
-            except _Damaged:
+            except DamagedLog:
                 packages = {}
             version = packages.get("inspect_ai") if isinstance(packages, dict) else None
             self._files = [SourceFile(self.path, TOOL, version, sha256_file(self.path))]
@@ -145,7 +141,7 @@ class InspectLog:
     def samples(self) -> Iterator[Sample | Rejection]:
         try:
             header = self._header()
-        except _Damaged as damaged:
+        except DamagedLog as damaged:
             yield damaged.rejection
             return
         spec = header.get("eval") or {}

@@ -16,7 +16,7 @@ PACKAGE = Path(itemeval.__file__).parent
 
 #: Defined near their code: nothing outside their module names them (errors.py says why).
 KEPT_NEAR_CODE = {"RunGone"}
-KEPT_PRIVATE = {"_Busy", "_NotFound", "_Reject", "_NotUtf8", "_Damaged", "_Restart"}
+KEPT_PRIVATE = {"_Busy", "_NotFound", "_Reject", "_NotUtf8", "_Restart"}
 
 #: Moved into errors.py; the old module re-exports each (old imports keep working).
 MOVED = {
