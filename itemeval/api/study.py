@@ -36,7 +36,6 @@ from itemeval.api.summaries import (
     StatusSummary,
     status_results,
 )
-from itemeval.batch import open_batches
 from itemeval.config import StudyConfig, load_study, study_from_mapping
 from itemeval.errors import ConfigError, InputError, Problem
 from itemeval.export import (
@@ -52,6 +51,7 @@ from itemeval.judging import JudgeAnalysis, PairwiseAnalysis, study_judges, stud
 from itemeval.planning import Design, Plan, build_design, make_plan
 from itemeval.report import Bootstrap, ReportResult, leaderboard_text, study_numbers, write_report
 from itemeval.results import LONG_TABLE_SCHEMA, LongTableScan, read_cells
+from itemeval.runtime.batch import open_batches
 
 if TYPE_CHECKING:
     from itemeval.irt import IrtResult
