@@ -68,9 +68,15 @@ from itemeval.export._manifest import (
 from itemeval.export._outputs import OutputDir
 from itemeval.export._pair_update import PairUpdate, digest
 from itemeval.export._parts import TABLE_FORMATS
-from itemeval.judging import study_judges, study_pairwise
+from itemeval.judging import judge_analysis, study_cells, study_pairwise
 from itemeval.planning import Plan
-from itemeval.results import DEFAULT_BATCH_ROWS, LongTableScan, ScanCounts
+from itemeval.results import (
+    DEFAULT_BATCH_ROWS,
+    LongTableScan,
+    ScanCounts,
+    StudyCells,
+    study_clusters,
+)
 from itemeval.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED
 from itemeval.store import GRADES, SOLUTIONS
 from itemeval.store.fragments import FragmentInfo, list_fragments
@@ -365,9 +371,23 @@ class _Export:
         ):
             return study_source, before.study_files
         files: dict[str, str] = {}
+        # The cells read once for both (`plan_statistics` and `study_judges` read the same).
+        judged = [c for c in plan.design.judges if c.pairwise is None]
+        cells = study_cells(plan) if self.tables or judged else None
         if self.tables:
-            files |= self._statistics()
-        judges = study_judges(plan, resamples=options.resamples, seed=options.seed)
+            assert cells is not None
+            files |= self._statistics(cells)
+        judges = None
+        if judged:
+            assert cells is not None
+            clusters = study_clusters(plan, cells)  # every interval over clusters, as the report's
+            judges = judge_analysis(
+                cells,
+                plan,
+                resamples=options.resamples,
+                seed=options.seed,
+                clusters=clusters.codes if clusters is not None else None,
+            )
         if judges is not None:  # judges and panels against gold (itemeval.judging)
             body = json.dumps(judges.as_dict(), indent=2) + "\n"
             self.commit.stage_bytes(JUDGES_FILE, body.encode("utf-8"))
@@ -379,7 +399,7 @@ class _Export:
             files["pairwise"] = PAIRWISE_FILE
         return study_source, files
 
-    def _statistics(self) -> dict[str, str]:
+    def _statistics(self, cells: StudyCells) -> dict[str, str]:
         """The comparisons, rankings and variance components tables (`itemeval.statistics`)."""
         from itemeval.statistics import (
             analysis_options,
@@ -390,7 +410,9 @@ class _Export:
         )
 
         plan, options = self.plan, self.options
-        stats = plan_statistics(plan, analysis_options(plan, options.resamples, options.seed))
+        stats = plan_statistics(
+            plan, analysis_options(plan, options.resamples, options.seed), cells=cells
+        )
         files = {}
         for name, table in (
             ("comparisons", comparisons_table(stats)),
