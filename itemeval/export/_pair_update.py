@@ -271,10 +271,12 @@ class PairUpdate:
                     continue
                 begun[dataset] = earlier.begun
                 if earlier.samples is not None:
-                    lines = index.filter(
+                    lines = index.select(EEE_INDEX_SCHEMA.names).filter(
                         pa.array(_among(old_datasets, {dataset}) & ~removed & sample)
                     )
-                    lines = lines.sort_by("offset").select(EEE_INDEX_SCHEMA.names)
+                    offsets = lines.column("offset").to_numpy()
+                    if (offsets[1:] < offsets[:-1]).any():  # in file order (usually already)
+                        lines = lines.sort_by("offset")
                     copies[dataset] = (earlier.samples, lines, earlier.samples_bytes)
             self.writer.begin_pair(pair, begun, copies)
 

@@ -381,7 +381,8 @@ class EeeWriter:
                     for chunk in appended.read_prefix(_COPY_BYTES):
                         state.hasher.update(chunk)
                 state.tail = appended.read_tail(TAIL_BYTES)
-                state.moved = kept
+                # The kept lines stay where they are: their index rows carry over as they are
+                # (`moved` stays empty: nothing to look up again).
             else:
                 state = _Samples(evaluation, target, self.commit.stage(target), self._checksums)
                 state.moved = _copy_lines(self.out, source, kept, state)
