@@ -23,8 +23,9 @@ now with what the manifest says the folder was made from (`_manifest`):
   removed row are replaced by a copy without it.
 
 The comparisons, rankings, variance components, judges and pairwise files are computed again
-when a pair's content changed (or the study file, or the options). An export of an unchanged
-store writes nothing. Every file is staged and published by the manifest (`_manifest.Commit`):
+when a pair's content changed (or the study file, or the options: `study_source`, a digest of
+them in the manifest), from one read of the study's cells (the store's summaries and the
+fragments newer than them). An export of an unchanged store reads no cells and writes nothing. Every file is staged and published by the manifest (`_manifest.Commit`):
 a failed or killed export leaves the previous one readable, and the next export finishes or
 removes what it left.
 
