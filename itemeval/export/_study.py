@@ -25,9 +25,9 @@ now with what the manifest says the folder was made from (`_manifest`):
 The comparisons, rankings, variance components, judges and pairwise files are computed again
 when a pair's content changed (or the study file, or the options: `study_source`, a digest of
 them in the manifest), from one read of the study's cells (the store's summaries and the
-fragments newer than them). An export of an unchanged store reads no cells and writes nothing. Every file is staged and published by the manifest (`_manifest.Commit`):
-a failed or killed export leaves the previous one readable, and the next export finishes or
-removes what it left.
+fragments newer than them). An export of an unchanged store reads no cells and writes nothing.
+Every file is staged and published by the manifest (`_manifest.Commit`): a failed or killed
+export leaves the previous one readable, and the next export finishes or removes what it left.
 
 Memory: one pair's cells and key index (about 150 bytes a row), a few row groups and one batch.
 """
