@@ -16,7 +16,10 @@ Each measurement runs in a fresh child process, so its peak RSS (`ru_maxrss`) is
 `--incremental` measures exports into one folder instead: the store is built without its last
 1% of items' rows; a full export (parquet, CSV and Every Eval Ever); the same export again (the
 store unchanged: nothing written); the last 1% of rows written as new runtime fragments; the
-export again (only what changed). Each in a fresh child process, with its peak RSS.
+export again (only what changed). Each in a fresh child process, with its wall time, its CPU
+time (user + system: the figure the machine's load does not move) and its peak RSS. `--dir`
+says where the store is built (default /tmp); with `--keep` the folder and the store are also
+kept as the full export left them (`out-incremental-before/`, `store-before/`).
 
     .venv/bin/python benchmarks/export_throughput.py                    # 1M grade rows
     .venv/bin/python benchmarks/export_throughput.py --rows 200000 --compact
