@@ -218,11 +218,16 @@ def _placed(
     order = items.sorted_order()
     positions = []
     epochs_of = []
+    ids = []  # each shape's item ids, made only when asked for
     for shape in shapes:
         assert shape is not None
         k = int(shape["epochs"])  # type: ignore[call-overload]
         positions.append(np.repeat(order, k))
         epochs_of.append(np.tile(np.arange(k, dtype=np.int32), len(order)))
+        if "item_id" in wanted:
+            # One epoch: the ids in id order as they are (a gather of every id was 0.1 s a
+            # partition at 1.25M items).
+            ids.append(items.sorted_ids() if k == 1 else items.items.take(pa.array(positions[-1])))
     position = np.concatenate(positions)
     read = [c for c in wanted if c not in ("item_id", "epoch")]
     try:
@@ -236,7 +241,7 @@ def _placed(
         if name == "epoch":
             columns[name] = pa.array(np.concatenate(epochs_of), pa.int32())
         elif name == "item_id":
-            columns[name] = items.items.take(pa.array(position))
+            columns[name] = pa.chunked_array(ids, pa.string())
         else:
             columns[name] = table.column(name)
     schema = cells_schema(stage)
