@@ -179,7 +179,8 @@ def every_cell_ok(stage: Stage, partition: Location, items: ItemLookup, epochs: 
     if not summaries_enabled() or stage.name == GRADES.name or not len(items.items):
         return False
     opened = open_summary(partition, stage)
-    if opened is None or opened.summary.groups is None:
+    groups = opened.summary.groups if opened is not None else None
+    if opened is None or groups is None:
         return False
     summary = opened.summary
     if {info.name for info in list_fragments(partition)} != set(summary.fragments):
@@ -193,7 +194,6 @@ def every_cell_ok(stage: Stage, partition: Location, items: ItemLookup, epochs: 
         or shape.get("digest") != items.digest
     ):
         return False
-    groups = summary.groups
     ok = groups.filter(pc.fill_null(groups.column("ok"), False))
     return int(pc.sum(ok.column("cells")).as_py() or 0) == shape.get("rows")
 
