@@ -60,16 +60,17 @@ def numbers_key(plan: Plan) -> str:
     return digest.hexdigest()
 
 
-def _location(plan: Plan) -> Location:
-    return plan.store.root.join(*KEPT_NUMBERS_FILE.split("/"))
+def _location(plan: Plan, file: str) -> Location:
+    return plan.store.root.join(*file.split("/"))
 
 
-def kept_numbers(plan: Plan, key: str) -> dict[str, Any] | None:
-    """The numbers kept under `key`, or None (none kept, another key, unreadable)."""
+def kept_numbers(plan: Plan, key: str, file: str = KEPT_NUMBERS_FILE) -> dict[str, Any] | None:
+    """The numbers kept under `key` (in `file`, under the store), or None (none kept, another
+    key, unreadable)."""
     if not summaries_enabled():
         return None
     try:
-        kept = json.loads(_location(plan).read_bytes())
+        kept = json.loads(_location(plan, file).read_bytes())
     except (OSError, ValueError, ItemevalError):
         return None
     if not isinstance(kept, dict) or kept.get("key") != key:
@@ -78,13 +79,15 @@ def kept_numbers(plan: Plan, key: str) -> dict[str, Any] | None:
     return numbers if isinstance(numbers, dict) else None
 
 
-def keep_numbers(plan: Plan, key: str, numbers: dict[str, Any]) -> None:
+def keep_numbers(
+    plan: Plan, key: str, numbers: dict[str, Any], file: str = KEPT_NUMBERS_FILE
+) -> None:
     """Keep `numbers` under `key` when the store still holds what the key was taken from."""
     if not summaries_enabled():
         return
     with contextlib.suppress(OSError, ItemevalError):
         if numbers_key(plan) != key:
             return  # written to meanwhile: these numbers may be of neither state
-        location = _location(plan)
+        location = _location(plan, file)
         location.parent().makedirs()
         location.write_atomic(json.dumps({"key": key, "numbers": numbers}).encode())

@@ -69,6 +69,9 @@ def _common(state: Any, active: str) -> dict[str, Any]:
 
 
 def overview_page(state: Any, query: dict[str, str]) -> tuple[int, str]:
+    kept = state.kept_page()
+    if kept is not None:  # the index is being built; this page is as it was rendered from it
+        return 200, str(kept["page"])
     summary = state.overview
     index = state.index
     return 200, render(

@@ -27,6 +27,7 @@ import webbrowser
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
@@ -34,9 +35,14 @@ from aiohttp import web
 from itemeval._util.heap import release_unused_memory, use_system_arrow_pool
 from itemeval.errors import InputError, Problem
 from itemeval.planning import Plan
+from itemeval.report import keep_numbers, kept_numbers, numbers_key
 from itemeval.view import _pages as pages
+from itemeval.view import _queries as queries
 from itemeval.view._index import ViewIndex, build_index, store_version
 from itemeval.view._queries import Overview, overview
+
+#: The overview page as last rendered, with what `/api/version` answers (`ViewState`).
+FIRST_PAGE_FILE = "analysis/view.json"
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +72,13 @@ class ViewOptions:
 
 
 class ViewState:
-    """The current index and overview, rebuilt when the store changes."""
+    """The current index and overview, rebuilt when the store changes.
+
+    The overview page is kept beside the store once rendered (`FIRST_PAGE_FILE`, under the
+    key `status` keeps its numbers by: every fragment, the study, the selection,
+    `report.keep_numbers`). A viewer started over a store whose key still holds answers `/`
+    from it at once and builds the index in a thread; the other pages wait for the index.
+    """
 
     def __init__(self, plan: Plan, refresh_s: float = 2.0) -> None:
         self.plan = plan
@@ -76,27 +88,77 @@ class ViewState:
         self._overview: Overview | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._ready = threading.Event()  # the index is built (or failed to be: `_failed`)
+        self._failed: BaseException | None = None
+        self._kept: dict[str, Any] | None = None  # the kept first page, until the index is
+        self.loaded = False  # `load` was called
         self.rebuilds = 0
 
     def load(self) -> None:
-        index = build_index(self.plan)
-        summary = overview(index)
-        index.keep_page_columns()
-        release_unused_memory()
-        with self._lock:
-            self._index, self._overview = index, summary
-        self.rebuilds += 1
+        """Read the store: the kept first page and the index in a thread when the key holds,
+        else the index here (and keep its overview page)."""
+        self.loaded = True
+        key = numbers_key(self.plan)
+        kept = kept_numbers(self.plan, key, FIRST_PAGE_FILE) if queries.tiers_hook is None else None
+        if kept is not None and kept.get("version") == store_version(self.plan):
+            self._kept = kept
+            threading.Thread(target=self._build, name="itemeval-view-index", daemon=True).start()
+            return
+        self._build(raising=True)
+        if queries.tiers_hook is None:  # a page of a hook's tiers is not the study's
+            self._keep_first_page(key)
+
+    def _build(self, raising: bool = False) -> None:
+        try:
+            index = build_index(self.plan)
+            summary = overview(index)
+            index.keep_page_columns()
+            release_unused_memory()
+            with self._lock:
+                self._index, self._overview = index, summary
+            self.rebuilds += 1
+        except BaseException as exc:
+            if raising:
+                raise
+            self._failed = exc
+            log.warning("the viewer could not read the store", exc_info=True)
+        finally:
+            self._ready.set()
+
+    def _keep_first_page(self, key: str) -> None:
+        index = self.index
+        _, page = pages.overview_page(self, {})
+        numbers = {
+            "version": index.version,
+            "page": page,
+            "solutions": index.cells.answers,
+            "grades": index.cells.grades.num_rows,
+        }
+        keep_numbers(self.plan, key, numbers, FIRST_PAGE_FILE)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the index is built (pages other than the kept first page wait for it)."""
+        return self._ready.is_set() and self._failed is None
+
+    def kept_page(self) -> dict[str, Any] | None:
+        """The kept first page and its counts while the index is being built, else None."""
+        return None if self._ready.is_set() else self._kept
 
     @property
     def index(self) -> ViewIndex:
+        self._ready.wait()
         with self._lock:
-            assert self._index is not None
+            if self._index is None:
+                raise InputError(Problem(f"the viewer could not read the store: {self._failed}"))
             return self._index
 
     @property
     def overview(self) -> Overview:
+        self._ready.wait()
         with self._lock:
-            assert self._overview is not None
+            if self._overview is None:
+                raise InputError(Problem(f"the viewer could not read the store: {self._failed}"))
             return self._overview
 
     def refresh_once(self) -> bool:
@@ -172,7 +234,17 @@ def make_app(state: ViewState, token: str | None, *, local: bool) -> web.Applica
         return handle
 
     async def version(request: web.Request) -> web.Response:
-        index = state.index
+        kept = state.kept_page()
+        if kept is not None:  # the index is being built: what the kept page was rendered from
+            return web.json_response(
+                {
+                    "version": kept["version"],
+                    "built_at": None,
+                    "solutions": kept["solutions"],
+                    "grades": kept["grades"],
+                }
+            )
+        index = await asyncio.to_thread(lambda: state.index)
         return web.json_response(
             {
                 "version": index.version,
@@ -254,7 +326,7 @@ class ViewServer:
             ) from exc
         self.port = sock.getsockname()[1]
         started = time.monotonic()
-        if self.state.rebuilds == 0:
+        if not self.state.loaded:
             use_system_arrow_pool()  # the index's intermediates go back to the system
             try:
                 self.state.load()
