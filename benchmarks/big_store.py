@@ -104,7 +104,17 @@ def timed(command: list[str], cwd: Path, marker: str, *, until: Any = None) -> d
     tree.stop()
     if until is None and proc.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}):\n{err[-3000:]}")
-    return {"s": round(wall, 2), "mb": round(tree.peak_rss / 2**20), "out": out[-2000:]}
+    # The largest processes by their own peak: the command's own (the driver) and Ray's.
+    largest = sorted(tree.peak_by_pid.items(), key=lambda kv: -kv[1])[:6]
+    return {
+        "s": round(wall, 2),
+        "mb": round(tree.peak_rss / 2**20),
+        "cpu_s": round(sum(tree.cpu.values()), 1),
+        "driver_mb": round(tree.peak_driver_rss / 2**20),
+        "largest_mb": [[tree.names.get(pid, "?"), round(rss / 2**20)] for pid, rss in largest],
+        "load": round(os.getloadavg()[0], 1),
+        "out": out[-2000:],
+    }
 
 
 def free_port() -> int:
