@@ -16,6 +16,12 @@ to exit, with the peak resident set of every process it starts (sampled from /pr
 * DuckDB over the same files, in the same run: a `group by` of the solutions and a `count(*)` of
   the grades (`read_parquet` with hive partitioning), in a subprocess like the rest.
 
+Each figure: wall seconds (`s`), the peak of the tree's summed RSS (`mb`), its CPU (user + system
+of every process seen, `cpu_s`), the command's own process's peak (`driver_mb`: for the build,
+the run's driver) and the largest processes by their own peaks, and the load average. The build
+of a store (`itemeval run` from empty) is reported as `build`. `--plot FILE` draws wall time
+against rows, a line per command (also from earlier `--json` files: `--from-json A B --plot F`).
+
 `--dir` keeps the stores (a store already made there is measured again, not rebuilt).
 `--commands` picks the commands. Results go to stdout and, with `--json FILE`, to a file.
 """
@@ -199,7 +205,8 @@ def measure(folder: Path, items: int, commands: list[str]) -> dict[str, Any]:
     return out
 
 
-PLOTTED = ("duckdb", "status", "plan", "rerun", "report", "irt", "view", "export", "export+1%")
+#: `build`: the `itemeval run` that made the store (from empty).
+PLOTTED = ("build", *COMMANDS)
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
@@ -237,6 +244,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
         "#e377c2",
         "#7f7f7f",
         "#bcbd22",
+        "#17becf",
     ]
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -308,7 +316,9 @@ def main() -> None:
             folder = keep / f"rows-{rows}"
             made = build(folder, items)
             figures = measure(folder, items, args.commands)
-            if made is not None:
+            if made is None:  # the store was there: its build's figures, as recorded then
+                made = json.loads((folder / "built.json").read_text())
+            if made.get("s") is not None:
                 figures["build"] = made
             results[str(rows)] = figures
             load = os.getloadavg()[0]
@@ -318,7 +328,10 @@ def main() -> None:
             )
             for name, value in figures.items():
                 if isinstance(value, dict):
-                    print(f"  {name:>10}: {value['s']:8.2f} s  {value['mb']:6,} MB")
+                    print(
+                        f"  {name:>10}: {value['s']:8.2f} s  {value['mb']:6,} MB  "
+                        f"CPU {value.get('cpu_s', 0):7.1f} s  own {value.get('driver_mb', 0):6,} MB"
+                    )
             if args.json:
                 args.json.write_text(json.dumps(results, indent=1))
             if args.plot:
