@@ -6,9 +6,12 @@
 A store of N rows is N / 8 items x 4 simulated models (`sim/strong`, `sim/medium`, `sim/weak`,
 `sim/reasoner`, the in-process simulator) x 2 stages (a solution and an `auto` grade each), made
 by `itemeval run` itself. Each command then runs as a user runs it, a subprocess timed from start
-to exit, with the peak resident set of every process it starts (sampled from /proc every 50 ms):
+to exit, with the peak resident set of every process it starts (sampled from /proc every 50 ms)
+and the CPU it used (user + system, of it and what it waited for):
 
-* `status`, `plan`, a no-op re-run (`run --yes`: nothing is pending), `report`, `analyze irt`,
+* `status` twice: the first call computes the report's numbers it shows and keeps them
+  (`<store>/analysis/status.json`, removed before it), the second reads them;
+* `plan`, a no-op re-run (`run --yes`: nothing is pending), `report`, `analyze irt`,
   `export` (the long table) and the viewer's first page (`view`, then a GET of `/` until it
   answers);
 * an export after 1% more rows (a second dataset of N / 800 items, added to the study and run),
@@ -16,8 +19,8 @@ to exit, with the peak resident set of every process it starts (sampled from /pr
 * DuckDB over the same files, in the same run: a `group by` of the solutions and a `count(*)` of
   the grades (`read_parquet` with hive partitioning), in a subprocess like the rest.
 
-Each figure: wall seconds (`s`), the peak of the tree's summed RSS (`mb`), its CPU (user + system
-of every process seen, `cpu_s`), the command's own process's peak (`driver_mb`: for the build,
+Each figure: wall seconds (`s`), the peak of the tree's summed RSS (`mb`), its CPU (`cpu_s`, as
+above), the command's own process's peak (`driver_mb`: for the build,
 the run's driver) and the largest processes by their own peaks, and the load average. The build
 of a store (`itemeval run` from empty) is reported as `build`. `--plot FILE` draws wall time
 against rows, a line per command (also from earlier `--json` files: `--from-json A B --plot F`).
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -91,6 +95,7 @@ def timed(command: list[str], cwd: Path, marker: str, *, until: Any = None) -> d
     peak RSS of its process tree."""
     env = command_env(marker)
     before = frozenset(int(e) for e in os.listdir("/proc") if e.isdigit())
+    spent = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.Popen(
         command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -108,14 +113,17 @@ def timed(command: list[str], cwd: Path, marker: str, *, until: Any = None) -> d
         out, err = proc.communicate(timeout=60)
     wall = time.perf_counter() - started
     tree.stop()
+    # CPU of the command and what it waited for (user + system): the figure the load moves least.
+    now = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (now.ru_utime - spent.ru_utime) + (now.ru_stime - spent.ru_stime)
     if until is None and proc.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}):\n{err[-3000:]}")
     # The largest processes by their own peak: the command's own (the driver) and Ray's.
     largest = sorted(tree.peak_by_pid.items(), key=lambda kv: -kv[1])[:6]
     return {
         "s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
         "mb": round(tree.peak_rss / 2**20),
-        "cpu_s": round(sum(tree.cpu.values()), 1),
         "driver_mb": round(tree.peak_driver_rss / 2**20),
         "largest_mb": [[tree.names.get(pid, "?"), round(rss / 2**20)] for pid, rss in largest],
         "load": round(os.getloadavg()[0], 1),
@@ -170,7 +178,11 @@ def measure(folder: Path, items: int, commands: list[str]) -> dict[str, Any]:
         if name == "duckdb":
             out[name] = timed([sys.executable, "-c", DUCKDB_SCAN, str(store)], folder, marker)
         elif name == "status":
+            # The first call after a change computes the report's numbers and keeps them
+            # (`<store>/analysis/status.json`); the calls after it read them.
+            (store / "analysis" / "status.json").unlink(missing_ok=True)
             out[name] = timed([*it, "status", str(study)], folder, marker)
+            out["status again"] = timed([*it, "status", str(study)], folder, marker)
         elif name == "plan":
             out[name] = timed([*it, "plan", str(study)], folder, marker)
         elif name == "rerun":
@@ -206,7 +218,7 @@ def measure(folder: Path, items: int, commands: list[str]) -> dict[str, Any]:
 
 
 #: `build`: the `itemeval run` that made the store (from empty).
-PLOTTED = ("build", *COMMANDS)
+PLOTTED = ("build", "duckdb", "status", "status again", *COMMANDS[2:])
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
@@ -245,6 +257,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
         "#7f7f7f",
         "#bcbd22",
         "#17becf",
+        "#393b79",
     ]
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -329,8 +342,9 @@ def main() -> None:
             for name, value in figures.items():
                 if isinstance(value, dict):
                     print(
-                        f"  {name:>10}: {value['s']:8.2f} s  {value['mb']:6,} MB  "
-                        f"CPU {value.get('cpu_s', 0):7.1f} s  own {value.get('driver_mb', 0):6,} MB"
+                        f"  {name:>12}: {value['s']:8.2f} s  {value.get('cpu_s', 0):7.2f} s CPU"
+                        f"  {value['mb']:6,} MB (own {value.get('driver_mb', 0):,})"
+                        f"  load {value.get('load', 0):.1f}"
                     )
             if args.json:
                 args.json.write_text(json.dumps(results, indent=1))

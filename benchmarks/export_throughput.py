@@ -16,7 +16,10 @@ Each measurement runs in a fresh child process, so its peak RSS (`ru_maxrss`) is
 `--incremental` measures exports into one folder instead: the store is built without its last
 1% of items' rows; a full export (parquet, CSV and Every Eval Ever); the same export again (the
 store unchanged: nothing written); the last 1% of rows written as new runtime fragments; the
-export again (only what changed). Each in a fresh child process, with its peak RSS.
+export again (only what changed). Each in a fresh child process, with its wall time, its CPU
+time (user + system: the figure the machine's load does not move) and its peak RSS. `--dir`
+says where the store is built (default /tmp); with `--keep` the folder and the store are also
+kept as the full export left them (`out-incremental-before/`, `store-before/`).
 
     .venv/bin/python benchmarks/export_throughput.py                    # 1M grade rows
     .venv/bin/python benchmarks/export_throughput.py --rows 200000 --compact
@@ -240,6 +243,12 @@ def _grades(
     )
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU of this process so far (the figure the machine's load does not move)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _rss_mb() -> float:
     """This process's resident set size now (Linux)."""
     with open("/proc/self/statm") as handle:
@@ -287,7 +296,7 @@ def child(mode: str, root: Path, batch_rows: int) -> None:
     rows = None
     written: dict[str, object] = {}
     with _PeakRss() as watch:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), _cpu_seconds()
         if mode == "report":
             write_report(plan, str(out))
         elif mode.startswith("into:"):
@@ -306,6 +315,7 @@ def child(mode: str, root: Path, batch_rows: int) -> None:
             options = ExportOptions(out=str(out), formats=formats[mode], batch_rows=batch_rows)
             rows = export_study(plan, options).rows
         seconds = time.perf_counter() - started
+        cpu = _cpu_seconds() - cpu_started
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     files = sum(1 for p in out.rglob("*") if p.is_file())
     print(
@@ -314,6 +324,7 @@ def child(mode: str, root: Path, batch_rows: int) -> None:
                 "mode": mode,
                 "rows": rows,
                 "seconds": seconds,
+                "cpu_seconds": cpu,
                 "plan_seconds": plan_s,
                 "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 "rss_before_mb": before,
@@ -349,7 +360,8 @@ def measure(root: Path, modes: list[str], batch_rows: int, grade_rows: int) -> l
         results.append(result)
         rate = grade_rows / result["seconds"]
         print(
-            f"  {mode:<11} {result['seconds']:7.1f} s  {rate:>10,.0f} rows/s  "
+            f"  {mode:<11} {result['seconds']:7.1f} s (CPU {result['cpu_seconds']:6.1f} s)  "
+            f"{rate:>10,.0f} rows/s  "
             f"RSS {result['rss_before_mb']:4.0f} -> peak {result['export_peak_mb']:4.0f} MB, "
             f"arrow peak {result['arrow_peak_mb']:4.0f} MB  "
             f"output {result['output_mb']:7.1f} MB "
@@ -380,13 +392,14 @@ def main() -> None:
         "--incremental", action="store_true", help="full, unchanged and +1%% exports into a folder"
     )
     parser.add_argument("--keep", action="store_true", help="keep the generated store")
+    parser.add_argument("--dir", default="/tmp", help="where the generated store is built")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, Path(args.root), args.batch_rows)
         return
-    root = Path("/tmp") / f"itemeval-export-bench-{args.rows}"
+    root = Path(args.dir) / f"itemeval-export-bench-{args.rows}"
     print(
         f"itemeval export benchmark, {os.cpu_count()} cpus, pyarrow {pa.__version__}, "
         f"load {os.getloadavg()[0]:.1f}"
@@ -429,13 +442,19 @@ def incremental(root: Path, args: argparse.Namespace) -> None:
         print(f"compacted in {time.perf_counter() - started:.1f} s", flush=True)
     grade_rows = int(built["grade_rows"])
     full, again = measure(root, ["into:full", "into:unchanged"], args.batch_rows, grade_rows)
+    if args.keep:  # the folder and store as the full export left them, to export +1% again
+        for name in ("out-incremental", "store"):
+            shutil.rmtree(root / f"{name}-before", ignore_errors=True)
+            shutil.copytree(root / name, root / f"{name}-before")
     added = write_rest(root, HOLD_BACK, args.fragment_rows)
     print(f"wrote {added:,} more grade rows (runtime fragments)", flush=True)
     (more,) = measure(root, ["into:+1%"], args.batch_rows, grade_rows + added)
     print(
         f"export+1%: {more['seconds']:.1f} s = {more['seconds'] / full['seconds']:.1%} of the "
         f"full export's {full['seconds']:.1f} s (without the statistics files: "
-        f"{_own(more) / _own(full):.1%}); unchanged: {again['seconds']:.2f} s; "
+        f"{_own(more) / _own(full):.1%}); CPU {more['cpu_seconds']:.1f} s = "
+        f"{more['cpu_seconds'] / full['cpu_seconds']:.1%} of {full['cpu_seconds']:.1f} s; "
+        f"unchanged: {again['seconds']:.2f} s (CPU {again['cpu_seconds']:.2f} s); "
         f"load {os.getloadavg()[0]:.1f}",
         flush=True,
     )

@@ -36,7 +36,6 @@ from itemeval.api.summaries import (
     StatusSummary,
     status_results,
 )
-from itemeval.batch import open_batches
 from itemeval.config import StudyConfig, load_study, study_from_mapping
 from itemeval.errors import ConfigError, InputError, Problem
 from itemeval.export import (
@@ -50,8 +49,18 @@ from itemeval.export import (
 )
 from itemeval.judging import JudgeAnalysis, PairwiseAnalysis, study_judges, study_pairwise
 from itemeval.planning import Design, Plan, build_design, make_plan
-from itemeval.report import Bootstrap, ReportResult, leaderboard_text, study_numbers, write_report
+from itemeval.report import (
+    Bootstrap,
+    ReportResult,
+    keep_numbers,
+    kept_numbers,
+    leaderboard_text,
+    numbers_key,
+    study_numbers,
+    write_report,
+)
 from itemeval.results import LONG_TABLE_SCHEMA, LongTableScan, read_cells
+from itemeval.runtime.batch import open_batches
 
 if TYPE_CHECKING:
     from itemeval.irt import IrtResult
@@ -263,11 +272,12 @@ class Study:
             s.as_dict() | {"slug": design.condition(s.condition_id).slug}
             for s in (*generate, *grade)
         ]
-        # Every grader's grades (the costs count them); no panels: status shows the headline.
-        numbers = study_numbers(plan, read_cells(plan)) if differences else None
+        shown: dict[str, Any] = {"differences": None, "results": []}
+        if differences:
+            shown = _status_numbers(plan)
         return StatusSummary(
-            differences=numbers.differences() if numbers is not None else None,
-            results=status_results(numbers) if numbers is not None else [],
+            differences=shown["differences"],
+            results=shown["results"],
             study=plan.study.study,
             store=plan.store.root.url,
             items=plan.item_count,
@@ -531,6 +541,21 @@ def write_starter_study(path: str | os.PathLike[str], *, force: bool = False) ->
             (folder / part.name).write_bytes(part.read_bytes())
     target.write_text(text, encoding="utf-8")
     return target
+
+
+def _status_numbers(plan: Plan) -> dict[str, Any]:
+    """What `status` shows of the report's numbers (`differences`, `results`): kept from the
+    last call while the store and the study are as they were (`report.kept_numbers`), else
+    computed (every grader's grades: the costs count them; no panels, status shows the
+    headline) and kept."""
+    key = numbers_key(plan)
+    kept = kept_numbers(plan, key)
+    if kept is not None:
+        return kept
+    numbers = study_numbers(plan, read_cells(plan))
+    shown = {"differences": numbers.differences(), "results": status_results(numbers)}
+    keep_numbers(plan, key, shown)
+    return shown
 
 
 def _require_stored(plan: Plan) -> None:

@@ -1,6 +1,6 @@
 """What a shard's cells ask a model: prompts and rubrics rendered into `ModelRequest`s.
 
-One place for the live path (`worker.py`) and the batch tier (`itemeval/batch/`), so a request
+One place for the live path (`worker.py`) and the batch tier (`runtime/batch/`), so a request
 sent in a batch is the request a live call would send (same messages, parameters and hints, so
 the same response-cache key).
 """

@@ -77,7 +77,11 @@ def entry() -> None:
     keeps few malloc arenas (`runtime.heap.limit_malloc_arenas`): a local run's shards run
     here. pyarrow does not import pandas to learn whether it is there (`arrow_start`). A local
     Ray the run started is not stopped one process at a time: it ends with this process
-    (`runtime._cluster.process_ends_after_run`)."""
+    (`runtime._cluster.process_ends_after_run`). OpenBLAS runs one thread unless the user set
+    `OPENBLAS_NUM_THREADS` (decision 0056)."""
+    # Before numpy loads OpenBLAS: on busy cores its threads spin waiting for each other (a
+    # plan's 65,536-item dot products took 3.8 ms each with 2 threads, 0.05 ms with one).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from itemeval._util.arrow_start import skip_pandas_probe
     from itemeval._util.heap import limit_malloc_arenas
     from itemeval.runtime import process_ends_after_run

@@ -4,7 +4,7 @@
 `manifest`, what every file of the folder was made from: per condition pair, the store's state
 it read (`source`: a digest of the two partitions' fragment names and of the selection), the
 long table's parts (parquet and CSV files of up to `PART_ROWS` rows), the key index
-(`_export/.../keys-*.parquet`: each row's key, fingerprint, part and samples-file bytes) and the
+(`_export/.../keys-*.arrow`: each row's key, fingerprint, part and samples-file bytes) and the
 pair's Every Eval Ever evaluations; and the size of every file it names. An export reads it to
 know what it may keep.
 

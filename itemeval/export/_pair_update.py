@@ -18,7 +18,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from itemeval.export._delta import KEY_INDEX_SCHEMA, PairChanges, compare, encode_index, read_index
+from itemeval.export._delta import (
+    INDEX_SUFFIX,
+    KEY_INDEX_SCHEMA,
+    PairChanges,
+    compare,
+    encode_index,
+    read_index,
+)
 from itemeval.export._eee.writer import EEE_INDEX_FIELDS, EEE_INDEX_SCHEMA, EeeWriter
 from itemeval.export._manifest import (
     PART_ROWS,
@@ -216,8 +223,7 @@ class PairUpdate:
             index = KEY_INDEX_SCHEMA.empty_table()
         removed = changes.removed
         row = changes.row
-        datasets = changes.dataset.to_numpy(zero_copy_only=False)
-        old_datasets = index.column("dataset").to_numpy(zero_copy_only=False)
+        datasets, old_datasets = changes.dataset, index.column("dataset")
         keys = key_strings(state)
 
         # The long table: which rows to write, which earlier parts to replace.
@@ -248,16 +254,16 @@ class PairUpdate:
         if self.writer is not None:
             if before is not None and before.eee:
                 previous_evaluations = before.evaluations
-            present = set(np.unique(datasets[row]).tolist()) if row.any() else set()
+            present = _names(datasets, row)
             rebuild = {
                 d
                 for d in present
                 if d not in previous_evaluations
                 or previous_evaluations[d].signature != self.writer.signatures(pair, d)[0]
             }
-            touched_eee = changes.new | (row & np.isin(datasets, list(rebuild)))
-            rewrite = rebuild | set(np.unique(datasets[touched_eee]).tolist())
-            rewrite |= {d for d in set(old_datasets[removed].tolist()) if d is not None} & present
+            touched_eee = changes.new | (row & _among(datasets, rebuild))
+            rewrite = rebuild | _names(datasets, touched_eee)
+            rewrite |= _names(old_datasets, removed) & present
             for dataset in rewrite:
                 earlier = previous_evaluations.get(dataset)
                 if dataset in rebuild or earlier is None:
@@ -265,8 +271,12 @@ class PairUpdate:
                     continue
                 begun[dataset] = earlier.begun
                 if earlier.samples is not None:
-                    lines = index.filter(pa.array((old_datasets == dataset) & ~removed & sample))
-                    lines = lines.sort_by("offset").select(EEE_INDEX_SCHEMA.names)
+                    lines = index.select(EEE_INDEX_SCHEMA.names).filter(
+                        pa.array(_among(old_datasets, {dataset}) & ~removed & sample)
+                    )
+                    offsets = lines.column("offset").to_numpy()
+                    if (offsets[1:] < offsets[:-1]).any():  # in file order (usually already)
+                        lines = lines.sort_by("offset")
                     copies[dataset] = (earlier.samples, lines, earlier.samples_bytes)
             self.writer.begin_pair(pair, begun, copies)
 
@@ -321,7 +331,6 @@ class PairUpdate:
         placed = parts.close() if parts is not None else None
 
         # The new key index: the state, what each key is now, where its row went.
-        earlier_rows = pa.array(np.where(changes.earlier >= 0, changes.earlier, 0))
         matched = changes.earlier >= 0
         columns: dict[str, Any] = {name: state.column(name) for name in STATE_SCHEMA.names}
         columns["dataset"] = changes.dataset
@@ -332,7 +341,8 @@ class PairUpdate:
         if self.tables:
             keep = row & ~changes.new & matched & (not table_rebuild)
             if index.num_rows:
-                earlier_part = pc.fill_null(index.column("part").take(earlier_rows), -1)
+                earlier_part = _at(index.select(["part"]), changes.earlier)["part"]
+                earlier_part = pc.fill_null(earlier_part, -1)
                 earlier_part = earlier_part.to_numpy(zero_copy_only=False).astype(np.int64)
                 keep &= ~np.isin(earlier_part, list(dirty)) & (earlier_part >= 0)
                 part[keep] = earlier_part[keep]
@@ -348,13 +358,14 @@ class PairUpdate:
         eee_columns = [f.name for f in EEE_INDEX_FIELDS]
         if self.writer is not None:
             written = self.writer.end_pair()
-            carried = index.select(eee_columns).take(earlier_rows) if index.num_rows else None
+            carried = _at(index.select(eee_columns), changes.earlier) if index.num_rows else None
             fresh = np.zeros(n, dtype=bool)
             if written.num_rows:
                 where = pc.index_in(keys, value_set=key_strings(written))
                 fresh = pc.is_valid(where).to_numpy(zero_copy_only=False) & row
                 at = pc.fill_null(where, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-                from_writer = written.select(eee_columns).take(pa.array(at))
+                # The writer's rows in the order of the keys they fill (`replace_with_mask`).
+                from_writer = written.select(eee_columns).take(pa.array(at[fresh]))
             for name in eee_columns:
                 field_type = KEY_INDEX_SCHEMA.field(name).type
                 value = (
@@ -364,15 +375,18 @@ class PairUpdate:
                 )
                 value = pc.if_else(pa.array(matched & row), value, pa.scalar(None, field_type))
                 if fresh.any():
-                    value = pc.if_else(pa.array(fresh), from_writer.column(name), value)
+                    value = pc.replace_with_mask(
+                        value, pa.array(fresh), from_writer.column(name).combine_chunks()
+                    )
                 columns[name] = value
         else:
             for name in eee_columns:
                 columns[name] = pa.nulls(n, KEY_INDEX_SCHEMA.field(name).type)
         new_index = pa.table(columns).select(KEY_INDEX_SCHEMA.names).cast(KEY_INDEX_SCHEMA)
         if self.writer is not None:
+            kept = new_index.select(["dataset", *EEE_INDEX_SCHEMA.names])
             evaluations = self.writer.records(
-                new_index.filter(pa.array(row)), previous_evaluations, rewrite
+                kept.filter(pa.array(row)), previous_evaluations, rewrite
             )
 
         selected = pc.is_valid(changes.dataset).to_numpy(zero_copy_only=False)
@@ -386,7 +400,8 @@ class PairUpdate:
         )
         self.pairs_changed += rows_changed
         if rows_changed or moved:  # the index says where rows are: kept current
-            path = f"{STATE_DIR}/{pair.grade.id}/{pair.generate.id}/keys-{unique_name()}.parquet"
+            name = f"keys-{unique_name()}{INDEX_SUFFIX}"
+            path = f"{STATE_DIR}/{pair.grade.id}/{pair.generate.id}/{name}"
             self.commit.stage_bytes(path, encode_index(new_index))
         else:
             assert before is not None
@@ -412,3 +427,31 @@ class PairUpdate:
             ),
             evaluations=evaluations,
         )
+
+
+def _names(values: pa.Array | pa.ChunkedArray, where: np.ndarray) -> set[str]:
+    """The distinct strings of `values` where `where` (nulls left out)."""
+    if not where.any():
+        return set()
+    found = pc.unique(values.filter(pa.array(where))).to_pylist()
+    return {v for v in found if v is not None}
+
+
+def _among(values: pa.Array | pa.ChunkedArray, names: set[str]) -> np.ndarray:
+    """Whether each of `values` is one of `names` (null: no)."""
+    if not names:
+        return np.zeros(len(values), dtype=bool)
+    found = pc.is_in(values, value_set=pa.array(sorted(names), pa.string()))
+    return pc.fill_null(found, False).to_numpy(zero_copy_only=False)
+
+
+def _at(table: pa.Table, earlier: np.ndarray) -> pa.Table:
+    """Row `earlier[i]` of `table` for each key i (a row of nulls where `earlier[i] < 0`)."""
+    m = table.num_rows
+    if len(earlier) >= m and (earlier[:m] == np.arange(m)).all() and (earlier[m:] < 0).all():
+        # The index's rows in their order, then new keys (a state advanced from it): no gather.
+        pad = pa.table(
+            {f.name: pa.nulls(len(earlier) - m, f.type) for f in table.schema}, schema=table.schema
+        )
+        return pa.concat_tables([table, pad]).combine_chunks()
+    return table.take(pa.array(earlier, mask=earlier < 0))

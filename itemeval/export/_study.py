@@ -23,10 +23,11 @@ now with what the manifest says the folder was made from (`_manifest`):
   removed row are replaced by a copy without it.
 
 The comparisons, rankings, variance components, judges and pairwise files are computed again
-when a pair's content changed (or the study file, or the options). An export of an unchanged
-store writes nothing. Every file is staged and published by the manifest (`_manifest.Commit`):
-a failed or killed export leaves the previous one readable, and the next export finishes or
-removes what it left.
+when a pair's content changed (or the study file, or the options: `study_source`, a digest of
+them in the manifest), from one read of the study's cells (the store's summaries and the
+fragments newer than them). An export of an unchanged store reads no cells and writes nothing.
+Every file is staged and published by the manifest (`_manifest.Commit`): a failed or killed
+export leaves the previous one readable, and the next export finishes or removes what it left.
 
 Memory: one pair's cells and key index (about 150 bytes a row), a few row groups and one batch.
 """
@@ -68,9 +69,15 @@ from itemeval.export._manifest import (
 from itemeval.export._outputs import OutputDir
 from itemeval.export._pair_update import PairUpdate, digest
 from itemeval.export._parts import TABLE_FORMATS
-from itemeval.judging import study_judges, study_pairwise
+from itemeval.judging import judge_analysis, study_cells, study_pairwise
 from itemeval.planning import Plan
-from itemeval.results import DEFAULT_BATCH_ROWS, LongTableScan, ScanCounts
+from itemeval.results import (
+    DEFAULT_BATCH_ROWS,
+    LongTableScan,
+    ScanCounts,
+    StudyCells,
+    study_clusters,
+)
 from itemeval.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED
 from itemeval.store import GRADES, SOLUTIONS
 from itemeval.store.fragments import FragmentInfo, list_fragments
@@ -365,9 +372,23 @@ class _Export:
         ):
             return study_source, before.study_files
         files: dict[str, str] = {}
+        # The cells read once for both (`plan_statistics` and `study_judges` read the same).
+        judged = [c for c in plan.design.judges if c.pairwise is None]
+        cells = study_cells(plan) if self.tables or judged else None
         if self.tables:
-            files |= self._statistics()
-        judges = study_judges(plan, resamples=options.resamples, seed=options.seed)
+            assert cells is not None
+            files |= self._statistics(cells)
+        judges = None
+        if judged:
+            assert cells is not None
+            clusters = study_clusters(plan, cells)  # every interval over clusters, as the report's
+            judges = judge_analysis(
+                cells,
+                plan,
+                resamples=options.resamples,
+                seed=options.seed,
+                clusters=clusters.codes if clusters is not None else None,
+            )
         if judges is not None:  # judges and panels against gold (itemeval.judging)
             body = json.dumps(judges.as_dict(), indent=2) + "\n"
             self.commit.stage_bytes(JUDGES_FILE, body.encode("utf-8"))
@@ -379,7 +400,7 @@ class _Export:
             files["pairwise"] = PAIRWISE_FILE
         return study_source, files
 
-    def _statistics(self) -> dict[str, str]:
+    def _statistics(self, cells: StudyCells) -> dict[str, str]:
         """The comparisons, rankings and variance components tables (`itemeval.statistics`)."""
         from itemeval.statistics import (
             analysis_options,
@@ -390,7 +411,9 @@ class _Export:
         )
 
         plan, options = self.plan, self.options
-        stats = plan_statistics(plan, analysis_options(plan, options.resamples, options.seed))
+        stats = plan_statistics(
+            plan, analysis_options(plan, options.resamples, options.seed), cells=cells
+        )
         files = {}
         for name, table in (
             ("comparisons", comparisons_table(stats)),

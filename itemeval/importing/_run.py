@@ -21,10 +21,10 @@ from typing import Any
 from itemeval.errors import ImportRefused, Problem
 from itemeval.ids import new_sortable_id
 from itemeval.importing._catalog import (
-    GenerateRecord,
-    GradeRecord,
     ImportRecord,
     file_record,
+    generate_record,
+    grade_record,
     read_imports,
     write_import,
 )
@@ -197,8 +197,8 @@ def import_sources(
             sources=[str(s) for s in sources],
             study=study_names.pop() if len(study_names) == 1 else None,
             files=[file_record(s) for s in files],
-            generate=[GenerateRecord.of(f) for f in writer.generate.values()],
-            grade=[GradeRecord.of(f) for f in writer.grade.values()],
+            generate=[generate_record(f) for f in writer.generate.values()],
+            grade=[grade_record(f) for f in writer.grade.values()],
             datasets=datasets,
             epochs=writer.epochs,
             samples=writer.samples,

@@ -27,8 +27,6 @@ from itemeval.datasets import read_locks
 from itemeval.datasets.adapters import DatasetSource
 from itemeval.errors import InputError, Problem
 from itemeval.ids import slugify
-from itemeval.importing._catalog import ImportRecord, read_imports
-from itemeval.importing._conditions import distinct_slugs, imported_generate, imported_grade
 from itemeval.planning import (
     DatasetPlan,
     Design,
@@ -39,6 +37,8 @@ from itemeval.planning import (
     SelectedItems,
     build_item_index,
 )
+from itemeval.planning._import_records import ImportRecord, read_imports
+from itemeval.planning._imported import distinct_slugs, imported_generate, imported_grade
 from itemeval.providers.money import Pricing
 from itemeval.providers.types import SamplingParams
 from itemeval.store import (

@@ -28,10 +28,10 @@ from itemeval.config import StudyConfig
 from itemeval.datasets import WorkItem, check_pins, items_to_table, pin_datasets
 from itemeval.datasets.adapters import DatasetHandle, StudyIds, open_source
 from itemeval.errors import ConfigError, Problem, StoreError
-from itemeval.importing._conditions import with_imported
 from itemeval.planning._calibration import Calibration, cache_root_url, calibrate
 from itemeval.planning._design import Design, build_design
 from itemeval.planning._estimate import Estimate, build_estimate, condition_tiers
+from itemeval.planning._imported import with_imported
 from itemeval.planning._item_index import PartRun, SelectedItems, build_item_index, part_runs
 from itemeval.planning._item_keys import ItemKeys
 from itemeval.planning._item_scan import (

@@ -1,5 +1,6 @@
 """Model providers: one interface, HTTP clients, limits, retries, pricing, and the simulator's
-in-process client (`_simulated`; the simulator itself is `itemeval.simulator`).
+in-process client (`_simulated`; the simulator itself, and its settings, are `itemeval.simulator`,
+a floor below).
 
     from itemeval.providers import EndpointSettings, ModelRequest, make_provider
     provider = make_provider(EndpointSettings(kind="openai", api_key_env="OPENAI_API_KEY"))
@@ -31,10 +32,10 @@ _EXPORTS: dict[str, str] = {
     "Usage": "types",
     # configuration and construction
     "EndpointSettings": "_settings",
-    "FaultSettings": "_sim_settings",
-    "LatencySettings": "_sim_settings",
-    "SimModelSpec": "_sim_settings",
-    "SimSettings": "_sim_settings",
+    "FaultSettings": "itemeval.simulator._settings",
+    "LatencySettings": "itemeval.simulator._settings",
+    "SimModelSpec": "itemeval.simulator._settings",
+    "SimSettings": "itemeval.simulator._settings",
     "make_bucket": "_factory",
     "make_limiter": "_factory",
     "make_provider": "_factory",
@@ -71,9 +72,9 @@ _EXPORTS: dict[str, str] = {
     "BatchStatus": "_batch_client",
     "UncertainCreate": "_batch_client",
     "make_batch_client": "_batch_client",
-    "BatchSettings": "_sim_settings",
+    "BatchSettings": "itemeval.simulator._settings",
     "BUILTIN_KINDS": "_settings",
-    "PromptCacheSettings": "_sim_settings",
+    "PromptCacheSettings": "itemeval.simulator._settings",
     "ATTEMPT_SENT": "_deadline",
     "AttemptDeadline": "_deadline",
     "HedgeSettings": "_hedge_settings",
@@ -166,14 +167,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from itemeval.providers._reachability import EndpointProbe
     from itemeval.providers._retry import RetryPolicy, TransientFailure, retry_after_from_headers
     from itemeval.providers._settings import BUILTIN_KINDS, EndpointSettings
-    from itemeval.providers._sim_settings import (
-        BatchSettings,
-        FaultSettings,
-        LatencySettings,
-        PromptCacheSettings,
-        SimModelSpec,
-        SimSettings,
-    )
     from itemeval.providers._simulated import SimProvider
     from itemeval.providers._transport import HttpProvider, estimate_tokens
     from itemeval.providers.limits import (
@@ -201,3 +194,11 @@ if TYPE_CHECKING:  # pragma: no cover
         Usage,
     )
     from itemeval.simulator import Simulator, item_difficulty, p_correct
+    from itemeval.simulator._settings import (
+        BatchSettings,
+        FaultSettings,
+        LatencySettings,
+        PromptCacheSettings,
+        SimModelSpec,
+        SimSettings,
+    )

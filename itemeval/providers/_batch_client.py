@@ -1,4 +1,4 @@
-"""The providers' batch APIs: what the batch tier (`itemeval/batch/`) needs of each, in one shape.
+"""The providers' batch APIs: what the batch tier (`runtime/batch/`) needs of each, in one shape.
 
     client = make_batch_client(settings, field="endpoints.openai")
     line = client.encode(custom_id, request)          # the live client's body, as a batch line

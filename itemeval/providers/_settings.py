@@ -5,7 +5,7 @@ model answers, so none of it enters a condition id. Keys are never stored: `api_
 `headers_env` name environment variables that are read at the moment a client is built.
 
 An endpoint of kind `sim` without a `base_url` embeds the simulated provider's settings
-(`SimSettings`, in `_sim_settings`).
+(`SimSettings`, the simulator's: `itemeval/simulator/_settings.py`).
 
 `kind` is a built-in wire format (`openai`, `anthropic`, `gemini`, `sim`) or a provider plugin:
 an entry-point name of the group `itemeval.providers`, or `package.module:attribute`
@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from itemeval.plugins import syntax_problem
 from itemeval.providers._hedge_settings import HedgeSettings
-from itemeval.providers._sim_settings import SimSettings
 from itemeval.secrets import credential_problem, looks_like_credential
+from itemeval.simulator import SimSettings
 
 #: The wire formats itemeval speaks itself; any other `kind` names a provider plugin.
 BUILTIN_KINDS = frozenset({"openai", "anthropic", "gemini", "sim"})

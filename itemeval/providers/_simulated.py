@@ -18,8 +18,8 @@ from itemeval.providers._retry import RetryPolicy, TransientFailure
 from itemeval.providers._settings import EndpointSettings
 from itemeval.providers._transport import estimate_tokens
 from itemeval.providers.limits import PermitsUnavailable, RateLimiter
-from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult
-from itemeval.simulator import Simulator
+from itemeval.providers.types import ErrorCode, ModelRequest, ModelResult, Usage
+from itemeval.simulator import ReplyTokens, Simulator
 
 _PROCESS_TAG = os.urandom(3).hex()
 _COUNTER = itertools.count(1)
@@ -91,13 +91,13 @@ class SimProvider:
                         "the simulated model returned no text",
                         request_id=request_id,
                         finish_reason=reply.finish_reason,
-                        usage=reply.usage,
+                        usage=_usage(reply.usage),
                     )
                 return ModelResult(
                     ok=True,
                     text=reply.text,
                     finish_reason=reply.finish_reason,
-                    usage=reply.usage,
+                    usage=_usage(reply.usage),
                     request_id=request_id,
                 )
             if reply.kind == "unknown_model":
@@ -125,3 +125,11 @@ class SimProvider:
             http_status=500,
             request_id=request_id,
         )
+
+
+def _usage(tokens: ReplyTokens) -> Usage:
+    return Usage(
+        input_tokens=tokens.input_tokens,
+        output_tokens=tokens.output_tokens,
+        reasoning_tokens=tokens.reasoning_tokens,
+    )

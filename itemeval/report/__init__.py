@@ -10,6 +10,7 @@ are private:
 * `_summary`     leaderboards, facet tables, grader agreement, cost, errors and coverage
 * `_costs`       each condition's cost: paid, saved by the response cache, alone, per correct
 * `_numbers`     `study_numbers`: the leaderboard, its tiers and the costs, computed in one place
+* `_kept_numbers` what `itemeval status` showed, kept beside the store under a key of its inputs
 * `_difficulty`  item difficulty as observed: hardest items, items nothing answered right
 * `_data`        everything a report shows, computed once; the terminal leaderboard
 * `_tables`      the report's tables as text cells (shared by HTML and Markdown)
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from itemeval.report._data import leaderboard_text as leaderboard_text
     from itemeval.report._data import report_data as report_data
     from itemeval.report._data import text_table as text_table
+    from itemeval.report._kept_numbers import keep_numbers as keep_numbers
+    from itemeval.report._kept_numbers import kept_numbers as kept_numbers
+    from itemeval.report._kept_numbers import numbers_key as numbers_key
     from itemeval.report._numbers import StudyNumbers as StudyNumbers
     from itemeval.report._numbers import study_numbers as study_numbers
     from itemeval.report._summary import Bootstrap as Bootstrap
@@ -54,6 +58,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
     _write: HTML_FILE MARKDOWN_FILE ReportResult write_report
     _data: ReportData format_leaderboard leaderboard_text report_data text_table
     _numbers: StudyNumbers study_numbers
+    _kept_numbers: keep_numbers kept_numbers numbers_key
     _costs: Cost costs
     _summary: Bootstrap Errors ItemCounts Leaderboard Ranked errors fmt_proportion fmt_usd
     """,

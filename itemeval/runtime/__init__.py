@@ -11,6 +11,7 @@ name) does not import Ray. The modules are private:
 - `_executors`: the run's context and which executor serves it: `_inline_executor` (this
   process, `--no-ray`), `_local_executor` (this machine), `_ray_executor` (a cluster)
 - `_worker`, `_shard_reads`, `_baseline`: `ShardRunner`, what a worker does with a shard
+- `batch/`: the batch tier (providers' batch APIs), beside a stage's live dispatch
 - `_actors`, `_cluster`, `_limiters`: Ray's actors, connecting to Ray, the limiter actors
 - `_progress`, `_timeline`, `_event_loop`, `_failures`, `_pilot`, `_context`: process plumbing
 

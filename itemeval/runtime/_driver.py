@@ -14,7 +14,7 @@ Money: the ledger (`calls/_spend.py`) holds `budget.max_usd` as a hard cap (ever
 its worst case first) and counts every dollar paid, so the manifest's spend includes shards that
 failed after paying.
 
-The batch tier (`itemeval/batch/`): per stage, `BatchTier.open` takes the cells of conditions
+The batch tier (`runtime/batch/`): per stage, `BatchTier.open` takes the cells of conditions
 whose endpoint has `batch.enabled`, and those that open batch records hold, and runs their
 batches in a thread beside the live dispatch of the rest; `finish` waits for them and dispatches
 what they left (deadline, failures) live. A run also starts when only open batches are left, to
@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from itemeval._util.heap import release_unused_memory, run_collector_pace
-from itemeval.batch import BatchTier, open_batches_of
 from itemeval.calls import Allowance, LedgerState, run_allowance, study_spent
 from itemeval.config import StudyConfig, check_keys
 from itemeval.errors import ExitCode, StoreFailedMidRun
@@ -61,6 +60,7 @@ from itemeval.runtime._failures import failed_mid_run
 from itemeval.runtime._progress import Progress
 from itemeval.runtime._shards import Barrier, Shard, ShardSummary, generate_shards, grade_shards
 from itemeval.runtime._timeline import TIMELINE
+from itemeval.runtime.batch import BatchTier, open_batches_of
 from itemeval.secrets import redact
 from itemeval.store import (
     GRADES,
@@ -382,7 +382,7 @@ def _stage(
     first_id: int,
     compaction: RunCompaction,
 ) -> StageResult:
-    """One stage: the batch tier (`itemeval/batch/`, if any condition uses it, or open batch
+    """One stage: the batch tier (`runtime/batch/`, if any condition uses it, or open batch
     records hold some cells) runs in a thread beside the live dispatch of the other cells; then
     what the batches left (deadline, failures) is dispatched live."""
     pending = _pending(plan, stage)

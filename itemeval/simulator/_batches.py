@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from itemeval.providers import BatchSettings
 from itemeval.simulator._model import stable_unit
+from itemeval.simulator._settings import BatchSettings
 from itemeval.simulator._stats import BatchStats
 
 #: The completion window both APIs offer.

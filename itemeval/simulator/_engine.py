@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from itemeval.ids import sha256_hex
-from itemeval.providers import SimModelSpec, SimSettings
-from itemeval.providers.types import Usage
 from itemeval.simulator import _answers as answers
 from itemeval.simulator._model import (
     catalog,
@@ -45,6 +43,7 @@ from itemeval.simulator._model import (
     p_correct,
     stable_unit,
 )
+from itemeval.simulator._settings import SimModelSpec, SimSettings
 
 #: A simulated model's output limit when a request sets no max_tokens (as real models have one).
 MAX_OUTPUT_TOKENS = 8192
@@ -57,12 +56,22 @@ _REASONING_TOKENS = {"minimal": 0, "low": 256, "medium": 1024, "high": 4096}
 _EFFORT_SCALE = {"minimal": 0.0, "low": 0.25, "medium": 1.0, "high": 4.0}
 
 
+@dataclass(frozen=True, slots=True)
+class ReplyTokens:
+    """A reply's tokens as the simulator bills them (`reasoning_tokens` is part of
+    `output_tokens`); the prompt cache's share is the server's (`CacheUsage`)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
 @dataclass(slots=True)
 class SimReply:
     kind: str  # "ok", one of FAULT_KINDS, or "unknown_model"
     text: str = ""
     finish_reason: str = "stop"
-    usage: Usage = field(default_factory=Usage)
+    usage: ReplyTokens = field(default_factory=ReplyTokens)
     delay_s: float = 0.0
     retry_after_s: float = 0.0
     message: str = ""
@@ -195,7 +204,7 @@ class Simulator:
             text = text[: keep * 4]
             output = count_tokens(text)
             finish = "length"
-        usage = Usage(
+        usage = ReplyTokens(
             input_tokens=input_tokens(messages),
             output_tokens=output + reasoning,
             reasoning_tokens=reasoning,

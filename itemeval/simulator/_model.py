@@ -21,7 +21,7 @@ import hashlib
 import math
 import struct
 
-from itemeval.providers import SimModelSpec
+from itemeval.simulator._settings import SimModelSpec
 
 #: Slope of the logistic link between (ability - difficulty) and the chance of a correct answer.
 SLOPE = 8.0

@@ -30,8 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from itemeval.providers import PromptCacheSettings
 from itemeval.simulator._engine import count_tokens
+from itemeval.simulator._settings import PromptCacheSettings
 
 #: OpenAI reports cached tokens in steps of 128 beyond the 1024-token minimum.
 STEP_TOKENS = 128

@@ -35,7 +35,6 @@ from typing import Any
 
 from aiohttp import web
 
-from itemeval.providers import SimSettings
 from itemeval.simulator._anthropic_batches import AnthropicBatches
 from itemeval.simulator._batches import BatchAnswer, BatchRunner
 from itemeval.simulator._engine import SimReply, Simulator, input_tokens
@@ -43,6 +42,7 @@ from itemeval.simulator._limits import Limiter, ServerLimits
 from itemeval.simulator._model import model_name
 from itemeval.simulator._openai_batches import OpenAIBatches
 from itemeval.simulator._prompt_cache import NO_CACHE, CacheUsage, PromptCache
+from itemeval.simulator._settings import SimSettings
 from itemeval.simulator._stats import ServerStats
 from itemeval.simulator._structured import structure
 from itemeval.simulator._wire import ANTHROPIC, GEMINI, JSON_TYPE, OPENAI, Call, Wire

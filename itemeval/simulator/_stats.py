@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from itemeval.providers.types import Usage
+from itemeval.simulator._engine import ReplyTokens
 from itemeval.simulator._prompt_cache import CacheUsage
 
 #: The live routes, as `ok_by_route` names them.
@@ -34,7 +34,7 @@ class TokenTotals:
     cache_read_input_tokens: int = 0  # part of input_tokens
     cache_creation_input_tokens: int = 0  # part of input_tokens (Anthropic's cache writes)
 
-    def add(self, usage: Usage, cache: CacheUsage) -> None:
+    def add(self, usage: ReplyTokens, cache: CacheUsage) -> None:
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
         self.reasoning_tokens += usage.reasoning_tokens
@@ -98,7 +98,7 @@ class ServerStats:
         self.arrival_tokens.append(tokens)
         self.admitted_tokens += tokens
 
-    def answered(self, model: str, route: str, usage: Usage, cache: CacheUsage) -> None:
+    def answered(self, model: str, route: str, usage: ReplyTokens, cache: CacheUsage) -> None:
         self.ok += 1
         by_model, by_route = self.ok_by_model, self.ok_by_route
         by_model[model] = by_model.get(model, 0) + 1

@@ -231,7 +231,12 @@ def _components(
     size = len(f.generate) * items
     shape = (len(f.generate), items)
     sums = np.bincount(flat, weights=values, minlength=size).reshape(shape)
-    squares = np.bincount(flat, weights=values * values, minlength=size).reshape(shape)
+    # 0/1 scores are their own squares: the same numbers, without two more arrays of the rows.
+    squares = (
+        sums
+        if metric == ACCURACY
+        else np.bincount(flat, weights=values * values, minlength=size).reshape(shape)
+    )
     counts = np.bincount(flat, minlength=size).reshape(shape).astype(np.float64)
     codes = clusters.codes if clusters is not None else None
     return [

@@ -73,7 +73,12 @@ class Tallies:
         size = len(present) * k
         shape = (len(present), k)
         sums = np.bincount(flat, weights=values, minlength=size).reshape(shape)
-        squares = np.bincount(flat, weights=values * values, minlength=size).reshape(shape)
+        # 0/1 scores are their own squares (exactly): no second pass over the rows.
+        squares = (
+            sums
+            if binary
+            else np.bincount(flat, weights=values * values, minlength=size).reshape(shape)
+        )
         counts = np.bincount(flat, minlength=size).reshape(shape).astype(np.float64)
         return cls(list(units), sums, squares, counts, binary, item_clusters)
 

@@ -35,7 +35,7 @@ from itemeval.errors import InputError, Problem
 from itemeval.store._layout import GRADES, SOLUTIONS, StudyStore
 from itemeval.store._positions import ItemLookup
 from itemeval.store._schemas import STATUS_OK
-from itemeval.store._summary import PartitionCells, read_cells
+from itemeval.store._summary import PartitionCells, every_cell_ok, read_cells
 
 #: `CellMasks.to_table()` of generate masks (keyed by condition id).
 GENERATE_CELL_SCHEMA = pa.schema(
@@ -185,8 +185,11 @@ def pending_generate(
     lookup = ItemLookup(items) if not force and n else None
     for cid in dict.fromkeys(condition_ids):
         pending = np.ones(n * epochs, dtype=bool)
-        if lookup is not None:
-            read = read_cells(SOLUTIONS, store.partition(SOLUTIONS, cid), _KEYS_OK, items=lookup)
+        partition = store.partition(SOLUTIONS, cid)
+        if lookup is not None and every_cell_ok(SOLUTIONS, partition, lookup, epochs):
+            pending[:] = False  # the summary's footer says so: no cell read
+        elif lookup is not None:
+            read = read_cells(SOLUTIONS, partition, _KEYS_OK, items=lookup)
             ok, item = _ok_cells(read)
             _, positions = cell_positions(ok, lookup, epochs, item)
             pending[positions] = False

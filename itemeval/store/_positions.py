@@ -158,6 +158,12 @@ class ItemLookup:
             self._sorted = self.items.take(order)
         return self._order
 
+    def sorted_ids(self) -> pa.Array:
+        """The items in id order (computed once, with `sorted_order`)."""
+        self.sorted_order()
+        assert self._sorted is not None
+        return self._sorted
+
     @property
     def digest(self) -> str:
         """`ids_digest` of the items in id order: what a partition summary's layout names when

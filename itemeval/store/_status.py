@@ -112,8 +112,22 @@ def status_counts(
             status.batch_saved_usd = _batch_saved(spent, pricing)
         for row in read.groups.to_pylist():
             _fold(status, row)
+        _round_money(status)
         out.append(status)
     return out
+
+
+#: Dollars are sums of floats, added row by row or from a summary's per-model sums: the two
+#: orders differ in the last bits (0.0054435 vs 0.0054434999999999996). Rounded to a millionth of
+#: a cent, every reader prints the same digits, with or without summaries.
+MONEY_DIGITS = 12
+
+
+def _round_money(status: ConditionStatus) -> None:
+    status.usd = round(status.usd, MONEY_DIGITS)
+    status.usd_spent = round(status.usd_spent, MONEY_DIGITS)
+    status.prompt_cache_saved_usd = round(status.prompt_cache_saved_usd, MONEY_DIGITS)
+    status.batch_saved_usd = round(status.batch_saved_usd, MONEY_DIGITS)
 
 
 def _fold(status: ConditionStatus, group: Mapping[str, Any]) -> None:

@@ -7,10 +7,7 @@ Every import counts, at the top of a module or inside a function, and so does a 
 `__init__` exports lazily from another package (a string `itemeval.<package>...` in its table);
 an import under `if TYPE_CHECKING:` does not (it never runs: annotations only). The top-level
 `itemeval/__init__.py` is left out: its lazy names (`itemeval.Study`) are the house's front door.
-
-Three arrows still run up, each between two neighbouring packages that lean on each other
-(`LEANING`, drawn in docs/architecture.md with its reason); the list only shrinks: a test fails
-when one of them is gone, so that it leaves the list and the drawing.
+No other arrow is excused.
 """
 
 from __future__ import annotations
@@ -24,15 +21,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "itemeval"
 NOT_PACKAGES = {"__init__", "__main__"}  # the front door and `python -m itemeval`
-
-#: (importer, imported): the arrows that still run up a floor, and why.
-LEANING = {
-    ("planning", "importing"): "make_plan adds a study's imported conditions, which importing "
-    "builds with planning's condition types",
-    ("providers", "simulator"): "the provider factory builds the simulator's in-process client",
-    ("batch", "runtime"): "the batch tier runs its cells through the runtime's ShardRunner, and "
-    "the driver runs the batch tier",
-}
 
 
 @cache
@@ -133,18 +121,16 @@ def test_imports_only_go_down() -> None:
         f"{a} (floor {floor_of[a]}) -> {b} (floor {floor_of[b]}): {where[0]}"
         + (f" (and {len(where) - 1} more)" if len(where) > 1 else "")
         for (a, b), where in sorted(_arrows().items())
-        if a in floor_of and b in floor_of and floor_of[b] >= floor_of[a] and (a, b) not in LEANING
+        if a in floor_of and b in floor_of and floor_of[b] >= floor_of[a]
     ]
     assert up == [], "imports that do not go down a floor:\n" + "\n".join(up)
 
 
 def test_no_import_circle_between_packages() -> None:
-    """From the imports alone, whatever the drawing says: no package reaches itself (but for
-    the `LEANING` arrows)."""
+    """From the imports alone, whatever the drawing says: no package reaches itself."""
     graph: dict[str, set[str]] = defaultdict(set)
     for a, b in _arrows():
-        if (a, b) not in LEANING:
-            graph[a].add(b)
+        graph[a].add(b)
     circles = []
     for start in sorted(graph):
         seen, stack = set(), [(start, [start])]
@@ -157,13 +143,3 @@ def test_no_import_circle_between_packages() -> None:
                     seen.add(nxt)
                     stack.append((nxt, [*path, nxt]))
     assert circles == [], "import circles:\n" + "\n".join(sorted(set(circles)))
-
-
-def test_the_leaning_arrows_are_still_there() -> None:
-    """An arrow of `LEANING` that is gone leaves the list (and the drawing's note)."""
-    arrows = _arrows()
-    gone = sorted(pair for pair in LEANING if pair not in arrows)
-    assert gone == [], f"no longer imported: {gone}; take them out of LEANING and the map"
-    text = (ROOT / "docs/architecture.md").read_text()
-    for a, b in LEANING:
-        assert f"`{a}` -> `{b}`" in text, f"docs/architecture.md does not say why {a} -> {b}"

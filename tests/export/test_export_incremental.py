@@ -137,11 +137,20 @@ def assert_same_export(incremental: Path, fresh: Path) -> None:
     fresh_aggregates, fresh_samples = _eee(fresh)
     assert mine_samples == fresh_samples
     assert mine_aggregates == fresh_aggregates
+    # The study's files, byte for byte (computed again only when their inputs changed).
     for name in ("comparisons", "rankings", "variance_components"):
         assert pq.read_table(incremental / f"{name}.parquet").equals(
             pq.read_table(fresh / f"{name}.parquet")
         )
-    assert (incremental / "judges.json").read_text() == (fresh / "judges.json").read_text()
+    study_files = [
+        f"{name}.{fmt}"
+        for name in ("comparisons", "rankings", "variance_components")
+        for fmt in ("parquet", "csv")
+    ] + ["judges.json", "pairwise.json"]
+    for name in study_files:
+        assert (incremental / name).exists() == (fresh / name).exists(), name
+        if (fresh / name).exists():
+            assert (incremental / name).read_bytes() == (fresh / name).read_bytes(), name
     mine_summary = json.loads((incremental / "export.json").read_text())
     fresh_summary = json.loads((fresh / "export.json").read_text())
     for key in ("rows", "counts", "eee"):
@@ -166,12 +175,18 @@ def assert_same_export(incremental: Path, fresh: Path) -> None:
     assert owned == {p for p in named if "/" in p}
 
 
-def test_an_unchanged_store_writes_nothing(tmp_path: Path):
+def test_an_unchanged_store_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     result = _rerun(tmp_path / "study", STUDY)
     out = tmp_path / "out"
     first = _export(result, out)
     assert not first.unchanged and first.rows > 0
     files = _files(out)
+
+    # Nor does it compute the statistics again: their inputs' fingerprint is the manifest's.
+    def no_cells(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("an export of an unchanged store read the study's cells")
+
+    monkeypatch.setattr("itemeval.export._study.study_cells", no_cells)
     again = _export(result, out)
     assert again.unchanged and again.rows == first.rows and again.rows_written == 0
     assert _files(out) == files  # the same files, bytes and modification times

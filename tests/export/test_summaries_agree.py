@@ -76,10 +76,11 @@ def _both(path: Path, argv: list[str], capsys: pytest.CaptureFixture[str], mp) -
     "command",
     [
         ["status"],
+        ["status", "--json"],
         ["plan"],
         ["analyze", "irt", "--no-write"],
     ],
-    ids=["status", "plan", "irt"],
+    ids=["status", "status-json", "plan", "irt"],
 )
 @pytest.mark.parametrize("layout", ["mixed", "compacted"])
 def test_reading_commands_print_the_same_with_and_without_summaries(

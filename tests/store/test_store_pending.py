@@ -185,3 +185,40 @@ def test_only_the_stores_own_hashes_are_rebuilt_from_their_keys() -> None:
         "0000000000000001",
         "ffffffffffffffff",
     ]
+
+
+def test_a_summary_that_counts_every_cell_ok_answers_without_reading_cells(
+    store: StudyStore, solution, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every selected cell `ok` in a compacted partition (every item, 3 epochs where 2 are
+    asked): nothing pending, from the summary's footer alone; an error cell, a newer fragment or
+    another selection of items, and the cells are read (and agree with every row read)."""
+    import itemeval.store._pending as pending_module
+
+    real = pending_module.read_cells
+    reads: list[str] = []
+
+    def counted(*args, **kwargs):
+        reads.append("read")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pending_module, "read_cells", counted)
+    store.write_solutions("c1", [solution(i, e) for i in ("q1", "q2", "q3") for e in range(3)])
+    store.write_solutions("c2", [solution(i, e) for i in ("q1", "q2", "q3") for e in range(3)])
+    store.write_solutions("c2", [solution("q2", 1, ok=False, at=99)])  # ok beats error: done
+    cells = [(i, e) for i in ("q1", "q2", "q3") for e in range(2)]
+    store.write_solutions("c3", [solution(i, e) for i, e in cells if (i, e) != ("q3", 1)])
+    store.write_solutions("c3", [solution("q3", 1, ok=False)])  # only an error: pending
+    compact(store, ["solutions"])
+    assert pending_generate(store, ["c1", "c2"], ITEMS, 2).num_rows == 0
+    assert reads == []  # both from their footers
+    c3 = pending_generate(store, ["c3"], ITEMS, 2)
+    assert reads == ["read"] and _cells(c3.to_table()) == [("c3", "q3", 1)]
+    monkeypatch.setenv("ITEMEVAL_SUMMARIES", "off")
+    assert _cells(c3.to_table()) == _cells(pending_generate(store, ["c3"], ITEMS, 2).to_table())
+    monkeypatch.delenv("ITEMEVAL_SUMMARIES")
+    assert pending_generate(store, ["c1"], pa.array(["q1", "q2"]), 2).num_rows == 0
+    assert reads == ["read"] * 3  # other items: the summary's layout is not theirs
+    store.write_solutions("c1", [solution("q1", 0, ok=False, at=99)])
+    assert pending_generate(store, ["c1"], ITEMS, 2).num_rows == 0
+    assert reads == ["read"] * 4  # a fragment newer than the summary: read

@@ -307,6 +307,7 @@ class EeeWriter:
         pair = self._pair
         out: dict[str, EvaluationRecord] = {}
         datasets = set(pc.unique(index.column("dataset")).to_pylist()) if index.num_rows else set()
+        datasets.discard(None)
         for dataset in sorted(datasets | set(previous)):
             if dataset not in datasets:
                 continue  # no row left: its files go (the caller deletes what is not named)
@@ -332,7 +333,9 @@ class EeeWriter:
                     record.samples_bytes = state.bytes
                     record.checksum = state.hasher.hexdigest() if state.checksum else None
                     record.tail = hashlib.sha256(state.tail).hexdigest()
-            rows = index.filter(pc.equal(index.column("dataset"), dataset))
+            rows = (  # one dataset (the usual case): no copy
+                index if len(datasets) == 1 else index.filter(pc.equal(index["dataset"], dataset))
+            )
             record.excluded = _excluded(rows)
             evaluation = self.evaluation(pair, dataset, record.begun)
             if record.samples is None or record.samples_rows == 0:
@@ -378,7 +381,8 @@ class EeeWriter:
                     for chunk in appended.read_prefix(_COPY_BYTES):
                         state.hasher.update(chunk)
                 state.tail = appended.read_tail(TAIL_BYTES)
-                state.moved = kept
+                # The kept lines stay where they are: their index rows carry over as they are
+                # (`moved` stays empty: nothing to look up again).
             else:
                 state = _Samples(evaluation, target, self.commit.stage(target), self._checksums)
                 state.moved = _copy_lines(self.out, source, kept, state)
@@ -390,6 +394,7 @@ class EeeWriter:
     def _totals(
         self, evaluation: Evaluation, rows: pa.Table, record: EvaluationRecord
     ) -> EvaluationTotals:
+        rows = rows.select(["item_id", "sample", "correct", "graded_at"])
         samples = rows.filter(pc.fill_null(rows.column("sample"), False))
         tallies = samples.group_by("item_id", use_threads=False).aggregate(
             [("correct", "sum"), ("correct", "count")]

@@ -31,8 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from itemeval.batch._records import BatchLog, BatchRecord
-from itemeval.batch._runner import BatchStage, StageOutcome
 from itemeval.calls import SpendSource
 from itemeval.planning import Plan
 from itemeval.runtime import (
@@ -48,6 +46,8 @@ from itemeval.runtime import (
     generate_shards,
     grade_shards,
 )
+from itemeval.runtime.batch._records import BatchLog, BatchRecord
+from itemeval.runtime.batch._runner import BatchStage, StageOutcome
 from itemeval.store import ITEMS_PER_PART, CellMasks
 
 #: Shard ids of the batch tier's summaries start here (live shards count from 0 per stage).

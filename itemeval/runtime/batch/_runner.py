@@ -41,15 +41,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from itemeval.batch._collect import CELL_PLACE, Collected, collect_rows, match_results
-from itemeval.batch._prepare import Buffer, cells_table, chunks, prepare_shard, shards_of
-from itemeval.batch._records import (
-    HEARTBEAT_S,
-    BatchLog,
-    BatchRecord,
-    Owner,
-    new_local_id,
-)
 from itemeval.calls import SpendSource, worst_case_usd
 from itemeval.providers import (
     BatchApiError,
@@ -65,6 +56,15 @@ from itemeval.runtime import (
     ShardSummary,
     generate_target,
     judge_target,
+)
+from itemeval.runtime.batch._collect import CELL_PLACE, Collected, collect_rows, match_results
+from itemeval.runtime.batch._prepare import Buffer, cells_table, chunks, prepare_shard, shards_of
+from itemeval.runtime.batch._records import (
+    HEARTBEAT_S,
+    BatchLog,
+    BatchRecord,
+    Owner,
+    new_local_id,
 )
 from itemeval.store import GRADES, SOLUTIONS
 

@@ -21,7 +21,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from itemeval.batch._records import CELL_SCHEMA, BatchRecord
 from itemeval.calls import (
     Call,
     CallTarget,
@@ -42,6 +41,7 @@ from itemeval.runtime import (
     generate_target,
     judge_target,
 )
+from itemeval.runtime.batch._records import CELL_SCHEMA, BatchRecord
 from itemeval.store import GRADES, SOLUTIONS, TIER_BATCH, cache_key, request_hashes
 
 #: Bytes a request takes in a batch, beyond its messages (the body's other fields).

@@ -17,12 +17,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from itemeval.batch._records import BatchRecord
 from itemeval.calls import Call, grade_row, response_row, solution_row
 from itemeval.providers import BatchResult, BatchStatus
 from itemeval.providers.money import ModelPrice
 from itemeval.providers.types import ModelResult
 from itemeval.runtime import RunContext, Shard, ShardRunner, ShardSummary, fold_rows
+from itemeval.runtime.batch._records import BatchRecord
 from itemeval.store import TIER_BATCH
 
 #: Columns of a cell that say where it is (kept in leftovers, to make shards of them again).

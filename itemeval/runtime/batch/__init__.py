@@ -2,7 +2,9 @@
 
 An endpoint with `batch: {enabled: true}` (OpenAI and Anthropic wires) has its conditions'
 pending cells answered through batches instead of one call at a time, beside the live dispatch
-of the other conditions; what the batches do not answer by the deadline is called live.
+of the other conditions; what the batches do not answer by the deadline is called live. It is
+part of running a study: the driver runs it beside the live dispatch, and it runs its cells with
+the runtime's plain pieces (shards, `ShardRunner`, a stage's result).
 
 The public names are the ones below; the modules are private:
 
@@ -20,8 +22,8 @@ The wire formats are in `itemeval/providers/` (`_batch_client.py`, `_openai_batc
 readers, and never imports Ray.
 """
 
-from itemeval.batch._records import BatchLog, BatchRecord, open_batches
-from itemeval.batch._tier import BatchTier, batch_conditions, open_batches_of
+from itemeval.runtime.batch._records import BatchLog, BatchRecord, open_batches
+from itemeval.runtime.batch._tier import BatchTier, batch_conditions, open_batches_of
 
 __all__ = [
     "BatchLog",
