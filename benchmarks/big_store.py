@@ -19,6 +19,12 @@ and the CPU it used (user + system, of it and what it waited for):
 * DuckDB over the same files, in the same run: a `group by` of the solutions and a `count(*)` of
   the grades (`read_parquet` with hive partitioning), in a subprocess like the rest.
 
+Each figure: wall seconds (`s`), the peak of the tree's summed RSS (`mb`), its CPU (`cpu_s`, as
+above), the command's own process's peak (`driver_mb`: for the build,
+the run's driver) and the largest processes by their own peaks, and the load average. The build
+of a store (`itemeval run` from empty) is reported as `build`. `--plot FILE` draws wall time
+against rows, a line per command (also from earlier `--json` files: `--from-json A B --plot F`).
+
 `--dir` keeps the stores (a store already made there is measured again, not rebuilt).
 `--commands` picks the commands. Results go to stdout and, with `--json FILE`, to a file.
 """
@@ -112,10 +118,14 @@ def timed(command: list[str], cwd: Path, marker: str, *, until: Any = None) -> d
     cpu = (now.ru_utime - spent.ru_utime) + (now.ru_stime - spent.ru_stime)
     if until is None and proc.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}):\n{err[-3000:]}")
+    # The largest processes by their own peak: the command's own (the driver) and Ray's.
+    largest = sorted(tree.peak_by_pid.items(), key=lambda kv: -kv[1])[:6]
     return {
         "s": round(wall, 2),
         "cpu_s": round(cpu, 2),
         "mb": round(tree.peak_rss / 2**20),
+        "driver_mb": round(tree.peak_driver_rss / 2**20),
+        "largest_mb": [[tree.names.get(pid, "?"), round(rss / 2**20)] for pid, rss in largest],
         "load": round(os.getloadavg()[0], 1),
         "out": out[-2000:],
     }
@@ -207,7 +217,8 @@ def measure(folder: Path, items: int, commands: list[str]) -> dict[str, Any]:
     return out
 
 
-PLOTTED = ("duckdb", "status", "plan", "rerun", "report", "irt", "view", "export", "export+1%")
+#: `build`: the `itemeval run` that made the store (from empty).
+PLOTTED = ("build", "duckdb", "status", "status again", *COMMANDS[2:])
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
@@ -245,6 +256,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
         "#e377c2",
         "#7f7f7f",
         "#bcbd22",
+        "#17becf",
+        "#393b79",
     ]
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -316,7 +329,9 @@ def main() -> None:
             folder = keep / f"rows-{rows}"
             made = build(folder, items)
             figures = measure(folder, items, args.commands)
-            if made is not None:
+            if made is None:  # the store was there: its build's figures, as recorded then
+                made = json.loads((folder / "built.json").read_text())
+            if made.get("s") is not None:
                 figures["build"] = made
             results[str(rows)] = figures
             load = os.getloadavg()[0]
@@ -328,7 +343,8 @@ def main() -> None:
                 if isinstance(value, dict):
                     print(
                         f"  {name:>12}: {value['s']:8.2f} s  {value.get('cpu_s', 0):7.2f} s CPU"
-                        f"  {value['mb']:6,} MB  load {value.get('load', 0):.1f}"
+                        f"  {value['mb']:6,} MB (own {value.get('driver_mb', 0):,})"
+                        f"  load {value.get('load', 0):.1f}"
                     )
             if args.json:
                 args.json.write_text(json.dumps(results, indent=1))

@@ -1,7 +1,8 @@
 """Peak memory of the driver and of each worker during a sweep of N items x M models.
 
     .venv/bin/python benchmarks/memory_sweep.py --items 100000 1000000
-    .venv/bin/python benchmarks/memory_sweep.py --paths ray --items 2500000 --models 4  # 10M cells
+    .venv/bin/python benchmarks/memory_sweep.py --paths ray --items 1250000 --models 4  # 10M cells
+    .venv/bin/python benchmarks/memory_sweep.py --paths ray --items 250000 --trace t.log  # where
 
 For each N: writes a dataset of N items (item format, under /tmp), then runs the study as
 `itemeval run` does (`run_study` in the sweep's own process, started as the command starts it
@@ -26,12 +27,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -98,10 +101,25 @@ def compaction_pids() -> list[int]:
     return pids
 
 
+def main_stack(depth: int = 7) -> list[str]:
+    """The innermost frames of the main thread: where the driver is."""
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    if frame is None:
+        return []
+    frames = traceback.extract_stack(frame)[-depth:]
+    return [f"{f.filename.rsplit('/itemeval/', 1)[-1]}:{f.lineno} {f.name}" for f in frames]
+
+
 class Sampler(threading.Thread):
-    def __init__(self, session: str) -> None:
+    def __init__(self, session: str, trace: Path | None = None) -> None:
         super().__init__(daemon=True)
         self.session = session
+        #: `--trace`: every 5 s the driver's and workers' resident sets, and at each new peak of
+        #: the driver's (+20 MB) the main thread's stack: where its memory came from.
+        self.trace = trace.open("w") if trace is not None else None
+        self._traced_peak = 0.0
+        self._traced_at = -math.inf
+        self._t0 = time.monotonic()
         self.driver_peak = self.driver_own_peak = 0.0
         self.compaction_peak = 0.0  # a compaction process's, when the run starts one
         self.worker_peaks: dict[int, float] = {}
@@ -119,17 +137,44 @@ class Sampler(threading.Thread):
                 total, own = rss_mb(pid)
                 self.worker_peaks[pid] = max(self.worker_peaks.get(pid, 0.0), total)
                 self.worker_own_peaks[pid] = max(self.worker_own_peaks.get(pid, 0.0), own)
+            if self.trace is not None:
+                self._write_trace(total)
+
+    def _write_trace(self, driver_mb: float) -> None:
+        assert self.trace is not None
+        now = time.monotonic() - self._t0
+        if driver_mb > self._traced_peak + 20:
+            self._traced_peak = driver_mb
+            stack = "\n    ".join(main_stack())
+            self.trace.write(f"peak {now:8.1f} s driver {driver_mb:.0f} MB\n    {stack}\n")
+        if now - self._traced_at >= 5:
+            self._traced_at = now
+            workers = ", ".join(
+                f"{rss_mb(pid)[0]:.0f}" for pid in worker_pids(self.session) if self.session
+            )
+            where = (main_stack(1) or ["?"])[0]
+            self.trace.write(
+                f"{now:8.1f} s driver {driver_mb:.0f} MB, workers [{workers}] MB, at {where}\n"
+            )
+        self.trace.flush()
 
     def finish(self) -> None:
         self._halt.set()
         self.join()
+        if self.trace is not None:
+            self.trace.close()
 
 
 MODELS = ("strong", "weak", "medium", "reasoner")
 
 
 def sweep(
-    items: int, path_kind: str, driver: str, models: int = 2, compact: bool = True
+    items: int,
+    path_kind: str,
+    driver: str,
+    models: int = 2,
+    compact: bool = True,
+    trace: Path | None = None,
 ) -> dict[str, Any]:
     if driver == "command":  # as `cli.main.entry` starts the command: pyarrow without pandas
         from itemeval._util.arrow_start import skip_pandas_probe
@@ -165,7 +210,7 @@ def sweep(
         session = ""
         if ray.is_initialized():  # its name is in our raylet's command line (no public API)
             session = Path(ray._private.worker._global_node.get_session_dir_path()).name
-        sampler = Sampler(session)
+        sampler = Sampler(session, trace)
         sampler.start()
         try:
             t0 = time.perf_counter()
@@ -228,10 +273,23 @@ def main() -> None:
     parser.add_argument(
         "--no-compact", action="store_true", help="runtime.compact: false (what a run leaves)"
     )
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        help="write the driver's and workers' resident sets every 5 s, and the driver's stack "
+        "at each new peak, to this file (one size and path only)",
+    )
     parser.add_argument("--one", nargs=2, metavar=("PATH", "ITEMS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:  # one sweep, in a fresh process: a peak must not include an earlier sweep's
-        result = sweep(int(args.one[1]), args.one[0], args.driver, args.models, not args.no_compact)
+        result = sweep(
+            int(args.one[1]),
+            args.one[0],
+            args.driver,
+            args.models,
+            not args.no_compact,
+            args.trace,
+        )
         print(json.dumps(result))
         return
     results = []
@@ -242,6 +300,7 @@ def main() -> None:
                     *(sys.executable, __file__, "--one", kind, str(n)),
                     *("--driver", args.driver, "--models", str(args.models)),
                     *(("--no-compact",) if args.no_compact else ()),
+                    *(("--trace", str(args.trace)) if args.trace else ()),
                 ],
                 capture_output=True,
                 text=True,

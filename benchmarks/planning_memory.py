@@ -47,7 +47,7 @@ from generated_data import write_dataset
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 #: planning's steps, timed as phases (looked up at call time by `make_plan`)
-STEPS = ("token_tables", "_pending", "_calibrate", "build_estimate")
+STEPS = ("_scan_datasets", "_pending", "_calibrate", "build_estimate")  # token tables: the scan
 
 
 def rss_mb() -> float:
@@ -116,8 +116,9 @@ def prepare(folder: Path, items: int, store: str) -> None:
         shutil.rmtree(folder / "store" / "grades")
 
 
-def measure(folder: Path) -> dict[str, Any]:
-    """Plan the study in `folder` as `itemeval run` does, phase by phase (a fresh process)."""
+def measure(folder: Path, study_file: Path | None = None) -> dict[str, Any]:
+    """Plan the study in `folder` as `itemeval run` does, phase by phase (a fresh process);
+    `study_file`: that study over its store as it is, read only (no commit)."""
     sampler = PhaseSampler()
     sampler.start()
     from itemeval._util.heap import limit_malloc_arenas
@@ -142,13 +143,14 @@ def measure(folder: Path) -> dict[str, Any]:
         setattr(planning, name, timed(name, getattr(planning, name)))
     started = time.perf_counter()
     sampler.enter("load")
-    study = load_study(folder / "study.yaml")
+    study = load_study(study_file or folder / "study.yaml")
     plan = planning.make_plan(study, keep_items=True)
     planned = time.perf_counter() - started
     sampler.enter("release")
     driver._release_planning_memory(plan)
-    sampler.enter("commit")
-    planning.commit_plan(plan)
+    if study_file is None:
+        sampler.enter("commit")
+        planning.commit_plan(plan)
     sampler.enter("grade pending")
     pending = driver._pending(plan, "grade")
     sampler.enter("grade shards")
@@ -187,6 +189,12 @@ def main() -> None:
     parser.add_argument(
         "--store", choices=STORES, default="empty", help="what the store holds first"
     )
+    parser.add_argument(
+        "--study",
+        type=Path,
+        help="measure this study over its store as it is (read only: nothing committed), "
+        "say a store `big_store.py` built",
+    )
     parser.add_argument("--prepare", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -194,7 +202,23 @@ def main() -> None:
         prepare(Path(args.prepare[0]), int(args.prepare[1]), args.prepare[2])
         return
     if args.measure:
-        print(json.dumps(measure(Path(args.measure[0]))))
+        study_file = Path(args.measure[2]) if args.measure[2].endswith(".yaml") else None
+        print(json.dumps(measure(Path(args.measure[0]), study_file)))
+        return
+    if args.study:
+        script = str(Path(__file__).resolve())
+        done = subprocess.run(  # a fresh process, as for a size
+            [sys.executable, script, "--measure", str(args.study.parent), "0", str(args.study)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode:
+            raise SystemExit(f"measure failed:\n{done.stderr[-3000:]}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        phases = ", ".join(f"{k} {v:.0f}" for k, v in result["phases"].items())
+        peak = result["peak_mb"]
+        print(f"{args.study}: {result['items']:,} items, peak {peak:.0f} MB ({phases})")
+        print(json.dumps(result))
         return
     results = [_one(n, args.store) for n in args.items]
     print(f"planning, store {args.store}: peak resident set (MB) by phase, base after imports")

@@ -151,7 +151,8 @@ class Tree:
                 continue
             cpu, rss, name = readings[pid]
             self.cpu[pid] = max(self.cpu.get(pid, 0.0), cpu)
-            self.names[pid] = name  # the latest (Ray's workers rename themselves)
+            if name != "?" or pid not in self.names:  # an exited process reads as "?"
+                self.names[pid] = name  # the latest (Ray's workers rename themselves)
             total_rss += rss
             self.peak_by_pid[pid] = max(self.peak_by_pid.get(pid, 0), rss)
             if pid == self.root:

@@ -9,6 +9,12 @@
   Between stages the driver waits for the partition in progress (a grade stage places each
   solution in the fragment that holds it when its condition's turn comes), and no solutions
   partition is compacted during a later stage.
+* **Before the next stage**: every partition that received `BEFORE_NEXT_STAGE_ROWS` rows or
+  more since its last compaction is compacted before the grade stage starts (the run waits;
+  the end then has those partitions no more to do). The grade stage's pending set reads each
+  partition's summary and the fragments it does not cover, and those it reads row by row: a
+  million items x 2 models left ~2M rows uncovered, and reading them raised the driver from
+  ~130 MB to its run's peak of 745 MB (docs/performance.md, "Memory").
 * **In a process of its own**: the thread starts one (`_compaction_process`) per compaction,
   which holds one unit at a time (`store/_compact_merge.py`) and hands all its memory back when
   it ends (arrow's pool and malloc keep freed pages in the driver): a million-item run's
@@ -58,6 +64,10 @@ Partition = tuple[str, str]  # (table, condition id)
 
 #: How long an interrupted run waits for the thread to notice (it checks between batches).
 STOP_WAIT_S = 0.5
+#: A partition with this many rows not yet compacted is compacted before the next stage reads
+#: it (a few tens of MB of the driver's memory when read row by row; fewer rows are cheaper to
+#: read than a compaction's process is to start).
+BEFORE_NEXT_STAGE_ROWS = 100_000
 
 
 class RunCompaction:
@@ -135,9 +145,11 @@ class RunCompaction:
                 self._start()
                 self._wake.notify()
 
-    def between_stages(self, stopped: Callable[[], bool]) -> None:
+    def between_stages(self, stopped: Callable[[], bool], *, next_stage: bool = False) -> None:
         """A stage ended: wait for the partition in progress (not the queue, which waits for
-        the run's end); an interruption stops it instead."""
+        the run's end); with a `next_stage` to come, then compact here every partition that
+        received `BEFORE_NEXT_STAGE_ROWS` rows since its last compaction (the run waits). An
+        interruption stops it instead."""
         with self._lock:
             self._tables = set()
             self._queue.clear()
@@ -146,6 +158,15 @@ class RunCompaction:
                     self._stop.set()
                     return
                 self._wake.wait(0.2)
+            todo = sorted(
+                key
+                for key, rows in self._rows.items()
+                if rows >= BEFORE_NEXT_STAGE_ROWS and self._written.get(key, 0)
+            )
+        if not (self.enabled and next_stage and todo) or stopped():
+            return
+        self.say(f"compacting the {len(todo)} partition(s) the next stage reads")
+        self._compact(todo, stopped)
 
     # -- the end -----------------------------------------------------------------------------
     def finish(self, stopped: Callable[[], bool], skip: str | None = None) -> CompactionRecord:

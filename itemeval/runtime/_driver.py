@@ -247,7 +247,7 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
             reinstall()  # Ray's own SIGTERM handler would exit without recording anything
             TIMELINE.mark("executor ready")
             try:
-                for stage in stages:
+                for index, stage in enumerate(stages):
                     compaction.stage(stage)
                     outcome.stages[stage] = _stage(
                         plan,
@@ -265,7 +265,9 @@ def _run(study: StudyConfig, options: RunOptions, executor_factory: Any) -> RunO
                     TIMELINE.mark(f"{stage} dispatched")
                     if stop.requested or cap.reached:
                         break
-                    compaction.between_stages(lambda: stop.requested)
+                    compaction.between_stages(
+                        lambda: stop.requested, next_stage=index + 1 < len(stages)
+                    )
             finally:
                 with contextlib.suppress(Exception):
                     outcome.ledger = executor.spend()

@@ -298,3 +298,60 @@ def test_judges_read_only_their_rows_of_compacted_solutions(tmp_path, monkeypatc
     ok = int(pc.sum(pc.equal(solutions.column("status"), "ok")).as_py())
     assert counts.done == ok and counts.planned == ok
     assert large and min(large) > 1  # compacted fragments of several row groups, read in part
+
+
+@pytest.mark.parametrize("threshold", [1, _compaction.BEFORE_NEXT_STAGE_ROWS])
+def test_the_grade_stage_reads_what_generate_wrote_compacted(tmp_path, monkeypatch, threshold):
+    # Each partition the generate stage wrote with `BEFORE_NEXT_STAGE_ROWS` rows or more (here
+    # every one, or none: the run has fewer) is compacted before the grade stage reads its
+    # pending set: one fragment per unit, covered by its summary, its physical rows the logical
+    # rows before; the judge then grades every answer.
+    monkeypatch.setattr(_compaction, "BEFORE_NEXT_STAGE_ROWS", threshold)
+    from itemeval.runtime import _driver
+
+    before: dict[tuple[str, str], pa.Table] = {}
+    at_pending: dict[tuple[str, str], tuple[int, bool, pa.Table]] = {}
+    between = _compaction.RunCompaction.between_stages
+
+    def spy_between(self: Any, stopped: Any, *, next_stage: bool = False) -> None:
+        if next_stage:
+            for key in _partitions(self.store):
+                before[key] = _rows(self.store, *key, dedup=True)
+                FRAGMENTS_BEFORE[key] = len(self.store.fragments(*key))
+        between(self, stopped, next_stage=next_stage)
+
+    pending_grade = _driver.pending_grade
+
+    def spy_pending(store: StudyStore, *args: Any, **kwargs: Any) -> Any:
+        for table, cid in before:
+            names = {f.name for f in store.fragments(table, cid)}
+            summary = read_summary(store.partition(table, cid), store.stage(table), [])
+            covered = summary is not None and set(summary.fragments) == names
+            physical = _rows(store, table, cid, dedup=False)
+            at_pending[(table, cid)] = (len(names), covered, physical)
+        return pending_grade(store, *args, **kwargs)
+
+    monkeypatch.setattr(_compaction.RunCompaction, "between_stages", spy_between)
+    monkeypatch.setattr(_driver, "pending_grade", spy_pending)
+    study = _study(tmp_path, **{"facets.grader": ["judge"], "budget.dev_items": 24})
+    outcome = run_study(study, INLINE)
+    assert outcome.status == "completed", outcome.message
+    assert before and set(at_pending) == set(before)
+    assert {table for table, _ in before} == {"solutions", "grades"}  # the scorer's, inline
+    store = StudyStore.open(study.store_url)
+    for key, logical in before.items():
+        fragments, covered, physical = at_pending[key]
+        assert FRAGMENTS_BEFORE[key] > 1, key
+        if threshold == 1:
+            units = 1 if key[0] == "solutions" else len(_gen_ids(store, key[1]))
+            assert fragments == units and covered, key
+            assert physical.equals(logical), key  # nothing lost, nothing left twice
+        else:  # fewer rows than the threshold: read as written
+            assert fragments == FRAGMENTS_BEFORE[key] and not covered, key
+    counts = outcome.stages["grade"].counts
+    solutions = store.read("solutions", columns=["status"])
+    ok = int(pc.sum(pc.equal(solutions.column("status"), "ok")).as_py())
+    # The judge's cells and the scorer's (written with the solutions): every answer, twice.
+    assert counts.done == counts.planned == 2 * ok and counts.errors == 0
+    record = latest_manifest(store).compaction
+    assert record is not None and record.status == "compacted" and record.left == 0
