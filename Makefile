@@ -1,19 +1,24 @@
 # The two commands: `make demo` and `make test`. Both build .venv themselves.
-# `make test-fast` is the inner loop: the suite without Ray clusters, browsers or the rate tests.
+# `make test-fast` is the inner loop: the suite without Ray, browsers, the rate tests and the tests
+# measured slow (tests/slow_tests.txt).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-fast slow-tests lint bench clean
+
+# uv (from the package index, into the venv) installs the packages: the set-up took about 140 s
+# with pip, 30 s with uv from an empty cache, seconds from its cache (docs/performance.md).
+UV := $(VENV)/bin/uv pip install -q --python $(PY)
 
 $(VENV)/.base: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	test -x $(VENV)/bin/uv || $(PY) -m pip install -q uv
+	$(UV) -e .
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.base $(VENV)/.s3rver
-	$(PY) -m pip install -q -e '.[dev]'
+	$(UV) -e '.[dev]'
 	touch $@
 
 # s3rver (npm): an S3 server that ignores If-None-Match; the store tests check that itemeval
@@ -38,7 +43,7 @@ PYTEST_WORKERS ?= 4
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
 # Bytecode caches are written even where the environment turns them off: without them every
 # worker rewrites the test modules and every CLI, server and Ray process compiles itemeval again.
-test test-fast: export PYTHONDONTWRITEBYTECODE :=
+test test-fast slow-tests: export PYTHONDONTWRITEBYTECODE :=
 
 test: $(VENV)/.dev
 	$(PY) -m ruff check itemeval tests benchmarks jobs
@@ -50,6 +55,13 @@ test: $(VENV)/.dev
 
 test-fast: $(VENV)/.dev
 	$(PY) -m pytest $(PARALLEL) -m "not ray and not browser and not serial and not slow" $(PYTEST_ARGS)
+
+# Remeasures which tests are `slow` (a second of CPU or more, or 20 s of wall: tests/slow_tests.txt,
+# which `make test-fast` leaves out) from a parallel run of the suite.
+slow-tests: $(VENV)/.dev
+	mkdir -p .pytest_cache && rm -f .pytest_cache/cpu-times.jsonl
+	-$(PY) -m pytest $(PARALLEL) -m "not serial" -q --cpu-times .pytest_cache/cpu-times.jsonl $(PYTEST_ARGS)
+	$(PY) tests/slow_tests.py .pytest_cache/cpu-times.jsonl
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check itemeval tests benchmarks jobs

@@ -26,7 +26,9 @@ file imports `s3_servers`, so every Ray worker the session starts has them.
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -215,7 +217,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
       harness, a sim-server, a browser page) starts once, on one worker.
     """
     grouped = config.pluginmanager.hasplugin("xdist")
+    measured_slow = _measured_slow()
     for item in items:
+        if item.nodeid in measured_slow:
+            item.add_marker(pytest.mark.slow)
         if _uses_local_ray(item):
             item.add_marker(pytest.mark.ray)
             if grouped:
@@ -225,6 +230,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
     items.sort(key=lambda item: not _uses_local_ray(item))  # stable: the rest keep their order
+
+
+SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
+
+
+def _measured_slow() -> set[str]:
+    """The tests `slow_tests.txt` lists (measured: a second of CPU or more; `make slow-tests`)."""
+    lines = SLOW_TESTS.read_text().splitlines() if SLOW_TESTS.exists() else []
+    return {line for line in lines if line and not line.startswith("#")}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--cpu-times",
+        metavar="PATH",
+        help="append each test's CPU seconds (its process and the children it waited for) "
+        "and wall seconds to PATH, one JSON line a test (`make slow-tests`)",
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    path = item.config.getoption("--cpu-times")
+    if not path:
+        yield
+        return
+    cpu, wall = _cpu_seconds(), time.monotonic()
+    yield
+    line = {
+        "test": item.nodeid,
+        "cpu_s": round(_cpu_seconds() - cpu, 2),
+        "wall_s": round(time.monotonic() - wall, 2),
+        "ray": item.get_closest_marker("ray") is not None,
+    }
+    with open(path, "a") as out:  # one short append per test: the workers' lines never mix
+        out.write(json.dumps(line) + "\n")
+
+
+def _cpu_seconds() -> float:
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _module_scoped(item: pytest.Item) -> bool:
