@@ -73,38 +73,48 @@ def proportions(
     grades: pa.Table, keys: Sequence[pa.Array | pa.ChunkedArray], bootstrap: Bootstrap
 ) -> dict[tuple[int, ...], Proportion]:
     """Accuracy with its interval per distinct combination of the integer `keys` (one value per
-    grade row), clustered by item."""
+    grade row, non-negative codes), clustered by item; combinations in increasing order, and
+    each one's clusters in the order the rows first show them (what the bootstrap resamples).
+
+    Counted with `np.bincount` per combination: a hash group-by over every (combination, item)
+    took 680 MB more at the peak of a 10M-row `report` (5M grades; measured)."""
     if grades.num_rows == 0:
         return {}
-    names = [f"k{i}" for i in range(len(keys))]
-    table = pa.table(
-        {
-            **dict(zip(names, keys, strict=True)),
-            "item": (
-                grades.column("item")
-                if bootstrap.clusters is None
-                else pa.array(bootstrap.clusters[grades.column("item").to_numpy()])
-            ),
-            "c": pc.cast(grades.column("correct"), pa.int64()),
-        }
-    )
-    per_item = table.group_by([*names, "item"], use_threads=False).aggregate(
-        [("c", "sum"), ("c", "count")]
-    )
-    per_item = per_item.sort_by([(n, "ascending") for n in names])
-    key_values = np.stack([per_item.column(n).to_numpy() for n in names], axis=1)
-    successes = per_item.column("c_sum").to_numpy().astype(np.float64)
-    trials = per_item.column("c_count").to_numpy().astype(np.float64)
-    change = np.any(key_values[1:] != key_values[:-1], axis=1)
-    bounds = np.flatnonzero(change) + 1
+    codes = [np.asarray(k.to_numpy(zero_copy_only=False), dtype=np.int64) for k in keys]
+    radices = [int(c.max()) + 1 for c in codes]
+    combo = np.zeros(grades.num_rows, dtype=np.int64)
+    for c, radix in zip(codes, radices, strict=True):
+        combo = combo * radix + c  # mixed radix: increasing combo = keys in increasing order
+    del codes
+    item = grades.column("item").to_numpy()
+    cluster = item if bootstrap.clusters is None else bootstrap.clusters[item]
+    correct = grades.column("correct")
+    verdict = correct.is_valid().to_numpy(zero_copy_only=False)
+    right = pc.fill_null(correct, False).to_numpy(zero_copy_only=False)
+    # Each combination's rows together, in their order.
+    order = np.argsort(combo, kind="stable")
+    combo = combo[order]
+    starts = np.concatenate(([0], np.flatnonzero(combo[1:] != combo[:-1]) + 1))
+    stops = [*starts[1:].tolist(), len(order)]
     out: dict[tuple[int, ...], Proportion] = {}
-    for start, stop in zip(
-        np.concatenate(([0], bounds)), np.concatenate((bounds, [len(trials)])), strict=True
-    ):
-        key = tuple(int(v) for v in key_values[start])
-        out[key] = bootstrap_proportion(
-            successes[start:stop],
-            trials[start:stop],
+    for value, start, stop in zip(combo[starts].tolist(), starts.tolist(), stops, strict=True):
+        rows = order[start:stop]
+        mine = cluster[rows]
+        graded = verdict[rows]
+        trials = np.bincount(mine[graded], minlength=int(mine.max()) + 1)
+        successes = np.bincount(mine[graded & right[rows]], minlength=len(trials))
+        if (mine[1:] >= mine[:-1]).all():
+            seen = np.flatnonzero(np.bincount(mine, minlength=len(trials)))
+        else:
+            first_seen, first_row = np.unique(mine, return_index=True)
+            seen = first_seen[np.argsort(first_row, kind="stable")]
+        key = []
+        for radix in reversed(radices):
+            value, digit = divmod(value, radix)
+            key.append(digit)
+        out[tuple(reversed(key))] = bootstrap_proportion(
+            successes[seen].astype(np.float64),
+            trials[seen].astype(np.float64),
             resamples=bootstrap.resamples,
             seed=bootstrap.seed,
             confidence=bootstrap.confidence,
