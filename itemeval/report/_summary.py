@@ -382,7 +382,7 @@ def errors(cells: StudyCells) -> Errors:
         ok = int(pc.sum(mine.filter(mine.column("ok")).column("rows")).as_py() or 0)
         coverage.append(Coverage("generate", g.slug, expected, ok, stored - ok))
     for k, grader in enumerate(f.grade):
-        mine = grades.filter(pc.equal(grades.column("grade"), k))
+        mine = _of_grader(grades, k)
         ok = mine.column("ok")
         parsed = pc.and_(ok, mine.column("parse_ok"))
         coverage.append(
@@ -402,6 +402,12 @@ def errors(cells: StudyCells) -> Errors:
         parse_failures=_code_counts(unparsed, "grade", "parse_code", grade_slugs),
         coverage=coverage,
     )
+
+
+def _of_grader(grades: pa.Table, code: int) -> pa.Table:
+    """The grades of one grade condition; every grade without a copy when there is one."""
+    mask = pc.equal(grades.column("grade"), code)
+    return grades if pc.all(mask).as_py() is not False else grades.filter(mask)
 
 
 def fmt_proportion(value: Proportion | None, digits: int = 3) -> str:
