@@ -32,7 +32,7 @@ About 30 bytes a grade: ten million grades in 300 MB.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import numpy as np
