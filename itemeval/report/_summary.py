@@ -80,12 +80,14 @@ def proportions(
     took 680 MB more at the peak of a 10M-row `report` (5M grades; measured)."""
     if grades.num_rows == 0:
         return {}
-    codes = [np.asarray(k.to_numpy(zero_copy_only=False), dtype=np.int64) for k in keys]
-    radices = [int(c.max()) + 1 for c in codes]
+    radices = []
     combo = np.zeros(grades.num_rows, dtype=np.int64)
-    for c, radix in zip(codes, radices, strict=True):
-        combo = combo * radix + c  # mixed radix: increasing combo = keys in increasing order
-    del codes
+    for k in keys:  # mixed radix, in place: increasing combo = keys in increasing order
+        code = k.to_numpy(zero_copy_only=False)
+        radices.append(int(code.max()) + 1)
+        combo *= radices[-1]
+        combo += code
+        del code
     item = grades.column("item").to_numpy()
     cluster = item if bootstrap.clusters is None else bootstrap.clusters[item]
     correct = grades.column("correct")
@@ -96,8 +98,10 @@ def proportions(
     combo = combo[order]
     starts = np.concatenate(([0], np.flatnonzero(combo[1:] != combo[:-1]) + 1))
     stops = [*starts[1:].tolist(), len(order)]
+    values = combo[starts].tolist()
+    del combo
     out: dict[tuple[int, ...], Proportion] = {}
-    for value, start, stop in zip(combo[starts].tolist(), starts.tolist(), stops, strict=True):
+    for value, start, stop in zip(values, starts.tolist(), stops, strict=True):
         rows = order[start:stop]
         mine = cluster[rows]
         graded = verdict[rows]
