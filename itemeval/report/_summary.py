@@ -73,38 +73,48 @@ def proportions(
     grades: pa.Table, keys: Sequence[pa.Array | pa.ChunkedArray], bootstrap: Bootstrap
 ) -> dict[tuple[int, ...], Proportion]:
     """Accuracy with its interval per distinct combination of the integer `keys` (one value per
-    grade row), clustered by item."""
+    grade row, non-negative codes), clustered by item; combinations in increasing order, and
+    each one's clusters in increasing order (as the leaderboard's: what the bootstrap resamples).
+
+    Counted with `np.bincount` per combination: a hash group-by over every (combination, item)
+    took 680 MB more at the peak of a 10M-row `report` (5M grades; measured)."""
     if grades.num_rows == 0:
         return {}
-    names = [f"k{i}" for i in range(len(keys))]
-    table = pa.table(
-        {
-            **dict(zip(names, keys, strict=True)),
-            "item": (
-                grades.column("item")
-                if bootstrap.clusters is None
-                else pa.array(bootstrap.clusters[grades.column("item").to_numpy()])
-            ),
-            "c": pc.cast(grades.column("correct"), pa.int64()),
-        }
-    )
-    per_item = table.group_by([*names, "item"], use_threads=False).aggregate(
-        [("c", "sum"), ("c", "count")]
-    )
-    per_item = per_item.sort_by([(n, "ascending") for n in names])
-    key_values = np.stack([per_item.column(n).to_numpy() for n in names], axis=1)
-    successes = per_item.column("c_sum").to_numpy().astype(np.float64)
-    trials = per_item.column("c_count").to_numpy().astype(np.float64)
-    change = np.any(key_values[1:] != key_values[:-1], axis=1)
-    bounds = np.flatnonzero(change) + 1
+    radices = []
+    combo = np.zeros(grades.num_rows, dtype=np.int64)
+    for k in keys:  # mixed radix, in place: increasing combo = keys in increasing order
+        code = k.to_numpy(zero_copy_only=False)
+        radices.append(int(code.max()) + 1)
+        combo *= radices[-1]
+        combo += code
+        del code
+    item = grades.column("item").to_numpy()
+    cluster = item if bootstrap.clusters is None else bootstrap.clusters[item]
+    correct = grades.column("correct")
+    verdict = correct.is_valid().to_numpy(zero_copy_only=False)
+    right = pc.fill_null(correct, False).to_numpy(zero_copy_only=False)
+    # Each combination's rows together, in their order.
+    order = np.argsort(combo, kind="stable")
+    combo = combo[order]
+    starts = np.concatenate(([0], np.flatnonzero(combo[1:] != combo[:-1]) + 1))
+    stops = [*starts[1:].tolist(), len(order)]
+    values = combo[starts].tolist()
+    del combo
     out: dict[tuple[int, ...], Proportion] = {}
-    for start, stop in zip(
-        np.concatenate(([0], bounds)), np.concatenate((bounds, [len(trials)])), strict=True
-    ):
-        key = tuple(int(v) for v in key_values[start])
-        out[key] = bootstrap_proportion(
-            successes[start:stop],
-            trials[start:stop],
+    for value, start, stop in zip(values, starts.tolist(), stops, strict=True):
+        rows = order[start:stop]
+        mine = cluster[rows]
+        graded = verdict[rows]
+        trials = np.bincount(mine[graded], minlength=int(mine.max()) + 1)
+        successes = np.bincount(mine[graded & right[rows]], minlength=len(trials))
+        seen = np.flatnonzero(np.bincount(mine, minlength=len(trials)))
+        key = []
+        for radix in reversed(radices):
+            value, digit = divmod(value, radix)
+            key.append(digit)
+        out[tuple(reversed(key))] = bootstrap_proportion(
+            successes[seen].astype(np.float64),
+            trials[seen].astype(np.float64),
             resamples=bootstrap.resamples,
             seed=bootstrap.seed,
             confidence=bootstrap.confidence,
@@ -372,7 +382,7 @@ def errors(cells: StudyCells) -> Errors:
         ok = int(pc.sum(mine.filter(mine.column("ok")).column("rows")).as_py() or 0)
         coverage.append(Coverage("generate", g.slug, expected, ok, stored - ok))
     for k, grader in enumerate(f.grade):
-        mine = grades.filter(pc.equal(grades.column("grade"), k))
+        mine = _of_grader(grades, k)
         ok = mine.column("ok")
         parsed = pc.and_(ok, mine.column("parse_ok"))
         coverage.append(
@@ -392,6 +402,12 @@ def errors(cells: StudyCells) -> Errors:
         parse_failures=_code_counts(unparsed, "grade", "parse_code", grade_slugs),
         coverage=coverage,
     )
+
+
+def _of_grader(grades: pa.Table, code: int) -> pa.Table:
+    """The grades of one grade condition; every grade without a copy when there is one."""
+    mask = pc.equal(grades.column("grade"), code)
+    return grades if pc.all(mask).as_py() is not False else grades.filter(mask)
 
 
 def fmt_proportion(value: Proportion | None, digits: int = 3) -> str:

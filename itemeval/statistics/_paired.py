@@ -201,6 +201,7 @@ def compare(
     if n > 0:
         rng = np.random.default_rng(seed)
         resample = _Resampler.of(base, rng)
+        del base  # kept by the resampler only when its rows are mostly distinct
         chunk = max(1, _CHUNK_CELLS // max(1, resample.width))
         for start in range(0, resamples, chunk):
             rows = min(chunk, resamples - start)
@@ -365,7 +366,10 @@ def _residuals(tallies: Tallies, estimates: np.ndarray) -> tuple[np.ndarray, np.
     mean_counts = tallies.counts.sum(axis=0) / n
     safe = np.where(mean_counts > 0, mean_counts, 1.0)
     p = np.nan_to_num(estimates)
-    residuals = (tallies.sums - p * tallies.counts) / safe
+    # In place, the same operations: two fewer (clusters, units) arrays at the peak.
+    residuals = p * tallies.counts
+    np.subtract(tallies.sums, residuals, out=residuals)
+    residuals /= safe
     return residuals, residuals.T @ residuals
 
 

@@ -62,14 +62,18 @@ class Tallies:
         """One row per graded answer: its unit code (0 .. len(units)-1), its cluster code (any
         integers: only the clusters present get a row, in increasing code order) and its score."""
         unit = np.asarray(unit, dtype=np.int64)
-        cluster = np.asarray(cluster, dtype=np.int64)
+        cluster = np.asarray(cluster)
+        if cluster.dtype.kind not in "iu":  # integer codes are used as they are (no copy)
+            cluster = cluster.astype(np.int64)
         values = np.asarray(values, dtype=np.float64)
         k = len(units)
         if len(unit) == 0:
             empty = np.zeros((0, k))
             return cls(list(units), empty, empty, empty, binary, item_clusters)
-        present, dense = _dense_codes(cluster)
-        flat = dense * k + unit
+        present, flat = _dense_codes(cluster)
+        del cluster
+        flat *= k  # in place: each row's (cluster, unit) cell; a copy of the rows each is 40 MB
+        flat += unit
         size = len(present) * k
         shape = (len(present), k)
         sums = np.bincount(flat, weights=values, minlength=size).reshape(shape)
@@ -91,7 +95,7 @@ def _dense_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     low, high = int(codes.min()), int(codes.max())
     if low < 0 or high > 4 * len(codes) + 1024:
         present, dense = np.unique(codes, return_inverse=True)
-        return present, dense.astype(np.int64)
+        return present, dense.astype(np.int64).reshape(-1)
     seen = np.zeros(high + 1, dtype=bool)
     seen[codes] = True
     place = np.cumsum(seen, dtype=np.int64) - 1
