@@ -1,3 +1,5 @@
+# One piece: a pair's state (keys, fingerprints, where each row lives) and the rows selected from
+# it share one layout; split, each half would import the other's private columns.
 """A condition pair's state: every key of its grades and solutions, where each logical row lives
 and a fingerprint of it; and the long-table rows that state gives.
 

@@ -1,3 +1,5 @@
+# One piece: a run's life, plan to manifest, reads top to bottom in `_run`; the helpers below
+# share its plan and outcome (dispatch, compaction and the batch tier have their own modules).
 """The driver: plan, gate, dispatch, account, and record how the run ended.
 
     plan (reads only) -> keys -> gate -> pins + items snapshot -> manifest (running)

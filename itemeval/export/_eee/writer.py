@@ -1,3 +1,5 @@
+# One piece: `EeeWriter` is one writer over one condition pair's files: what changed, what is
+# kept, and the totals, share the state of a single pass.
 """Every Eval Ever files of one condition pair, written from what changed.
 
 An evaluation is one pair on one dataset: an aggregate record and a samples file (one JSON line
