@@ -40,6 +40,7 @@ from typing import Any
 
 import pytest
 from s3_servers import (
+    MOTO_S3_SERVER,
     S3RVER_KEYS,
     S3RVER_VERSION,
     SEAWEEDFS_KEYS,
@@ -91,10 +92,11 @@ def machine_limits_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[str]:
-    """Start moto's S3 server on 127.0.0.1 and point this process's AWS environment at it."""
+    """Start moto's S3 server (its conditional PUTs atomic) on 127.0.0.1 and point this
+    process's AWS environment at it."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, MOTO_S3_SERVER, "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

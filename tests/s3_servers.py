@@ -32,6 +32,8 @@ import s3fs
 SEAWEEDFS_KEYS = {"key": "testing", "secret": "testing"}
 S3RVER_KEYS = {"key": "S3RVER", "secret": "S3RVER"}
 S3RVER_VERSION = "3.7.1"
+#: moto's S3 server, its conditional PUTs atomic as S3's are (tests/moto_s3_server.py).
+MOTO_S3_SERVER = str(Path(__file__).with_name("moto_s3_server.py"))
 #: Study `storage_options` that name the variables with S3 credentials (moto accepts any): a
 #: study file may not hold a credential. Set on import (conftest imports this module before any
 #: Ray starts), so every Ray worker of the session has them.

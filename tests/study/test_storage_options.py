@@ -20,6 +20,7 @@ from collections.abc import Iterator
 import pyarrow.parquet as pq
 import pytest
 import s3fs
+from s3_servers import MOTO_S3_SERVER
 from study_files import DATASETS, variant, write_study
 
 from itemeval.cli.main import main
@@ -127,7 +128,7 @@ def _moto() -> Iterator[str]:
     """Another moto S3 server on 127.0.0.1 (the session's is `s3_server`)."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, MOTO_S3_SERVER, "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
